@@ -1,0 +1,1 @@
+"""coord's client library."""

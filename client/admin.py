@@ -1,0 +1,57 @@
+"""A small synchronous client for the Admin service (status, log operations)."""
+
+from __future__ import annotations
+
+import grpc
+
+from coord.v1 import admin_pb2, admin_pb2_grpc
+
+
+class AdminClient:
+    def __init__(self, endpoint: str, timeout: float = 2.0) -> None:
+        self.endpoint = endpoint
+        self.timeout = timeout
+        self._channel = grpc.insecure_channel(endpoint)
+        self._stub = admin_pb2_grpc.AdminStub(self._channel)
+
+    def status(self) -> admin_pb2.StatusResponse:
+        return self._stub.Status(admin_pb2.StatusRequest(), timeout=self.timeout)
+
+    def propose(self, data: bytes, timeout: float | None = None) -> admin_pb2.ProposeResponse:
+        return self._stub.Propose(
+            admin_pb2.ProposeRequest(data=data), timeout=timeout or self.timeout
+        )
+
+    def read_index(self) -> int:
+        return self._stub.ReadIndex(admin_pb2.ReadIndexRequest(), timeout=self.timeout).index
+
+    def transfer_leader(self, to_name: str, timeout: float = 10.0) -> int:
+        req = admin_pb2.TransferLeaderRequest(to_name=to_name)
+        return self._stub.TransferLeader(req, timeout=timeout).leader_id
+
+    def add_member(
+        self, name: str, peer_address: str, learner: bool = False
+    ) -> admin_pb2.MembershipResponse:
+        req = admin_pb2.AddMemberRequest(name=name, peer_address=peer_address, learner=learner)
+        return self._stub.AddMember(req, timeout=15.0)
+
+    def remove_member(self, name: str) -> admin_pb2.MembershipResponse:
+        return self._stub.RemoveMember(admin_pb2.RemoveMemberRequest(name=name), timeout=15.0)
+
+    def bench(self, concurrency: int, duration_ms: int, payload_bytes: int = 16):
+        req = admin_pb2.BenchRequest(
+            concurrency=concurrency, duration_ms=duration_ms, payload_bytes=payload_bytes
+        )
+        return self._stub.Bench(req, timeout=duration_ms / 1000 + 30)
+
+    def watch_status(self, timeout: float | None = None):
+        return self._stub.WatchStatus(admin_pb2.WatchStatusRequest(), timeout=timeout)
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> AdminClient:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

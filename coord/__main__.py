@@ -1,0 +1,3 @@
+from coord.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,255 @@
+"""`coord` command line: serve a member, run a local dev cluster, inspect, benchmark."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import grpc
+
+
+def _configure_logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper()),
+        format="%(asctime)s.%(msecs)03d %(levelname)-5s %(message)s",
+        datefmt="%H:%M:%S",
+        stream=sys.stdout,
+    )
+
+
+def _read_secret(args: argparse.Namespace) -> bytes:
+    if args.cluster_secret_file:
+        path = Path(args.cluster_secret_file)
+        try:
+            secret = path.read_bytes().strip()
+        except OSError as e:
+            raise SystemExit(
+                f"coord: cannot read --cluster-secret-file {path}: {e.strerror}"
+            ) from None
+    else:
+        secret = os.environ.get("COORD_CLUSTER_SECRET", "").encode()
+    if len(secret) < 16:
+        raise SystemExit(
+            "coord: members authenticate each other with a shared secret of at least 16 bytes:"
+            " pass --cluster-secret-file FILE or set COORD_CLUSTER_SECRET"
+        )
+    return secret
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from coord.server.member import Member, MemberConfig
+    from coord.server.members import parse_initial_cluster, validate_address
+    from coord.server.node import NodeOptions
+    from coord.server.storage import StorageError
+
+    _configure_logging(args.log_level)
+    try:
+        initial = parse_initial_cluster(args.initial_cluster)
+        validate_address(args.listen)
+        validate_address(args.peer_listen)
+    except ValueError as e:
+        raise SystemExit(f"coord serve: {e}") from None
+    options = NodeOptions(
+        tick_ms=args.tick_ms,
+        election_ticks=args.election_ticks,
+        heartbeat_ticks=args.heartbeat_ticks,
+        snapshot_every=args.snapshot_every,
+    )
+    config = MemberConfig(
+        name=args.name,
+        data_dir=Path(args.data_dir),
+        listen=args.listen,
+        peer_listen=args.peer_listen,
+        initial_cluster=initial,
+        cluster_secret=_read_secret(args),
+        options=options,
+        join=args.initial_cluster_state == "existing",
+    )
+
+    async def run() -> int:
+        member = Member(config)
+        return await member.serve_until_signalled()
+
+    try:
+        return asyncio.run(run())
+    except (StorageError, OSError, ValueError) as e:
+        logging.getLogger("coord").error("%s: cannot start: %s", args.name, e)
+        return 2
+
+
+def cmd_dev(args: argparse.Namespace) -> int:
+    from coord.testing import ClusterError, LocalCluster
+
+    data_dir = Path(args.data_dir)
+    if args.fresh and data_dir.exists():
+        import shutil
+
+        shutil.rmtree(data_dir)
+    colors = ["36", "33", "35", "32", "34", "31", "37", "96", "93"]
+
+    def echo(name: str, line: str) -> None:
+        color = colors[(int(name[1:]) - 1) % len(colors)]
+        tag = f"\033[{color}m{name:>3}\033[0m" if sys.stdout.isatty() else f"{name:>3}"
+        print(f"{tag} | {line}", flush=True)
+
+    cluster = LocalCluster(
+        args.nodes,
+        data_dir=data_dir,
+        base_port=args.base_port,
+        echo=echo,
+        extra_args=["--log-level", args.log_level],
+    )
+    stop = False
+
+    def on_signal(signum, frame) -> None:
+        nonlocal stop
+        stop = True
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    print(f"coord dev: starting {args.nodes} members, data in {data_dir}/", flush=True)
+    try:
+        cluster.start(timeout=30)
+        leader = cluster.wait_for_leader(timeout=30)
+    except ClusterError as e:
+        print(f"coord dev: {e}", file=sys.stderr)
+        cluster.stop()
+        return 1
+    endpoints = ",".join(cluster.endpoints)
+    print(
+        f"coord dev: ready; leader {leader}. Client endpoints: {endpoints}\n"
+        f"  try: coord status --endpoints {endpoints}\n"
+        "  Ctrl-C stops the cluster (data is kept; --fresh starts over).",
+        flush=True,
+    )
+    while not stop:
+        dead = [m.name for m in cluster.members.values() if not m.running]
+        if dead:
+            print(f"coord dev: member(s) {', '.join(dead)} exited; stopping", file=sys.stderr)
+            break
+        time.sleep(0.2)
+    print("coord dev: stopping members", flush=True)
+    cluster.stop()
+    print("coord dev: stopped", flush=True)
+    return 0
+
+
+def _status_row(endpoint: str, timeout: float) -> dict:
+    from google.protobuf.json_format import MessageToDict
+
+    from coord.client.admin import AdminClient
+
+    try:
+        with AdminClient(endpoint, timeout=timeout) as c:
+            st = c.status()
+    except grpc.RpcError as e:
+        return {"endpoint": endpoint, "error": f"{e.code().name}: {e.details()}"}
+    row = MessageToDict(
+        st, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+    )
+    row["endpoint"] = endpoint
+    row["state_machine"] = json.loads(st.state_machine or "{}")
+    return row
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    endpoints = [e.strip() for e in args.endpoints.split(",") if e.strip()]
+    rows = [_status_row(e, args.timeout) for e in endpoints]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        header = ("ENDPOINT", "NAME", "ROLE", "TERM", "LEADER", "COMMIT", "APPLIED", "QUORUM")
+        table = [header]
+        for r in rows:
+            if "error" in r:
+                table.append((r["endpoint"], "-", "unreachable", "-", "-", "-", "-", r["error"]))
+                continue
+            quorum = "yes" if r["has_quorum"] else f"NO ({int(r['quorum_lost_ms']) / 1000:.1f}s)"
+            table.append(
+                (
+                    r["endpoint"],
+                    r["name"],
+                    r["role"],
+                    str(r["term"]),
+                    r["leader_name"] or "-",
+                    str(r["commit_index"]),
+                    str(r["applied_index"]),
+                    quorum,
+                )
+            )
+        widths = [max(len(str(row[i])) for row in table) for i in range(len(header))]
+        for row in table:
+            print("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+        for r in rows:
+            for p in r.get("progress", []):
+                if p["name"] == r["name"]:
+                    continue
+                print(
+                    f"  {r['name']} -> {p['name']}: match {p['match_index']} next"
+                    f" {p['next_index']} {p['state']}{'' if p['recent_active'] else ' (inactive)'}"
+                )
+    return 0 if all("error" not in r for r in rows) else 1
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from coord.server.bench_raft import run_raft_bench
+
+    return run_raft_bench(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="coord", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("serve", help="run one member")
+    s.add_argument("--name", required=True)
+    s.add_argument("--data-dir", required=True)
+    s.add_argument("--listen", required=True, help="client address HOST:PORT")
+    s.add_argument("--peer-listen", required=True, help="peer address HOST:PORT")
+    s.add_argument("--initial-cluster", required=True, help="n1=HOST:PEERPORT,n2=...")
+    s.add_argument("--initial-cluster-state", choices=["new", "existing"], default="new")
+    s.add_argument("--cluster-secret-file", help="file holding the shared cluster secret")
+    s.add_argument("--tick-ms", type=int, default=50)
+    s.add_argument("--election-ticks", type=int, default=12)
+    s.add_argument("--heartbeat-ticks", type=int, default=2)
+    s.add_argument("--snapshot-every", type=int, default=20_000)
+    s.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    s.set_defaults(func=cmd_serve)
+
+    d = sub.add_parser("dev", help="run a local cluster on 127.0.0.1 (Ctrl-C stops it)")
+    d.add_argument("--nodes", type=int, default=3)
+    d.add_argument("--data-dir", default="data/dev")
+    d.add_argument(
+        "--base-port", type=int, default=7101, help="clients on BASE.., peers on BASE+100.."
+    )
+    d.add_argument("--fresh", action="store_true", help="wipe the data dir first")
+    d.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    d.set_defaults(func=cmd_dev)
+
+    st = sub.add_parser("status", help="each member's role, term, leader, indexes, quorum view")
+    st.add_argument("--endpoints", required=True)
+    st.add_argument("--json", action="store_true")
+    st.add_argument("--timeout", type=float, default=2.0)
+    st.set_defaults(func=cmd_status)
+
+    b = sub.add_parser("bench", help="benchmarks")
+    b.add_argument("target", choices=["raft"])
+    b.add_argument("--concurrency", default="1,16,256")
+    b.add_argument("--seconds", type=float, default=5.0)
+    b.add_argument("--failover-trials", type=int, default=10)
+    b.add_argument("--payload-bytes", type=int, default=16)
+    b.add_argument("--json", action="store_true")
+    b.set_defaults(func=cmd_bench)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args)

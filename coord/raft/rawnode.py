@@ -1,0 +1,211 @@
+"""The driver-facing surface of the core: feed it `step`/`tick`, take one `Ready` batch,
+do what it says, then `advance`. Mirrors etcd/raft's RawNode."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .confchange import decode_conf_change
+from .errors import ProposalDroppedError
+from .log import RaftLog
+from .raft import Config, Raft
+from .types import (
+    LOCAL_MESSAGES,
+    NONE,
+    ConfChange,
+    ConfState,
+    Entry,
+    EntryType,
+    HardState,
+    Message,
+    MessageType,
+    Ready,
+    Role,
+    Snapshot,
+    SnapshotMeta,
+)
+
+
+@dataclass(slots=True, frozen=True)
+class PeerStatus:
+    match: int
+    next: int
+    state: str
+    recent_active: bool
+    learner: bool
+
+
+@dataclass(slots=True, frozen=True)
+class Status:
+    id: int
+    term: int
+    vote: int
+    leader: int
+    role: Role
+    has_quorum: bool
+    commit: int
+    applied: int
+    first_index: int
+    last_index: int
+    snapshot_index: int
+    conf_state: ConfState
+    progress: dict[int, PeerStatus] = field(default_factory=dict)
+
+
+class RawNode:
+    MAX_APPLY_BATCH = 4096
+
+    def __init__(
+        self,
+        config: Config,
+        hard_state: HardState | None = None,
+        snapshot: Snapshot | None = None,
+        entries: list[Entry] | None = None,
+    ) -> None:
+        self.raft = Raft(
+            config, hard_state or HardState(), snapshot or Snapshot(), list(entries or [])
+        )
+        self._prev_hard = self.raft.hard_state()
+        self._prev_soft = self.raft.soft_state()
+
+    # -- input ----------------------------------------------------------------------------
+    def tick(self) -> None:
+        self.raft.tick()
+
+    def step(self, m: Message) -> None:
+        """A message from a peer. Local message types are refused: use the methods."""
+        if m.type in LOCAL_MESSAGES and m.type is not MessageType.UNREACHABLE:
+            raise ValueError(f"{m.type.name} is a local message")
+        self.raft.step(m)
+
+    def campaign(self) -> None:
+        self.raft.step(Message(MessageType.HUP))
+
+    def propose(self, payloads: list[bytes]) -> tuple[int, int]:
+        """Append normal entries; returns (index of the first, term). Leader only."""
+        if not payloads:
+            raise ProposalDroppedError("empty proposal")
+        return self.raft.propose([Entry(0, 0, EntryType.NORMAL, p) for p in payloads])
+
+    def propose_conf_change(self, cc: ConfChange) -> tuple[int, int]:
+        return self.raft.propose_conf_change(cc)
+
+    def apply_conf_change(self, cc: ConfChange) -> ConfState:
+        return self.raft.apply_conf_change(cc)
+
+    def read_index(self, context: bytes) -> None:
+        """Ask for a ReadState carrying `context`; it arrives in a later Ready (or never,
+        if leadership is lost meanwhile: callers time out and retry)."""
+        self.raft.step(Message(MessageType.READ_INDEX, context=context))
+
+    def transfer_leader(self, target: int) -> None:
+        self.raft.step(Message(MessageType.TRANSFER_LEADER, index=target))
+
+    def report_unreachable(self, node: int) -> None:
+        self.raft.step(Message(MessageType.UNREACHABLE, frm=node))
+
+    def report_snapshot(self, node: int, ok: bool) -> None:
+        self.raft.step(Message(MessageType.SNAP_STATUS, frm=node, reject=not ok))
+
+    def compact(self, index: int, data: bytes) -> Snapshot:
+        """The state machine captured its state at applied `index`; drop the log before it.
+        Returns the snapshot for the driver to persist (``LogStore.compact``)."""
+        log: RaftLog = self.raft.log
+        if index > log.applied:
+            raise ValueError(f"cannot snapshot at {index}: only {log.applied} applied")
+        term = log.term(index)
+        if term is None:
+            raise ValueError(f"index {index} is already compacted")
+        snap = Snapshot(SnapshotMeta(index, term, self.raft.conf), data)
+        log.compact(snap)
+        return snap
+
+    # -- output ---------------------------------------------------------------------------
+    def has_ready(self) -> bool:
+        r = self.raft
+        return bool(
+            r.msgs
+            or r.read_states
+            or r.log.stable < r.log.last_index()
+            or r.log.pending_snapshot is not None
+            or r.log.has_next_committed_entries()
+            or r.hard_state() != self._prev_hard
+            or r.soft_state() != self._prev_soft
+        )
+
+    def ready(self) -> Ready:
+        r = self.raft
+        rd = Ready(
+            entries=r.log.unstable_entries(),
+            snapshot=r.log.pending_snapshot,
+            committed_entries=r.log.next_committed_entries(self.MAX_APPLY_BATCH),
+            messages=r.msgs,
+            read_states=r.read_states,
+        )
+        r.msgs = []
+        r.read_states = []
+        hs = r.hard_state()
+        if hs != self._prev_hard:
+            rd.hard_state = hs
+        ss = r.soft_state()
+        if ss != self._prev_soft:
+            rd.soft_state = ss
+        return rd
+
+    def advance(self, rd: Ready) -> None:
+        """The driver has done everything `rd` asked for."""
+        r = self.raft
+        if rd.hard_state is not None:
+            self._prev_hard = rd.hard_state
+        if rd.soft_state is not None:
+            self._prev_soft = rd.soft_state
+        if rd.snapshot is not None:
+            r.log.snapshot_applied(rd.snapshot)
+        if rd.entries:
+            last = rd.entries[-1]
+            r.on_persisted(last.index, last.term)
+        if rd.committed_entries:
+            r.log.applied_to(rd.committed_entries[-1].index)
+
+    # -- inspection -----------------------------------------------------------------------
+    def status(self) -> Status:
+        r = self.raft
+        progress = {}
+        if r.role is Role.LEADER:
+            progress = {
+                node: PeerStatus(
+                    pr.match, pr.next, pr.state.value, r._is_recent(node), pr.is_learner
+                )
+                for node, pr in r.prs.items()
+            }
+        return Status(
+            id=r.id,
+            term=r.term,
+            vote=r.vote,
+            leader=r.lead,
+            role=r.role,
+            has_quorum=r.has_quorum,
+            commit=r.log.committed,
+            applied=r.log.applied,
+            first_index=r.log.first_index(),
+            last_index=r.log.last_index(),
+            snapshot_index=r.log.offset,
+            conf_state=r.conf,
+            progress=progress,
+        )
+
+    @property
+    def leader(self) -> int:
+        return self.raft.lead
+
+    @property
+    def is_leader(self) -> bool:
+        return self.raft.role is Role.LEADER and self.raft.lead == self.raft.id
+
+
+def conf_change_of(entry: Entry) -> ConfChange:
+    """Decode the payload of a CONF_CHANGE entry (for the driver's apply loop)."""
+    return decode_conf_change(entry.data)
+
+
+__all__ = ["RawNode", "Status", "PeerStatus", "conf_change_of", "NONE"]

@@ -1,0 +1,267 @@
+"""Real coord clusters for tests, benchmarks and `coord dev`: every member is its own
+`coord serve` process on free 127.0.0.1 ports, with kill/pause/resume/restart helpers."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+import grpc
+
+from coord.client.admin import AdminClient
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class MemberProcess:
+    name: str
+    listen: str
+    peer_listen: str
+    data_dir: Path
+    log_path: Path
+    proc: subprocess.Popen | None = None
+    paused: bool = False
+    _pump: threading.Thread | None = field(default=None, repr=False)
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+
+class ClusterError(RuntimeError):
+    pass
+
+
+class LocalCluster:
+    """A cluster of `coord serve` processes. Use as a context manager."""
+
+    def __init__(
+        self,
+        members: int = 3,
+        data_dir: str | Path | None = None,
+        base_port: int | None = None,
+        tick_ms: int | None = None,
+        election_ticks: int | None = None,
+        extra_args: list[str] | None = None,
+        echo: Callable[[str, str], None] | None = None,
+    ) -> None:
+        if not 1 <= members <= 9:
+            raise ValueError("members must be 1..9")
+        self._tmp = data_dir is None
+        self.root = Path(data_dir or tempfile.mkdtemp(prefix="coord-cluster-"))
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.echo = echo
+        self.extra_args = list(extra_args or [])
+        if tick_ms is not None:
+            self.extra_args += ["--tick-ms", str(tick_ms)]
+        if election_ticks is not None:
+            self.extra_args += ["--election-ticks", str(election_ticks)]
+        self.secret_file = self.root / "cluster.secret"
+        if not self.secret_file.exists():
+            self.secret_file.write_text(secrets.token_hex(32))
+            self.secret_file.chmod(0o600)
+        self.members: dict[str, MemberProcess] = {}
+        for i in range(members):
+            name = f"n{i + 1}"
+            if base_port is None:
+                client, peer = free_port(), free_port()
+            else:
+                client, peer = base_port + i, base_port + 100 + i
+            self.members[name] = MemberProcess(
+                name,
+                f"127.0.0.1:{client}",
+                f"127.0.0.1:{peer}",
+                self.root / name,
+                self.root / f"{name}.log",
+            )
+
+    # -- lifecycle ----------------------------------------------------------------------
+    @property
+    def initial_cluster(self) -> str:
+        return ",".join(f"{m.name}={m.peer_listen}" for m in self.members.values())
+
+    @property
+    def endpoints(self) -> list[str]:
+        return [m.listen for m in self.members.values()]
+
+    def command(self, name: str) -> list[str]:
+        m = self.members[name]
+        return [
+            sys.executable,
+            "-m",
+            "coord",
+            "serve",
+            "--name",
+            name,
+            "--data-dir",
+            str(m.data_dir),
+            "--listen",
+            m.listen,
+            "--peer-listen",
+            m.peer_listen,
+            "--initial-cluster",
+            self.initial_cluster,
+            "--cluster-secret-file",
+            str(self.secret_file),
+            *self.extra_args,
+        ]
+
+    def start(self, wait: bool = True, timeout: float = 20.0) -> LocalCluster:
+        for name in self.members:
+            self.start_member(name, wait=False)
+        if wait:
+            for name in self.members:
+                self.wait_serving(name, timeout)
+        return self
+
+    def start_member(self, name: str, wait: bool = True, timeout: float = 20.0) -> None:
+        m = self.members[name]
+        if m.running:
+            raise ClusterError(f"{name} is already running")
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        if self.echo is None:
+            out: IO | int = open(m.log_path, "ab")  # noqa: SIM115 - owned by the child
+            m.proc = subprocess.Popen(
+                self.command(name), stdout=out, stderr=subprocess.STDOUT, env=env
+            )
+            out.close()
+        else:
+            m.proc = subprocess.Popen(
+                self.command(name),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                env=env,
+                text=True,
+                bufsize=1,
+            )
+            m._pump = threading.Thread(target=self._pump_output, args=(m,), daemon=True)
+            m._pump.start()
+        m.paused = False
+        if wait:
+            self.wait_serving(name, timeout)
+
+    def _pump_output(self, m: MemberProcess) -> None:
+        assert m.proc is not None and m.proc.stdout is not None and self.echo is not None
+        for line in m.proc.stdout:
+            self.echo(m.name, line.rstrip("\n"))
+
+    def wait_serving(self, name: str, timeout: float = 20.0) -> None:
+        m = self.members[name]
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not m.running:
+                raise ClusterError(f"{name} exited with {m.proc.returncode}; see {m.log_path}")
+            try:
+                with AdminClient(m.listen, timeout=0.5) as c:
+                    c.status()
+                return
+            except grpc.RpcError:
+                time.sleep(0.05)
+        raise ClusterError(f"{name} did not start serving within {timeout}s; see {m.log_path}")
+
+    def stop(self, timeout: float = 10.0) -> None:
+        for m in self.members.values():
+            if m.running:
+                if m.paused:
+                    m.proc.send_signal(signal.SIGCONT)
+                m.proc.terminate()
+        for m in self.members.values():
+            if m.proc is not None:
+                try:
+                    m.proc.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    m.proc.kill()
+                    m.proc.wait()
+        if self._tmp:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    def __enter__(self) -> LocalCluster:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # -- faults -------------------------------------------------------------------------
+    def kill(self, name: str) -> None:
+        """kill -9: no chance to flush or say goodbye."""
+        m = self.members[name]
+        if m.proc is not None:
+            m.proc.kill()
+            m.proc.wait()
+
+    def pause(self, name: str) -> None:
+        self.members[name].proc.send_signal(signal.SIGSTOP)
+        self.members[name].paused = True
+
+    def resume(self, name: str) -> None:
+        self.members[name].proc.send_signal(signal.SIGCONT)
+        self.members[name].paused = False
+
+    def restart(self, name: str, timeout: float = 20.0) -> None:
+        self.kill(name)
+        self.start_member(name, wait=True, timeout=timeout)
+
+    # -- observation --------------------------------------------------------------------
+    def client(self, name: str, timeout: float = 2.0) -> AdminClient:
+        return AdminClient(self.members[name].listen, timeout=timeout)
+
+    def status(self, name: str):
+        with self.client(name) as c:
+            return c.status()
+
+    def statuses(self) -> dict[str, object]:
+        out = {}
+        for name, m in self.members.items():
+            if m.running and not m.paused:
+                try:
+                    out[name] = self.status(name)
+                except grpc.RpcError:
+                    pass
+        return out
+
+    def wait_for_leader(self, timeout: float = 10.0, among: list[str] | None = None) -> str:
+        """The name of a leader that a quorum of live members agrees on."""
+        deadline = time.monotonic() + timeout
+        names = among or list(self.members)
+        while time.monotonic() < deadline:
+            sts = {n: s for n, s in self.statuses().items() if n in names}
+            leaders = {s.leader_name for s in sts.values() if s.leader_name and s.has_quorum}
+            roles = [n for n, s in sts.items() if s.role == "leader" and s.has_quorum]
+            if len(leaders) == 1 and len(roles) == 1 and roles[0] in leaders:
+                return roles[0]
+            time.sleep(0.05)
+        raise ClusterError(f"no agreed leader within {timeout}s: {self.describe()}")
+
+    def describe(self) -> str:
+        parts = []
+        for name, s in self.statuses().items():
+            parts.append(f"{name}:{s.role}/t{s.term}/lead={s.leader_name or '-'}/q={s.has_quorum}")
+        return " ".join(parts) or "no member answering"
+
+
+@contextmanager
+def cluster(members: int = 3, **kwargs) -> Iterator[LocalCluster]:
+    """`with coord.testing.cluster(members=3) as c: ...` — a throwaway local cluster."""
+    c = LocalCluster(members, **kwargs)
+    try:
+        yield c.start()
+    finally:
+        c.stop()

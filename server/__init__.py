@@ -1,0 +1,1 @@
+"""coord.server: the member process (transport, codec, services)."""

@@ -1,0 +1,125 @@
+"""One coord member as a process: the node plus its two gRPC servers (clients on
+--listen, peers on --peer-listen), started and stopped in the right order."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from coord.statemachine import JournalMachine, StateMachine
+from coord.v1 import admin_pb2, admin_pb2_grpc
+
+from .admin import AdminService
+from .members import MemberInfo
+from .node import Node, NodeOptions
+from .transport import SERVER_OPTIONS
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class MemberConfig:
+    name: str
+    data_dir: Path
+    listen: str
+    peer_listen: str
+    initial_cluster: list[MemberInfo]
+    cluster_secret: bytes
+    options: NodeOptions = field(default_factory=NodeOptions)
+    join: bool = False
+
+
+class Member:
+    def __init__(self, config: MemberConfig, state_machine: StateMachine | None = None) -> None:
+        self.config = config
+        me = next((m for m in config.initial_cluster if m.name == config.name), None)
+        if me is None:
+            raise ValueError(f"--initial-cluster does not name this member ({config.name!r})")
+        if me.peer_address != config.peer_listen:
+            log.warning(
+                "%s: --peer-listen %s differs from its --initial-cluster address %s",
+                config.name,
+                config.peer_listen,
+                me.peer_address,
+            )
+        self.me = MemberInfo(me.name, me.peer_address, config.listen)
+        self.node = Node(
+            self.me,
+            config.data_dir,
+            config.initial_cluster,
+            state_machine or JournalMachine(),
+            config.cluster_secret,
+            config.options,
+            join=config.join,
+        )
+        self.health = health.aio.HealthServicer()
+        self._servers: list[grpc.aio.Server] = []
+
+    async def start(self) -> None:
+        peer_server = grpc.aio.server(options=SERVER_OPTIONS)
+        self.node.transport.register(peer_server)
+        self._bind(peer_server, self.config.peer_listen, "--peer-listen")
+        client_server = grpc.aio.server()
+        admin_pb2_grpc.add_AdminServicer_to_server(AdminService(self.node), client_server)
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, client_server)
+        reflection.enable_server_reflection(
+            [
+                admin_pb2.DESCRIPTOR.services_by_name["Admin"].full_name,
+                health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+                reflection.SERVICE_NAME,
+            ],
+            client_server,
+        )
+        self._bind(client_server, self.config.listen, "--listen")
+        self._servers = [peer_server, client_server]
+        for s in self._servers:
+            await s.start()
+        await self.node.start()
+        await self.health.set("", health_pb2.HealthCheckResponse.SERVING)
+        log.info(
+            "%s: serving clients on %s, peers on %s (data in %s)",
+            self.config.name,
+            self.config.listen,
+            self.config.peer_listen,
+            self.config.data_dir,
+        )
+
+    @staticmethod
+    def _bind(server: grpc.aio.Server, address: str, flag: str) -> None:
+        try:
+            port = server.add_insecure_port(address)
+        except RuntimeError as e:
+            raise OSError(f"cannot listen on {address} ({flag}): {e}") from None
+        if port == 0:
+            raise OSError(f"cannot listen on {address} ({flag}): address in use?")
+
+    async def stop(self, grace: float = 1.0) -> None:
+        await self.health.enter_graceful_shutdown()
+        for s in self._servers:
+            await s.stop(grace)
+        await self.node.stop()
+
+    async def serve_until_signalled(self) -> int:
+        """Run until SIGINT/SIGTERM (clean stop, exit 0) or a fatal driver error (exit 1)."""
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await self.start()
+        stopper = asyncio.ensure_future(stop.wait())
+        await asyncio.wait([stopper, self.node.failed], return_when=asyncio.FIRST_COMPLETED)
+        code = 0
+        if self.node.failed.done():
+            code = 1
+        else:
+            log.info("%s: stopping", self.config.name)
+        stopper.cancel()
+        await self.stop()
+        return code

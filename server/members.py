@@ -1,0 +1,61 @@
+"""Who is in the cluster: member ids derived from names, the --initial-cluster syntax,
+and the member record carried in conf-change entries and snapshots."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class MemberInfo:
+    name: str
+    peer_address: str
+    client_address: str = ""
+
+    @property
+    def id(self) -> int:
+        return member_id(self.name)
+
+    def encode(self) -> bytes:
+        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":")).encode()
+
+    @classmethod
+    def decode(cls, data: bytes) -> MemberInfo:
+        fields = json.loads(data)
+        return cls(fields["name"], fields["peer_address"], fields.get("client_address", ""))
+
+
+def member_id(name: str) -> int:
+    """A stable, nonzero 63-bit id for a member name (ids never change for a name)."""
+    value = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big") & (2**63 - 1)
+    return value or 1
+
+
+def cluster_id(members: list[MemberInfo]) -> int:
+    text = ",".join(sorted(f"{m.name}={m.peer_address}" for m in members))
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big") & (2**63 - 1)
+
+
+def validate_address(address: str) -> str:
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"bad address {address!r}: expected HOST:PORT")
+    return address
+
+
+def parse_initial_cluster(text: str) -> list[MemberInfo]:
+    """`n1=127.0.0.1:7001,n2=127.0.0.1:7002` → members (peer addresses)."""
+    members: list[MemberInfo] = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, sep, address = part.partition("=")
+        if not sep or not name:
+            raise ValueError(f"bad --initial-cluster entry {part!r}: expected NAME=HOST:PORT")
+        members.append(MemberInfo(name, validate_address(address)))
+    names = [m.name for m in members]
+    if len(set(names)) != len(names):
+        raise ValueError("--initial-cluster names a member twice")
+    if not members:
+        raise ValueError("--initial-cluster is empty")
+    return members

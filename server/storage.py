@@ -1,0 +1,552 @@
+"""Durable Raft storage for one member, on SQLite.
+
+The Raft core is pure and keeps its (compacted) log in memory, so this module is
+write-mostly: :meth:`LogStore.load` runs once at start-up, :meth:`LogStore.save` runs once
+per Ready batch (group commit: one transaction and one fsync however many entries the
+batch carries) and :meth:`LogStore.compact` runs after the state machine takes a snapshot.
+
+The file is a plain SQLite database so that ordinary tools (``sqlite3``, sqlite-utils)
+can inspect it:
+
+* ``log(idx, term, type, data)``: one row per entry; ``type`` is an :class:`EntryType`.
+* ``hard_state(id, term, vote, commit_index)``: at most one row (``id = 1``).
+* ``snapshot(id, idx, term, voters, learners, data)``: at most one row (``id = 1``);
+  voters and learners are comma-separated node ids.
+* ``meta(key, value)``: small strings the server wants to keep (cluster id, ...).
+* ``PRAGMA user_version`` is the schema version (:data:`SCHEMA_VERSION`).
+
+Durability: WAL journal with ``synchronous=FULL``, so every commit fsyncs the WAL before
+it returns. A :class:`StorageError` raised by a write means the batch may or may not be
+durable; the caller must stop rather than carry on as if it were (or were not).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from coord.raft.types import ConfState, Entry, EntryType, HardState, Snapshot, SnapshotMeta
+
+__all__ = ["SCHEMA_VERSION", "LogStore", "PersistedState", "StorageError"]
+
+SCHEMA_VERSION = 1
+"""Stored in ``PRAGMA user_version``; bump it (and migrate) when the schema changes."""
+
+_TABLES = ("hard_state", "log", "meta", "snapshot")
+
+_SCHEMA = (
+    """CREATE TABLE log (
+        idx INTEGER PRIMARY KEY,
+        term INTEGER NOT NULL,
+        type INTEGER NOT NULL,
+        data BLOB NOT NULL
+    )""",
+    """CREATE TABLE hard_state (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        term INTEGER NOT NULL,
+        vote INTEGER NOT NULL,
+        commit_index INTEGER NOT NULL
+    )""",
+    """CREATE TABLE snapshot (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        idx INTEGER NOT NULL,
+        term INTEGER NOT NULL,
+        voters TEXT NOT NULL,
+        learners TEXT NOT NULL,
+        data BLOB NOT NULL
+    )""",
+    """CREATE TABLE meta (
+        key TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    )""",
+)
+
+_INSERT_ENTRY = "INSERT INTO log (idx, term, type, data) VALUES (?, ?, ?, ?)"
+_PUT_HARD_STATE = (
+    "INSERT INTO hard_state (id, term, vote, commit_index) VALUES (1, ?, ?, ?) "
+    "ON CONFLICT (id) DO UPDATE SET "
+    "term = excluded.term, vote = excluded.vote, commit_index = excluded.commit_index"
+)
+_PUT_SNAPSHOT = (
+    "INSERT INTO snapshot (id, idx, term, voters, learners, data) VALUES (1, ?, ?, ?, ?, ?) "
+    "ON CONFLICT (id) DO UPDATE SET idx = excluded.idx, term = excluded.term, "
+    "voters = excluded.voters, learners = excluded.learners, data = excluded.data"
+)
+_PUT_META = (
+    "INSERT INTO meta (key, value) VALUES (?, ?) "
+    "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+)
+
+
+class StorageError(Exception):
+    """The store cannot be read or written safely; ``str()`` names the file and the problem."""
+
+    def __init__(self, path: str | os.PathLike[str], problem: str) -> None:
+        super().__init__(f"{os.fspath(path)}: {problem}")
+        self.path = Path(path)
+        self.problem = problem
+
+    def __reduce__(self) -> tuple[type[StorageError], tuple[Path, str]]:
+        # The two-argument constructor needs this to survive pickling (e.g. to a subprocess).
+        return (type(self), (self.path, self.problem))
+
+
+@dataclass(frozen=True, slots=True)
+class PersistedState:
+    """Everything the Raft core needs to restart where it left off."""
+
+    hard_state: HardState = field(default_factory=HardState)
+    snapshot: Snapshot = field(default_factory=Snapshot)
+    """``Snapshot()`` (``meta.index == 0``) when none was ever taken."""
+    entries: list[Entry] = field(default_factory=list)
+    """Every entry after ``snapshot.meta.index``, contiguous and in order."""
+
+
+class LogStore:
+    """The Raft log, hard state, latest snapshot and metadata of one member, in one file.
+
+    Opening checks the file (SQLite ``quick_check`` and schema version) and creates it,
+    with any missing parent directories, when it does not exist. Methods may be called
+    from any thread (the driver uses an executor), one at a time.
+    """
+
+    path: Path
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+        if self.path.is_dir():
+            raise StorageError(self.path, "is a directory, not a storage file")
+        changed_dirs = self._make_parent_dirs()
+        if not self.path.exists():
+            changed_dirs.append(self.path.absolute().parent)
+        try:
+            conn = sqlite3.connect(
+                # Absolute, so that a name like ":memory:" can never mean "not on disk".
+                str(self.path.absolute()),
+                isolation_level=None,  # we issue BEGIN/COMMIT ourselves
+                check_same_thread=False,  # the driver calls from an executor thread
+            )
+        except sqlite3.Error as e:
+            raise StorageError(self.path, f"cannot open: {e}") from e
+        try:
+            self._open(conn)
+        except BaseException:
+            conn.close()
+            raise
+        self._conn = conn
+        # SQLite fsyncs the directory when it creates the WAL but not for the main file or
+        # for directories we made: without this a crash could forget the store existed.
+        for directory in dict.fromkeys(changed_dirs):
+            self._fsync_dir(directory)
+
+    # -- public API -----------------------------------------------------------------
+
+    def load(self) -> PersistedState:
+        """Read everything back and check it is a log Raft can safely restart from.
+
+        Raises StorageError for gaps in the log, terms going backwards, a commit index
+        beyond the last stored entry (committed entries were lost) or undecodable rows.
+        """
+        with self._lock, self._reading("load") as conn:
+            hard_state = self._read_hard_state(conn)
+            snapshot = self._read_snapshot(conn)
+            snap_index = snapshot.meta.index
+            rows = conn.execute(
+                "SELECT idx, term, type, data FROM log WHERE idx > ? ORDER BY idx", (snap_index,)
+            )
+            entries = [self._row_to_entry(row) for row in rows]
+
+        expected, prev_term = snap_index + 1, snapshot.meta.term
+        for entry in entries:
+            if entry.index != expected:
+                what = "snapshot" if expected == snap_index + 1 else "entry"
+                raise StorageError(
+                    self.path,
+                    f"gap in the log: expected entry {expected} after {what} "
+                    f"{expected - 1}, found entry {entry.index}",
+                )
+            if entry.term < prev_term:
+                raise StorageError(
+                    self.path,
+                    f"log terms decrease: entry {entry.index} has term {entry.term} "
+                    f"after term {prev_term} at index {entry.index - 1}",
+                )
+            expected, prev_term = expected + 1, entry.term
+
+        last_index = entries[-1].index if entries else snap_index
+        if hard_state.commit > last_index:
+            raise StorageError(
+                self.path,
+                f"commit index {hard_state.commit} is beyond the last stored index "
+                f"{last_index}: committed entries were lost",
+            )
+        return PersistedState(hard_state=hard_state, snapshot=snapshot, entries=entries)
+
+    def save(
+        self,
+        hard_state: HardState | None,
+        entries: Sequence[Entry],
+        snapshot: Snapshot | None = None,
+    ) -> None:
+        """Durably persist one Ready batch in one transaction (one fsync).
+
+        Order within the transaction: ``snapshot`` replaces the stored one (an empty
+        snapshot counts as none); then ``entries`` replace every stored entry from
+        ``entries[0].index`` on, since a leader may overwrite a conflicting suffix; then
+        ``hard_state`` is stored. Raises ValueError, writing nothing, for a batch that
+        would leave an unloadable log (gaps, terms going backwards, commit beyond the
+        log, an older snapshot).
+        """
+        if snapshot is not None and snapshot.is_empty:
+            snapshot = None
+        if hard_state is None and not entries and snapshot is None:
+            return  # nothing to make durable: not even an empty transaction
+        rows = _entry_rows(entries)
+        with self._lock, self._writing("save") as conn:
+            if snapshot is not None:
+                self._put_snapshot(conn, snapshot)
+            if rows:
+                self._put_entries(conn, entries, rows)
+            if hard_state is not None:
+                last = self._last_index(conn)
+                if hard_state.commit > last:
+                    raise ValueError(
+                        f"commit index {hard_state.commit} is beyond the last index {last}"
+                    )
+                conn.execute(_PUT_HARD_STATE, (hard_state.term, hard_state.vote, hard_state.commit))
+
+    def compact(self, snapshot: Snapshot) -> None:
+        """Store ``snapshot`` and drop the log entries it covers (index <= its index).
+
+        Called after the state machine took ``snapshot``, so the entries after it are
+        kept. Should the log not contain the snapshot's own (index, term), those entries
+        cannot extend it and are dropped as well, exactly as when a snapshot arrives
+        from the leader.
+        """
+        if snapshot.is_empty:
+            raise ValueError("cannot compact to an empty snapshot (index 0)")
+        with self._lock, self._writing("compact") as conn:
+            self._put_snapshot(conn, snapshot)
+
+    def get_meta(self, key: str) -> str | None:
+        """The value stored under ``key``, or None."""
+        with self._lock, self._reading("get_meta") as conn:
+            row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        if row is None:
+            return None
+        if not isinstance(row[0], str):
+            raise StorageError(self.path, f"meta value for {key!r} is not text: {row[0]!r}")
+        return row[0]
+
+    def set_meta(self, key: str, value: str) -> None:
+        """Durably store ``value`` under ``key`` (replacing any previous value)."""
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise TypeError("meta keys and values must be str")
+        with self._lock, self._writing("set_meta") as conn:
+            conn.execute(_PUT_META, (key, value))
+
+    def entries(self, lo: int, hi: int) -> list[Entry]:
+        """Stored entries with ``lo <= index < hi``, in order, for export and inspection.
+
+        Returns what is on disk without filling or reporting gaps (``load`` checks those).
+        """
+        with self._lock, self._reading("entries") as conn:
+            rows = conn.execute(
+                "SELECT idx, term, type, data FROM log WHERE idx >= ? AND idx < ? ORDER BY idx",
+                (lo, hi),
+            )
+            return [self._row_to_entry(row) for row in rows]
+
+    def close(self) -> None:
+        """Close the database (idempotent); later calls raise StorageError."""
+        with self._lock:
+            conn, self._conn = self._conn, None
+            if conn is not None:
+                try:
+                    conn.close()
+                except sqlite3.Error as e:
+                    raise StorageError(self.path, f"cannot close: {e}") from e
+
+    def __enter__(self) -> LogStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._conn is None else "open"
+        return f"LogStore({str(self.path)!r}, {state})"
+
+    # -- opening ----------------------------------------------------------------------
+
+    def _make_parent_dirs(self) -> list[Path]:
+        """Create missing parent directories; return the directories whose entries changed."""
+        parent = self.path.absolute().parent
+        missing: list[Path] = []
+        existing = parent
+        while not existing.exists():
+            missing.append(existing)
+            existing = existing.parent
+        if not missing:
+            return []
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise StorageError(self.path, f"cannot create directory {parent}: {e}") from e
+        # Each directory gained an entry: the topmost existing one and each one created
+        # except the innermost, which only gains one when the file itself is created.
+        return [existing, *reversed(missing[1:])]
+
+    def _fsync_dir(self, directory: Path) -> None:
+        if os.name != "posix":
+            return  # directories cannot be opened for fsync elsewhere
+        try:
+            fd = os.open(directory, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as e:
+            self.close()
+            raise StorageError(self.path, f"cannot fsync directory {directory}: {e}") from e
+
+    def _open(self, conn: sqlite3.Connection) -> None:
+        """Check the file is an intact store of our schema version, creating the schema."""
+        try:
+            problems = [row[0] for row in conn.execute("PRAGMA quick_check")]
+        except sqlite3.DatabaseError as e:
+            raise StorageError(self.path, f"not a SQLite database, or corrupt: {e}") from e
+        if problems != ["ok"]:
+            shown = "; ".join(str(p) for p in problems[:5])
+            raise StorageError(self.path, f"database is corrupt (quick_check: {shown})")
+        try:
+            # FULL: fsync at every commit, so a save() that returned survives power loss.
+            conn.execute("PRAGMA synchronous = FULL")
+            conn.execute("PRAGMA fullfsync = ON")  # macOS: a real flush; elsewhere a no-op
+            conn.execute("BEGIN IMMEDIATE")  # so two processes cannot both create the schema
+            try:
+                self._check_or_create_schema(conn)
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            # Only now that the file is known to be ours: the mode is persistent in the file.
+            # Where WAL is unavailable (some network filesystems) the mode stays
+            # rollback-journal, which is slower but just as durable.
+            conn.execute("PRAGMA journal_mode = WAL")
+        except sqlite3.Error as e:
+            raise StorageError(self.path, f"cannot open store: {e}") from e
+
+    def _check_or_create_schema(self, conn: sqlite3.Connection) -> None:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        tables = {
+            row[0]
+            for row in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+            )
+        }
+        if version == 0:
+            if tables:
+                raise StorageError(
+                    self.path,
+                    "not a coord storage file: no schema version but has tables "
+                    + ", ".join(sorted(tables)),
+                )
+            for statement in _SCHEMA:
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            return
+        if version != SCHEMA_VERSION:
+            raise StorageError(
+                self.path,
+                f"unknown schema version {version} (this build reads version {SCHEMA_VERSION})",
+            )
+        missing = sorted(set(_TABLES) - tables)
+        if missing:
+            raise StorageError(self.path, "schema is missing tables: " + ", ".join(missing))
+
+    # -- transactions -------------------------------------------------------------------
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise StorageError(self.path, "store is closed")
+        return self._conn
+
+    @contextmanager
+    def _writing(self, what: str) -> Iterator[sqlite3.Connection]:
+        """One write transaction; COMMIT returns only once the WAL is fsync'd."""
+        conn = self._connection()
+        try:
+            # IMMEDIATE takes the write lock up front, so the batch cannot fail half way
+            # through for want of it.
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as e:
+            raise StorageError(self.path, f"{what}: cannot begin a transaction: {e}") from e
+        try:
+            yield conn
+            conn.execute("COMMIT")
+        except BaseException as e:
+            if conn.in_transaction:  # a failed COMMIT may already have rolled back
+                with suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+            if isinstance(e, sqlite3.Error):
+                raise StorageError(self.path, f"{what} failed: {e}") from e
+            raise
+
+    @contextmanager
+    def _reading(self, what: str) -> Iterator[sqlite3.Connection]:
+        """One read transaction, so multi-table reads see a single consistent state."""
+        conn = self._connection()
+        try:
+            conn.execute("BEGIN")
+            try:
+                yield conn
+            finally:
+                if conn.in_transaction:
+                    conn.execute("COMMIT")
+        except sqlite3.Error as e:
+            raise StorageError(self.path, f"{what} failed: {e}") from e
+
+    # -- writing --------------------------------------------------------------------
+
+    def _put_snapshot(self, conn: sqlite3.Connection, snapshot: Snapshot) -> None:
+        """Replace the stored snapshot and drop the entries it supersedes."""
+        meta = snapshot.meta
+        current = self._stored_snapshot_index(conn)
+        if meta.index < current:
+            # Replacing it would lose the entries between the two: the log would have a gap.
+            raise ValueError(
+                f"snapshot at index {meta.index} is older than the stored one at {current}"
+            )
+        # Entries after the snapshot survive only if they extend it: the log must hold the
+        # snapshot's own (index, term). Otherwise they are a stale suffix (the leader sent a
+        # snapshot because our log diverged) and keeping them would break the log.
+        extends = self._term_at(conn, meta.index) == meta.term
+        conn.execute(
+            _PUT_SNAPSHOT,
+            (
+                meta.index,
+                meta.term,
+                _format_ids(meta.conf_state.voters),
+                _format_ids(meta.conf_state.learners),
+                bytes(snapshot.data),
+            ),
+        )
+        if extends:
+            conn.execute("DELETE FROM log WHERE idx <= ?", (meta.index,))
+        else:
+            conn.execute("DELETE FROM log")
+
+    def _put_entries(
+        self, conn: sqlite3.Connection, entries: Sequence[Entry], rows: list[tuple]
+    ) -> None:
+        first = entries[0]
+        floor = self._stored_snapshot_index(conn)
+        if first.index <= floor:
+            raise ValueError(f"entry {first.index} is covered by the snapshot at index {floor}")
+        last = self._last_index(conn)
+        if first.index > last + 1:
+            raise ValueError(f"entry {first.index} would leave a gap after last index {last}")
+        prev_term = self._term_at(conn, first.index - 1)
+        if prev_term is not None and first.term < prev_term:
+            raise ValueError(
+                f"entry {first.index} has term {first.term}, "
+                f"below term {prev_term} of entry {first.index - 1}"
+            )
+        conn.execute("DELETE FROM log WHERE idx >= ?", (first.index,))
+        conn.executemany(_INSERT_ENTRY, rows)
+
+    # -- reading --------------------------------------------------------------------
+
+    def _stored_snapshot_index(self, conn: sqlite3.Connection) -> int:
+        row = conn.execute("SELECT idx FROM snapshot WHERE id = 1").fetchone()
+        return 0 if row is None else int(row[0])
+
+    def _last_index(self, conn: sqlite3.Connection) -> int:
+        row = conn.execute("SELECT max(idx) FROM log").fetchone()
+        return max(row[0] or 0, self._stored_snapshot_index(conn))
+
+    def _term_at(self, conn: sqlite3.Connection, index: int) -> int | None:
+        """Term of the entry at ``index`` from the log or the snapshot; None if unknown."""
+        row = conn.execute("SELECT term FROM log WHERE idx = ?", (index,)).fetchone()
+        if row is not None:
+            return int(row[0])
+        row = conn.execute("SELECT idx, term FROM snapshot WHERE id = 1").fetchone()
+        snap_index, snap_term = (0, 0) if row is None else (row[0], row[1])
+        return int(snap_term) if index == snap_index else None
+
+    def _read_hard_state(self, conn: sqlite3.Connection) -> HardState:
+        row = conn.execute(
+            "SELECT term, vote, commit_index FROM hard_state WHERE id = 1"
+        ).fetchone()
+        if row is None:
+            return HardState()
+        if not all(type(v) is int and v >= 0 for v in row):
+            raise StorageError(self.path, f"hard state is not three non-negative ints: {row!r}")
+        return HardState(term=row[0], vote=row[1], commit=row[2])
+
+    def _read_snapshot(self, conn: sqlite3.Connection) -> Snapshot:
+        row = conn.execute(
+            "SELECT idx, term, voters, learners, data FROM snapshot WHERE id = 1"
+        ).fetchone()
+        if row is None:
+            return Snapshot()
+        index, term, voters, learners, data = row
+        if not (type(index) is int and index >= 0 and type(term) is int and term >= 0):
+            raise StorageError(self.path, f"snapshot index/term are not ints: {index!r}/{term!r}")
+        if not isinstance(data, bytes):
+            raise StorageError(self.path, f"snapshot data is not a blob: {type(data).__name__}")
+        try:
+            conf_state = ConfState(voters=_parse_ids(voters), learners=_parse_ids(learners))
+        except ValueError as e:
+            raise StorageError(self.path, f"snapshot membership is unreadable: {e}") from e
+        return Snapshot(meta=SnapshotMeta(index=index, term=term, conf_state=conf_state), data=data)
+
+    def _row_to_entry(self, row: tuple) -> Entry:
+        index, term, kind, data = row
+        if type(term) is not int or type(kind) is not int or not isinstance(data, bytes):
+            raise StorageError(self.path, f"log row {index} is malformed: {row!r}")
+        try:
+            entry_type = EntryType(kind)
+        except ValueError:
+            raise StorageError(self.path, f"log entry {index} has unknown type {kind}") from None
+        return Entry(term=term, index=index, type=entry_type, data=data)
+
+
+def _entry_rows(entries: Sequence[Entry]) -> list[tuple[int, int, int, bytes]]:
+    """Rows for executemany, after checking the batch is itself a contiguous log."""
+    rows = []
+    prev: Entry | None = None
+    for entry in entries:
+        if prev is None:
+            if entry.index < 1:
+                raise ValueError(f"entry indexes start at 1, got {entry.index}")
+        elif entry.index != prev.index + 1:
+            raise ValueError(f"entries are not contiguous: {prev.index} then {entry.index}")
+        elif entry.term < prev.term:
+            raise ValueError(
+                f"entry terms decrease: {prev.term} at {prev.index}, {entry.term} at {entry.index}"
+            )
+        rows.append((entry.index, entry.term, int(entry.type), bytes(entry.data)))
+        prev = entry
+    return rows
+
+
+def _format_ids(ids: frozenset[int]) -> str:
+    return ",".join(str(i) for i in sorted(ids))
+
+
+def _parse_ids(text: object) -> frozenset[int]:
+    if not isinstance(text, str):
+        raise ValueError(f"expected comma-separated ids, got {text!r}")
+    if not text.strip():
+        return frozenset()
+    return frozenset(int(part) for part in text.split(","))
