@@ -1,0 +1,158 @@
+"""Multi-member behaviour against real `coord serve` processes on 127.0.0.1:
+kill -9, SIGSTOP/SIGCONT, full restarts."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import grpc
+import pytest
+
+from coord.server.errors import reason_of
+from coord.testing import LocalCluster
+
+pytestmark = pytest.mark.cluster
+
+TICK_S = 0.05
+ELECTION_S = 12 * TICK_S  # the defaults: --tick-ms 50, --election-ticks 12
+
+
+def write(cluster: LocalCluster, names: list[str], data: bytes, deadline_s: float = 10.0):
+    """Propose through whichever member is leader; returns the ProposeResponse."""
+    deadline = time.monotonic() + deadline_s
+    last = None
+    while time.monotonic() < deadline:
+        for n in names:
+            try:
+                with cluster.client(n, timeout=1.0) as c:
+                    return c.propose(data)
+            except grpc.RpcError as e:
+                last = e
+        time.sleep(0.02)
+    raise AssertionError(f"no write committed within {deadline_s}s: {last}")
+
+
+def journal(status) -> dict:
+    return json.loads(status.state_machine)
+
+
+def test_kill_leader_new_leader_commits(cluster3: LocalCluster):
+    leader = cluster3.wait_for_leader()
+    before = write(cluster3, [leader], b"before")
+    cluster3.kill(leader)
+    survivors = [n for n in cluster3.members if n != leader]
+    new_leader = cluster3.wait_for_leader(among=survivors, timeout=10)
+    assert new_leader != leader
+    after = write(cluster3, survivors, b"after")
+    assert after.index > before.index
+    # Both survivors applied both writes, in order, identically.
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        sts = [cluster3.status(n) for n in survivors]
+        if all(s.applied_index >= after.index for s in sts):
+            break
+        time.sleep(0.05)
+    assert len({s.state_machine for s in sts}) == 1
+    assert journal(sts[0])["commands"] == 2
+
+
+def test_follower_rejects_write_naming_leader(cluster3: LocalCluster):
+    leader = cluster3.wait_for_leader()
+    follower = next(n for n in cluster3.members if n != leader)
+    with cluster3.client(follower) as c, pytest.raises(grpc.RpcError) as err:
+        c.propose(b"x")
+    assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert reason_of(err.value) == "NOT_LEADER"
+    assert leader in err.value.details()
+
+
+def test_linearizable_read_on_follower_sees_write(cluster3: LocalCluster):
+    leader = cluster3.wait_for_leader()
+    follower = next(n for n in cluster3.members if n != leader)
+    w = write(cluster3, [leader], b"v1")
+    with cluster3.client(follower) as c:
+        index = c.read_index()
+        assert index >= w.index
+        assert c.status().applied_index >= w.index
+
+
+def _watch_quorum(cluster: LocalCluster, name: str, seconds: float) -> list[tuple[float, bool]]:
+    samples = []
+    end = time.monotonic() + seconds
+    with cluster.client(name, timeout=1.0) as c:
+        while time.monotonic() < end:
+            samples.append((time.monotonic(), c.status().has_quorum))
+            time.sleep(0.02)
+    return samples
+
+
+@pytest.mark.parametrize("survivor_role", ["leader", "follower"])
+def test_quorum_loss_is_reported_fast_and_never_flaps(cluster3: LocalCluster, survivor_role):
+    leader = cluster3.wait_for_leader()
+    followers = [n for n in cluster3.members if n != leader]
+    write(cluster3, [leader], b"warm")
+    survivor = leader if survivor_role == "leader" else followers[0]
+    stopped = [n for n in cluster3.members if n != survivor]
+    assert cluster3.status(survivor).has_quorum
+
+    t0 = time.monotonic()
+    for n in stopped:
+        cluster3.pause(n)
+    samples = _watch_quorum(cluster3, survivor, 2 * ELECTION_S + 4.0)
+    first_false = next((t for t, q in samples if not q), None)
+    assert first_false is not None, "survivor never reported losing quorum"
+    detected = first_false - t0
+    assert detected <= 2 * ELECTION_S, f"quorum loss reported after {detected:.3f}s"
+    flips = [q for t, q in samples if t >= first_false and q]
+    assert not flips, "has_quorum flapped back to true while the majority was stopped"
+    st = cluster3.status(survivor)
+    assert st.role != "leader" and st.quorum_lost_ms > 0
+
+    for n in stopped:
+        cluster3.resume(n)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not cluster3.status(survivor).has_quorum:
+        time.sleep(0.05)
+    assert cluster3.status(survivor).has_quorum
+    write(cluster3, list(cluster3.members), b"healed")
+
+
+def test_kill_all_and_restart_keeps_state(tmp_path):
+    # A small snapshot interval so the restart goes through snapshot + log replay.
+    with LocalCluster(3, data_dir=tmp_path / "c", extra_args=["--snapshot-every", "40"]) as c:
+        leader = c.wait_for_leader()
+        last = None
+        for i in range(100):
+            last = write(c, [leader], f"cmd-{i}".encode())
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            sts = {n: c.status(n) for n in c.members}
+            if all(s.applied_index >= last.index for s in sts.values()):
+                break
+            time.sleep(0.05)
+        before = {n: journal(s) for n, s in sts.items()}
+        assert {j["commands"] for j in before.values()} == {100}
+        assert len({j["digest"] for j in before.values()}) == 1
+        assert max(s.snapshot_index for s in sts.values()) > 0
+
+        for n in c.members:
+            c.kill(n)
+        for n in c.members:
+            c.start_member(n, wait=False)
+        for n in c.members:
+            c.wait_serving(n)
+        after = {n: journal(c.status(n)) for n in c.members}
+        assert after == before  # replayed from disk before serving, on every member
+        c.wait_for_leader(timeout=10)
+        more = write(c, list(c.members), b"after-restart")
+        assert more.index > last.index
+
+
+def test_leadership_transfer(cluster3: LocalCluster):
+    leader = cluster3.wait_for_leader()
+    target = next(n for n in cluster3.members if n != leader)
+    with cluster3.client(leader) as c:
+        c.transfer_leader(target)
+    assert cluster3.wait_for_leader(timeout=5) == target
+    write(cluster3, [target], b"after-transfer")
