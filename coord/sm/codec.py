@@ -1,0 +1,295 @@
+"""Deterministic conversion between typed records and canonical JSON.
+
+Every member must turn the same command (or state) into the same bytes and must refuse
+anything that is not exactly what the types declare, so conversion is driven by the
+type hints of frozen dataclasses and NamedTuples: ints (int64, never bool), strs, bools,
+bytes as canonical base64, tuples, optionals and tagged unions of dataclasses. Output is
+compact JSON with sorted keys. Converters are built once per type and cached.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import dataclasses
+import json
+import types
+import typing
+from collections.abc import Callable
+from functools import cache
+from typing import Any
+
+INT64_MIN = -(1 << 63)
+INT64_MAX = (1 << 63) - 1
+UNION_TAG = "@"
+
+Converter = Callable[[Any], Any]
+
+
+def dumps(plain: Any) -> bytes:
+    """Canonical JSON: sorted keys, no spaces, ASCII only."""
+    return json.dumps(plain, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"duplicate JSON key {key!r}")
+        out[key] = value
+    return out
+
+
+def _no_floats(text: str) -> Any:
+    raise ValueError(f"non-integer number {text!r}")
+
+
+def loads(data: bytes) -> Any:
+    """Strict JSON: UTF-8, no duplicate keys, no floats, NaN or Infinity."""
+    try:
+        return json.loads(
+            data.decode("utf-8"),
+            object_pairs_hook=_unique_pairs,
+            parse_float=_no_floats,
+            parse_constant=_no_floats,
+        )
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise ValueError(f"malformed JSON: {exc}") from None
+
+
+def to_plain(hint: Any, value: Any) -> Any:
+    return encoder(hint)(value)
+
+
+def from_plain(hint: Any, plain: Any) -> Any:
+    return decoder(hint)(plain)
+
+
+# -- scalars -----------------------------------------------------------------------------
+
+
+def _enc_int(v: Any) -> int:
+    if type(v) is not int or not INT64_MIN <= v <= INT64_MAX:
+        raise ValueError(f"expected an int64, got {v!r:.80}")
+    return v
+
+
+def _enc_bool(v: Any) -> bool:
+    if type(v) is not bool:
+        raise ValueError(f"expected a bool, got {v!r:.80}")
+    return v
+
+
+def _enc_str(v: Any) -> str:
+    if type(v) is not str:
+        raise ValueError(f"expected a str, got {v!r:.80}")
+    return v
+
+
+def _enc_bytes(v: Any) -> str:
+    if type(v) is not bytes:
+        raise ValueError(f"expected bytes, got {v!r:.80}")
+    return base64.b64encode(v).decode("ascii")
+
+
+def _dec_bytes(v: Any) -> bytes:
+    if type(v) is not str:
+        raise ValueError(f"expected base64 text, got {v!r:.80}")
+    try:
+        raw = base64.b64decode(v, validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError(f"invalid base64 {v!r:.80}") from None
+    if base64.b64encode(raw).decode("ascii") != v:
+        raise ValueError(f"non-canonical base64 {v!r:.80}")
+    return raw
+
+
+_SCALARS: dict[Any, tuple[Converter, Converter]] = {
+    int: (_enc_int, _enc_int),
+    bool: (_enc_bool, _enc_bool),
+    str: (_enc_str, _enc_str),
+    bytes: (_enc_bytes, _dec_bytes),
+}
+
+
+_SCALAR_KINDS = (int, str, bool)
+
+
+def _flat_converter(
+    kinds: tuple, build: Callable[[Any], Any], n: int, check_list: bool
+) -> Converter:
+    """Fast path for NamedTuples of ints/strs/bools (claims, grants): one loop, no calls."""
+
+    def conv(v: Any) -> Any:
+        if (type(v) is not list) if check_list else (not isinstance(v, tuple)):
+            raise ValueError(f"expected a list of {n}, got {v!r:.80}")
+        if len(v) != n:
+            raise ValueError(f"expected {n} items, got {v!r:.80}")
+        for x, kind in zip(v, kinds, strict=True):
+            if type(x) is not kind or (kind is int and not INT64_MIN <= x <= INT64_MAX):
+                raise ValueError(f"expected {kind.__name__}, got {x!r:.80}")
+        return build(v)
+
+    return conv
+
+
+def _is_namedtuple(hint: Any) -> bool:
+    return isinstance(hint, type) and issubclass(hint, tuple) and hasattr(hint, "_fields")
+
+
+def _seq(v: Any) -> tuple | list:
+    if not isinstance(v, (tuple, list)):
+        raise ValueError(f"expected a sequence, got {v!r:.80}")
+    return v
+
+
+def _fields(cls: type) -> list[tuple[str, Any]]:
+    hints = typing.get_type_hints(cls)
+    if dataclasses.is_dataclass(cls):
+        return [(f.name, hints[f.name]) for f in dataclasses.fields(cls)]
+    return [(name, hints[name]) for name in cls._fields]
+
+
+# -- encoders ----------------------------------------------------------------------------
+
+
+@cache
+def encoder(hint: Any) -> Converter:
+    """A function turning a value of type `hint` into plain JSON data (or ValueError)."""
+    if hint in _SCALARS:
+        return _SCALARS[hint][0]
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return _union_encoder(args)
+    if origin is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            item = encoder(args[0])
+            return lambda v: [item(x) for x in _seq(v)]
+        items = [encoder(a) for a in args]
+
+        def enc_fixed(v: Any) -> list:
+            if len(_seq(v)) != len(items):
+                raise ValueError(f"expected {len(items)} items, got {v!r:.80}")
+            return [e(x) for e, x in zip(items, v, strict=True)]
+
+        return enc_fixed
+    if _is_namedtuple(hint):
+        kinds = tuple(h for _, h in _fields(hint))
+        if all(k in _SCALAR_KINDS for k in kinds):
+            return _flat_converter(kinds, list, len(kinds), check_list=False)
+        return encoder(tuple[kinds])
+    if dataclasses.is_dataclass(hint):
+        return _dataclass_encoder(hint, tagged=False)
+    raise TypeError(f"unsupported type {hint!r}")
+
+
+def _dataclass_encoder(cls: type, tagged: bool) -> Converter:
+    names = [(name, encoder(h)) for name, h in _fields(cls)]
+
+    def enc(v: Any) -> dict:
+        if type(v) is not cls:
+            raise ValueError(f"expected {cls.__name__}, got {type(v).__name__}")
+        out = {name: e(getattr(v, name)) for name, e in names}
+        if tagged:
+            out[UNION_TAG] = cls.__name__
+        return out
+
+    return enc
+
+
+def _union_encoder(args: tuple) -> Converter:
+    optional = type(None) in args
+    members = [a for a in args if a is not type(None)]
+    if len(members) == 1:
+        inner = encoder(members[0])
+        return lambda v: None if v is None else inner(v)
+    if not all(dataclasses.is_dataclass(m) for m in members):
+        raise TypeError(f"unions must be of dataclasses: {args!r}")
+    by_type = {m: _dataclass_encoder(m, tagged=True) for m in members}
+
+    def enc(v: Any) -> Any:
+        if v is None and optional:
+            return None
+        e = by_type.get(type(v))
+        if e is None:
+            raise ValueError(f"{type(v).__name__} is not one of {[m.__name__ for m in members]}")
+        return e(v)
+
+    return enc
+
+
+# -- decoders ----------------------------------------------------------------------------
+
+
+@cache
+def decoder(hint: Any) -> Converter:
+    """A function turning plain JSON data into a value of type `hint` (or ValueError)."""
+    if hint in _SCALARS:
+        return _SCALARS[hint][1]
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return _union_decoder(args)
+    if origin is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            item = decoder(args[0])
+
+            def dec_var(v: Any) -> tuple:
+                if type(v) is not list:
+                    raise ValueError(f"expected a list, got {v!r:.80}")
+                return tuple(item(x) for x in v)
+
+            return dec_var
+        items = [decoder(a) for a in args]
+        return _fixed_decoder(items, tuple)
+    if _is_namedtuple(hint):
+        kinds = tuple(h for _, h in _fields(hint))
+        if all(k in _SCALAR_KINDS for k in kinds):
+            return _flat_converter(kinds, hint._make, len(kinds), check_list=True)
+        items = [decoder(h) for h in kinds]
+        return _fixed_decoder(items, lambda values: hint(*values))
+    if dataclasses.is_dataclass(hint):
+        return _dataclass_decoder(hint, tagged=False)
+    raise TypeError(f"unsupported type {hint!r}")
+
+
+def _fixed_decoder(items: list[Converter], build: Callable[[Any], Any]) -> Converter:
+    def dec(v: Any) -> Any:
+        if type(v) is not list or len(v) != len(items):
+            raise ValueError(f"expected a list of {len(items)}, got {v!r:.80}")
+        return build([d(x) for d, x in zip(items, v, strict=True)])
+
+    return dec
+
+
+def _dataclass_decoder(cls: type, tagged: bool) -> Converter:
+    names = [(name, decoder(h)) for name, h in _fields(cls)]
+    expected = {name for name, _ in names} | ({UNION_TAG} if tagged else set())
+
+    def dec(v: Any) -> Any:
+        if type(v) is not dict:
+            raise ValueError(f"expected an object for {cls.__name__}, got {v!r:.80}")
+        if v.keys() != expected:
+            raise ValueError(
+                f"{cls.__name__} fields {sorted(v.keys())} != expected {sorted(expected)}"
+            )
+        return cls(**{name: d(v[name]) for name, d in names})
+
+    return dec
+
+
+def _union_decoder(args: tuple) -> Converter:
+    optional = type(None) in args
+    members = [a for a in args if a is not type(None)]
+    if len(members) == 1:
+        inner = decoder(members[0])
+        return lambda v: None if v is None else inner(v)
+    by_name = {m.__name__: _dataclass_decoder(m, tagged=True) for m in members}
+
+    def dec(v: Any) -> Any:
+        if v is None and optional:
+            return None
+        if type(v) is not dict or v.get(UNION_TAG) not in by_name:
+            raise ValueError(f"expected one of {sorted(by_name)}, got {v!r:.80}")
+        return by_name[v[UNION_TAG]](v)
+
+    return dec

@@ -1,0 +1,308 @@
+"""The command vocabulary of the coordination state machine and its wire format.
+
+A command is a frozen dataclass; on the wire it is `[FORMAT_VERSION][tag]` followed by
+canonical JSON of its fields (bytes as base64). Tags are stable forever: add new ones,
+never renumber. Decoding is strict, so garbage is a ValueError, never a half-command.
+Commands a client may retry carry `request_id` (empty: no deduplication). Time is not
+part of a command: the leader's clock reading travels with every log entry and reaches
+`apply` as `time_ms`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from coord.sm import codec
+from coord.sm.records import Claim
+from coord.sm.results import decode_result, encode_result
+
+__all__ = [
+    "FORMAT_VERSION",
+    "AllocatePidBlock",
+    "Barrier",
+    "CheckProducer",
+    "Claim",
+    "CloseSession",
+    "Command",
+    "Compact",
+    "Compare",
+    "DeleteRange",
+    "EventsSince",
+    "ExpireSessions",
+    "GetOwner",
+    "InitProducer",
+    "LeasePid",
+    "ListOwners",
+    "OpenSession",
+    "Own",
+    "Put",
+    "Range",
+    "READ_COMMANDS",
+    "Release",
+    "Txn",
+    "TxnOp",
+    "command_tag",
+    "decode_command",
+    "decode_result",
+    "encode_command",
+    "encode_result",
+]
+
+FORMAT_VERSION = 1
+
+# -- KV ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Put:
+    key: bytes
+    value: bytes
+    session_id: int = 0  # non-zero: the key is deleted when that session ends
+    prev_kv: bool = False
+    request_id: str = ""
+
+
+@dataclass(frozen=True)
+class Range:
+    """range_end: b"" = just `key`; b"\\0" = every key >= key; else [key, range_end)."""
+
+    key: bytes
+    range_end: bytes = b""
+    limit: int = 0
+    revision: int = 0  # 0 = current
+
+
+@dataclass(frozen=True)
+class DeleteRange:
+    key: bytes
+    range_end: bytes = b""
+    prev_kv: bool = False
+    request_id: str = ""
+
+
+VALUE, VERSION, CREATE, MOD = "VALUE", "VERSION", "CREATE", "MOD"
+TARGETS = frozenset({VALUE, VERSION, CREATE, MOD})
+OPS = frozenset({"=", "!=", "<", ">"})
+
+
+@dataclass(frozen=True)
+class Compare:
+    """etcd compare: `target` of `key` against `value` (VALUE) or `number` (others)."""
+
+    key: bytes
+    target: str
+    op: str
+    value: bytes = b""
+    number: int = 0
+
+    @classmethod
+    def of_value(cls, key: bytes, op: str, value: bytes) -> Compare:
+        return cls(key, VALUE, op, value=value)
+
+    @classmethod
+    def of_version(cls, key: bytes, op: str, version: int) -> Compare:
+        return cls(key, VERSION, op, number=version)
+
+    @classmethod
+    def of_create(cls, key: bytes, op: str, revision: int) -> Compare:
+        return cls(key, CREATE, op, number=revision)
+
+    @classmethod
+    def of_mod(cls, key: bytes, op: str, revision: int) -> Compare:
+        return cls(key, MOD, op, number=revision)
+
+
+TxnOp = Put | Range | DeleteRange
+
+
+@dataclass(frozen=True)
+class Txn:
+    compares: tuple[Compare, ...] = ()
+    success: tuple[TxnOp, ...] = ()
+    failure: tuple[TxnOp, ...] = ()
+    request_id: str = ""
+
+    @classmethod
+    def put_if_absent(cls, key: bytes, value: bytes, request_id: str = "") -> Txn:
+        """Create `key` only if it does not exist; on failure, read the current value."""
+        return cls((Compare.of_create(key, "=", 0),), (Put(key, value),), (Range(key),),
+                   request_id)
+
+    @classmethod
+    def compare_and_set(
+        cls, key: bytes, expected_version: int, value: bytes, request_id: str = ""
+    ) -> Txn:
+        """The seed's linearizable register: write iff the key is at `expected_version`
+        (0 = absent); on failure, read the current value."""
+        return cls((Compare.of_version(key, "=", expected_version),), (Put(key, value),),
+                   (Range(key),), request_id)
+
+
+@dataclass(frozen=True)
+class Compact:
+    revision: int
+    request_id: str = ""
+
+
+@dataclass(frozen=True)
+class EventsSince:
+    """KV changes at revisions >= `revision` in the range: a watch starting in the past."""
+
+    revision: int
+    key: bytes
+    range_end: bytes = b""
+
+
+# -- sessions ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OpenSession:
+    name: str
+    ttl_ms: int
+    read_only_ok: bool = False
+    request_id: str = ""
+
+
+@dataclass(frozen=True)
+class CloseSession:
+    session_id: int
+    request_id: str = ""
+
+
+@dataclass(frozen=True)
+class ExpireSessions:
+    """Proposed by the leader when sessions' TTLs run out; unknown ids are ignored."""
+
+    session_ids: tuple[int, ...]
+
+
+# -- ownership ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Own:
+    session_id: int
+    group: str
+    claims: tuple[Claim, ...]
+    request_id: str = ""
+
+
+@dataclass(frozen=True)
+class Release:
+    session_id: int
+    group: str
+    resources: tuple[str, ...]
+    request_id: str = ""
+
+
+@dataclass(frozen=True)
+class GetOwner:
+    group: str
+    resource: str
+
+
+@dataclass(frozen=True)
+class ListOwners:
+    group: str
+    prefix: str = ""
+
+
+# -- producer ids ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AllocatePidBlock:
+    requester: str
+    size: int
+    request_id: str = ""
+
+
+@dataclass(frozen=True)
+class LeasePid:
+    """pid -1: issue a new pid; `random_generation` is drawn by the leader, never by apply.
+    pid > 0: look up that pid's live lease."""
+
+    topic: str
+    partition: int
+    pid: int = -1
+    random_generation: int = 0
+    request_id: str = ""
+
+
+@dataclass(frozen=True)
+class InitProducer:
+    producer_key: str
+    request_id: str = ""
+
+
+@dataclass(frozen=True)
+class CheckProducer:
+    producer_key: str
+    pid: int
+    generation: int
+
+
+@dataclass(frozen=True)
+class Barrier:
+    """A no-op that returns the revision: the seed's "append a marker, read once it is
+    applied" linearizable read."""
+
+
+Command = (
+    Put | Range | DeleteRange | Txn | Compact | EventsSince | OpenSession | CloseSession
+    | ExpireSessions | Own | Release | GetOwner | ListOwners | AllocatePidBlock | LeasePid
+    | InitProducer | CheckProducer | Barrier
+)
+
+_TAGS: dict[type, int] = {
+    Put: 1,
+    Range: 2,
+    DeleteRange: 3,
+    Txn: 4,
+    Compact: 5,
+    EventsSince: 6,
+    OpenSession: 10,
+    CloseSession: 11,
+    ExpireSessions: 12,
+    Own: 20,
+    Release: 21,
+    GetOwner: 22,
+    ListOwners: 23,
+    AllocatePidBlock: 30,
+    LeasePid: 31,
+    InitProducer: 32,
+    CheckProducer: 33,
+    Barrier: 40,
+}
+_BY_TAG: dict[int, type] = {tag: cls for cls, tag in _TAGS.items()}
+
+READ_COMMANDS: frozenset[type] = frozenset(
+    {Range, EventsSince, GetOwner, ListOwners, CheckProducer, Barrier}
+)
+
+
+def command_tag(cmd: Any) -> int:
+    try:
+        return _TAGS[type(cmd)]
+    except KeyError:
+        raise ValueError(f"not a command: {type(cmd).__name__}") from None
+
+
+def encode_command(cmd: Command) -> bytes:
+    """Deterministic bytes for `cmd` (ValueError if a field has the wrong type)."""
+    tag = command_tag(cmd)
+    return bytes((FORMAT_VERSION, tag)) + codec.dumps(codec.to_plain(type(cmd), cmd))
+
+
+def decode_command(data: bytes) -> Command:
+    """The command `data` encodes; ValueError for anything else."""
+    if len(data) < 2:
+        raise ValueError("command too short")
+    if data[0] != FORMAT_VERSION:
+        raise ValueError(f"unknown command format version {data[0]}")
+    cls = _BY_TAG.get(data[1])
+    if cls is None:
+        raise ValueError(f"unknown command tag {data[1]}")
+    return codec.from_plain(cls, codec.loads(data[2:]))

@@ -1,0 +1,48 @@
+"""Machine-readable error reasons carried in results.
+
+Errors are results, not exceptions: every member computes the same error for the same
+command, and a rejected command changes nothing. `CommandError` exists only to unwind
+validation inside the state machine; the operation boundary turns it into a result.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+INVALID_ARGUMENT = "INVALID_ARGUMENT"
+TOO_LARGE = "TOO_LARGE"
+UNKNOWN_SESSION = "UNKNOWN_SESSION"
+OWNED_BY_HIGHER_GENERATION = "OWNED_BY_HIGHER_GENERATION"
+COMPACTED = "COMPACTED"
+FUTURE_REVISION = "FUTURE_REVISION"
+PRODUCER_FENCED = "PRODUCER_FENCED"
+UNKNOWN_PRODUCER = "UNKNOWN_PRODUCER"
+UNKNOWN_PID = "UNKNOWN_PID"
+PID_CAPACITY_EXHAUSTED = "PID_CAPACITY_EXHAUSTED"
+REQUEST_ID_REUSED = "REQUEST_ID_REUSED"
+
+ALL = frozenset(
+    {
+        INVALID_ARGUMENT,
+        TOO_LARGE,
+        UNKNOWN_SESSION,
+        OWNED_BY_HIGHER_GENERATION,
+        COMPACTED,
+        FUTURE_REVISION,
+        PRODUCER_FENCED,
+        UNKNOWN_PRODUCER,
+        UNKNOWN_PID,
+        PID_CAPACITY_EXHAUSTED,
+        REQUEST_ID_REUSED,
+    }
+)
+
+
+class CommandError(Exception):
+    """A command was refused before it changed anything; `details` fill result fields."""
+
+    def __init__(self, code: str, message: str, **details: Any) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+        self.details = details

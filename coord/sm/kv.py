@@ -1,0 +1,392 @@
+"""An etcd-like MVCC-lite key space.
+
+Current values live in a dict plus a sorted key list (for ranges). Every change is also
+appended to a history of `WatchEvent`s carrying the previous value, which serves both
+watches that start in the past and reads at a past revision (undo the events after it,
+newest first). History is bounded by compaction only: `compact(rev)` forgets events at or
+before `rev`, after which reads below `rev` and watches starting at or below it fail.
+Revisions are the machine's one global revision (see `Ledger`).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from coord.sm import codec, limits
+from coord.sm.commands import CREATE, MOD, OPS, TARGETS, VALUE, Compare, DeleteRange, Put, Range
+from coord.sm.errors import COMPACTED, FUTURE_REVISION, INVALID_ARGUMENT, TOO_LARGE, CommandError
+from coord.sm.ledger import operation
+from coord.sm.records import DELETE, PUT, KeyValue, WatchEvent
+from coord.sm.results import (
+    CompactResult,
+    DeleteRangeResult,
+    EventsResult,
+    PutResult,
+    RangeResult,
+    TxnResult,
+)
+from coord.sm.sessions import Session, SessionTable
+
+ALL_KEYS = b"\0"  # as range_end: every key >= key
+
+
+def in_range(key: bytes, range_end: bytes) -> Callable[[bytes], bool]:
+    """etcd range semantics as a predicate."""
+    if range_end == b"":
+        return lambda k: k == key
+    if range_end == ALL_KEYS:
+        return lambda k: k >= key
+    return lambda k: key <= k < range_end
+
+
+def _check_key(key: Any, what: str = "key") -> None:
+    if type(key) is not bytes:
+        raise CommandError(INVALID_ARGUMENT, f"{what} must be bytes")
+    if not key:
+        raise CommandError(INVALID_ARGUMENT, f"{what} must not be empty")
+    if len(key) > limits.MAX_KEY_BYTES:
+        raise CommandError(TOO_LARGE, f"{what} is {len(key)} bytes; the limit is "
+                           f"{limits.MAX_KEY_BYTES}")
+
+
+def _check_range_end(range_end: Any) -> None:
+    if type(range_end) is not bytes:
+        raise CommandError(INVALID_ARGUMENT, "range_end must be bytes")
+    if len(range_end) > limits.MAX_KEY_BYTES:
+        raise CommandError(TOO_LARGE, "range_end is too long")
+
+
+def _check_int(v: Any, name: str, low: int = 0) -> None:
+    if type(v) is not int or not low <= v <= codec.INT64_MAX:
+        raise CommandError(INVALID_ARGUMENT, f"{name} must be an int >= {low}, got {v!r:.40}")
+
+
+def _check_bool(v: Any, name: str) -> None:
+    if type(v) is not bool:
+        raise CommandError(INVALID_ARGUMENT, f"{name} must be a bool")
+
+
+class KVStore:
+    def __init__(self, sessions: SessionTable | None = None) -> None:
+        self.sessions = SessionTable() if sessions is None else sessions
+        self.ledger = self.sessions.ledger
+        self._kvs: dict[bytes, KeyValue] = {}
+        self._keys: list[bytes] = []  # sorted
+        self._history: list[WatchEvent] = []
+        self._history_revs: list[int] = []  # parallel to _history, for bisect
+        self.compact_revision = 0
+        self.sessions.add_releaser(self._release_session)
+
+    def __len__(self) -> int:
+        return len(self._kvs)
+
+    def get(self, key: bytes) -> KeyValue | None:
+        return self._kvs.get(key)
+
+    # -- reads ---------------------------------------------------------------------------
+
+    @operation(RangeResult)
+    def range(
+        self, key: bytes, range_end: bytes = b"", limit: int = 0, revision: int = 0
+    ) -> RangeResult:
+        self._check_range_op(Range(key, range_end, limit, revision))
+        return self._range(key, range_end, limit, revision)
+
+    def _range(self, key: bytes, range_end: bytes, limit: int, revision: int) -> RangeResult:
+        if revision == 0 or revision >= self.ledger.head:
+            kvs = [self._kvs[k] for k in self._keys_in(key, range_end)]
+        else:
+            kvs = self._state_at(revision, key, range_end)
+        count = len(kvs)
+        if limit:
+            kvs = kvs[:limit]
+        return RangeResult(revision=self.ledger.head, kvs=tuple(kvs), count=count,
+                           more=len(kvs) < count)
+
+    def _keys_in(self, key: bytes, range_end: bytes) -> list[bytes]:
+        if range_end == b"":
+            return [key] if key in self._kvs else []
+        lo = bisect_left(self._keys, key)
+        hi = len(self._keys) if range_end == ALL_KEYS else bisect_left(self._keys, range_end)
+        return self._keys[lo:hi]
+
+    def _state_at(self, revision: int, key: bytes, range_end: bytes) -> list[KeyValue]:
+        """The range as it was at `revision`: undo later events, newest first."""
+        match = in_range(key, range_end)
+        state: dict[bytes, KeyValue | None] = {k: self._kvs[k] for k in
+                                               self._keys_in(key, range_end)}
+        start = bisect_right(self._history_revs, revision)
+        for event in reversed(self._history[start:]):
+            if match(event.kv.key):
+                state[event.kv.key] = event.prev_kv
+        return [kv for _, kv in sorted(state.items()) if kv is not None]
+
+    @operation(EventsResult)
+    def events_since(self, revision: int, key: bytes, range_end: bytes = b"") -> EventsResult:
+        """Changes at revisions >= `revision` in the range, for a watch starting there."""
+        _check_key(key)
+        _check_range_end(range_end)
+        _check_int(revision, "revision", low=1)
+        if revision <= self.compact_revision:
+            raise CommandError(
+                COMPACTED, f"revision {revision} is compacted (compact revision "
+                f"{self.compact_revision}); start after it", compact_revision=self.compact_revision)
+        match = in_range(key, range_end)
+        start = bisect_left(self._history_revs, revision)
+        events = tuple(e for e in self._history[start:] if match(e.kv.key))
+        return EventsResult(revision=self.ledger.head, events=events,
+                            compact_revision=self.compact_revision)
+
+    # -- writes --------------------------------------------------------------------------
+
+    @operation(PutResult)
+    def put(
+        self, key: bytes, value: bytes, session_id: int = 0, prev_kv: bool = False
+    ) -> PutResult:
+        op = Put(key, value, session_id, prev_kv)
+        self._check_put(op)
+        return self._put(op)
+
+    @operation(DeleteRangeResult)
+    def delete_range(
+        self, key: bytes, range_end: bytes = b"", prev_kv: bool = False
+    ) -> DeleteRangeResult:
+        op = DeleteRange(key, range_end, prev_kv)
+        self._check_delete(op)
+        return self._delete_range(op)
+
+    @operation(TxnResult)
+    def txn(
+        self,
+        compares: Sequence[Compare],
+        success: Sequence[Put | Range | DeleteRange] = (),
+        failure: Sequence[Put | Range | DeleteRange] = (),
+    ) -> TxnResult:
+        """All compares true: run `success`, else `failure`; all writes share one revision.
+        Everything (both branches) is validated before anything runs."""
+        for name, seq in (("compares", compares), ("success", success), ("failure", failure)):
+            if not isinstance(seq, (list, tuple)):
+                raise CommandError(INVALID_ARGUMENT, f"{name} must be a sequence")
+            if len(seq) > limits.MAX_TXN_OPS:
+                raise CommandError(TOO_LARGE, f"more than {limits.MAX_TXN_OPS} {name}")
+        for cmp in compares:
+            self._check_compare(cmp)
+        for ops in (success, failure):
+            self._check_txn_ops(ops)
+        succeeded = all(self._compare(cmp) for cmp in compares)
+        responses: list[PutResult | RangeResult | DeleteRangeResult] = []
+        for op in success if succeeded else failure:
+            if type(op) is Put:
+                responses.append(self._put(op))
+            elif type(op) is DeleteRange:
+                responses.append(self._delete_range(op))
+            else:
+                responses.append(self._range(op.key, op.range_end, op.limit, op.revision))
+        return TxnResult(revision=self.ledger.head, succeeded=succeeded,
+                         responses=tuple(responses))
+
+    def put_if_absent(self, key: bytes, value: bytes) -> TxnResult:
+        """Create `key` iff absent; otherwise the response holds the existing value."""
+        return self.txn([Compare.of_create(key, "=", 0)], [Put(key, value)], [Range(key)])
+
+    def compare_and_set(self, key: bytes, expected_version: int, value: bytes) -> TxnResult:
+        """Write iff `key` is at `expected_version` (0: absent) — the seed's register."""
+        return self.txn([Compare.of_version(key, "=", expected_version)], [Put(key, value)],
+                        [Range(key)])
+
+    @operation(CompactResult)
+    def compact(self, revision: int) -> CompactResult:
+        """Forget history at or before `revision`. Counts as a change (bumps the revision)."""
+        _check_int(revision, "revision")
+        if revision <= self.compact_revision:
+            raise CommandError(COMPACTED, f"revision {revision} is already compacted "
+                               f"(compact revision {self.compact_revision})",
+                               compact_revision=self.compact_revision)
+        if revision > self.ledger.revision:
+            raise CommandError(FUTURE_REVISION, f"revision {revision} is in the future "
+                               f"(current {self.ledger.revision})",
+                               compact_revision=self.compact_revision)
+        cut = bisect_right(self._history_revs, revision)
+        del self._history[:cut]
+        del self._history_revs[:cut]
+        self.compact_revision = revision
+        return CompactResult(revision=self.ledger.touch(), compact_revision=revision)
+
+    # -- validation ----------------------------------------------------------------------
+
+    def _check_put(self, op: Put) -> None:
+        _check_key(op.key)
+        if type(op.value) is not bytes:
+            raise CommandError(INVALID_ARGUMENT, "value must be bytes")
+        if len(op.value) > limits.MAX_VALUE_BYTES:
+            raise CommandError(TOO_LARGE, f"value is {len(op.value)} bytes; the limit is "
+                               f"{limits.MAX_VALUE_BYTES}")
+        _check_bool(op.prev_kv, "prev_kv")
+        if op.session_id != 0 or type(op.session_id) is not int:
+            self.sessions.require(op.session_id)
+
+    def _check_delete(self, op: DeleteRange) -> None:
+        _check_key(op.key)
+        _check_range_end(op.range_end)
+        _check_bool(op.prev_kv, "prev_kv")
+
+    def _check_range_op(self, op: Range) -> None:
+        _check_key(op.key)
+        _check_range_end(op.range_end)
+        _check_int(op.limit, "limit")
+        _check_int(op.revision, "revision")
+        if op.revision > self.ledger.revision:
+            raise CommandError(FUTURE_REVISION, f"revision {op.revision} is in the future "
+                               f"(current {self.ledger.revision})")
+        if 0 < op.revision < self.compact_revision:
+            raise CommandError(COMPACTED, f"revision {op.revision} is compacted (compact "
+                               f"revision {self.compact_revision})")
+
+    def _check_compare(self, cmp: Any) -> None:
+        if type(cmp) is not Compare:
+            raise CommandError(INVALID_ARGUMENT, "compares must be Compare records")
+        _check_key(cmp.key, "compare key")
+        if cmp.target not in TARGETS or cmp.op not in OPS:
+            raise CommandError(INVALID_ARGUMENT, f"bad compare {cmp.target!r:.20} "
+                               f"{cmp.op!r:.10}: targets {sorted(TARGETS)}, ops {sorted(OPS)}")
+        if type(cmp.value) is not bytes or len(cmp.value) > limits.MAX_VALUE_BYTES:
+            raise CommandError(INVALID_ARGUMENT, "compare value must be bytes within limits")
+        _check_int(cmp.number, "compare number")
+
+    def _check_txn_ops(self, ops: Sequence[Any]) -> None:
+        written: set[bytes] = set()
+        deletes: list[DeleteRange] = []
+        for op in ops:
+            if type(op) is Put:
+                self._check_put(op)
+                if op.key in written:
+                    raise CommandError(INVALID_ARGUMENT, f"key {op.key!r:.40} written twice "
+                                       "in one txn branch")
+                written.add(op.key)
+            elif type(op) is DeleteRange:
+                self._check_delete(op)
+                deletes.append(op)
+            elif type(op) is Range:
+                self._check_range_op(op)
+            else:
+                raise CommandError(INVALID_ARGUMENT, "txn ops must be Put, Range or DeleteRange")
+        for d in deletes:
+            match = in_range(d.key, d.range_end)
+            if any(match(k) for k in written):
+                raise CommandError(INVALID_ARGUMENT, "a txn branch both puts and deletes "
+                                   "the same key")
+
+    def _compare(self, cmp: Compare) -> bool:
+        kv = self._kvs.get(cmp.key)
+        if cmp.target == VALUE:
+            if kv is None:
+                return False  # etcd: a value compare on a missing key is false
+            have: bytes | int = kv.value
+            want: bytes | int = cmp.value
+        else:
+            want = cmp.number
+            if kv is None:
+                have = 0
+            elif cmp.target == CREATE:
+                have = kv.create_revision
+            elif cmp.target == MOD:
+                have = kv.mod_revision
+            else:
+                have = kv.version
+        match cmp.op:
+            case "=":
+                return have == want
+            case "!=":
+                return have != want
+            case "<":
+                return have < want  # type: ignore[operator]
+            case _:
+                return have > want  # type: ignore[operator]
+
+    # -- mutation (validated input only) -------------------------------------------------
+
+    def _put(self, op: Put) -> PutResult:
+        revision = self.ledger.touch()
+        prev = self._kvs.get(op.key)
+        if prev is None:
+            kv = KeyValue(op.key, op.value, revision, revision, 1, op.session_id)
+            self._keys.insert(bisect_left(self._keys, op.key), op.key)
+        else:
+            kv = KeyValue(op.key, op.value, prev.create_revision, revision, prev.version + 1,
+                          op.session_id)
+            if prev.session_id and prev.session_id != op.session_id:
+                self._unbind(prev)
+        if op.session_id:
+            self.sessions.require(op.session_id).keys.add(op.key)
+        self._kvs[op.key] = kv
+        self._record(WatchEvent(PUT, kv, prev, revision))
+        return PutResult(revision=revision, prev_kv=prev if op.prev_kv else None)
+
+    def _delete_range(self, op: DeleteRange) -> DeleteRangeResult:
+        keys = self._keys_in(op.key, op.range_end)
+        if not keys:
+            return DeleteRangeResult(revision=self.ledger.head)
+        revision = self.ledger.touch()
+        prevs = [self._delete(k, revision) for k in keys]
+        return DeleteRangeResult(revision=revision, deleted=len(prevs),
+                                 prev_kvs=tuple(prevs) if op.prev_kv else ())
+
+    def _delete(self, key: bytes, revision: int) -> KeyValue:
+        prev = self._kvs.pop(key)
+        del self._keys[bisect_left(self._keys, key)]
+        if prev.session_id:
+            self._unbind(prev)
+        self._record(WatchEvent(DELETE, KeyValue(key, b"", 0, revision, 0), prev, revision))
+        return prev
+
+    def _unbind(self, kv: KeyValue) -> None:
+        session = self.sessions.get(kv.session_id)
+        if session is not None:
+            session.keys.discard(kv.key)
+
+    def _record(self, event: WatchEvent) -> None:
+        self._history.append(event)
+        self._history_revs.append(event.revision)
+        self.ledger.emit(event)
+
+    def _release_session(self, session: Session, revision: int) -> None:
+        for key in sorted(session.keys):
+            self._delete(key, revision)
+
+    # -- snapshot ------------------------------------------------------------------------
+
+    def to_state(self) -> dict:
+        enc_kv, enc_ev = codec.encoder(KeyValue), codec.encoder(WatchEvent)
+        return {
+            "compact_revision": self.compact_revision,
+            "kvs": [enc_kv(self._kvs[k]) for k in self._keys],
+            "history": [enc_ev(e) for e in self._history],
+        }
+
+    def load_state(self, state: dict) -> None:
+        dec_kv, dec_ev = codec.decoder(KeyValue), codec.decoder(WatchEvent)
+        compact_revision = state["compact_revision"]
+        if type(compact_revision) is not int:
+            raise ValueError("bad compact revision")
+        kvs = [dec_kv(x) for x in state["kvs"]]
+        history = [dec_ev(x) for x in state["history"]]
+        keys = [kv.key for kv in kvs]
+        revs = [e.revision for e in history]
+        if keys != sorted(set(keys)) or revs != sorted(revs):
+            raise ValueError("KV snapshot out of order")
+        self.compact_revision = compact_revision
+        self._kvs = {kv.key: kv for kv in kvs}
+        self._keys = keys
+        self._history, self._history_revs = history, revs
+        for kv in kvs:
+            if kv.session_id:
+                session = self.sessions.get(kv.session_id)
+                if session is None:
+                    raise ValueError(f"key bound to unknown session {kv.session_id}")
+                session.keys.add(kv.key)
+
+    def describe(self) -> dict:
+        return {"keys": len(self._kvs), "history": len(self._history),
+                "compact_revision": self.compact_revision}

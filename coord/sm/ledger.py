@@ -1,0 +1,79 @@
+"""The one cluster revision, and the events produced at it.
+
+Every module records its changes through the same ledger, so a command that touches the
+KV store, the ownership table and a session (a claim that severs a session holding
+keys) still moves the revision exactly once, and all its events carry that revision.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+from coord.sm.errors import CommandError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Ledger:
+    def __init__(self, revision: int = 0) -> None:
+        self.revision = revision  # the last committed revision
+        self._depth = 0
+        self._dirty = False
+        self._events: list[Any] = []
+
+    @contextmanager
+    def command(self) -> Iterator[None]:
+        """One command's scope; nested scopes join the outermost. On exit the revision
+        moves by one iff something inside called `touch`."""
+        outer = self._depth == 0
+        self._depth += 1
+        try:
+            yield
+        finally:
+            self._depth -= 1
+            if outer and self._dirty:
+                self.revision += 1
+                self._dirty = False
+
+    def touch(self) -> int:
+        """Declare a change in the current command; returns the revision it happens at."""
+        if self._depth == 0:
+            raise RuntimeError("state changes must happen inside Ledger.command()")
+        self._dirty = True
+        return self.revision + 1
+
+    @property
+    def head(self) -> int:
+        """The revision a reader inside the current command sees."""
+        return self.revision + 1 if self._dirty else self.revision
+
+    def emit(self, event: Any) -> None:
+        self._events.append(event)
+
+    def drain(self) -> list[Any]:
+        events, self._events = self._events, []
+        return events
+
+
+def operation(result_type: type) -> Callable[[F], F]:
+    """Run a public state-machine method as one command: inside the ledger's scope, with
+    a refusal (`CommandError`, raised before any change) returned as a `result_type`."""
+
+    def wrap(fn: F) -> F:
+        @functools.wraps(fn)
+        def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+            ledger: Ledger = self.ledger
+            try:
+                with ledger.command():
+                    return fn(self, *args, **kwargs)
+            except CommandError as exc:
+                return result_type(
+                    error=exc.code, message=exc.message, revision=ledger.revision, **exc.details
+                )
+
+        return run  # type: ignore[return-value]
+
+    return wrap

@@ -1,0 +1,23 @@
+"""Input bounds, shared by validation everywhere so a command is judged the same way
+by every member (and by a client that wants to check before proposing)."""
+
+from __future__ import annotations
+
+MAX_KEY_BYTES = 1536  # 1.5 KiB: KV keys, and names (group, resource, topic, producer key)
+MAX_VALUE_BYTES = 1 << 20  # 1 MiB
+MAX_NAME_BYTES = MAX_KEY_BYTES
+MAX_REQUEST_ID_BYTES = 256
+MAX_TXN_OPS = 128  # per branch, and for the compares (etcd's default)
+MAX_CLAIMS = 100_000  # resources in one own/release
+MAX_CLAIM_GENERATION = 1 << 53  # requested generations stay exact in any JSON reader
+MIN_TTL_MS = 1_000
+MAX_TTL_MS = 3_600_000
+MAX_PID_BLOCK = 100_000
+MAX_PID_GENERATION = (1 << 31) - 1  # producer generations fit a signed 32-bit field
+MAX_PARTITION = (1 << 31) - 1
+MAX_EXPIRE_IDS = 100_000
+
+
+def utf8_len(text: str) -> int:
+    """Length in UTF-8 bytes; lone surrogates count as 3 (they are escaped on the wire)."""
+    return len(text.encode("utf-8", "surrogatepass"))

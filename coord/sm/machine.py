@@ -1,0 +1,294 @@
+"""`CoordMachine`: the coordination state machine the Raft log replicates.
+
+`apply` decodes a command, answers a retried request id from memory, dispatches, and
+returns the encoded result. It is deterministic: no clocks, randomness or I/O; the
+leader's clock arrives as `time_ms` (made monotonic here, so a new leader with a slower
+clock cannot move time backwards) and leader-drawn randomness arrives inside commands.
+Every command that changes state moves the one global revision exactly once; a refused
+command changes nothing at all (the snapshot bytes stay identical).
+"""
+
+from __future__ import annotations
+
+import base64
+import zlib
+from collections.abc import Callable
+from typing import Any
+
+from coord.sm import codec
+from coord.sm import commands as c
+from coord.sm.dedup import RecentRequests
+from coord.sm.errors import INVALID_ARGUMENT, REQUEST_ID_REUSED, TOO_LARGE
+from coord.sm.kv import KVStore
+from coord.sm.ledger import Ledger
+from coord.sm.limits import MAX_REQUEST_ID_BYTES, utf8_len
+from coord.sm.ownership import OwnershipTable
+from coord.sm.pids import DEFAULT_PID_CAPACITY, DEFAULT_PID_LIFETIME_MS, PidAllocator
+from coord.sm.records import Event
+from coord.sm.results import (
+    CompactResult,
+    DeleteRangeResult,
+    EventsResult,
+    ExpireResult,
+    LeasePidResult,
+    ListOwnersResult,
+    OwnerResult,
+    OwnResult,
+    PidBlockResult,
+    ProducerResult,
+    PutResult,
+    RangeResult,
+    ReleaseResult,
+    Result,
+    SessionResult,
+    TxnResult,
+    encode_result,
+)
+from coord.sm.sessions import SessionTable
+
+SNAPSHOT_FORMAT = 1
+DEFAULT_REQUEST_CAPACITY = 100_000
+DEFAULT_REQUEST_BYTES = 64 << 20  # remembered result bytes, all entries together
+
+RESULT_TYPES: dict[type, type[Result]] = {
+    c.Put: PutResult, c.Range: RangeResult, c.DeleteRange: DeleteRangeResult,
+    c.Txn: TxnResult, c.Compact: CompactResult, c.EventsSince: EventsResult,
+    c.OpenSession: SessionResult, c.CloseSession: SessionResult, c.ExpireSessions: ExpireResult,
+    c.Own: OwnResult, c.Release: ReleaseResult, c.GetOwner: OwnerResult,
+    c.ListOwners: ListOwnersResult, c.AllocatePidBlock: PidBlockResult,
+    c.LeasePid: LeasePidResult, c.InitProducer: ProducerResult, c.CheckProducer: ProducerResult,
+    c.Barrier: Result,
+}
+
+
+class CoordMachine:
+    def __init__(
+        self,
+        *,
+        pid_lifetime_ms: int = DEFAULT_PID_LIFETIME_MS,
+        pid_capacity: int = DEFAULT_PID_CAPACITY,
+        request_capacity: int = DEFAULT_REQUEST_CAPACITY,
+        request_bytes: int = DEFAULT_REQUEST_BYTES,
+    ) -> None:
+        self.config = {"pid_lifetime_ms": pid_lifetime_ms, "pid_capacity": pid_capacity,
+                       "request_capacity": request_capacity, "request_bytes": request_bytes}
+        self._build(self.config)
+
+    def _build(self, config: dict[str, int]) -> None:
+        self.config = dict(config)
+        self.ledger = Ledger()
+        self.sessions = SessionTable(self.ledger)
+        self.kv = KVStore(self.sessions)
+        self.ownership = OwnershipTable(self.sessions)
+        self.pids = PidAllocator(self.ledger, pid_lifetime_ms=config["pid_lifetime_ms"],
+                                 pid_capacity=config["pid_capacity"])
+        self.clock_ms = 0  # the largest leader clock reading applied so far
+        # request_id -> (command tag, encoded result)
+        self.recent: RecentRequests[str, tuple[int, bytes]] = RecentRequests(
+            config["request_capacity"], config["request_bytes"], lambda v: len(v[1]))
+
+    @property
+    def revision(self) -> int:
+        return self.ledger.revision
+
+    # -- the StateMachine protocol -------------------------------------------------------
+
+    def apply(self, index: int, term: int, time_ms: int, payload: bytes) -> bytes:
+        try:
+            cmd = c.decode_command(payload)
+        except ValueError as exc:
+            return encode_result(Result(error=INVALID_ARGUMENT,
+                                        message=f"undecodable command: {exc}",
+                                        revision=self.revision))
+        return self.apply_command(cmd, time_ms)
+
+    def apply_command(self, cmd: c.Command, time_ms: int) -> bytes:
+        """Apply a decoded command; the encoded result, as `apply` returns it."""
+        tag = c.command_tag(cmd)
+        request_id = getattr(cmd, "request_id", "")
+        if type(request_id) is not str or utf8_len(request_id) > MAX_REQUEST_ID_BYTES:
+            return encode_result(RESULT_TYPES[type(cmd)](
+                error=TOO_LARGE, revision=self.revision,
+                message=f"request_id must be a str of at most {MAX_REQUEST_ID_BYTES} bytes"))
+        if request_id:
+            hit = self.recent.get(request_id)
+            if hit is not None:
+                if hit[0] == tag:
+                    return hit[1]
+                return encode_result(RESULT_TYPES[type(cmd)](
+                    error=REQUEST_ID_REUSED, revision=self.revision,
+                    message=f"request_id {request_id!r:.60} was used by a different command"))
+        now = max(self.clock_ms, time_ms) if type(time_ms) is int else self.clock_ms
+        before = self.revision
+        data = encode_result(self._dispatch(cmd, now))
+        if self.revision != before:
+            self.clock_ms = now
+            if request_id:
+                self.recent.put(request_id, (tag, data))
+        return data
+
+    def execute(self, cmd: c.Command, time_ms: int = 0) -> Any:
+        """Apply and decode the result: the in-process path (tests, tools)."""
+        return c.decode_result(self.apply(0, 0, time_ms, c.encode_command(cmd)))
+
+    def query(self, cmd: c.Command) -> Any:
+        """Serve a read command from local state (after a ReadIndex barrier)."""
+        if type(cmd) not in c.READ_COMMANDS:
+            return RESULT_TYPES.get(type(cmd), Result)(
+                error=INVALID_ARGUMENT, revision=self.revision,
+                message=f"{type(cmd).__name__} changes state; propose it instead")
+        return self._dispatch(cmd, self.clock_ms)
+
+    def drain_events(self) -> list[Event]:
+        """Watch, ownership and session events produced since the last drain, in order."""
+        return self.ledger.drain()
+
+    def _dispatch(self, cmd: Any, now: int) -> Result:
+        handler: Callable[[Any, int], Result] = self._HANDLERS[type(cmd)]
+        return handler(self, cmd, now)
+
+    def _put(self, cmd: c.Put, now: int) -> Result:
+        return self.kv.put(cmd.key, cmd.value, cmd.session_id, cmd.prev_kv)
+
+    def _range(self, cmd: c.Range, now: int) -> Result:
+        return self.kv.range(cmd.key, cmd.range_end, cmd.limit, cmd.revision)
+
+    def _delete_range(self, cmd: c.DeleteRange, now: int) -> Result:
+        return self.kv.delete_range(cmd.key, cmd.range_end, cmd.prev_kv)
+
+    def _txn(self, cmd: c.Txn, now: int) -> Result:
+        return self.kv.txn(cmd.compares, cmd.success, cmd.failure)
+
+    def _compact(self, cmd: c.Compact, now: int) -> Result:
+        return self.kv.compact(cmd.revision)
+
+    def _events_since(self, cmd: c.EventsSince, now: int) -> Result:
+        return self.kv.events_since(cmd.revision, cmd.key, cmd.range_end)
+
+    def _open(self, cmd: c.OpenSession, now: int) -> Result:
+        return self.sessions.open(cmd.name, cmd.ttl_ms, cmd.read_only_ok, now)
+
+    def _close(self, cmd: c.CloseSession, now: int) -> Result:
+        return self.sessions.close(cmd.session_id)
+
+    def _expire(self, cmd: c.ExpireSessions, now: int) -> Result:
+        return self.sessions.expire(cmd.session_ids)
+
+    def _own(self, cmd: c.Own, now: int) -> Result:
+        return self.ownership.own(cmd.session_id, cmd.group, cmd.claims)
+
+    def _release(self, cmd: c.Release, now: int) -> Result:
+        return self.ownership.release(cmd.session_id, cmd.group, cmd.resources)
+
+    def _get_owner(self, cmd: c.GetOwner, now: int) -> Result:
+        return self.ownership.get_owner(cmd.group, cmd.resource)
+
+    def _list_owners(self, cmd: c.ListOwners, now: int) -> Result:
+        return self.ownership.list_owners(cmd.group, cmd.prefix)
+
+    def _pid_block(self, cmd: c.AllocatePidBlock, now: int) -> Result:
+        return self.pids.allocate_pid_block(cmd.requester, cmd.size, cmd.request_id)
+
+    def _lease_pid(self, cmd: c.LeasePid, now: int) -> Result:
+        return self.pids.lease_pid(cmd.topic, cmd.partition, cmd.pid, now_ms=now,
+                                   random_generation=cmd.random_generation)
+
+    def _init_producer(self, cmd: c.InitProducer, now: int) -> Result:
+        return self.pids.init_producer(cmd.producer_key, cmd.request_id)
+
+    def _check_producer(self, cmd: c.CheckProducer, now: int) -> Result:
+        return self.pids.check_producer(cmd.producer_key, cmd.pid, cmd.generation)
+
+    def _barrier(self, cmd: c.Barrier, now: int) -> Result:
+        return Result(revision=self.revision)
+
+    _HANDLERS: dict[type, Callable[..., Result]] = {
+        c.Put: _put, c.Range: _range, c.DeleteRange: _delete_range, c.Txn: _txn,
+        c.Compact: _compact, c.EventsSince: _events_since, c.OpenSession: _open,
+        c.CloseSession: _close, c.ExpireSessions: _expire, c.Own: _own, c.Release: _release,
+        c.GetOwner: _get_owner, c.ListOwners: _list_owners, c.AllocatePidBlock: _pid_block,
+        c.LeasePid: _lease_pid, c.InitProducer: _init_producer,
+        c.CheckProducer: _check_producer, c.Barrier: _barrier,
+    }
+
+    # -- snapshot ------------------------------------------------------------------------
+
+    def snapshot(self) -> bytes:
+        """The whole state as deterministic bytes: equal states give equal snapshots."""
+        state = {
+            "format": SNAPSHOT_FORMAT,
+            "config": self.config,
+            "revision": self.revision,
+            "clock_ms": self.clock_ms,
+            "sessions": self.sessions.to_state(),
+            "kv": self.kv.to_state(),
+            "ownership": self.ownership.to_state(),
+            "pids": self.pids.to_state(),
+            "recent": [[rid, tag, base64.b64encode(data).decode("ascii")]
+                       for rid, (tag, data) in self.recent.items()],
+        }
+        return zlib.compress(codec.dumps(state), 6)
+
+    def restore(self, data: bytes) -> None:
+        """Replace the whole state with a snapshot's (ValueError leaves it untouched)."""
+        old = self.__dict__.copy()
+        try:
+            try:
+                state = codec.loads(zlib.decompress(data))
+            except zlib.error as exc:
+                raise ValueError(f"snapshot is not zlib data: {exc}") from None
+            if type(state) is not dict or state.get("format") != SNAPSHOT_FORMAT:
+                raise ValueError("unknown snapshot format")
+            config = {k: codec.from_plain(int, v) for k, v in state["config"].items()}
+            if config.keys() != self.config.keys():
+                raise ValueError("snapshot config does not match")
+            self._build(config)
+            self.ledger.revision = codec.from_plain(int, state["revision"])
+            self.clock_ms = codec.from_plain(int, state["clock_ms"])
+            self.sessions.load_state(state["sessions"])
+            self.kv.load_state(state["kv"])
+            self.ownership.load_state(state["ownership"])
+            self.pids.load_state(state["pids"])
+            for rid, tag, data64 in state["recent"]:
+                self.recent.put(codec.from_plain(str, rid),
+                                (codec.from_plain(int, tag), codec.from_plain(bytes, data64)))
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            self.__dict__.update(old)
+            raise ValueError(f"bad snapshot: {exc}") from None
+
+    def describe(self) -> dict:
+        return {
+            "revision": self.revision,
+            "clock_ms": self.clock_ms,
+            **self.kv.describe(),
+            **self.sessions.describe(),
+            **self.ownership.describe(),
+            **self.pids.describe(),
+            "recent_requests": len(self.recent),
+        }
+
+
+if __name__ == "__main__":  # micro-measure: one own() of 10,000 resources
+    import time
+
+    m = CoordMachine()
+    session = m.execute(c.OpenSession("bench", 60_000), 1).session_id
+    claims = tuple(c.Claim(f"topic-{i // 64}/{i % 64}", 0) for i in range(10_000))
+    payload = c.encode_command(c.Own(session, "g", claims))
+    t0 = time.perf_counter()
+    cmd = c.decode_command(payload)
+    t1 = time.perf_counter()
+    result = m.ownership.own(cmd.session_id, cmd.group, cmd.claims)
+    t2 = time.perf_counter()
+    out = encode_result(result)
+    t3 = time.perf_counter()
+    m.drain_events()
+    assert result.ok and len(result.grants) == 10_000
+    second = CoordMachine()
+    second.execute(c.OpenSession("bench", 60_000), 1)
+    t4 = time.perf_counter()
+    second.apply(2, 1, 2, payload)
+    t5 = time.perf_counter()
+    print(f"own(10,000 resources): decode {1e3 * (t1 - t0):.1f} ms, apply {1e3 * (t2 - t1):.1f}"
+          f" ms, encode result {1e3 * (t3 - t2):.1f} ms ({len(out)} bytes); "
+          f"whole apply() {1e3 * (t5 - t4):.1f} ms; payload {len(payload)} bytes")

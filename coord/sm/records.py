@@ -1,0 +1,99 @@
+"""Value types shared by commands, results, state and events.
+
+Small immutable records: KV entries and their watch events, ownership grants and
+events, session events. Tuples of many items (claims, grants) are NamedTuples so a
+10,000-resource claim stays cheap to build and compact on the wire.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+PUT = "PUT"
+DELETE = "DELETE"
+
+RELEASED = "released"  # the session was closed by its client
+EXPIRED = "expired"  # the leader saw its TTL run out
+SEVERED = "severed"  # another session claimed one of its resources
+
+
+class Claim(NamedTuple):
+    """One (resource, generation) pair of an own request."""
+
+    resource: str
+    generation: int
+
+
+class Grant(NamedTuple):
+    """Ownership held after an own: `revision` is the revision the grant happened at."""
+
+    resource: str
+    generation: int
+    revision: int
+
+
+class Conflict(NamedTuple):
+    """A resource held by another session at a higher generation than requested."""
+
+    resource: str
+    owner: int
+    generation: int
+
+
+class Owner(NamedTuple):
+    resource: str
+    session_id: int
+    generation: int
+    revision: int
+
+
+@dataclass(frozen=True, slots=True)
+class KeyValue:
+    """A key's state: etcd's create/mod revisions and version (0 after delete)."""
+
+    key: bytes
+    value: bytes
+    create_revision: int
+    mod_revision: int
+    version: int
+    session_id: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class WatchEvent:
+    """A KV change. For DELETE, `kv` holds the key, empty value and the delete revision."""
+
+    type: str
+    kv: KeyValue
+    prev_kv: KeyValue | None
+    revision: int
+
+
+@dataclass(frozen=True, slots=True)
+class OwnershipEvent:
+    """A change of owner for (group, resource); owner 0 means it was released."""
+
+    group: str
+    resource: str
+    owner: int
+    generation: int
+    revision: int
+
+
+@dataclass(frozen=True, slots=True)
+class SessionEvent:
+    """The end of a session and why. For `severed`: the group, the first resource
+    claimed from it with its new generation, the new owner, and all such claims."""
+
+    type: str
+    session_id: int
+    revision: int
+    group: str = ""
+    resource: str = ""
+    generation: int = 0
+    new_owner: int = 0
+    claims: tuple[Claim, ...] = ()
+
+
+Event = WatchEvent | OwnershipEvent | SessionEvent

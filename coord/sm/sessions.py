@@ -1,0 +1,154 @@
+"""Sessions: the unit of liveness that ownership and ephemeral keys hang off.
+
+A session is opened with a TTL; the leader tracks keepalives (not replicated, like etcd
+lease renewals) and proposes `expire` for sessions whose TTL ran out, and a new leader
+starts every session's clock afresh. Each session knows what it holds (owned resources,
+session-bound keys), so closing, expiring or severing it releases everything in the
+same command and revision, then emits one event naming why it ended. Ids come from a
+replicated counter and are never reused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from coord.sm import limits
+from coord.sm.errors import INVALID_ARGUMENT, TOO_LARGE, UNKNOWN_SESSION, CommandError
+from coord.sm.ledger import Ledger, operation
+from coord.sm.records import EXPIRED, RELEASED, SEVERED, Claim, SessionEvent
+from coord.sm.results import ExpireResult, SessionResult
+
+
+@dataclass
+class Session:
+    id: int
+    name: str
+    ttl_ms: int
+    read_only_ok: bool  # may keep working while the cluster is read-only
+    opened_ms: int
+    owned: set[tuple[str, str]] = field(default_factory=set)  # (group, resource)
+    keys: set[bytes] = field(default_factory=set)
+
+
+# Called with (session, revision) when a session ends, to release what it holds.
+Releaser = Callable[[Session, int], None]
+
+
+class SessionTable:
+    def __init__(self, ledger: Ledger | None = None) -> None:
+        self.ledger = Ledger() if ledger is None else ledger
+        self.next_id = 1
+        self._sessions: dict[int, Session] = {}
+        self._releasers: list[Releaser] = []
+
+    def add_releaser(self, releaser: Releaser) -> None:
+        self._releasers.append(releaser)
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def __contains__(self, session_id: object) -> bool:
+        return session_id in self._sessions
+
+    def get(self, session_id: int) -> Session | None:
+        return self._sessions.get(session_id)
+
+    def ids(self) -> list[int]:
+        return sorted(self._sessions)
+
+    def require(self, session_id: Any) -> Session:
+        """The live session `session_id`, or a refusal."""
+        if type(session_id) is not int or session_id <= 0:
+            raise CommandError(INVALID_ARGUMENT, f"session id must be a positive int, got "
+                               f"{session_id!r:.40}")
+        session = self._sessions.get(session_id)
+        if session is None:
+            raise CommandError(UNKNOWN_SESSION, f"session {session_id} does not exist "
+                               "(never opened, closed, expired or severed)")
+        return session
+
+    @operation(SessionResult)
+    def open(self, name: str, ttl_ms: int, read_only_ok: bool, now_ms: int) -> SessionResult:
+        if type(name) is not str:
+            raise CommandError(INVALID_ARGUMENT, "session name must be a str")
+        if limits.utf8_len(name) > limits.MAX_NAME_BYTES:
+            raise CommandError(TOO_LARGE, f"session name longer than {limits.MAX_NAME_BYTES}"
+                               " bytes")
+        if type(ttl_ms) is not int or not limits.MIN_TTL_MS <= ttl_ms <= limits.MAX_TTL_MS:
+            raise CommandError(INVALID_ARGUMENT, f"ttl_ms must be within "
+                               f"[{limits.MIN_TTL_MS}, {limits.MAX_TTL_MS}], got {ttl_ms!r:.40}")
+        if type(read_only_ok) is not bool:
+            raise CommandError(INVALID_ARGUMENT, "read_only_ok must be a bool")
+        revision = self.ledger.touch()
+        session = Session(self.next_id, name, ttl_ms, read_only_ok, now_ms)
+        self.next_id += 1
+        self._sessions[session.id] = session
+        return SessionResult(revision=revision, session_id=session.id, ttl_ms=ttl_ms)
+
+    @operation(SessionResult)
+    def close(self, session_id: int) -> SessionResult:
+        session = self.require(session_id)
+        revision = self._end(session, SessionEvent(RELEASED, session.id, self.ledger.touch()))
+        return SessionResult(revision=revision, session_id=session.id, ttl_ms=session.ttl_ms)
+
+    @operation(ExpireResult)
+    def expire(self, session_ids: Iterable[int]) -> ExpireResult:
+        ids = list(session_ids) if isinstance(session_ids, (list, tuple)) else None
+        if ids is None or any(type(i) is not int for i in ids):
+            raise CommandError(INVALID_ARGUMENT, "session_ids must be a sequence of ints")
+        if len(ids) > limits.MAX_EXPIRE_IDS:
+            raise CommandError(TOO_LARGE, f"more than {limits.MAX_EXPIRE_IDS} ids")
+        expired: list[int] = []
+        for session_id in dict.fromkeys(ids):  # first occurrence order, no repeats
+            session = self._sessions.get(session_id)
+            if session is not None:
+                self._end(session, SessionEvent(EXPIRED, session.id, self.ledger.touch()))
+                expired.append(session_id)
+        return ExpireResult(revision=self.ledger.head, expired=tuple(expired))
+
+    def sever(self, session_id: int, group: str, claims: list[Claim], new_owner: int) -> None:
+        """End a session because `new_owner` claimed `claims` (resource, new generation)
+        from it in `group`. Called inside the claiming command."""
+        session = self._sessions[session_id]
+        first = claims[0]
+        self._end(session, SessionEvent(
+            SEVERED, session_id, self.ledger.touch(), group=group, resource=first.resource,
+            generation=first.generation, new_owner=new_owner, claims=tuple(claims)))
+
+    def _end(self, session: Session, event: SessionEvent) -> int:
+        for release in self._releasers:
+            release(session, event.revision)
+        self.ledger.emit(event)
+        del self._sessions[session.id]
+        return event.revision
+
+    # -- snapshot ------------------------------------------------------------------------
+
+    def to_state(self) -> dict:
+        return {
+            "next_id": self.next_id,
+            "sessions": [[s.id, s.name, s.ttl_ms, s.read_only_ok, s.opened_ms]
+                         for s in (self._sessions[i] for i in sorted(self._sessions))],
+        }
+
+    def load_state(self, state: dict) -> None:
+        """Holdings are rebuilt by the modules that own them (see their load_state)."""
+        self.next_id = _int(state["next_id"])
+        self._sessions = {}
+        for sid, name, ttl_ms, read_only_ok, opened_ms in state["sessions"]:
+            if type(name) is not str or type(read_only_ok) is not bool:
+                raise ValueError("bad session record")
+            if _int(sid) in self._sessions or sid >= self.next_id or sid <= 0:
+                raise ValueError(f"bad session id {sid!r}")
+            self._sessions[sid] = Session(sid, name, _int(ttl_ms), read_only_ok, _int(opened_ms))
+
+    def describe(self) -> dict:
+        return {"sessions": len(self._sessions), "next_session_id": self.next_id}
+
+
+def _int(v: Any) -> int:
+    if type(v) is not int:
+        raise ValueError(f"expected an int, got {v!r:.40}")
+    return v
