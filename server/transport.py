@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable
 
 import grpc
 
-from coord.raft.types import LOCAL_MESSAGES, Message
+from coord.raft.types import LOCAL_MESSAGES, Message, MessageType
 from coord.v1 import raft_pb2, raft_pb2_grpc
 
 from .codec import fill_message_pb, message_from_pb
@@ -63,6 +63,9 @@ MD_ACCEPTED = "coord-accepted"
 _KEEPALIVE_OPTIONS: list[tuple[str, int]] = [
     ("grpc.keepalive_time_ms", 2000),
     ("grpc.keepalive_timeout_ms", 1000),
+    # With grpcio 1.85 an unanswered keepalive ping fails the connection only after this
+    # (default 1 min), whatever keepalive_timeout_ms says.
+    ("grpc.http2.ping_timeout_ms", 1000),
     ("grpc.keepalive_permit_without_calls", 1),
     # Keep pinging an idle stream (the default stops after 2 pings without data).
     ("grpc.http2.max_pings_without_data", 0),
@@ -93,12 +96,18 @@ SERVER_OPTIONS: list[tuple[str, int]] = [
 """Options for the member's peer ``grpc.aio.server`` (``grpc.aio.server(options=...)``)."""
 
 _AUTH_CODES = (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED)
+_SNAP = MessageType.SNAP
 
 
 def auth_token(cluster_secret: bytes, cluster_id: int, from_id: int, to_id: int) -> str:
     """The ``coord-auth`` value a stream from `from_id` to `to_id` must carry."""
     msg = f"{cluster_id}:{from_id}:{to_id}".encode()
     return hmac.new(cluster_secret, msg, hashlib.sha256).hexdigest()
+
+
+def _log_task_failure(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("%s died", task.get_name(), exc_info=task.exception())
 
 
 class _StreamEnded(Exception):
@@ -127,6 +136,7 @@ class _Peer:
         "auth_failures",
         "received",
         "last_error",
+        "lost_snapshot",
     )
 
     def __init__(self, node_id: int, address: str) -> None:
@@ -145,6 +155,7 @@ class _Peer:
         self.auth_failures = 0  # streams refused with UNAUTHENTICATED / PERMISSION_DENIED
         self.received = 0  # messages accepted from this peer (inbound)
         self.last_error: str | None = None
+        self.lost_snapshot = False  # a snapshot went down with the last stream
 
 
 class PeerTransport:
@@ -211,6 +222,7 @@ class PeerTransport:
             self._run_peer(peer, address, peer.generation),
             name=f"coord-transport-{self.node_id}->{node_id}",
         )
+        peer.task.add_done_callback(_log_task_failure)
 
     def remove_peer(self, node_id: int) -> None:
         peer = self._peers.pop(node_id, None)
@@ -256,27 +268,30 @@ class PeerTransport:
             peer = peers.get(m.to)
             if peer is None:
                 self.dropped_unknown += 1
-                self._report_unreachable(m.to)
-                continue
-            queue = peer.queue
-            if not peer.connected or len(queue) >= limit:
-                peer.dropped += 1
-                self._report_unreachable(m.to)
+                self._report_unreachable(m.to, m.type is _SNAP)
                 continue
             if m.type in local:
                 log.warning("not sending local message %s to %d", m.type.name, m.to)
                 peer.dropped += 1
+                continue
+            queue = peer.queue
+            if not peer.connected or len(queue) >= limit:
+                peer.dropped += 1
+                self._report_unreachable(m.to, m.type is _SNAP)
                 continue
             queue.append(m)
             wakeup = peer.wakeup
             if not wakeup.is_set():
                 wakeup.set()
 
-    def _report_unreachable(self, node_id: int) -> None:
+    def _report_unreachable(self, node_id: int, force: bool = False) -> None:
+        """Tell the owner, at most once per UNREACHABLE_INTERVAL unless `force` (a dropped
+        snapshot is always reported: the leader would otherwise wait for it)."""
         loop = self._loop or asyncio.get_running_loop()
         self._loop = loop
         now = loop.time()
-        if now - self._last_unreachable.get(node_id, -math.inf) < UNREACHABLE_INTERVAL:
+        last = self._last_unreachable.get(node_id, -math.inf)
+        if now - last < UNREACHABLE_INTERVAL and not force:
             return
         self._last_unreachable[node_id] = now
         # Deferred: the caller may be in the middle of handling a Ready when send() drops.
@@ -293,12 +308,7 @@ class PeerTransport:
     # --- the per-peer task --------------------------------------------------------------
 
     async def _run_peer(self, peer: _Peer, address: str, generation: int) -> None:
-        to_id = peer.node_id
-        metadata = (
-            (MD_FROM, str(self.node_id)),
-            (MD_CLUSTER, str(self.cluster_id)),
-            (MD_AUTH, auth_token(self._secret, self.cluster_id, self.node_id, to_id)),
-        )
+        metadata = self.metadata_for(peer.node_id)
         channel = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
         open_stream = raft_pb2_grpc.RaftTransportStub(channel).Stream
         backoff = BACKOFF_MIN
@@ -354,12 +364,18 @@ class PeerTransport:
             batch = batch_cls()
             n = self._fill_batch(peer, batch)
             if n:
-                await call.write(batch)
+                try:
+                    await call.write(batch)
+                except BaseException:
+                    # Maybe delivered, maybe not: count it lost, and remember a snapshot in it.
+                    peer.dropped += n
+                    if any(x.type == _SNAP for x in batch.messages):
+                        peer.lost_snapshot = True
+                    raise
                 peer.sent += n
                 peer.batches += 1
 
-    @staticmethod
-    def _fill_batch(peer: _Peer, batch: raft_pb2.MessageBatch) -> int:
+    def _fill_batch(self, peer: _Peer, batch: raft_pb2.MessageBatch) -> int:
         """Move queued messages into `batch` (up to BATCH_SOFT_BYTES); return how many."""
         queue = peer.queue
         msgs = batch.messages
@@ -375,6 +391,7 @@ class PeerTransport:
                 del msgs[-1]
                 peer.dropped += 1
                 log.error("dropping %s to %d: %d bytes is too large", m.type.name, m.to, s)
+                self._report_unreachable(m.to, True)
                 continue
             if n and size + s > BATCH_SOFT_BYTES:
                 del msgs[-1]
@@ -419,11 +436,13 @@ class PeerTransport:
 
     def _disconnected(self, peer: _Peer) -> None:
         peer.connected = False
+        lost_snapshot, peer.lost_snapshot = peer.lost_snapshot, False
         if peer.queue:
             peer.dropped += len(peer.queue)
+            lost_snapshot = lost_snapshot or any(m.type is _SNAP for m in peer.queue)
             peer.queue.clear()
         if not self._closed:
-            self._report_unreachable(peer.node_id)
+            self._report_unreachable(peer.node_id, lost_snapshot)
 
     # --- introspection ------------------------------------------------------------------
 
@@ -447,8 +466,16 @@ class PeerTransport:
 
     # --- inbound ------------------------------------------------------------------------
 
-    async def _authenticate(self, context: grpc.aio.ServicerContext) -> int:
-        """Return the sender's id, or abort the RPC."""
+    def metadata_for(self, to_id: int) -> tuple[tuple[str, str], ...]:
+        """Credentials for a call from this member to member `to_id` (any peer-port RPC)."""
+        return (
+            (MD_FROM, str(self.node_id)),
+            (MD_CLUSTER, str(self.cluster_id)),
+            (MD_AUTH, auth_token(self._secret, self.cluster_id, self.node_id, to_id)),
+        )
+
+    async def authenticate(self, context: grpc.aio.ServicerContext) -> int:
+        """Return the calling member's id, or abort the RPC (any peer-port RPC)."""
         md: dict[str, str] = {}
         for key, value in context.invocation_metadata() or ():
             if isinstance(value, str):
@@ -458,8 +485,7 @@ class PeerTransport:
             cluster_id = int(md[MD_CLUSTER])
             token = md[MD_AUTH]
         except (KeyError, ValueError):
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED, "bad cluster secret")
-            raise AssertionError("unreachable") from None
+            from_id, cluster_id, token = 0, self.cluster_id, ""  # refused below
         if cluster_id != self.cluster_id:
             await context.abort(
                 grpc.StatusCode.PERMISSION_DENIED,
@@ -482,7 +508,7 @@ class _Servicer(raft_pb2_grpc.RaftTransportServicer):
         t = self._t
         if t._closed:
             await context.abort(grpc.StatusCode.UNAVAILABLE, "transport closed")
-        from_id = await t._authenticate(context)
+        from_id = await t.authenticate(context)
         await context.send_initial_metadata(((MD_ACCEPTED, "1"),))
         me = t.node_id
         local = LOCAL_MESSAGES

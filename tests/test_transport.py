@@ -21,6 +21,7 @@ from coord.raft.types import (
     SnapshotMeta,
 )
 from coord.server import codec
+from coord.server import transport as transport_mod
 from coord.server.transport import SERVER_OPTIONS, PeerTransport, auth_token
 from coord.v1 import raft_pb2, raft_pb2_grpc
 
@@ -409,6 +410,37 @@ def test_queue_limit_drops_and_reports() -> None:
     run(main())
 
 
+def test_large_queues_are_split_into_bounded_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(transport_mod, "BATCH_SOFT_BYTES", 2_000)
+    monkeypatch.setattr(transport_mod, "MAX_MESSAGE_BYTES", 8_000)
+
+    async def main() -> None:
+        a = Member(1)
+        b = Member(2)
+        try:
+            await a.start()
+            await b.start()
+            a.transport.set_peer(2, b.address)
+            await wait_until(lambda: a.stats(2)["connected"], "the stream to connect")
+
+            msgs = [app(1, 2, i) for i in range(60)]  # ~60 bytes each on the wire
+            huge = Message(MessageType.SNAP, to=2, frm=1, snapshot=Snapshot(data=b"x" * 10_000))
+            a.transport.send([*msgs[:30], huge, *msgs[30:]])
+            await wait_until(lambda: len(b.received) == 60, "all but the oversized message")
+            assert [m.index for m in b.received] == list(range(60))
+            assert all(m.type is MessageType.APP for m in b.received)
+            assert len(b.batches) > 1  # split by size...
+            assert all(len(batch) < 60 for batch in b.batches)
+            await wait_until(lambda: a.stats(2)["sent"] == 60, "the writes to complete")
+            assert a.stats(2)["batches"] == len(b.batches)
+            assert a.stats(2)["dropped"] == 1  # ...and the message that can never fit dropped
+            await wait_until(lambda: 2 in a.unreachable, "the drop to be reported")
+        finally:
+            await stop_all(a, b)
+
+    run(main())
+
+
 def test_set_peer_new_address_and_remove() -> None:
     async def main() -> None:
         a = Member(1)
@@ -437,5 +469,71 @@ def test_set_peer_new_address_and_remove() -> None:
             assert a.transport._retired == set()  # every peer task has finished
         finally:
             await stop_all(a, b_old, b_new)
+
+    run(main())
+
+
+class FreezableProxy:
+    """A loopback TCP proxy that can stop forwarding while keeping the connections open,
+    the way a hung or partitioned peer looks to the sender."""
+
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream_port = upstream_port
+        self.frozen = False
+        self.server: asyncio.Server | None = None
+        self.tasks: set[asyncio.Task] = set()
+        self.writers: list[asyncio.StreamWriter] = []
+        self.port = 0
+
+    async def start(self) -> None:
+        self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        self.port = self.server.sockets[0].getsockname()[1]
+
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while data := await reader.read(65536):
+            if not self.frozen:
+                writer.write(data)
+                await writer.drain()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+        self.writers += [writer, up_writer]
+        for coro in (self._pipe(reader, up_writer), self._pipe(up_reader, writer)):
+            task = asyncio.create_task(coro)
+            self.tasks.add(task)
+
+    async def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        for w in self.writers:
+            w.close()
+
+
+def test_keepalive_notices_a_silent_peer() -> None:
+    async def main() -> None:
+        a = Member(1)
+        b = Member(2)
+        await b.start()
+        proxy = FreezableProxy(b.port)
+        try:
+            await proxy.start()
+            a.transport.set_peer(2, f"127.0.0.1:{proxy.port}")
+            await wait_until(lambda: a.stats(2)["connected"], "the stream to connect")
+            a.transport.send([app(1, 2, 0)])
+            await wait_until(lambda: len(b.received) == 1, "delivery through the proxy")
+
+            proxy.frozen = True  # the TCP connection stays up; nothing gets through
+            loop = asyncio.get_running_loop()
+            frozen_at = loop.time()
+            await wait_until(lambda: not a.stats(2)["connected"], "keepalive to fail", timeout=10)
+            assert loop.time() - frozen_at < 8  # keepalive 2 s + ping timeout 1 s, not 1 min
+            assert a.stats(2)["last_error"] == "UNAVAILABLE"
+            await wait_until(lambda: 2 in a.unreachable, "on_unreachable(2)")
+        finally:
+            await stop_all(a, b)
+            await proxy.close()
 
     run(main())
