@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
 
 import grpc
 
 from coord.raft import ConfChange, ConfChangeType
+from coord.sm.commands import Barrier, encode_command
 from coord.v1 import admin_pb2, admin_pb2_grpc
 
 from .errors import abort, abort_node_error
@@ -151,7 +151,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         concurrency = request.concurrency or 1
         if not 1 <= concurrency <= 4096 or not 0 < request.duration_ms <= 120_000:
             await abort(context, INVALID, "BAD_BENCH", "concurrency 1..4096, duration 1..120000 ms")
-        payload = os.urandom(max(1, request.payload_bytes))
+        payload = encode_command(Barrier())
         latencies: list[float] = []
         deadline = time.monotonic() + request.duration_ms / 1000
 

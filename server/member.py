@@ -13,7 +13,8 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from coord.statemachine import JournalMachine, StateMachine
+from coord.sm.machine import CoordMachine
+from coord.statemachine import StateMachine
 from coord.v1 import admin_pb2, admin_pb2_grpc
 
 from .admin import AdminService
@@ -54,7 +55,7 @@ class Member:
             self.me,
             config.data_dir,
             config.initial_cluster,
-            state_machine or JournalMachine(),
+            state_machine or CoordMachine(),
             config.cluster_secret,
             config.options,
             join=config.join,

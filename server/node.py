@@ -13,7 +13,7 @@ import itertools
 import logging
 import struct
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -181,6 +181,7 @@ class Node:
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task] = []
         self._subscribers: list[asyncio.Queue[StatusEvent]] = []
+        self.apply_listeners: list[Callable[[], None]] = []
         self._soft = self._raw.raft.soft_state()
         self._quorum_lost_at: float | None = time.monotonic()
         self._stopped = False
@@ -410,6 +411,9 @@ class Node:
             self._apply(e)
         if rd.committed_entries:
             self.applied_index = rd.committed_entries[-1].index
+        if rd.committed_entries or rd.snapshot is not None:
+            for listener in self.apply_listeners:
+                listener()
         for rs in rd.read_states:
             reads = self._read_contexts.pop(rs.context, None)
             if reads is not None:
@@ -545,6 +549,18 @@ class Node:
 
     def status(self) -> Status:
         return self._raw.status()
+
+    @property
+    def is_leader(self) -> bool:
+        return self._raw.is_leader
+
+    @property
+    def leader(self) -> MemberInfo | None:
+        return self.members.get(self._raw.leader)
+
+    @property
+    def term(self) -> int:
+        return self._raw.raft.term
 
     def quorum_lost_for(self) -> float:
         """Seconds since this member last saw a working quorum (0 while it sees one)."""

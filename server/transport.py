@@ -308,7 +308,8 @@ class PeerTransport:
     # --- the per-peer task --------------------------------------------------------------
 
     async def _run_peer(self, peer: _Peer, address: str, generation: int) -> None:
-        metadata = self.metadata_for(peer.node_id)
+        to_id = peer.node_id
+        metadata = self.metadata_for(to_id)
         channel = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
         open_stream = raft_pb2_grpc.RaftTransportStub(channel).Stream
         backoff = BACKOFF_MIN

@@ -10,6 +10,7 @@ import grpc
 import pytest
 
 from coord.server.errors import reason_of
+from coord.sm.commands import Put, encode_command
 from coord.testing import LocalCluster
 
 pytestmark = pytest.mark.cluster
@@ -18,8 +19,12 @@ TICK_S = 0.05
 ELECTION_S = 12 * TICK_S  # the defaults: --tick-ms 50, --election-ticks 12
 
 
+def put(key: bytes, value: bytes = b"v") -> bytes:
+    return encode_command(Put(key, value))
+
+
 def write(cluster: LocalCluster, names: list[str], data: bytes, deadline_s: float = 10.0):
-    """Propose through whichever member is leader; returns the ProposeResponse."""
+    """Propose an encoded command through whichever member is leader (raw log access)."""
     deadline = time.monotonic() + deadline_s
     last = None
     while time.monotonic() < deadline:
@@ -33,18 +38,18 @@ def write(cluster: LocalCluster, names: list[str], data: bytes, deadline_s: floa
     raise AssertionError(f"no write committed within {deadline_s}s: {last}")
 
 
-def journal(status) -> dict:
+def machine(status) -> dict:
     return json.loads(status.state_machine)
 
 
 def test_kill_leader_new_leader_commits(cluster3: LocalCluster):
     leader = cluster3.wait_for_leader()
-    before = write(cluster3, [leader], b"before")
+    before = write(cluster3, [leader], put(b"before"))
     cluster3.kill(leader)
     survivors = [n for n in cluster3.members if n != leader]
     new_leader = cluster3.wait_for_leader(among=survivors, timeout=10)
     assert new_leader != leader
-    after = write(cluster3, survivors, b"after")
+    after = write(cluster3, survivors, put(b"after"))
     assert after.index > before.index
     # Both survivors applied both writes, in order, identically.
     deadline = time.monotonic() + 5
@@ -54,14 +59,14 @@ def test_kill_leader_new_leader_commits(cluster3: LocalCluster):
             break
         time.sleep(0.05)
     assert len({s.state_machine for s in sts}) == 1
-    assert journal(sts[0])["commands"] == 2
+    assert machine(sts[0])["keys"] == 2
 
 
 def test_follower_rejects_write_naming_leader(cluster3: LocalCluster):
     leader = cluster3.wait_for_leader()
     follower = next(n for n in cluster3.members if n != leader)
     with cluster3.client(follower) as c, pytest.raises(grpc.RpcError) as err:
-        c.propose(b"x")
+        c.propose(put(b"x"))
     assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert reason_of(err.value) == "NOT_LEADER"
     assert leader in err.value.details()
@@ -70,7 +75,7 @@ def test_follower_rejects_write_naming_leader(cluster3: LocalCluster):
 def test_linearizable_read_on_follower_sees_write(cluster3: LocalCluster):
     leader = cluster3.wait_for_leader()
     follower = next(n for n in cluster3.members if n != leader)
-    w = write(cluster3, [leader], b"v1")
+    w = write(cluster3, [leader], put(b"v1"))
     with cluster3.client(follower) as c:
         index = c.read_index()
         assert index >= w.index
@@ -91,7 +96,7 @@ def _watch_quorum(cluster: LocalCluster, name: str, seconds: float) -> list[tupl
 def test_quorum_loss_is_reported_fast_and_never_flaps(cluster3: LocalCluster, survivor_role):
     leader = cluster3.wait_for_leader()
     followers = [n for n in cluster3.members if n != leader]
-    write(cluster3, [leader], b"warm")
+    write(cluster3, [leader], put(b"warm"))
     survivor = leader if survivor_role == "leader" else followers[0]
     stopped = [n for n in cluster3.members if n != survivor]
     assert cluster3.status(survivor).has_quorum
@@ -115,7 +120,7 @@ def test_quorum_loss_is_reported_fast_and_never_flaps(cluster3: LocalCluster, su
     while time.monotonic() < deadline and not cluster3.status(survivor).has_quorum:
         time.sleep(0.05)
     assert cluster3.status(survivor).has_quorum
-    write(cluster3, list(cluster3.members), b"healed")
+    write(cluster3, list(cluster3.members), put(b"healed"))
 
 
 def test_kill_all_and_restart_keeps_state(tmp_path):
@@ -124,16 +129,16 @@ def test_kill_all_and_restart_keeps_state(tmp_path):
         leader = c.wait_for_leader()
         last = None
         for i in range(100):
-            last = write(c, [leader], f"cmd-{i}".encode())
+            last = write(c, [leader], put(f"k{i}".encode()))
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
             sts = {n: c.status(n) for n in c.members}
             if all(s.applied_index >= last.index for s in sts.values()):
                 break
             time.sleep(0.05)
-        before = {n: journal(s) for n, s in sts.items()}
-        assert {j["commands"] for j in before.values()} == {100}
-        assert len({j["digest"] for j in before.values()}) == 1
+        before = {n: machine(s) for n, s in sts.items()}
+        assert {m["keys"] for m in before.values()} == {100}
+        assert len({json.dumps(m, sort_keys=True) for m in before.values()}) == 1
         assert max(s.snapshot_index for s in sts.values()) > 0
 
         for n in c.members:
@@ -142,10 +147,10 @@ def test_kill_all_and_restart_keeps_state(tmp_path):
             c.start_member(n, wait=False)
         for n in c.members:
             c.wait_serving(n)
-        after = {n: journal(c.status(n)) for n in c.members}
+        after = {n: machine(c.status(n)) for n in c.members}
         assert after == before  # replayed from disk before serving, on every member
         c.wait_for_leader(timeout=10)
-        more = write(c, list(c.members), b"after-restart")
+        more = write(c, list(c.members), put(b"after-restart"))
         assert more.index > last.index
 
 
@@ -155,4 +160,4 @@ def test_leadership_transfer(cluster3: LocalCluster):
     with cluster3.client(leader) as c:
         c.transfer_leader(target)
     assert cluster3.wait_for_leader(timeout=5) == target
-    write(cluster3, [target], b"after-transfer")
+    write(cluster3, [target], put(b"after-transfer"))

@@ -200,10 +200,14 @@ class Raft:
             self.step(Message(MT.BEAT))
 
     def _is_recent(self, node: int) -> bool:
+        """Heard from `node` within the last election timeout. Strictly fewer than
+        election_tick ticks ago: a follower's lease (`election_elapsed < election_tick`) ends
+        after exactly election_tick ticks of silence, so by then the leader must have given
+        up too, or a new leader and the old one would both claim a quorum for a tick."""
         pr = self.prs.get(node)
         if node == self.id:
             return True
-        return pr is not None and self.now - pr.last_active_tick <= self.cfg.election_tick
+        return pr is not None and self.now - pr.last_active_tick < self.cfg.election_tick
 
     def quorum_active(self) -> bool:
         """CheckQuorum: has a majority of voters been heard from within an election timeout?"""
@@ -462,7 +466,11 @@ class Raft:
     def _step_leader(self, m: Message) -> None:
         t = m.type
         if t is MT.BEAT:
-            self._bcast_heartbeat()
+            # Carry the newest pending read's context: if the heartbeats sent with it were
+            # lost, this round can still confirm leadership for it (and, through `release`,
+            # for every read queued before it). Otherwise a read would wait forever, though
+            # this member keeps leading, until some later read happened to complete.
+            self._bcast_heartbeat(self.read_queue.last_context() or b"")
             return
         if t is MT.READ_INDEX:
             self._leader_read_index(m)
