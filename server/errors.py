@@ -22,6 +22,26 @@ _CODES: dict[str, grpc.StatusCode] = {
 }
 
 
+_RESULT_CODES: dict[str, grpc.StatusCode] = {
+    "INVALID_ARGUMENT": grpc.StatusCode.INVALID_ARGUMENT,
+    "TOO_LARGE": grpc.StatusCode.INVALID_ARGUMENT,
+    "UNKNOWN_SESSION": grpc.StatusCode.NOT_FOUND,
+    "UNKNOWN_PRODUCER": grpc.StatusCode.NOT_FOUND,
+    "UNKNOWN_PID": grpc.StatusCode.NOT_FOUND,
+    "OWNED_BY_HIGHER_GENERATION": grpc.StatusCode.FAILED_PRECONDITION,
+    "PRODUCER_FENCED": grpc.StatusCode.FAILED_PRECONDITION,
+    "COMPACTED": grpc.StatusCode.OUT_OF_RANGE,
+    "FUTURE_REVISION": grpc.StatusCode.OUT_OF_RANGE,
+    "PID_CAPACITY_EXHAUSTED": grpc.StatusCode.RESOURCE_EXHAUSTED,
+    "REQUEST_ID_REUSED": grpc.StatusCode.ALREADY_EXISTS,
+}
+
+
+def result_code(reason: str) -> grpc.StatusCode:
+    """The gRPC code for a state-machine result's error reason."""
+    return _RESULT_CODES.get(reason, grpc.StatusCode.FAILED_PRECONDITION)
+
+
 def status_for(
     code: grpc.StatusCode, reason: str, message: str, metadata: dict[str, str] | None = None
 ) -> grpc.Status:

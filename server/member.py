@@ -14,12 +14,19 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from coord.sm.machine import CoordMachine
-from coord.statemachine import StateMachine
-from coord.v1 import admin_pb2, admin_pb2_grpc
+from coord.v1 import admin_pb2, admin_pb2_grpc, coord_pb2, coord_pb2_grpc
 
 from .admin import AdminService
+from .api_kv import KVService
+from .api_ownership import OwnershipService
+from .api_producers import ProducersService
+from .api_sessions import SessionsService
+from .coordinator import Coordinator
+from .events import EventHub
+from .forward import ForwardService, LeaderLink
 from .members import MemberInfo
 from .node import Node, NodeOptions
+from .session_tracker import SessionTracker
 from .transport import SERVER_OPTIONS
 
 log = logging.getLogger(__name__)
@@ -38,7 +45,7 @@ class MemberConfig:
 
 
 class Member:
-    def __init__(self, config: MemberConfig, state_machine: StateMachine | None = None) -> None:
+    def __init__(self, config: MemberConfig) -> None:
         self.config = config
         me = next((m for m in config.initial_cluster if m.name == config.name), None)
         if me is None:
@@ -51,38 +58,55 @@ class Member:
                 me.peer_address,
             )
         self.me = MemberInfo(me.name, me.peer_address, config.listen)
+        self.machine = CoordMachine()
         self.node = Node(
             self.me,
             config.data_dir,
             config.initial_cluster,
-            state_machine or CoordMachine(),
+            self.machine,
             config.cluster_secret,
             config.options,
             join=config.join,
         )
+        self.hub = EventHub(self.machine)
+        self.node.apply_listeners.append(self.hub.publish)
+        self.link = LeaderLink(self.node)
+        self.coordinator = Coordinator(self.node, self.machine, self.link)
+        self.tracker = SessionTracker(self.node, self.machine, self.coordinator.write)
         self.health = health.aio.HealthServicer()
         self._servers: list[grpc.aio.Server] = []
 
     async def start(self) -> None:
         peer_server = grpc.aio.server(options=SERVER_OPTIONS)
         self.node.transport.register(peer_server)
+        coord_pb2_grpc.add_ForwardServicer_to_server(
+            ForwardService(self.node, self.tracker), peer_server
+        )
         self._bind(peer_server, self.config.peer_listen, "--peer-listen")
         client_server = grpc.aio.server()
+        coord, hub = self.coordinator, self.hub
         admin_pb2_grpc.add_AdminServicer_to_server(AdminService(self.node), client_server)
-        health_pb2_grpc.add_HealthServicer_to_server(self.health, client_server)
-        reflection.enable_server_reflection(
-            [
-                admin_pb2.DESCRIPTOR.services_by_name["Admin"].full_name,
-                health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
-                reflection.SERVICE_NAME,
-            ],
-            client_server,
+        coord_pb2_grpc.add_SessionsServicer_to_server(
+            SessionsService(coord, hub, self.tracker), client_server
         )
+        coord_pb2_grpc.add_OwnershipServicer_to_server(OwnershipService(coord, hub), client_server)
+        coord_pb2_grpc.add_ProducersServicer_to_server(ProducersService(coord), client_server)
+        coord_pb2_grpc.add_KVServicer_to_server(KVService(coord, hub), client_server)
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, client_server)
+        services = [admin_pb2.DESCRIPTOR.services_by_name["Admin"].full_name]
+        services += [s.full_name for s in coord_pb2.DESCRIPTOR.services_by_name.values()
+                     if s.name != "Forward"]
+        services += [
+            health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+            reflection.SERVICE_NAME,
+        ]
+        reflection.enable_server_reflection(services, client_server)
         self._bind(client_server, self.config.listen, "--listen")
         self._servers = [peer_server, client_server]
         for s in self._servers:
             await s.start()
         await self.node.start()
+        self.tracker.start()
         await self.health.set("", health_pb2.HealthCheckResponse.SERVING)
         log.info(
             "%s: serving clients on %s, peers on %s (data in %s)",
@@ -103,8 +127,10 @@ class Member:
 
     async def stop(self, grace: float = 1.0) -> None:
         await self.health.enter_graceful_shutdown()
+        await self.tracker.stop()
         for s in self._servers:
             await s.stop(grace)
+        await self.link.close()
         await self.node.stop()
 
     async def serve_until_signalled(self) -> int:

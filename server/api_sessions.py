@@ -1,0 +1,112 @@
+"""The Sessions service: open/close, keepalive (to the leader, never replicated) and
+each session's event stream."""
+
+from __future__ import annotations
+
+import logging
+
+import grpc
+
+from coord.sm import commands as c
+from coord.sm.records import SessionEvent
+from coord.v1 import coord_pb2 as pb
+from coord.v1 import coord_pb2_grpc
+
+from .api_common import write
+from .coordinator import Coordinator
+from .errors import abort
+from .events import EventHub
+from .session_tracker import SessionTracker
+
+log = logging.getLogger(__name__)
+
+ENDING_EVENTS = frozenset({"severed", "expired", "released"})
+
+
+def session_event_to_pb(e: SessionEvent) -> pb.SessionEvent:
+    return pb.SessionEvent(
+        type=e.type,
+        session_id=e.session_id,
+        revision=e.revision,
+        group=e.group,
+        resource=e.resource,
+        generation=e.generation,
+        new_owner=e.new_owner,
+        resources=[claim.resource for claim in e.claims],
+    )
+
+
+class SessionsService(coord_pb2_grpc.SessionsServicer):
+    def __init__(self, coord: Coordinator, hub: EventHub, tracker: SessionTracker) -> None:
+        self.coord = coord
+        self.hub = hub
+        self.tracker = tracker
+
+    async def OpenSession(self, request, context):  # noqa: N802
+        cmd = c.OpenSession(request.name, request.ttl_ms, request.read_only_ok, request.request_id)
+        res = await write(context, self.coord, cmd)
+        return pb.OpenSessionResponse(
+            header=self.coord.header(res.revision), session_id=res.session_id, ttl_ms=res.ttl_ms
+        )
+
+    async def CloseSession(self, request, context):  # noqa: N802
+        res = await write(context, self.coord, c.CloseSession(request.session_id))
+        return pb.CloseSessionResponse(header=self.coord.header(res.revision))
+
+    async def KeepAlive(self, request_iterator, context):  # noqa: N802
+        async for req in request_iterator:
+            ttl = await self._keepalive(req.session_id)
+            if ttl is None:
+                continue  # no leader reachable right now; the client keeps sending
+            yield pb.KeepAliveResponse(session_id=req.session_id, ttl_ms=max(ttl, 0), gone=ttl < 0)
+
+    async def _keepalive(self, session_id: int) -> int | None:
+        """The session's TTL once the leader renewed it, -1 if it is gone, None if no
+        leader could be asked."""
+        node = self.coord.node
+        if node.is_leader:
+            ttl = self.tracker.keepalive(session_id)
+            return -1 if ttl is None else ttl
+        leader = node.leader
+        if leader is None:
+            return None
+        link = self.coord.link
+        try:
+            resp = await link.stub(leader).KeepAlive(
+                pb.ForwardKeepAliveRequest(session_ids=[session_id]),
+                metadata=link.metadata(leader),
+                timeout=2.0,
+            )
+        except grpc.aio.AioRpcError as e:
+            log.debug("keepalive forward to %s failed: %s", leader.name, e.code().name)
+            return None
+        if session_id in resp.unknown:
+            return -1
+        session = self.coord.machine.sessions.get(session_id)
+        return session.ttl_ms if session is not None else 0
+
+    async def Events(self, request, context):  # noqa: N802
+        sub = self.hub.watch_session(request.session_id)
+        try:
+            if request.session_id not in self.coord.machine.sessions:
+                await abort(
+                    context,
+                    grpc.StatusCode.NOT_FOUND,
+                    "UNKNOWN_SESSION",
+                    f"session {request.session_id} does not exist (expired, closed or severed)",
+                )
+            while True:
+                event = await sub.queue.get()
+                if sub.overflowed or event is None:
+                    return
+                if isinstance(event, pb.SessionEvent):
+                    yield event  # member-local (mode changes)
+                    continue
+                yield session_event_to_pb(event)
+                if event.type in ENDING_EVENTS:
+                    return
+        finally:
+            self.hub.cancel(sub)
+
+
+__all__ = ["SessionsService"]

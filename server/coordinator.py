@@ -1,0 +1,114 @@
+"""The request path of the client API: writes become state-machine commands that go
+through the log (proposed here if this member leads, else forwarded to the leader);
+reads are served from the local state machine, after a ReadIndex barrier unless the
+client asked for a serializable (possibly stale) read."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+import uuid
+from typing import Any
+
+import grpc
+
+from coord.sm import commands as c
+from coord.sm.machine import CoordMachine
+from coord.v1 import coord_pb2 as pb
+
+from .errors import reason_of
+from .forward import LeaderLink
+from .node import Node, NodeError, NoLeader, NotLeader, ProposalLost, Timeout
+
+RETRY_PAUSE_S = 0.05
+
+
+class ForwardedError(Exception):
+    """The leader refused a forwarded command: pass its status through unchanged."""
+
+    def __init__(self, error: grpc.aio.AioRpcError) -> None:
+        super().__init__(error.details())
+        self.error = error
+
+
+class Coordinator:
+    def __init__(self, node: Node, machine: CoordMachine, link: LeaderLink) -> None:
+        self.node = node
+        self.machine = machine
+        self.link = link
+
+    def header(self, revision: int | None = None) -> pb.ResponseHeader:
+        return pb.ResponseHeader(
+            revision=self.machine.revision if revision is None else revision,
+            raft_term=self.node.term,
+            member=self.node.me.name,
+        )
+
+    async def write(self, cmd: Any, timeout: float = 5.0) -> Any:
+        """Commit `cmd` and return its decoded result.
+
+        Every retryable command carries a request id (one is made up if the client sent
+        none), so retrying after a lost reply or a leader change is safe: the state
+        machine answers a repeated id from memory instead of applying it twice."""
+        if hasattr(cmd, "request_id") and not cmd.request_id:
+            cmd = dataclasses.replace(cmd, request_id=f"srv-{uuid.uuid4().hex}")
+        retry_safe = bool(getattr(cmd, "request_id", ""))
+        payload = c.encode_command(cmd)
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise Timeout(f"no leader committed the request within {timeout:.1f}s")
+            try:
+                return c.decode_result(await self._propose(payload, remaining))
+            except (NotLeader, NoLeader):
+                pass  # not proposed anywhere: always safe to try again
+            except (ProposalLost, Timeout):
+                if not retry_safe:
+                    raise
+            except grpc.aio.AioRpcError as e:
+                reason = reason_of(e)
+                if reason in ("NOT_LEADER", "NO_LEADER"):
+                    pass
+                elif e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                    if not retry_safe:
+                        raise ForwardedError(e) from None
+                else:
+                    raise ForwardedError(e) from None
+            await asyncio.sleep(min(RETRY_PAUSE_S, max(0.0, deadline - time.monotonic())))
+
+    async def _propose(self, payload: bytes, timeout: float) -> bytes:
+        node = self.node
+        if node.is_leader:
+            applied = await node.propose(payload, timeout)
+            return applied.result or b""
+        leader = node.leader
+        if leader is None:
+            raise NoLeader(f"member {node.me.name} knows no leader")
+        resp = await self.link.stub(leader).Propose(
+            pb.ForwardRequest(command=payload),
+            metadata=self.link.metadata(leader),
+            timeout=timeout,
+        )
+        return resp.result
+
+    async def read(self, cmd: Any, serializable: bool = False, timeout: float = 5.0) -> Any:
+        if not serializable:
+            await self.barrier(timeout)
+        return self.machine.query(cmd)
+
+    async def barrier(self, timeout: float = 5.0) -> None:
+        """Wait until this member has applied everything committed before the call."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                await self.node.read_index(max(0.05, deadline - time.monotonic()))
+                return
+            except (NoLeader, Timeout):
+                if time.monotonic() >= deadline:
+                    raise
+            await asyncio.sleep(RETRY_PAUSE_S)
+
+
+__all__ = ["Coordinator", "ForwardedError", "NodeError"]

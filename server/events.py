@@ -1,0 +1,89 @@
+"""Fan-out of what the state machine emits after each apply — KV changes, ownership
+changes, session events — to the streams subscribed on this member. Every member
+applies every command, so a client may watch on any member."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from coord.sm.machine import CoordMachine
+from coord.sm.records import OwnershipEvent, SessionEvent, WatchEvent
+
+QUEUE_LIMIT = 65_536
+"""Events a subscriber may fall behind by before its stream is ended (it can resume
+from its last revision)."""
+
+
+def in_range(key: bytes, start: bytes, end: bytes) -> bool:
+    if not end:
+        return key == start
+    if end == b"\0":
+        return key >= start
+    return start <= key < end
+
+
+@dataclass(eq=False)
+class Subscription:
+    matches: Callable[[Any], bool]
+    queue: asyncio.Queue = field(default_factory=lambda: asyncio.Queue(QUEUE_LIMIT))
+    overflowed: bool = False
+
+    def offer(self, event: Any) -> None:
+        if self.overflowed:
+            return
+        try:
+            self.queue.put_nowait(event)
+        except asyncio.QueueFull:
+            self.overflowed = True
+            self.queue = asyncio.Queue(1)
+            self.queue.put_nowait(None)  # wakes the reader, who sees `overflowed`
+
+
+class EventHub:
+    def __init__(self, machine: CoordMachine) -> None:
+        self.machine = machine
+        self._kv: set[Subscription] = set()
+        self._owners: set[Subscription] = set()
+        self._sessions: set[Subscription] = set()
+
+    def publish(self) -> None:
+        """Called by the node after every batch of applied entries."""
+        for event in self.machine.drain_events():
+            if isinstance(event, WatchEvent):
+                subs = self._kv
+            elif isinstance(event, OwnershipEvent):
+                subs = self._owners
+            elif isinstance(event, SessionEvent):
+                subs = self._sessions
+            else:
+                continue
+            for sub in subs:
+                if sub.matches(event):
+                    sub.offer(event)
+
+    def broadcast_sessions(self, event: Any) -> None:
+        """A member-local event for every session stream here (e.g. mode changes)."""
+        for sub in self._sessions:
+            sub.offer(event)
+
+    def watch_kv(self, start: bytes, end: bytes) -> Subscription:
+        sub = Subscription(lambda e: in_range(e.kv.key, start, end))
+        self._kv.add(sub)
+        return sub
+
+    def watch_owners(self, group: str, prefix: str) -> Subscription:
+        sub = Subscription(lambda e: e.group == group and e.resource.startswith(prefix))
+        self._owners.add(sub)
+        return sub
+
+    def watch_session(self, session_id: int) -> Subscription:
+        sub = Subscription(lambda e: getattr(e, "session_id", session_id) == session_id)
+        self._sessions.add(sub)
+        return sub
+
+    def cancel(self, sub: Subscription) -> None:
+        for subs in (self._kv, self._owners, self._sessions):
+            subs.discard(sub)

@@ -1,0 +1,87 @@
+"""Session liveness, decided by the leader alone.
+
+Keepalives reach the leader (followers forward them) and only move an in-memory
+deadline: nothing is replicated per keepalive. When a deadline passes, the leader
+proposes `ExpireSessions`, so every member expires the same sessions at the same log
+position. A member that becomes leader starts every session's deadline afresh at its
+full TTL, so a failover never expires a live session — it can only extend a dead one
+by up to one TTL (etcd's leases behave the same way; coord says so up front)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+from coord.sm.commands import ExpireSessions
+from coord.sm.machine import CoordMachine
+
+from .node import Node, NodeError
+
+log = logging.getLogger(__name__)
+
+SWEEP_INTERVAL_S = 0.1
+
+
+class SessionTracker:
+    def __init__(
+        self,
+        node: Node,
+        machine: CoordMachine,
+        propose: Callable[[ExpireSessions], Awaitable[object]],
+    ) -> None:
+        self.node = node
+        self.machine = machine
+        self.propose = propose
+        self.deadlines: dict[int, float] = {}
+        self._led_term = 0
+        self._task: asyncio.Task | None = None
+
+    def keepalive(self, session_id: int) -> int | None:
+        """Renew a session's full TTL from now; None if the session does not exist."""
+        session = self.machine.sessions.get(session_id)
+        if session is None:
+            self.deadlines.pop(session_id, None)
+            return None
+        self.deadlines[session_id] = time.monotonic() + session.ttl_ms / 1000
+        return session.ttl_ms
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="session-sweep")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(SWEEP_INTERVAL_S)
+            try:
+                await self.sweep()
+            except NodeError as e:
+                log.warning("%s: session expiry deferred: %s", self.node.me.name, e)
+
+    async def sweep(self) -> None:
+        if not self.node.is_leader:
+            self.deadlines.clear()
+            self._led_term = 0
+            return
+        now = time.monotonic()
+        if self._led_term != self.node.term:
+            self._led_term = self.node.term
+            self.deadlines.clear()  # new leadership: every session gets its full TTL back
+        sessions = self.machine.sessions
+        live = set(sessions.ids())
+        for sid in live.difference(self.deadlines):
+            self.deadlines[sid] = now + sessions.get(sid).ttl_ms / 1000
+        for sid in set(self.deadlines).difference(live):
+            del self.deadlines[sid]
+        expired = tuple(sorted(sid for sid, d in self.deadlines.items() if d <= now))
+        if expired:
+            log.info("%s: expiring sessions %s", self.node.me.name, list(expired))
+            await self.propose(ExpireSessions(expired))
