@@ -199,9 +199,13 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from coord.server.bench_raft import run_raft_bench
+    if args.target == "raft":
+        from coord.server.bench_raft import run_raft_bench
 
-    return run_raft_bench(args)
+        return run_raft_bench(args)
+    from coord.server.bench_api import run_api_bench
+
+    return run_api_bench(args)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -240,7 +244,8 @@ def build_parser() -> argparse.ArgumentParser:
     st.set_defaults(func=cmd_status)
 
     b = sub.add_parser("bench", help="benchmarks")
-    b.add_argument("target", choices=["raft"])
+    b.add_argument("target", choices=["raft", "own", "pid", "kv"])
+    b.add_argument("--resources", type=int, default=10_000, help="own: resources to claim")
     b.add_argument("--concurrency", default="1,16,256")
     b.add_argument("--seconds", type=float, default=5.0)
     b.add_argument("--failover-trials", type=int, default=10)
