@@ -1,4 +1,5 @@
-"""`coord` command line: serve a member, run a local dev cluster, inspect, benchmark."""
+"""`coord` command line: serve a member, run a local dev cluster, inspect, benchmark, and
+use the client API (ownership, producer ids, KV, sessions)."""
 
 from __future__ import annotations
 
@@ -252,6 +253,11 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--payload-bytes", type=int, default=16)
     b.add_argument("--json", action="store_true")
     b.set_defaults(func=cmd_bench)
+
+    # Client commands (own, release, owners, watch-owners, pid, kv, session).
+    from coord.client.cli_commands import register as register_client_commands
+
+    register_client_commands(sub)
     return p
 
 

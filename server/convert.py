@@ -72,7 +72,11 @@ def _op_from_pb(op: pb.RequestOp) -> c.TxnOp:
 
 
 def txn_from_pb(r: pb.TxnRequest) -> c.Txn:
-    compares = tuple(c.Compare(x.key, x.target, x.op, x.value, x.number) for x in r.compares)
+    # The API spells targets in lower case (value|version|create|mod); the machine's
+    # constants are upper case.
+    compares = tuple(
+        c.Compare(x.key, x.target.upper(), x.op, x.value, x.number) for x in r.compares
+    )
     return c.Txn(
         compares,
         tuple(_op_from_pb(o) for o in r.success),

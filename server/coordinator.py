@@ -19,7 +19,7 @@ from coord.v1 import coord_pb2 as pb
 
 from .errors import reason_of
 from .forward import LeaderLink
-from .node import Node, NodeError, NoLeader, NotLeader, ProposalLost, Timeout
+from .node import Node, NodeError, NoLeader, NotLeader, OutcomeUnknown, ProposalLost, Timeout
 
 RETRY_PAUSE_S = 0.05
 
@@ -64,7 +64,7 @@ class Coordinator:
                 return c.decode_result(await self._propose(payload, remaining))
             except (NotLeader, NoLeader):
                 pass  # not proposed anywhere: always safe to try again
-            except (ProposalLost, Timeout):
+            except (ProposalLost, Timeout, OutcomeUnknown):
                 if not retry_safe:
                     raise
             except grpc.aio.AioRpcError as e:

@@ -16,6 +16,7 @@ _CODES: dict[str, grpc.StatusCode] = {
     "NOT_LEADER": grpc.StatusCode.FAILED_PRECONDITION,
     "NO_LEADER": grpc.StatusCode.UNAVAILABLE,
     "PROPOSAL_LOST": grpc.StatusCode.UNAVAILABLE,
+    "OUTCOME_UNKNOWN": grpc.StatusCode.UNAVAILABLE,
     "TIMEOUT": grpc.StatusCode.DEADLINE_EXCEEDED,
     "STOPPED": grpc.StatusCode.UNAVAILABLE,
     "UNAVAILABLE": grpc.StatusCode.UNAVAILABLE,

@@ -64,6 +64,13 @@ class NotLeader(NodeError):
         self.leader = leader
 
 
+class OutcomeUnknown(NodeError):
+    """The command may or may not have been applied (e.g. a snapshot replaced the log
+    while it was pending): retry only with a request id."""
+
+    reason = "OUTCOME_UNKNOWN"
+
+
 class NoLeader(NodeError):
     reason = "NO_LEADER"
 
@@ -482,7 +489,9 @@ class Node:
         for i in [i for i in self._pending if i <= index]:
             p = self._pending.pop(i)
             if not p.future.done():
-                p.future.set_exception(ProposalLost(f"entry {i} was superseded by a snapshot"))
+                p.future.set_exception(
+                    OutcomeUnknown(f"entry {i} was covered by a snapshot before it was seen")
+                )
 
     def _fail_all(self, err: Exception) -> None:
         futures = [p.future for p in self._pending.values()]

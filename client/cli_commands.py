@@ -1,0 +1,670 @@
+"""Client subcommands of the `coord` CLI: ownership, producer ids, KV and sessions.
+
+`coord/cli.py` registers them with `register(subparsers)`. Every command takes
+`--endpoints` (default $COORD_ENDPOINTS, else the `coord dev` members) and `--json`.
+Failures print `coord: REASON: message` on stderr and exit 1; bad usage exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import dataclasses
+import json
+import logging
+import re
+import shlex
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TypeVar
+
+from coord.client._common import (
+    DEFAULT_ENDPOINTS,
+    ENDPOINTS_ENV,
+    DeleteResult,
+    KeyValue,
+    PutResult,
+    RangeResult,
+    TxnBuilder,
+    TxnResult,
+    describe_end,
+    parse_endpoints,
+)
+from coord.client.errors import CoordError
+
+B = TypeVar("B", bound=TxnBuilder)
+
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+
+
+class UsageError(Exception):
+    """Bad command-line input found after argparse (exit 2)."""
+
+
+class TxnSyntaxError(UsageError, ValueError):
+    """A malformed `coord kv txn` script; the message names the line."""
+
+
+# -- output -------------------------------------------------------------------------------
+
+
+def text(b: bytes) -> str:
+    """Bytes for a human: UTF-8, undecodable bytes as \\x escapes."""
+    return b.decode("utf-8", "backslashreplace")
+
+
+def jsonable(obj: Any) -> Any:
+    """Results as JSON values. Bytes become a str when they are UTF-8, else
+    {"base64": "..."}, so nothing is lost or mangled."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, bytes):
+        try:
+            return obj.decode("utf-8")
+        except UnicodeDecodeError:
+            return {"base64": base64.b64encode(obj).decode()}
+    if isinstance(obj, tuple | list):
+        return [jsonable(x) for x in obj]
+    if isinstance(obj, range):
+        return {"start": obj.start, "stop": obj.stop}
+    return obj
+
+
+def _emit(args: argparse.Namespace, obj: Any, lines: Callable[[], Iterable[str]]) -> None:
+    if args.json:
+        print(json.dumps(jsonable(obj)), flush=True)
+    else:
+        for line in lines():
+            print(line, flush=True)
+
+
+def _kv_lines(kv: KeyValue) -> list[str]:
+    return [text(kv.key), text(kv.value)]
+
+
+# -- txn script ---------------------------------------------------------------------------
+
+TXN_HELP = """\
+Read a transaction from stdin, etcdctl style: compares, a blank line, the operations
+run if every compare holds, a blank line, the operations run otherwise.
+
+  compares (one per line)        value("KEY") = "VALUE"    version("KEY") = 0
+                                 create("KEY") > 5         mod("KEY") != 7
+                                 ops: = != < >   (val/ver are short for value/version)
+  operations (one per line)      put KEY VALUE [--prev-kv]
+                                 get KEY [RANGE_END] [--prefix] [--limit N] [--revision N]
+                                 del KEY [RANGE_END] [--prefix] [--prev-kv]
+
+Keys and values are shell-quoted words (use quotes for spaces). Lines starting with #
+are comments. Start with a blank line for no compares. Example:
+
+  version("lock") = 0
+
+  put lock me
+
+  get lock
+"""
+
+_COMPARE_RE = re.compile(
+    r"^\s*(?P<target>[A-Za-z]+)\s*\((?P<key>.*)\)\s*(?P<op>!=|==|=|<|>)\s*(?P<rhs>.*?)\s*$"
+)
+_TARGETS = {"value": "value", "val": "value", "version": "version", "ver": "version",
+            "create": "create", "mod": "mod"}
+
+
+def _one_word(s: str, what: str, lineno: int) -> str:
+    try:
+        words = shlex.split(s)
+    except ValueError as e:
+        raise TxnSyntaxError(f"line {lineno}: {what}: {e}") from None
+    if len(words) != 1:
+        raise TxnSyntaxError(f"line {lineno}: {what} must be one (quoted) word, got {s!r}")
+    return words[0]
+
+
+def _parse_compare(line: str, lineno: int, txn: TxnBuilder) -> None:
+    m = _COMPARE_RE.match(line)
+    if m is None:
+        raise TxnSyntaxError(f"line {lineno}: not a compare: {line!r} "
+                             '(expected e.g. version("key") = 0)')
+    target = _TARGETS.get(m["target"].lower())
+    if target is None:
+        raise TxnSyntaxError(f"line {lineno}: unknown compare target {m['target']!r} "
+                             "(value, version, create, mod)")
+    key = _one_word(m["key"], "compare key", lineno)
+    rhs = _one_word(m["rhs"], "compare operand", lineno)
+    if target == "value":
+        txn.compare(key, target, m["op"], rhs)
+        return
+    try:
+        number = int(rhs)
+    except ValueError:
+        raise TxnSyntaxError(f"line {lineno}: {target} compares take an integer, "
+                             f"got {rhs!r}") from None
+    txn.compare(key, target, m["op"], number)
+
+
+def _parse_op(line: str, lineno: int, txn: TxnBuilder, success: bool) -> None:
+    try:
+        words = shlex.split(line)
+    except ValueError as e:
+        raise TxnSyntaxError(f"line {lineno}: {e}") from None
+    verb, rest = words[0].lower(), words[1:]
+    flags = {w for w in rest if w in ("--prefix", "--prev-kv")}
+    positional: list[str] = []
+    numbers = {"--limit": 0, "--revision": 0}
+    i = 0
+    while i < len(rest):
+        w = rest[i]
+        if w in numbers:
+            if i + 1 >= len(rest) or not rest[i + 1].isdigit():
+                raise TxnSyntaxError(f"line {lineno}: {w} takes a non-negative integer")
+            numbers[w] = int(rest[i + 1])
+            i += 2
+            continue
+        if w.startswith("--") and w not in flags:
+            raise TxnSyntaxError(f"line {lineno}: unknown option {w!r} for {verb}")
+        if not w.startswith("--"):
+            positional.append(w)
+        i += 1
+    then = success
+    if verb == "put":
+        if len(positional) != 2 or flags - {"--prev-kv"} or any(numbers.values()):
+            raise TxnSyntaxError(f"line {lineno}: usage: put KEY VALUE [--prev-kv]")
+        key, value = positional
+        put = txn.then_put if then else txn.else_put
+        put(key, value, prev_kv="--prev-kv" in flags)
+    elif verb in ("get", "range"):
+        if not 1 <= len(positional) <= 2 or "--prev-kv" in flags:
+            raise TxnSyntaxError(f"line {lineno}: usage: get KEY [RANGE_END] [--prefix] "
+                                 "[--limit N] [--revision N]")
+        get = txn.then_get if then else txn.else_get
+        if "--prefix" in flags:
+            if len(positional) != 1:
+                raise TxnSyntaxError(f"line {lineno}: --prefix takes no RANGE_END")
+            get(prefix=positional[0], limit=numbers["--limit"], revision=numbers["--revision"])
+        else:
+            end = positional[1] if len(positional) == 2 else None
+            get(positional[0], end, limit=numbers["--limit"], revision=numbers["--revision"])
+    elif verb in ("del", "delete"):
+        if not 1 <= len(positional) <= 2 or any(numbers.values()):
+            raise TxnSyntaxError(f"line {lineno}: usage: del KEY [RANGE_END] [--prefix] "
+                                 "[--prev-kv]")
+        delete = txn.then_delete if then else txn.else_delete
+        prev = "--prev-kv" in flags
+        if "--prefix" in flags:
+            if len(positional) != 1:
+                raise TxnSyntaxError(f"line {lineno}: --prefix takes no RANGE_END")
+            delete(prefix=positional[0], prev_kv=prev)
+        else:
+            end = positional[1] if len(positional) == 2 else None
+            delete(positional[0], end, prev_kv=prev)
+    else:
+        raise TxnSyntaxError(f"line {lineno}: unknown operation {verb!r} (put, get, del)")
+
+
+def parse_txn(script: str, txn: B | None = None) -> B | TxnBuilder:
+    """Parse a `coord kv txn` script (see TXN_HELP) into `txn` (a fresh TxnBuilder if
+    None) and return it. TxnSyntaxError names the offending line."""
+    builder: TxnBuilder = txn if txn is not None else TxnBuilder()
+    lines = script.splitlines()
+    while lines and not lines[-1].strip():
+        lines.pop()  # trailing blank lines close the script, they are not sections
+    section = 0
+    for lineno, raw in enumerate(lines, 1):
+        line = raw.strip()
+        if not line:
+            section += 1
+            if section > 2:
+                raise TxnSyntaxError(f"line {lineno}: a txn has at most three sections "
+                                     "(compares, success ops, failure ops)")
+            continue
+        if line.startswith("#"):
+            continue
+        try:
+            if section == 0:
+                _parse_compare(line, lineno, builder)
+            else:
+                _parse_op(line, lineno, builder, success=section == 1)
+        except (ValueError, TypeError) as e:
+            if isinstance(e, TxnSyntaxError):
+                raise
+            raise TxnSyntaxError(f"line {lineno}: {e}") from None
+    return builder
+
+
+# -- plumbing -----------------------------------------------------------------------------
+
+
+def _client(args: argparse.Namespace) -> Any:
+    from coord.client.sync import Client
+
+    try:
+        endpoints = parse_endpoints(args.endpoints)
+    except ValueError as e:
+        raise UsageError(f"--endpoints: {e}") from None
+    return Client(endpoints, timeout=args.timeout)
+
+
+def _command(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """Uniform exits: 0 ok, 1 `coord: REASON: message`, 2 bad usage; Ctrl-C ends quietly."""
+
+    def run(args: argparse.Namespace) -> int:
+        # Errors reach the user as `coord: REASON: ...`; keep library log lines out.
+        logging.getLogger("coord.client").addHandler(logging.NullHandler())
+        try:
+            return fn(args)
+        except CoordError as e:
+            print(f"coord: {e.reason}: {e.message or e.reason}", file=sys.stderr)
+            return EXIT_ERROR
+        except UsageError as e:
+            print(f"coord: {e}", file=sys.stderr)
+            return EXIT_USAGE
+        except KeyboardInterrupt:
+            return 130
+        except BrokenPipeError:
+            return 0
+
+    run.__doc__ = fn.__doc__
+    return run
+
+
+def _resource_claim(s: str) -> tuple[str, int]:
+    """RESOURCE or RESOURCE=GENERATION."""
+    name, sep, gen = s.rpartition("=")
+    if sep and name and gen.isdigit():
+        return name, int(gen)
+    return s, 0
+
+
+class _Interrupt:
+    """Ctrl-C / SIGTERM as an Event, for commands that wait (hold, keepalive, watch)."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self._old: dict[int, Any] = {}
+
+    def __enter__(self) -> threading.Event:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._old[sig] = signal.signal(sig, lambda *_: self.event.set())
+        return self.event
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._old.items():
+            signal.signal(sig, handler)
+
+
+def _watch_loop(args: argparse.Namespace, stream: Any, line: Callable[[Any], str]) -> int:
+    """Print one line per item until --limit items, Ctrl-C or an error."""
+    count = 0
+    with _Interrupt() as stop:
+        watcher = threading.Thread(target=lambda: (stop.wait(), stream.cancel()), daemon=True)
+        watcher.start()
+        try:
+            for item in stream:
+                if args.json:
+                    print(json.dumps(jsonable(item)), flush=True)
+                else:
+                    print(line(item), flush=True)
+                count += 1
+                if args.limit and count >= args.limit:
+                    break
+        finally:
+            stream.cancel()
+            stop.set()
+    return 0
+
+
+# -- ownership ----------------------------------------------------------------------------
+
+
+@_command
+def cmd_own(args: argparse.Namespace) -> int:
+    """Claim resources; without --session, open one and hold it until Ctrl-C."""
+    claims = [_resource_claim(r) for r in args.resources]
+    with _client(args) as client:
+        if args.session:
+            result = client.own(args.session, args.group, claims)
+            _emit(args, result, lambda: _grant_lines(result))
+            return 0
+        with _Interrupt() as stop:
+            session = client.session(name=args.name, ttl=args.ttl,
+                                     on_severed=lambda ev: stop.set())
+            try:
+                result = session.own(args.group, claims)
+                if args.json:
+                    print(json.dumps({"session_id": session.id, **jsonable(result)}),
+                          flush=True)
+                else:
+                    for line in (f"session {session.id}", *_grant_lines(result),
+                                 f"holding (ttl {session.ttl:g}s); Ctrl-C releases"):
+                        print(line, flush=True)
+                stop.wait()
+            finally:
+                ended = session.ended
+                session.close()
+        if ended is not None:
+            print(f"coord: {ended.type.upper()}: {describe_end(ended)}", file=sys.stderr)
+            return EXIT_ERROR
+        if not args.json:
+            print(f"released (session {session.id} closed)", flush=True)
+        return 0
+
+
+def _grant_lines(result: Any) -> list[str]:
+    out = [f"granted {g.resource} generation {g.generation} revision {g.revision}"
+           for g in result.grants]
+    out += [f"severed session {s}" for s in result.severed]
+    return out
+
+
+@_command
+def cmd_release(args: argparse.Namespace) -> int:
+    """Release resources held by a session."""
+    with _client(args) as client:
+        result = client.release(args.session, args.group, args.resources)
+        _emit(args, result, lambda: [f"released {r}" for r in result.released])
+    return 0
+
+
+def _owner_line(o: Any) -> str:
+    who = "free" if o.session_id == 0 else f"session {o.session_id}"
+    return f"{o.resource}  {who}  generation {o.generation}  revision {o.revision}"
+
+
+@_command
+def cmd_owners(args: argparse.Namespace) -> int:
+    """One resource's owner, or every owner in a group (under --prefix)."""
+    with _client(args) as client:
+        if args.resource:
+            owner = client.get_owner(args.group, args.resource, serializable=args.serializable)
+            _emit(args, owner, lambda: [_owner_line(owner)])
+        else:
+            owners = client.list_owners(args.group, args.prefix,
+                                        serializable=args.serializable)
+            _emit(args, owners, lambda: [_owner_line(o) for o in owners])
+    return 0
+
+
+@_command
+def cmd_watch_owners(args: argparse.Namespace) -> int:
+    """Current owners, then every change, one line each."""
+    with _client(args) as client:
+        stream = client.watch_owners(args.group, args.prefix, from_revision=args.from_revision)
+        return _watch_loop(args, stream, lambda ch: (
+            f"{'SNAPSHOT' if ch.snapshot else 'CHANGE'}  {ch.group}/{_owner_line(ch.owner)}"))
+
+
+# -- producer ids -------------------------------------------------------------------------
+
+
+@_command
+def cmd_pid_block(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        block = client.allocate_pid_block(args.requester, args.size)
+        _emit(args, block, lambda: [f"pids {block.start}..{block.start + block.size - 1} "
+                                    f"({block.size})"])
+    return 0
+
+
+@_command
+def cmd_pid_lease(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        lease = client.lease_pid(args.topic, args.partition, args.pid)
+        _emit(args, lease, lambda: [
+            f"pid {lease.pid} generation {lease.generation} sequence {lease.sequence_number}"
+            f" expires_ms {lease.expire_ms}"])
+    return 0
+
+
+@_command
+def cmd_pid_init(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        producer = client.init_producer(args.producer_key)
+        _emit(args, producer, lambda: [f"pid {producer.pid} generation {producer.generation}"])
+    return 0
+
+
+# -- KV -----------------------------------------------------------------------------------
+
+
+def _range_args(args: argparse.Namespace) -> dict[str, Any]:
+    if args.prefix:
+        if args.range_end is not None:
+            raise UsageError("give --prefix or RANGE_END, not both")
+        return {"prefix": args.key}
+    return {"key": args.key, "range_end": args.range_end}
+
+
+@_command
+def cmd_kv_get(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        result: RangeResult = client.range(
+            **_range_args(args), limit=args.limit, revision=args.revision,
+            serializable=args.serializable)
+        _emit(args, result, lambda: [line for kv in result.kvs for line in _kv_lines(kv)])
+    return 0
+
+
+@_command
+def cmd_kv_put(args: argparse.Namespace) -> int:
+    value = args.value if args.value is not None else sys.stdin.buffer.read()
+    with _client(args) as client:
+        result: PutResult = client.put(args.key, value, session=args.session or None,
+                                       prev_kv=args.prev_kv)
+        _emit(args, result, lambda: ["OK", *(_kv_lines(result.prev_kv) if result.prev_kv
+                                             else [])])
+    return 0
+
+
+@_command
+def cmd_kv_del(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        result: DeleteResult = client.delete(**_range_args(args), prev_kv=args.prev_kv)
+        _emit(args, result, lambda: [str(result.deleted),
+                                     *(line for kv in result.prev_kvs for line in _kv_lines(kv))])
+    return 0
+
+
+def _txn_lines(result: TxnResult) -> Iterator[str]:
+    yield "SUCCESS" if result.succeeded else "FAILURE"
+    for r in result.responses:
+        yield ""
+        if isinstance(r, PutResult):
+            yield "OK"
+        elif isinstance(r, DeleteResult):
+            yield str(r.deleted)
+        else:
+            for kv in r.kvs:
+                yield from _kv_lines(kv)
+
+
+@_command
+def cmd_kv_txn(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        txn = client.txn()
+        parse_txn(sys.stdin.read(), txn)
+        result: TxnResult = txn.commit()
+        _emit(args, result, lambda: _txn_lines(result))
+    return 0
+
+
+@_command
+def cmd_kv_watch(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        stream = client.watch(**_range_args(args), from_revision=args.from_revision,
+                              prev_kv=args.prev_kv)
+        return _watch_loop(args, stream, lambda ev: (
+            f"{ev.type} {ev.revision} {text(ev.kv.key)}"
+            + (f" {text(ev.kv.value)}" if ev.type == "PUT" else "")))
+
+
+# -- sessions -----------------------------------------------------------------------------
+
+
+@_command
+def cmd_session_open(args: argparse.Namespace) -> int:
+    """Open a session and print its id; keep it alive with `coord session keepalive`."""
+    with _client(args) as client:
+        info = client.open_session(args.name, args.ttl, args.read_only_ok)
+        _emit(args, info, lambda: [str(info.session_id)])
+    return 0
+
+
+@_command
+def cmd_session_keepalive(args: argparse.Namespace) -> int:
+    """Keep a session alive until Ctrl-C (which leaves it to expire) or it ends."""
+    with _client(args) as client, _Interrupt() as stop:
+        session = client.attach(args.session_id, args.ttl, on_event=lambda ev: print(
+            json.dumps(jsonable(ev)) if args.json else f"event {describe_end(ev)}",
+            flush=True))
+        if not args.json:
+            print(f"keeping session {session.id} alive; Ctrl-C stops", flush=True)
+        while not stop.is_set() and not session.fenced.is_set():
+            stop.wait(0.2)
+        if session.fenced.is_set() and session.ended is not None:
+            session.detach()
+            ended = session.ended
+            print(f"coord: {ended.type.upper()}: {describe_end(ended)}", file=sys.stderr)
+            return EXIT_ERROR
+        session.detach()
+    return 0
+
+
+@_command
+def cmd_session_close(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        header = client.close_session(args.session_id)
+        _emit(args, header, lambda: [f"session {args.session_id} closed"])
+    return 0
+
+
+# -- registration -------------------------------------------------------------------------
+
+
+def _common_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument(
+        "--endpoints", default=None,
+        help=f"client endpoints HOST:PORT,... (default ${ENDPOINTS_ENV}, else "
+             f"{','.join(DEFAULT_ENDPOINTS)})")
+    p.add_argument("--json", action="store_true", help="print results as JSON")
+    p.add_argument("--timeout", type=float, default=5.0, help="seconds per try (default 5)")
+    return p
+
+
+def _nonneg(s: str) -> int:
+    v = int(s)
+    if v < 0:
+        raise argparse.ArgumentTypeError("must be >= 0")
+    return v
+
+
+def register(sub: Any) -> None:
+    """Add the client subcommands to `coord`'s subparsers."""
+    common = _common_parser()
+
+    def leaf(parent: Any, name: str, fn: Callable[[argparse.Namespace], int], help: str,
+             **kw: Any) -> argparse.ArgumentParser:
+        p = parent.add_parser(name, parents=[common], help=help, description=help, **kw)
+        p.set_defaults(func=fn)
+        return p
+
+    def range_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument("key")
+        p.add_argument("range_end", nargs="?", default=None,
+                       help='end of the range [KEY, RANGE_END); "\\0" for every key >= KEY')
+        p.add_argument("--prefix", action="store_true", help="every key starting with KEY")
+
+    # ownership
+    p = leaf(sub, "own", cmd_own,
+             "claim resources in a group (without --session: open a session, hold until "
+             "Ctrl-C, then release)")
+    p.add_argument("group")
+    p.add_argument("resources", nargs="+", metavar="RESOURCE[=GENERATION]",
+                   help="a bare name claims at generation 0 (take over, severing any owner)")
+    p.add_argument("--session", type=int, default=0, help="claim for this existing session")
+    p.add_argument("--ttl", type=float, default=10.0, help="TTL of the session opened here")
+    p.add_argument("--name", default="coord-cli", help="name of the session opened here")
+
+    p = leaf(sub, "release", cmd_release, "release resources held by a session")
+    p.add_argument("group")
+    p.add_argument("resources", nargs="+", metavar="RESOURCE")
+    p.add_argument("--session", type=int, required=True)
+
+    p = leaf(sub, "owners", cmd_owners, "show the owner of a resource or list a group's owners")
+    p.add_argument("group")
+    p.add_argument("resource", nargs="?")
+    p.add_argument("--prefix", default="", help="only resources starting with this")
+    p.add_argument("--serializable", action="store_true",
+                   help="read the answering member's state (no quorum round; may be stale)")
+
+    p = leaf(sub, "watch-owners", cmd_watch_owners,
+             "print current owners, then each ownership change, until Ctrl-C")
+    p.add_argument("group")
+    p.add_argument("--prefix", default="")
+    p.add_argument("--from-revision", type=_nonneg, default=0,
+                   help="replay changes from this revision (0: list current owners first)")
+    p.add_argument("--limit", type=_nonneg, default=0, help="stop after N lines")
+
+    # producer ids
+    pid = sub.add_parser("pid", help="producer ids: blocks, leases, producers")
+    pid_sub = pid.add_subparsers(dest="pid_command", required=True)
+    p = leaf(pid_sub, "block", cmd_pid_block, "allocate a block of pids")
+    p.add_argument("--requester", default="coord-cli")
+    p.add_argument("--size", type=int, default=1000)
+    p = leaf(pid_sub, "lease", cmd_pid_lease, "lease a new pid (or look up a pid's lease)")
+    p.add_argument("topic")
+    p.add_argument("partition", type=int)
+    p.add_argument("--pid", type=int, default=-1, help="an existing pid (default: a new one)")
+    p = leaf(pid_sub, "init", cmd_pid_init,
+             "init a producer: its pid and a new generation (fences older instances)")
+    p.add_argument("producer_key")
+
+    # KV
+    kv = sub.add_parser("kv", help="the linearizable key-value store")
+    kv_sub = kv.add_subparsers(dest="kv_command", required=True)
+    p = leaf(kv_sub, "get", cmd_kv_get, "read a key, a range or a prefix")
+    range_args(p)
+    p.add_argument("--limit", type=_nonneg, default=0)
+    p.add_argument("--revision", type=_nonneg, default=0, help="read as of this revision")
+    p.add_argument("--serializable", action="store_true",
+                   help="read the answering member's state (no quorum round; may be stale)")
+    p = leaf(kv_sub, "put", cmd_kv_put, "set a key (VALUE omitted: read it from stdin)")
+    p.add_argument("key")
+    p.add_argument("value", nargs="?", default=None)
+    p.add_argument("--session", type=int, default=0,
+                   help="bind the key to this session (deleted when it ends)")
+    p.add_argument("--prev-kv", action="store_true", help="print the previous value")
+    p = leaf(kv_sub, "del", cmd_kv_del, "delete a key, a range or a prefix")
+    range_args(p)
+    p.add_argument("--prev-kv", action="store_true", help="print the deleted values")
+    leaf(kv_sub, "txn", cmd_kv_txn, "run a transaction read from stdin",
+         epilog=TXN_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = leaf(kv_sub, "watch", cmd_kv_watch,
+             "print each change to a key, range or prefix, until Ctrl-C")
+    range_args(p)
+    p.add_argument("--from-revision", type=_nonneg, default=0,
+                   help="replay changes from this revision (0: from now on)")
+    p.add_argument("--prev-kv", action="store_true")
+    p.add_argument("--limit", type=_nonneg, default=0, help="stop after N events")
+
+    # sessions
+    se = sub.add_parser("session", help="open, keep alive and close sessions")
+    se_sub = se.add_subparsers(dest="session_command", required=True)
+    p = leaf(se_sub, "open", cmd_session_open, cmd_session_open.__doc__ or "")
+    p.add_argument("--name", default="coord-cli")
+    p.add_argument("--ttl", type=float, default=10.0, help="seconds (default 10)")
+    p.add_argument("--read-only-ok", action="store_true",
+                   help="keep the session usable while the cluster is read-only")
+    p = leaf(se_sub, "keepalive", cmd_session_keepalive, cmd_session_keepalive.__doc__ or "")
+    p.add_argument("session_id", type=int)
+    p.add_argument("--ttl", type=float, default=10.0,
+                   help="pace keepalives by this TTL until the server states it")
+    p = leaf(se_sub, "close", cmd_session_close,
+             "close a session now (releases everything it holds)")
+    p.add_argument("session_id", type=int)

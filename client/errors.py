@@ -1,0 +1,226 @@
+"""Typed client errors.
+
+The server reports every failure as a gRPC status code plus a google.rpc.ErrorInfo whose
+`reason` is machine-readable (domain "coord.dev"). Callers should branch on the exception
+type (or `.reason`), never on message text; `from_rpc_error` is the single place that maps
+a failed call to one of these classes, by reason first and status code as a fallback (a
+connection failure carries no ErrorInfo at all).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import ClassVar
+
+import grpc
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
+
+from coord.server.errors import reason_of
+
+__all__ = [
+    "CoordError",
+    "CompactedError",
+    "DeadlineError",
+    "FutureRevisionError",
+    "InvalidArgumentError",
+    "NoQuorumError",
+    "OutOfRangeError",
+    "OwnedByHigherGenerationError",
+    "ProducerFencedError",
+    "ReadOnlyError",
+    "SessionGoneError",
+    "UnavailableError",
+    "error_for",
+    "from_rpc_error",
+]
+
+
+class CoordError(Exception):
+    """A request failed. `reason` is the server's ErrorInfo reason (or the status code's
+    name when the failure never reached coord's API, e.g. a refused connection)."""
+
+    retryable: ClassVar[bool] = False
+    default_code: ClassVar[grpc.StatusCode] = grpc.StatusCode.UNKNOWN
+
+    def __init__(
+        self,
+        reason: str,
+        message: str = "",
+        code: grpc.StatusCode | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(f"{reason}: {message}" if message else reason)
+        self.reason = reason
+        self.message = message
+        self.code = code if code is not None else self.default_code
+        self.metadata: dict[str, str] = dict(metadata or {})
+
+
+class SessionGoneError(CoordError):
+    """UNKNOWN_SESSION: the session expired, was closed or was severed. Anything it owned
+    is gone; an owner must stop acting on its ownership."""
+
+    default_code = grpc.StatusCode.NOT_FOUND
+
+
+class OwnedByHigherGenerationError(CoordError):
+    """A claimed resource is held at a higher generation than requested (nothing was
+    claimed: `own` is all-or-nothing)."""
+
+    default_code = grpc.StatusCode.FAILED_PRECONDITION
+
+    @property
+    def resource(self) -> str:
+        return self.metadata.get("resource", "")
+
+    @property
+    def owner(self) -> int:
+        return _int(self.metadata.get("owner"))
+
+    @property
+    def generation(self) -> int:
+        return _int(self.metadata.get("generation"))
+
+
+class InvalidArgumentError(CoordError):
+    """The request is malformed or too large (INVALID_ARGUMENT, TOO_LARGE): retrying the
+    same request can never succeed."""
+
+    default_code = grpc.StatusCode.INVALID_ARGUMENT
+
+
+class OutOfRangeError(CoordError):
+    """A revision outside what the server can serve."""
+
+    default_code = grpc.StatusCode.OUT_OF_RANGE
+
+
+class CompactedError(OutOfRangeError):
+    """The requested revision was compacted away: re-read the current state instead."""
+
+    @property
+    def compact_revision(self) -> int:
+        return _int(self.metadata.get("compact_revision"))
+
+
+class FutureRevisionError(OutOfRangeError):
+    """The requested revision is newer than the cluster's current revision."""
+
+
+class ProducerFencedError(CoordError):
+    """A newer instance of this producer exists; this one must stop producing."""
+
+    default_code = grpc.StatusCode.FAILED_PRECONDITION
+
+
+class ReadOnlyError(CoordError):
+    """The member lost quorum and serves reads only; the write was not applied."""
+
+    default_code = grpc.StatusCode.FAILED_PRECONDITION
+
+
+class UnavailableError(CoordError):
+    """The member (or the cluster) could not serve the request now; safe requests are
+    retried on another member before this reaches the caller."""
+
+    retryable = True
+    default_code = grpc.StatusCode.UNAVAILABLE
+
+
+class NoQuorumError(UnavailableError):
+    """The member cannot reach a quorum."""
+
+
+class DeadlineError(CoordError):
+    """The deadline passed before an answer: a write may or may not have been applied."""
+
+    default_code = grpc.StatusCode.DEADLINE_EXCEEDED
+
+
+_BY_REASON: dict[str, type[CoordError]] = {
+    "UNKNOWN_SESSION": SessionGoneError,
+    "OWNED_BY_HIGHER_GENERATION": OwnedByHigherGenerationError,
+    "INVALID_ARGUMENT": InvalidArgumentError,
+    "TOO_LARGE": InvalidArgumentError,
+    "REQUEST_ID_REUSED": InvalidArgumentError,
+    "COMPACTED": CompactedError,
+    "FUTURE_REVISION": FutureRevisionError,
+    "PRODUCER_FENCED": ProducerFencedError,
+    "READ_ONLY": ReadOnlyError,
+    "NO_QUORUM": NoQuorumError,
+    "NO_LEADER": UnavailableError,
+    "PROPOSAL_LOST": UnavailableError,
+    "UNAVAILABLE": UnavailableError,
+    "STOPPED": UnavailableError,
+    "NOT_LEADER": UnavailableError,
+    "NOT_CONNECTED": UnavailableError,
+    "TIMEOUT": DeadlineError,
+}
+
+_BY_CODE: dict[grpc.StatusCode, type[CoordError]] = {
+    grpc.StatusCode.UNAVAILABLE: UnavailableError,
+    grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineError,
+    grpc.StatusCode.INVALID_ARGUMENT: InvalidArgumentError,
+    grpc.StatusCode.OUT_OF_RANGE: OutOfRangeError,
+}
+
+
+def error_for(
+    reason: str,
+    message: str = "",
+    code: grpc.StatusCode | None = None,
+    metadata: Mapping[str, str] | None = None,
+) -> CoordError:
+    """The typed error for `reason` (falling back to `code`), for errors that arrive
+    outside a status (e.g. LeasePidResponse.error) or that the client itself detects."""
+    cls = _BY_REASON.get(reason) or (_BY_CODE.get(code) if code is not None else None)
+    return (cls or CoordError)(reason, message, code, metadata)
+
+
+def from_rpc_error(e: grpc.RpcError) -> CoordError:
+    """Map a failed call to a typed error: by ErrorInfo reason, else by status code."""
+    code = _call_attr(e, "code")
+    details = _call_attr(e, "details")
+    message = details if isinstance(details, str) else ""
+    try:
+        reason = reason_of(e)
+    except (AttributeError, TypeError, ValueError):  # not a Call, or a malformed status
+        reason = None
+    if not isinstance(code, grpc.StatusCode):
+        code = grpc.StatusCode.UNKNOWN
+    err = error_for(reason or code.name, message, code, _error_metadata(e) if reason else None)
+    err.__cause__ = e
+    return err
+
+
+def _error_metadata(e: grpc.RpcError) -> dict[str, str]:
+    """ErrorInfo.metadata of a failed call (reason_of gives only the reason)."""
+    try:
+        status = rpc_status.from_call(e)  # type: ignore[arg-type]
+    except (AttributeError, TypeError, ValueError):
+        return {}
+    if status is None:
+        return {}
+    for detail in status.details:
+        info = error_details_pb2.ErrorInfo()
+        if detail.Unpack(info):
+            return dict(info.metadata)
+    return {}
+
+
+def _call_attr(e: grpc.RpcError, name: str) -> object:
+    method = getattr(e, name, None)
+    if not callable(method):
+        return None
+    try:
+        return method()
+    except Exception:  # a broken call object must not hide the error itself
+        return None
+
+
+def _int(v: str | None) -> int:
+    try:
+        return int(v) if v is not None else 0
+    except ValueError:
+        return 0
