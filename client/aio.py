@@ -569,13 +569,13 @@ class AsyncSession:
         self._stopping = True
         if queue_it:
             self._events.put_nowait(event)
-        self._events.put_nowait(_END)
         for call in (self._ka_call, self._ev_call):
             if call is not None:
                 call.cancel()
         if self.core.report_loss:
             log.warning("coord: %s", c.describe_end(event))
             self._invoke(self._on_severed, event)
+        self._events.put_nowait(_END)  # last: once events() ends, the callback has run
 
     def _invoke(self, callback: Callback | None, event: SessionEvent) -> None:
         if callback is None:

@@ -589,7 +589,6 @@ class Session:
         self._stop.set()
         if queue_it:
             self._events.put(event)
-        self._events.put(_END)
         with self._lock:
             calls = [self._ka_call, self._ev_call]
         for call in calls:
@@ -598,6 +597,7 @@ class Session:
         if self.core.report_loss:
             log.warning("coord: %s", c.describe_end(event))
             _invoke(self._on_severed, event)
+        self._events.put(_END)  # last: once events() ends, the callback has run
 
     # -- closing ------------------------------------------------------------------------
     def close(self, timeout: float = 2.0) -> None:

@@ -1,0 +1,149 @@
+"""The client API against real `coord serve` processes on 127.0.0.1, through the
+client library: ownership failover, severing, PID blocks across leader kills,
+linearizable reads across members, and bad input."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from coord.client import Client
+from coord.client.errors import CoordError, InvalidArgumentError
+from coord.testing import LocalCluster
+
+pytestmark = pytest.mark.cluster
+
+TTL_S = 2.0
+
+
+def wait_free(client: Client, group: str, resource: str, limit_s: float) -> float:
+    """Poll until nobody owns the resource; returns when that was seen."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        if client.get_owner(group, resource).session_id == 0:
+            return time.monotonic()
+        time.sleep(0.05)
+    raise AssertionError(f"{group}/{resource} still owned after {limit_s}s")
+
+
+OWNER_SCRIPT = """
+import sys, time
+from coord.client import Client
+c = Client(sys.argv[1].split(","))
+s = c.session(name="doomed", ttl={ttl})
+s.own("g", [("p0", 1)])
+print(s.id, flush=True)
+time.sleep(60)
+"""
+
+
+def test_owner_killed_another_claims_within_ttl_plus_1s(cluster3: LocalCluster):
+    endpoints = ",".join(cluster3.endpoints)
+    owner = subprocess.Popen(
+        [sys.executable, "-c", OWNER_SCRIPT.format(ttl=TTL_S), endpoints],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        doomed = int(owner.stdout.readline())
+        with Client(cluster3.endpoints) as c:
+            assert c.get_owner("g", "p0").session_id == doomed
+            owner.kill()  # kill -9: no close, keepalives just stop
+            owner.wait()
+            killed_at = time.monotonic()
+            with c.session(name="heir", ttl=TTL_S) as heir:
+                wait_free(c, "g", "p0", TTL_S + 3)
+                heir.own("g", [("p0", 1)])
+                took = time.monotonic() - killed_at
+                got = c.get_owner("g", "p0")
+                assert got.session_id == heir.id
+                assert got.generation == 2  # last generation + 1: never repeats
+        assert took <= TTL_S + 1.0, f"took over after {took:.2f}s"
+    finally:
+        owner.kill()
+
+
+def test_graceful_close_frees_at_once(cluster3: LocalCluster):
+    with Client(cluster3.endpoints) as c:
+        first = c.session(name="first", ttl=30)
+        first.own("g", [("a", 1), ("b", 1)])
+        first.close()
+        t0 = time.monotonic()
+        with c.session(name="second", ttl=30) as second:
+            wait_free(c, "g", "a", 2.0)
+            res = second.own("g", [("a", 1), ("b", 1)])
+            assert time.monotonic() - t0 < 1.0
+            assert {g.resource: g.generation for g in res.grants} == {"a": 2, "b": 2}
+
+
+def test_takeover_severs_old_session_and_its_stream_says_so(cluster3: LocalCluster):
+    severed = []
+    with Client(cluster3.endpoints) as c:
+        old = c.session(name="old", ttl=30, on_severed=severed.append)
+        old.own("g", [("p7", 1)])
+        with c.session(name="new", ttl=30) as new:
+            res = new.own("g", [("p7", 1)])  # owner's generation 1 <= requested 1: sever
+            assert res.grants[0].generation == 2
+            assert old.id in res.severed
+            assert old.fenced.wait(5.0), "old session was not fenced"
+            events = [e for e in old.events(timeout=2.0)]
+            sev = [e for e in events if e.type == "severed"]
+            assert sev and sev[0].resource == "p7" and sev[0].generation == 2
+            assert severed, "on_severed callback not called"
+            assert c.get_owner("g", "p7").session_id == new.id
+        old.close()
+
+
+def test_pid_blocks_stay_disjoint_across_leader_kills(cluster3: LocalCluster):
+    blocks = []
+    with Client(cluster3.endpoints, timeout=5.0) as c:
+        for round_ in range(3):
+            for _ in range(30):
+                b = c.allocate_pid_block("writer", 100)
+                blocks.append((b.start, b.start + b.size))
+            if round_ < 2:
+                leader = cluster3.wait_for_leader()
+                cluster3.kill(leader)
+                for _ in range(10):  # these may land while there is no leader: retried
+                    b = c.allocate_pid_block("writer", 100)
+                    blocks.append((b.start, b.start + b.size))
+                cluster3.start_member(leader)
+    assert len(blocks) == 110
+    for (s1, e1), (s2, _) in zip(blocks, blocks[1:], strict=False):
+        assert e1 <= s2, f"blocks overlap or go backwards: [{s1},{e1}) then [{s2},...)"
+
+
+def test_write_on_one_member_is_read_on_another_at_once(cluster3: LocalCluster):
+    names = list(cluster3.members)
+    writers = {n: Client([cluster3.members[n].listen]) for n in names}
+    try:
+        for i in range(30):
+            w, r = names[i % 3], names[(i + 1) % 3]
+            value = f"v{i}".encode()
+            writers[w].put(b"shared", value)
+            got = writers[r].get(b"shared")
+            assert got is not None and got.value == value, f"{r} read stale after {w} wrote"
+    finally:
+        for c in writers.values():
+            c.close()
+
+
+def test_bad_input_is_refused_and_changes_nothing(cluster3: LocalCluster):
+    with Client(cluster3.endpoints) as c:
+        c.put(b"k", b"v")
+        before = c.range(b"k").header.revision
+        with pytest.raises(InvalidArgumentError):
+            c.put(b"", b"v")
+        with pytest.raises(InvalidArgumentError):
+            c.put(b"k" * 5000, b"v")
+        with pytest.raises(InvalidArgumentError):
+            c.put(b"k", b"x" * (2 << 20))
+        with pytest.raises(CoordError):
+            c.own(987654, "g", [("p", 1)])  # unknown session
+        with pytest.raises(InvalidArgumentError):
+            c.open_session("neg", ttl=-1)
+        assert c.range(b"k").header.revision == before
+        assert c.get(b"k").value == b"v"
