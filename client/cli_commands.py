@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
 from coord.client._common import (
+    BARE_CLAIM_GENERATION,
     DEFAULT_ENDPOINTS,
     ENDPOINTS_ENV,
     DeleteResult,
@@ -277,7 +278,7 @@ def _resource_claim(s: str) -> tuple[str, int]:
     name, sep, gen = s.rpartition("=")
     if sep and name and gen.isdigit():
         return name, int(gen)
-    return s, 0
+    return s, BARE_CLAIM_GENERATION
 
 
 class _Interrupt:
@@ -586,7 +587,8 @@ def register(sub: Any) -> None:
              "Ctrl-C, then release)")
     p.add_argument("group")
     p.add_argument("resources", nargs="+", metavar="RESOURCE[=GENERATION]",
-                   help="a bare name claims at generation 0 (take over, severing any owner)")
+                   help="a bare name claims at generation 1 (takes a free resource at its last"
+                        " generation + 1); =0 takes over whatever the owner's generation")
     p.add_argument("--session", type=int, default=0, help="claim for this existing session")
     p.add_argument("--ttl", type=float, default=10.0, help="TTL of the session opened here")
     p.add_argument("--name", default="coord-cli", help="name of the session opened here")
