@@ -14,9 +14,10 @@ from coord.v1 import coord_pb2_grpc
 
 from .api_common import write
 from .coordinator import Coordinator
-from .errors import abort
+from .errors import abort, abort_node_error
 from .events import EventHub
-from .session_tracker import SessionTracker
+from .node import NodeError
+from .session_tracker import GONE, SessionTracker
 
 log = logging.getLogger(__name__)
 
@@ -57,16 +58,17 @@ class SessionsService(coord_pb2_grpc.SessionsServicer):
         async for req in request_iterator:
             ttl = await self._keepalive(req.session_id)
             if ttl is None:
-                continue  # no leader reachable right now; the client keeps sending
-            yield pb.KeepAliveResponse(session_id=req.session_id, ttl_ms=max(ttl, 0), gone=ttl < 0)
+                continue  # nobody can say right now; the client keeps sending
+            yield pb.KeepAliveResponse(
+                session_id=req.session_id, ttl_ms=max(ttl, 0), gone=ttl == GONE
+            )
 
     async def _keepalive(self, session_id: int) -> int | None:
-        """The session's TTL once the leader renewed it, -1 if it is gone, None if no
-        leader could be asked."""
+        """The session's TTL once the leader renewed it, GONE if it is over, None if no
+        leader could say (the client keeps sending)."""
         node = self.coord.node
         if node.is_leader:
-            ttl = self.tracker.keepalive(session_id)
-            return -1 if ttl is None else ttl
+            return self.tracker.keepalive(session_id)
         leader = node.leader
         if leader is None:
             return None
@@ -80,14 +82,17 @@ class SessionsService(coord_pb2_grpc.SessionsServicer):
         except grpc.aio.AioRpcError as e:
             log.debug("keepalive forward to %s failed: %s", leader.name, e.code().name)
             return None
-        if session_id in resp.unknown:
-            return -1
-        session = self.coord.machine.sessions.get(session_id)
-        return session.ttl_ms if session is not None else 0
+        ttl = resp.ttl_ms[0] if resp.ttl_ms else 0
+        return None if ttl == 0 else ttl
 
     async def Events(self, request, context):  # noqa: N802
         sub = self.hub.watch_session(request.session_id)
         try:
+            # Linearizable existence check: a lagging member must not call a new session gone.
+            try:
+                await self.coord.barrier(timeout=2.0)
+            except NodeError as e:
+                await abort_node_error(context, e)
             if request.session_id not in self.coord.machine.sessions:
                 await abort(
                     context,

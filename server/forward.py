@@ -34,8 +34,8 @@ class ForwardService(coord_pb2_grpc.ForwardServicer):
             await abort(
                 context, grpc.StatusCode.FAILED_PRECONDITION, "NOT_LEADER", "not the leader"
             )
-        unknown = [sid for sid in request.session_ids if self.tracker.keepalive(sid) is None]
-        return pb.ForwardKeepAliveResponse(unknown=unknown)
+        ttls = [self.tracker.keepalive(sid) for sid in request.session_ids]
+        return pb.ForwardKeepAliveResponse(ttl_ms=[0 if t is None else t for t in ttls])
 
 
 class LeaderLink:

@@ -564,6 +564,17 @@ class Node:
         return self._raw.is_leader
 
     @property
+    def caught_up_leader(self) -> bool:
+        """Leader, with an entry of its own term committed and everything committed
+        applied: only then is a missing session/key really missing."""
+        raft = self._raw.raft
+        return (
+            self._raw.is_leader
+            and raft.committed_in_current_term()
+            and self.applied_index >= raft.log.committed
+        )
+
+    @property
     def leader(self) -> MemberInfo | None:
         return self.members.get(self._raw.leader)
 

@@ -22,6 +22,7 @@ from .node import Node, NodeError
 log = logging.getLogger(__name__)
 
 SWEEP_INTERVAL_S = 0.1
+GONE = -1
 
 
 class SessionTracker:
@@ -39,11 +40,15 @@ class SessionTracker:
         self._task: asyncio.Task | None = None
 
     def keepalive(self, session_id: int) -> int | None:
-        """Renew a session's full TTL from now; None if the session does not exist."""
+        """Renew a session's full TTL from now and return it; GONE if the session does
+        not exist; None if this member cannot tell yet (a new leader still applying the
+        log it inherited must not declare a live session gone)."""
         session = self.machine.sessions.get(session_id)
         if session is None:
+            if not self.node.caught_up_leader:
+                return None
             self.deadlines.pop(session_id, None)
-            return None
+            return GONE
         self.deadlines[session_id] = time.monotonic() + session.ttl_ms / 1000
         return session.ttl_ms
 
@@ -67,10 +72,11 @@ class SessionTracker:
                 log.warning("%s: session expiry deferred: %s", self.node.me.name, e)
 
     async def sweep(self) -> None:
-        if not self.node.is_leader:
-            self.deadlines.clear()
-            self._led_term = 0
-            return
+        if not self.node.caught_up_leader:
+            if not self.node.is_leader:
+                self.deadlines.clear()
+                self._led_term = 0
+            return  # a new leader expires nothing before it has applied what it inherited
         now = time.monotonic()
         if self._led_term != self.node.term:
             self._led_term = self.node.term

@@ -147,3 +147,22 @@ def test_bad_input_is_refused_and_changes_nothing(cluster3: LocalCluster):
             c.open_session("neg", ttl=-1)
         assert c.range(b"k").header.revision == before
         assert c.get(b"k").value == b"v"
+
+
+def test_session_outlives_its_member_and_a_leader_failover(cluster3: LocalCluster):
+    """The session's member is killed (and it is the leader): the client moves to
+    another member, keeps the same session, and no live session expires."""
+    leader = cluster3.wait_for_leader()
+    others = [n for n in cluster3.members if n != leader]
+    order = [cluster3.members[leader].listen] + [cluster3.members[n].listen for n in others]
+    with Client(order) as c, Client([cluster3.members[others[0]].listen]) as watcher:
+        with c.session(name="survivor", ttl=TTL_S) as s:
+            s.own("g", [("keep", 1)])
+            cluster3.kill(leader)
+            # Several TTLs pass across the failover; the keepalive must keep it alive.
+            end = time.monotonic() + 3 * TTL_S
+            while time.monotonic() < end:
+                assert not s.fenced.is_set(), "live session was lost across the failover"
+                time.sleep(0.1)
+            owner = watcher.get_owner("g", "keep")
+            assert owner.session_id == s.id and owner.generation == 1
