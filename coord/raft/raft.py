@@ -113,6 +113,11 @@ class Raft:
             else:
                 if self.lead_transferee and self.lead_transferee not in conf.voters:
                     self.lead_transferee = NONE
+                # The acks already collected for pending reads may be a quorum of the new
+                # voters (when the leader is now the only voter, no ack will ever come).
+                last_read = self.read_queue.last_context()
+                if last_read is not None:
+                    self._ack_read(self.id, last_read)
                 if self._maybe_commit():
                     self._bcast_append()
                 else:
@@ -325,6 +330,8 @@ class Raft:
             raise ProposalDroppedError("this member was removed from the cluster")
         if self.lead_transferee != NONE:
             raise ProposalDroppedError("leadership transfer in progress")
+        if self._removing_self():
+            raise ProposalDroppedError("this leader is being removed from the cluster")
         if any(e.type is EntryType.CONF_CHANGE for e in entries):
             if len(entries) != 1:
                 raise ProposalDroppedError("a conf change must be proposed alone")
@@ -334,6 +341,25 @@ class Raft:
             self.pending_conf_index = self.log.last_index()
         self._bcast_append()
         return first, self.term
+
+    def _removing_self(self) -> bool:
+        """Is a change removing this leader in the log but not yet applied?
+
+        Then nothing more may be appended after it. Once it is applied we step down, and the
+        remaining voters may not have heard that it committed; one that has not still counts
+        us as a voter and needs our vote, which we only give to a log at least as up to date
+        as ours. With extra entries of our own after the removal (uncommitted, so possibly on
+        nobody else's log) no remaining voter could ever win: a stuck cluster."""
+        if self.pending_conf_index <= self.log.applied:
+            return False  # any unapplied change is at or before pending_conf_index
+        log = self.log
+        for i in range(max(log.applied + 1, log.first_index()), self.pending_conf_index + 1):
+            e = log.entries[i - log.offset - 1]
+            if e.type is EntryType.CONF_CHANGE:
+                cc = decode_conf_change(e.data)
+                if cc.type is ConfChangeType.REMOVE_NODE and cc.node_id == self.id:
+                    return True
+        return False
 
     def _check_conf_change(self, cc: ConfChange) -> None:
         if self.pending_conf_index > self.log.applied:
@@ -377,8 +403,13 @@ class Raft:
             ):
                 # A stale leader, maybe cut off and back: tell it our term so it steps down.
                 self._send(Message(MT.APP_RESP, to=m.frm))
-            elif m.type is MT.PRE_VOTE:
-                self._send(Message(MT.PRE_VOTE_RESP, to=m.frm, term=self.term, reject=True))
+            elif m.type in (MT.PRE_VOTE, MT.VOTE):
+                # Tell a candidate from an older term about ours. Without PreVote a member
+                # that campaigns with a stale configuration keeps bumping its term while the
+                # up-to-date members, which it does not know about, ask it for votes in lower
+                # terms: if those were dropped silently nobody could ever win.
+                resp = MT.PRE_VOTE_RESP if m.type is MT.PRE_VOTE else MT.VOTE_RESP
+                self._send(Message(resp, to=m.frm, term=self.term, reject=True))
             return
 
         t = m.type
