@@ -72,6 +72,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         cluster_secret=_read_secret(args),
         options=options,
         join=args.initial_cluster_state == "existing",
+        cluster_token=args.initial_cluster_token,
     )
 
     async def run() -> int:
@@ -220,6 +221,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--peer-listen", required=True, help="peer address HOST:PORT")
     s.add_argument("--initial-cluster", required=True, help="n1=HOST:PEERPORT,n2=...")
     s.add_argument("--initial-cluster-state", choices=["new", "existing"], default="new")
+    s.add_argument(
+        "--initial-cluster-token",
+        default="coord",
+        help="names the cluster (its id); the same for every member, joiners included",
+    )
     s.add_argument("--cluster-secret-file", help="file holding the shared cluster secret")
     s.add_argument("--tick-ms", type=int, default=50)
     s.add_argument("--election-ticks", type=int, default=12)

@@ -79,6 +79,7 @@ class LocalCluster:
             self.secret_file.write_text(secrets.token_hex(32))
             self.secret_file.chmod(0o600)
         self.members: dict[str, MemberProcess] = {}
+        self._joined: set[str] = set()
         for i in range(members):
             name = f"n{i + 1}"
             if base_port is None:
@@ -121,6 +122,7 @@ class LocalCluster:
             self.initial_cluster,
             "--cluster-secret-file",
             str(self.secret_file),
+            *(["--initial-cluster-state", "existing"] if name in self._joined else []),
             *self.extra_args,
         ]
 
@@ -198,6 +200,24 @@ class LocalCluster:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+    def add_member(self, name: str, learner: bool = True, timeout: float = 20.0) -> None:
+        """Add a member through the leader's Admin API, then start it: it joins the
+        running cluster and catches up from the leader."""
+        if name in self.members:
+            raise ClusterError(f"{name} is already a member")
+        m = MemberProcess(
+            name,
+            f"127.0.0.1:{free_port()}",
+            f"127.0.0.1:{free_port()}",
+            self.root / name,
+            self.root / f"{name}.log",
+        )
+        with self.client(self.wait_for_leader(timeout), timeout=timeout) as admin:
+            admin.add_member(name, m.peer_listen, learner=learner)
+        self.members[name] = m
+        self._joined.add(name)
+        self.start_member(name, wait=True, timeout=timeout)
 
     # -- faults -------------------------------------------------------------------------
     def kill(self, name: str) -> None:

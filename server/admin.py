@@ -14,7 +14,7 @@ from coord.v1 import admin_pb2, admin_pb2_grpc
 
 from .errors import abort, abort_node_error
 from .members import MemberInfo, member_id, validate_address
-from .node import Node, NodeError
+from .node import Node, NodeError, NotLeader
 
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
 MAX_PROPOSAL_BYTES = 1 << 20
@@ -128,8 +128,30 @@ class AdminService(admin_pb2_grpc.AdminServicer):
             await abort(context, INVALID, "BAD_MEMBER", str(e))
         info = MemberInfo(request.name, request.peer_address, request.client_address)
         kind = ConfChangeType.ADD_LEARNER if request.learner else ConfChangeType.ADD_VOTER
+        if kind is ConfChangeType.ADD_VOTER and info.id in self.node.members:
+            await self._check_promotable(context, info)
         await self._change(context, ConfChange(kind, info.id, info.encode()))
         return self._membership()
+
+    PROMOTE_MAX_LAG = 1000
+    """A learner may become a voter only when this close to the leader's log: promoting
+    one that cannot keep up would make it count towards the quorum it cannot join."""
+
+    async def _check_promotable(self, context, info: MemberInfo) -> None:
+        st = self.node.status()
+        if not self.node.is_leader:
+            await abort_node_error(context, NotLeader(self.node.leader))
+        pr = st.progress.get(info.id)
+        if pr is None or not pr.learner:
+            return  # already a voter: nothing to check (the change is a no-op)
+        if not pr.recent_active or st.last_index - pr.match > self.PROMOTE_MAX_LAG:
+            await abort(
+                context,
+                grpc.StatusCode.FAILED_PRECONDITION,
+                "LEARNER_NOT_CAUGHT_UP",
+                f"learner {info.name} has not caught up (match {pr.match} of {st.last_index},"
+                f" {'active' if pr.recent_active else 'not heard from'}); promote it later",
+            )
 
     async def RemoveMember(self, request, context):  # noqa: N802
         target = member_id(request.name)

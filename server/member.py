@@ -42,6 +42,7 @@ class MemberConfig:
     cluster_secret: bytes
     options: NodeOptions = field(default_factory=NodeOptions)
     join: bool = False
+    cluster_token: str = "coord"
 
 
 class Member:
@@ -67,6 +68,7 @@ class Member:
             config.cluster_secret,
             config.options,
             join=config.join,
+            cluster_token=config.cluster_token,
         )
         self.hub = EventHub(self.machine)
         self.node.apply_listeners.append(self.hub.publish)

@@ -33,9 +33,10 @@ def member_id(name: str) -> int:
     return value or 1
 
 
-def cluster_id(members: list[MemberInfo]) -> int:
-    text = ",".join(sorted(f"{m.name}={m.peer_address}" for m in members))
-    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big") & (2**63 - 1)
+def cluster_id(token: str) -> int:
+    """The cluster's id, from --initial-cluster-token: the same for members that bootstrap
+    the cluster and members that join it later (it is persisted at first start)."""
+    return int.from_bytes(hashlib.sha256(token.encode()).digest()[:8], "big") & (2**63 - 1)
 
 
 def validate_address(address: str) -> str:

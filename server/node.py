@@ -156,6 +156,7 @@ class Node:
         cluster_secret: bytes,
         options: NodeOptions | None = None,
         join: bool = False,
+        cluster_token: str = "coord",
     ) -> None:
         self.me = me
         self.id = me.id
@@ -163,7 +164,7 @@ class Node:
         self.sm = state_machine
         self.data_dir = Path(data_dir)
         self.store = LogStore(self.data_dir / "raft.db")
-        self.cluster_id = cluster_id(initial_cluster)
+        self.cluster_id = cluster_id(cluster_token)
         self.members: dict[int, MemberInfo] = {}
         self._known_addresses = {m.id: m for m in initial_cluster}
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"store-{me.name}")
@@ -202,6 +203,9 @@ class Node:
             raise NodeError(
                 f"{self.store.path} belongs to member {stored_name!r}, not {self.me.name!r}"
             )
+        stored_cluster = self.store.get_meta("cluster_id")
+        if stored_cluster is not None:
+            self.cluster_id = int(stored_cluster)  # the token only matters at first start
         fresh = not st.entries and st.snapshot.is_empty and st.hard_state == HardState()
         hard, entries = st.hard_state, st.entries
         if fresh:

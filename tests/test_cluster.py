@@ -161,3 +161,45 @@ def test_leadership_transfer(cluster3: LocalCluster):
         c.transfer_leader(target)
     assert cluster3.wait_for_leader(timeout=5) == target
     write(cluster3, [target], put(b"after-transfer"))
+
+
+def test_membership_learner_joins_catches_up_is_promoted_and_a_voter_leaves(
+    cluster3: LocalCluster,
+):
+    leader = cluster3.wait_for_leader()
+    for i in range(20):
+        write(cluster3, [leader], put(f"pre{i}".encode()))
+    cluster3.add_member("n4", learner=True)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        st4, lead = cluster3.status("n4"), cluster3.status(leader)
+        if st4.applied_index >= lead.commit_index and st4.leader_name == leader:
+            break
+        time.sleep(0.1)
+    assert st4.applied_index >= lead.commit_index, "learner did not catch up"
+    assert machine(st4)["keys"] == 20
+    assert {m.name: m.learner for m in st4.members}["n4"] is True
+
+    with cluster3.client(leader, timeout=15) as admin:
+        promoted = admin.add_member("n4", cluster3.members["n4"].peer_listen, learner=False)
+        assert {m.name: m.learner for m in promoted.members}["n4"] is False
+        gone = next(n for n in ("n1", "n2", "n3") if n != leader)
+        after = admin.remove_member(gone)
+    assert sorted(m.name for m in after.members) == sorted({"n1", "n2", "n3", "n4"} - {gone})
+    cluster3.kill(gone)
+    survivors = [n for n in cluster3.members if n != gone]
+    w = write(cluster3, survivors, put(b"after-change"))
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and cluster3.status("n4").applied_index < w.index:
+        time.sleep(0.05)
+    assert cluster3.status("n4").applied_index >= w.index
+
+
+def test_promoting_a_learner_that_is_not_caught_up_is_refused(cluster3: LocalCluster):
+    leader = cluster3.wait_for_leader()
+    with cluster3.client(leader, timeout=15) as admin:
+        admin.add_member("ghost", "127.0.0.1:1", learner=True)  # never started
+        with pytest.raises(grpc.RpcError) as err:
+            admin.add_member("ghost", "127.0.0.1:1", learner=False)
+    assert reason_of(err.value) == "LEARNER_NOT_CAUGHT_UP"
+    write(cluster3, [leader], put(b"still-fine"))
