@@ -6,8 +6,9 @@ comma list (``1,2``) or ``*`` (every running member). Messages travel in FIFO or
 only delivered by ``stabilize``/``deliver``/``tick``, so a script controls every interleaving.
 
 Cluster and time
-    nodes 1 2 3 [prevote=false] [checkquorum=false] [election=10] [heartbeat=1] [seed=0]
-                            bootstrap a cluster of these voters (their first Readys handled)
+    nodes 1 2 3 [prevote=false] [checkquorum=false] [election=10] [heartbeat=1]
+          [inflight=256] [maxbytes=1048576] [seed=0]
+                            bootstrap a new cluster of these voters (first Readys handled)
     tick <nodes> [n]        n times: tick those members once, then stabilize
     tick-quiet <nodes> [n]  tick n times without delivering anything
     stabilize               handle Readys and deliver messages until nothing is left
@@ -37,8 +38,9 @@ Expectations (``expect <what> <nodes> <value...>``)
     role, term, vote, leader, commit, applied, last-index, first-index, has_quorum,
     voters, learners, payloads (every applied payload, in order; ``-`` for none),
     read-state <ctx> <index> | read-state <ctx> none,
-    progress <peer> <probe|replicate|snapshot>,
-    delivered <TYPE>[:reject] <op> <n>   (messages delivered since reset-stats; no nodes)
+    progress <leader> <peer> <probe|replicate|snapshot>,
+    delivered <TYPE>[:REJECT] <op> <n>   (messages delivered since reset-stats, e.g.
+                            ``expect delivered APP_RESP:REJECT <= 1``; op is == <= >= < >)
 """
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ from coord.raft import (
     bootstrap_entries,
     conf_change_of,
 )
+from coord.raft.log import RaftLog
 from coord.raft.simulate import Disk, StateMachine, fmt_message
 
 SCENARIOS = Path(__file__).parent / "scenarios"
@@ -195,7 +198,9 @@ class Cluster:
         for _ in range(10_000):
             busy = False
             for node in self.running():
-                while self.process(node):
+                for _ in range(100):
+                    if not self.process(node):
+                        break
                     busy = True
             if self.deliver():
                 busy = True
@@ -472,3 +477,17 @@ def test_interpreter_reports_a_wrong_expectation(tmp_path: Path) -> None:
     script.write_text("nodes 1 2 3\ncampaign 1\nstabilize\nexpect role 2 leader\n")
     with pytest.raises(ScenarioError, match=r"(?s)wrong.txt:4: .*node 2: role is follower"):
         run_scenario(script)
+
+
+def test_figure8_scenario_catches_a_broken_commit_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The commit rule scenario fails if a leader may commit an old-term entry by counting."""
+
+    def commit_by_counting(self: RaftLog, index: int, term: int) -> bool:
+        if index > self.committed and self.term(index) is not None:
+            self.committed = index
+            return True
+        return False
+
+    monkeypatch.setattr(RaftLog, "maybe_commit", commit_by_counting)
+    with pytest.raises(ScenarioError, match=r"expect commit 1 4"):
+        run_scenario(SCENARIOS / "11_figure8_commit_rule.txt")
