@@ -39,7 +39,7 @@ lint: venv
 	$(VENV)/bin/ruff check .
 
 soak: venv
-	$(PY) -m coord.raft.simulate --seeds $(SEEDS)
+	$(PY) -m coord.raft.simulate --seeds $(SEEDS) --nodes both --jobs 2
 
 bench: venv
 	$(VENV)/bin/coord bench raft
