@@ -256,7 +256,6 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--concurrency", default="1,16,256")
     b.add_argument("--seconds", type=float, default=5.0)
     b.add_argument("--failover-trials", type=int, default=10)
-    b.add_argument("--payload-bytes", type=int, default=16)
     b.add_argument("--json", action="store_true")
     b.set_defaults(func=cmd_bench)
 

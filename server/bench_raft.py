@@ -22,14 +22,14 @@ def _log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def measure_throughput(cluster: LocalCluster, levels: list[int], seconds: float, payload: int):
+def measure_throughput(cluster: LocalCluster, levels: list[int], seconds: float):
     leader = cluster.wait_for_leader(timeout=15)
     rows = []
     with cluster.client(leader, timeout=seconds + 30) as c:
-        c.bench(16, 1000, payload)  # warm-up
+        c.bench(16, 1000)  # warm-up
         for n in levels:
             _log(f"throughput: {n} concurrent proposers for {seconds:.0f}s on leader {leader} ...")
-            r = c.bench(n, int(seconds * 1000), payload)
+            r = c.bench(n, int(seconds * 1000))
             rows.append(
                 {
                     "concurrency": n,
@@ -97,7 +97,7 @@ def run_raft_bench(args: argparse.Namespace) -> int:
     levels = [int(x) for x in args.concurrency.split(",") if x]
     _log("starting a 3-member cluster on 127.0.0.1 (default timeouts) ...")
     with LocalCluster(3) as cluster:
-        throughput = measure_throughput(cluster, levels, args.seconds, args.payload_bytes)
+        throughput = measure_throughput(cluster, levels, args.seconds)
         failover = measure_failover(cluster, args.failover_trials)
     result = {
         "throughput": throughput,

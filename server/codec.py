@@ -12,8 +12,6 @@ type) with ``ValueError``; callers that read from the network should drop such m
 from __future__ import annotations
 
 from coord.raft.types import (
-    ConfChange,
-    ConfChangeType,
     ConfState,
     Entry,
     EntryType,
@@ -25,8 +23,6 @@ from coord.raft.types import (
 from coord.v1 import raft_pb2
 
 __all__ = [
-    "conf_change_from_bytes",
-    "conf_change_to_bytes",
     "conf_state_from_pb",
     "conf_state_to_pb",
     "entry_from_pb",
@@ -38,19 +34,16 @@ __all__ = [
     "snapshot_to_pb",
 ]
 
-# Index = wire value. IntEnum values are dense and start at 0 for all three enums.
+# Index = wire value. IntEnum values are dense and start at 0 for both enums.
 _MESSAGE_TYPES: tuple[MessageType, ...] = tuple(sorted(MessageType))
 _ENTRY_TYPES: tuple[EntryType, ...] = tuple(sorted(EntryType))
-_CONF_CHANGE_TYPES: tuple[ConfChangeType, ...] = tuple(sorted(ConfChangeType))
 assert [int(t) for t in _MESSAGE_TYPES] == list(range(len(_MESSAGE_TYPES)))
 assert [int(t) for t in _ENTRY_TYPES] == list(range(len(_ENTRY_TYPES)))
-assert [int(t) for t in _CONF_CHANGE_TYPES] == list(range(len(_CONF_CHANGE_TYPES)))
 
 _PbMessage = raft_pb2.Message
 _PbEntry = raft_pb2.Entry
 _PbSnapshot = raft_pb2.Snapshot
 _PbConfState = raft_pb2.ConfState
-_PbConfChange = raft_pb2.ConfChange
 
 
 def _unknown(kind: str, value: int) -> ValueError:
@@ -110,25 +103,6 @@ def conf_state_to_pb(cs: ConfState) -> raft_pb2.ConfState:
 
 def conf_state_from_pb(p: raft_pb2.ConfState) -> ConfState:
     return ConfState(voters=frozenset(p.voters), learners=frozenset(p.learners))
-
-
-def conf_change_to_bytes(cc: ConfChange) -> bytes:
-    x = _PbConfChange()
-    if cc.type:
-        x.type = cc.type
-    x.node_id = cc.node_id
-    if cc.context:
-        x.context = cc.context
-    return x.SerializeToString()
-
-
-def conf_change_from_bytes(b: bytes) -> ConfChange:
-    p = _PbConfChange.FromString(b)
-    try:
-        t = _CONF_CHANGE_TYPES[p.type]
-    except IndexError:
-        raise _unknown("conf change", p.type) from None
-    return ConfChange(type=t, node_id=p.node_id, context=p.context)
 
 
 def _fill_snapshot(x: raft_pb2.Snapshot, s: Snapshot) -> None:
