@@ -20,7 +20,14 @@ from typing import Any, Generic, Protocol, Self, TypeVar
 import grpc
 from google.protobuf.message import Message
 
-from coord.client.errors import CompactedError, CoordError, DeadlineError, error_for
+from coord.client.errors import (
+    CompactedError,
+    CoordError,
+    DeadlineError,
+    UnavailableError,
+    error_for,
+)
+from coord.v1 import admin_pb2, admin_pb2_grpc
 from coord.v1 import coord_pb2 as pb
 from coord.v1 import coord_pb2_grpc as pb_grpc
 
@@ -85,6 +92,17 @@ class EndpointRing:
             if index == self._index:
                 self._index = (index + 1) % len(self.endpoints)
 
+    def move_to(self, index: int) -> bool:
+        """Make `index` current (the prober found a read-write member); True if it moved."""
+        with self._lock:
+            moved, self._index = self._index != index, index
+            return moved
+
+
+READ_ONLY_OK_METADATA: tuple[tuple[str, str], ...] = (("coord-read-only-ok", "1"),)
+"""Sent with every call of a client that accepts read-only service (ZooKeeper's
+"am-i-readonly-client" flag); sessions also carry it from OpenSession."""
+
 
 NOT_APPLIED_REASONS: frozenset[str] = frozenset(
     {"NO_LEADER", "NO_QUORUM", "READ_ONLY", "NOT_LEADER", "PROPOSAL_LOST", "NOT_CONNECTED"}
@@ -96,7 +114,11 @@ may be sent again. (NOT_CONNECTED is the client's own: the channel never became 
 def may_fail_over(err: CoordError, safe: bool) -> bool:
     """Whether a failed request may be repeated on the next member: always when the error
     proves it was not applied; on any transient failure (unavailable, deadline) only when
-    repeating is harmless — a read, or a write carrying a request_id."""
+    repeating is harmless — a read, or a write carrying a request_id. A read-only member
+    refusing a write is the caller's to know at once (ReadOnlyError): the client's
+    prober, not the write, goes looking for a read-write member."""
+    if err.reason == "READ_ONLY":
+        return False
     if err.reason in NOT_APPLIED_REASONS:
         return True
     return safe and (err.retryable or isinstance(err, DeadlineError))
@@ -148,13 +170,29 @@ class Attempts:
         self._clock = clock
         self._max = policy.attempts(endpoints)
         self._deadline = clock() + timeout * policy.budget_factor
+        self._no_quorum: CoordError | None = None
 
     def call_timeout(self) -> float:
         """The deadline for the next try: the per-call timeout, cut to what is left."""
         return max(0.001, min(self.timeout, self._deadline - self._clock()))
 
+    def final(self, err: CoordError) -> CoordError:
+        """The error to raise on giving up: NoQuorumError if a member said it has no quorum
+        and no other member did better (the rest unreachable or stuck)."""
+        if self._no_quorum is not None and isinstance(err, (UnavailableError, DeadlineError)):
+            if err.reason != "NO_QUORUM":
+                return error_for(
+                    "NO_QUORUM",
+                    f"no member with a quorum reachable ({self._no_quorum.message}; "
+                    f"last: {err.message})",
+                    grpc.StatusCode.UNAVAILABLE,
+                )
+        return err
+
     def next_delay(self, err: CoordError, safe: bool) -> float | None:
         """Seconds to wait before trying the next member, or None: give up and raise."""
+        if err.reason == "NO_QUORUM":
+            self._no_quorum = err
         if not may_fail_over(err, safe):
             return None
         self.failures += 1
@@ -297,9 +335,10 @@ class CasResult:
 
 @dataclass(frozen=True, slots=True)
 class WatchEvent:
-    type: str  # PUT | DELETE
+    type: str  # PUT | DELETE | MODE (the serving member changed mode; see `mode`)
     kv: KeyValue  # for DELETE: the key, an empty value and the delete revision
     prev_kv: KeyValue | None = None
+    mode: str = ""  # MODE: read-only | read-write
 
     @property
     def revision(self) -> int:
@@ -507,13 +546,14 @@ class Call(Generic[T]):
 
 
 class Stubs:
-    """The four service stubs on one channel (sync or grpc.aio alike)."""
+    """The service stubs on one channel (sync or grpc.aio alike)."""
 
     def __init__(self, channel: grpc.Channel | grpc.aio.Channel) -> None:
         self.Sessions = pb_grpc.SessionsStub(channel)
         self.Ownership = pb_grpc.OwnershipStub(channel)
         self.Producers = pb_grpc.ProducersStub(channel)
         self.KV = pb_grpc.KVStub(channel)
+        self.Admin = admin_pb2_grpc.AdminStub(channel)
 
     def method(self, service: str, method: str) -> Any:
         return getattr(getattr(self, service), method)
@@ -524,9 +564,50 @@ def finish(call: Call[T], response: Any, read_only_ok: bool) -> T:
     error unless the client accepts read-only service (it fails over to another member)."""
     if call.linearizable and not read_only_ok and response.header.read_only:
         raise error_for(
-            "READ_ONLY", f"member {response.header.member or '?'} has no quorum (stale read)"
+            "NO_QUORUM", f"member {response.header.member or '?'} has no quorum (stale read)",
+            grpc.StatusCode.UNAVAILABLE,
         )
     return call.convert(response)
+
+
+def served_read_only(response: Any) -> bool:
+    """Whether a response came from a read-only member (it carries a header saying so)."""
+    header = getattr(response, "header", None)
+    return bool(header is not None and header.read_only)
+
+
+# -- moving off a read-only member --------------------------------------------------------
+
+PROBE_FIRST_PAUSE = 0.1
+PROBE_MAX_PAUSE = 2.0  # ZooKeeper's client backs off to 60 s; a few seconds is enough
+PROBE_TIMEOUT = 0.5
+READ_WRITE = "read-write"
+STATUS_REQUEST = admin_pb2.StatusRequest()
+
+
+@dataclass(frozen=True, slots=True)
+class ModeChange:
+    """The client moved to (or found again) a read-write member."""
+
+    mode: str
+    member: str
+    endpoint: str
+    moved: bool = False  # the client switched members (streams must follow)
+
+
+def probe_pause(round_: int) -> float:
+    return min(PROBE_MAX_PAUSE, PROBE_FIRST_PAUSE * 2**min(round_, 16))
+
+
+def probe_order(ring: EndpointRing) -> list[int]:
+    """The current member first (it may be back already), then the others in ring order."""
+    index, _ = ring.current()
+    n = len(ring)
+    return [(index + k) % n for k in range(n)]
+
+
+def is_read_write(status: admin_pb2.StatusResponse) -> bool:
+    return status.mode == READ_WRITE if status.mode else status.has_quorum
 
 
 def _ident(x: Any) -> Any:
@@ -919,6 +1000,9 @@ class WatchCursor:
                 f"(compact revision {response.compact_revision}); re-read and watch again",
                 metadata={"compact_revision": str(response.compact_revision)},
             )
+        if response.mode:
+            rev = max(self.last_revision, self.next_revision - 1)
+            return [WatchEvent("MODE", KeyValue(b"", b"", mod_revision=rev), mode=response.mode)]
         out: list[WatchEvent] = []
         for e in response.events:
             ev = watch_event(e)
@@ -1029,6 +1113,9 @@ class SessionCore:
         The TTL runs from when the acknowledged keepalive was SENT (the conservative end)."""
         if response.gone:
             return self.gone("keepalive: the server reports the session gone")
+        if response.read_only:
+            self.mode = "read-only"
+            return None  # answered, not renewed: the TTL keeps running down
         if response.ttl_ms > 0:
             self.ttl = response.ttl_ms / 1000
         self._acked_at = max(self._acked_at, sent_at)
@@ -1044,6 +1131,14 @@ class SessionCore:
 
     def gone(self, message: str) -> SessionEvent:
         return SessionEvent(GONE, self.session_id, message=message)
+
+    def moved(self, change: ModeChange) -> SessionEvent | None:
+        """The client found a read-write member: the mode_changed event to deliver, if
+        this session did not know yet (None once it ended)."""
+        if self.ended is not None or self.mode == change.mode:
+            return None
+        return SessionEvent("mode_changed", self.session_id, mode=change.mode,
+                            member=change.member)
 
     def observe(self, event: SessionEvent) -> bool:
         """Track the mode; True if `event` ends the session."""

@@ -86,10 +86,52 @@ class AsyncClient:
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._stubs: dict[str, c.Stubs] = {}
         self._closed = False
+        self.metadata = c.READ_ONLY_OK_METADATA if read_only_ok else ()
+        self.mode_listeners: list[Callable[[c.ModeChange], Any]] = []
+        self._probe_task: asyncio.Task[None] | None = None
 
     @property
     def endpoints(self) -> tuple[str, ...]:
         return self.ring.endpoints
+
+    def add_mode_listener(self, listener: Callable[[c.ModeChange], Any]) -> None:
+        """Called when the client finds a read-write member (see Client)."""
+        self.mode_listeners.append(listener)
+
+    def saw_read_only(self) -> None:
+        """A member answered read-only: look for a read-write one in the background."""
+        if self.read_only_ok and not self._closed and (
+            self._probe_task is None or self._probe_task.done()
+        ):
+            self._probe_task = asyncio.get_running_loop().create_task(
+                self._probe_loop(), name="coord-probe"
+            )
+
+    async def _probe_loop(self) -> None:
+        """Client._Prober's loop, as a task: ends once a read-write member is current."""
+        round_ = 0
+        while not self._closed:
+            await asyncio.sleep(c.probe_pause(round_))
+            round_ += 1
+            for index in c.probe_order(self.ring):
+                endpoint = self.ring.endpoints[index]
+                try:
+                    stubs = self._channel(endpoint)[1]
+                    status = await stubs.Admin.Status(c.STATUS_REQUEST, timeout=c.PROBE_TIMEOUT)
+                except (grpc.RpcError, CoordError, grpc.aio.UsageError):
+                    continue
+                if not c.is_read_write(status):
+                    continue
+                moved = self.ring.move_to(index)
+                if moved:
+                    log.info("coord: moved to read-write member %s (%s)", status.name, endpoint)
+                change = c.ModeChange(c.READ_WRITE, status.name, endpoint, moved)
+                for listener in list(self.mode_listeners):
+                    try:
+                        listener(change)
+                    except Exception:  # a listener's bug must not stop the others
+                        log.exception("coord: mode listener failed")
+                return
 
     # -- plumbing -----------------------------------------------------------------------
     def _channel(self, endpoint: str) -> tuple[grpc.aio.Channel, c.Stubs]:
@@ -115,8 +157,10 @@ class AsyncClient:
                 if not call.safe:
                     await self._ensure_ready(channel, attempts.call_timeout())
                 response = await stubs.method(call.service, call.method)(
-                    call.request, timeout=attempts.call_timeout()
+                    call.request, timeout=attempts.call_timeout(), metadata=self.metadata
                 )
+                if c.served_read_only(response):
+                    self.saw_read_only()
                 return c.finish(call, response, self.read_only_ok)
             except grpc.RpcError as e:
                 err = from_rpc_error(e)
@@ -127,9 +171,11 @@ class AsyncClient:
                     raise error_for("CLOSED", "the client is closed",
                                     grpc.StatusCode.CANCELLED) from None
                 raise
+            if err.reason == "READ_ONLY":
+                self.saw_read_only()
             delay = attempts.next_delay(err, call.safe)
             if delay is None:
-                raise err
+                raise attempts.final(err)
             log.debug("%s.%s on %s failed (%s); trying the next member",
                       call.service, call.method, endpoint, err.reason)
             self.ring.failed(index)
@@ -248,6 +294,8 @@ class AsyncClient:
     # -- lifecycle ----------------------------------------------------------------------
     async def close(self) -> None:
         self._closed = True
+        if self._probe_task is not None:
+            self._probe_task.cancel()
         channels = list(self._channels.values())
         self._channels.clear()
         self._stubs.clear()
@@ -317,6 +365,8 @@ class AsyncStream(Generic[T]):
                 await self._failed(from_rpc_error(e))
                 continue
             self._failures = 0
+            if c.served_read_only(response):
+                self._client.saw_read_only()
             try:
                 self._pending.extend(self._cursor.feed(response))
             except CoordError:
@@ -329,7 +379,7 @@ class AsyncStream(Generic[T]):
             self._cursor.started(await self._client._run(start))
         self._index, stubs = self._client.current()
         self._call = stubs.method(self._cursor.service, self._cursor.method)(
-            self._cursor.request())
+            self._cursor.request(), metadata=self._client.metadata)
 
     async def _failed(self, err: CoordError) -> None:
         if not self._cursor.on_error(err):
@@ -410,6 +460,7 @@ class AsyncSession:
         self._ev_call: Any = None
         self._ev_index = -1
         self._callbacks: set[asyncio.Task[Any]] = set()
+        client.add_mode_listener(self._client_moved)
         self._tasks = [
             asyncio.create_task(self._keepalive_loop(), name=f"coord-keepalive-{session_id}"),
             asyncio.create_task(self._events_loop(), name=f"coord-events-{session_id}"),
@@ -467,7 +518,7 @@ class AsyncSession:
             except CoordError:
                 self._end(self.core.gone("the client was closed"), queue_it=True)
                 return
-            call = stubs.Sessions.KeepAlive()
+            call = stubs.Sessions.KeepAlive(metadata=self.client.metadata)
             self._ka_call = call
             try:
                 while not self._stopping:
@@ -485,6 +536,8 @@ class AsyncSession:
                                         grpc.StatusCode.UNAVAILABLE)
                         break
                     ended = self.core.acked(sent_at, response)
+                    if response.read_only:
+                        self.client.saw_read_only()
                     if ended is not None:
                         self._end(ended, queue_it=True)
                         return
@@ -521,7 +574,9 @@ class AsyncSession:
             except CoordError:
                 self._end(self.core.gone("the client was closed"), queue_it=True)
                 return
-            call = stubs.Sessions.Events(c.pb.SessionEventsRequest(session_id=self.id))
+            call = stubs.Sessions.Events(
+                c.pb.SessionEventsRequest(session_id=self.id), metadata=self.client.metadata
+            )
             self._ev_call, self._ev_index = call, index
             try:
                 while True:
@@ -555,7 +610,19 @@ class AsyncSession:
             ring.failed(index)
             await asyncio.sleep(self.client.policy.delay(failures, len(ring)))
 
+    def _client_moved(self, change: c.ModeChange) -> None:
+        """The client found a read-write member: say so, and move the streams there."""
+        event = self.core.moved(change)
+        if event is not None:
+            self._deliver(event)
+        if change.moved:
+            for call in (self._ka_call, self._ev_call):
+                if call is not None:
+                    call.cancel()  # each loop reconnects to the (new) current member
+
     def _deliver(self, event: SessionEvent) -> None:
+        if event.type == "mode_changed" and event.mode != c.READ_WRITE:
+            self.client.saw_read_only()
         terminal = self.core.observe(event)
         self._events.put_nowait(event)
         self._invoke(self._on_event, event)

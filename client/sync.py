@@ -57,8 +57,14 @@ class Client:
     """A client of a coord cluster. Thread-safe; use as a context manager or `close()`.
 
     `timeout` bounds each try (the whole operation, failover included, is bounded by
-    `policy.budget_factor` times it). `read_only_ok` lets linearizable reads be answered
-    by a member that lost quorum (marked `header.read_only`) and is passed to sessions.
+    `policy.budget_factor` times it).
+
+    `read_only_ok` (ZooKeeper's read-only client): when the member it talks to loses
+    quorum, reads keep being answered from that member, marked `header.read_only`; writes
+    raise ReadOnlyError at once; and a background prober looks for a read-write member
+    (pauses doubling from 0.1 s to 2 s) and moves the client there, telling sessions and
+    `add_mode_listener` listeners. A normal client fails over to a majority member, or
+    raises NoQuorumError when no member with a quorum is reachable.
     """
 
     def __init__(
@@ -76,10 +82,22 @@ class Client:
         self._stubs: dict[str, c.Stubs] = {}
         self._lock = threading.Lock()
         self._closed = False
+        self.metadata = c.READ_ONLY_OK_METADATA if read_only_ok else ()
+        self.mode_listeners: list[Callable[[c.ModeChange], Any]] = []
+        self._prober = _Prober(self)
 
     @property
     def endpoints(self) -> tuple[str, ...]:
         return self.ring.endpoints
+
+    def add_mode_listener(self, listener: Callable[[c.ModeChange], Any]) -> None:
+        """Called (from the prober's thread) when the client finds a read-write member."""
+        self.mode_listeners.append(listener)
+
+    def saw_read_only(self) -> None:
+        """A member answered read-only: look for a read-write one in the background."""
+        if self.read_only_ok:
+            self._prober.kick()
 
     # -- plumbing -----------------------------------------------------------------------
     def _channel(self, endpoint: str) -> tuple[grpc.Channel, c.Stubs]:
@@ -107,8 +125,10 @@ class Client:
                 if not call.safe:
                     self._ensure_ready(channel, attempts.call_timeout())
                 response = stubs.method(call.service, call.method)(
-                    call.request, timeout=attempts.call_timeout()
+                    call.request, timeout=attempts.call_timeout(), metadata=self.metadata
                 )
+                if c.served_read_only(response):
+                    self.saw_read_only()
                 return c.finish(call, response, self.read_only_ok)
             except grpc.RpcError as e:
                 err = from_rpc_error(e)
@@ -119,9 +139,11 @@ class Client:
                     raise error_for("CLOSED", "the client is closed",
                                     grpc.StatusCode.CANCELLED) from None
                 raise
+            if err.reason == "READ_ONLY":
+                self.saw_read_only()
             delay = attempts.next_delay(err, call.safe)
             if delay is None:
-                raise err
+                raise attempts.final(err)
             log.debug("%s.%s on %s failed (%s); trying the next member",
                       call.service, call.method, endpoint, err.reason)
             self.ring.failed(index)
@@ -261,6 +283,7 @@ class Client:
 
     # -- lifecycle ----------------------------------------------------------------------
     def close(self) -> None:
+        self._prober.stop()
         with self._lock:
             self._closed = True
             channels = list(self._channels.values())
@@ -336,6 +359,8 @@ class Stream(Generic[T]):
                 self.cancel()
                 raise
             self._failures = 0
+            if c.served_read_only(response):
+                self._client.saw_read_only()
             try:
                 self._pending.extend(self._cursor.feed(response))
             except CoordError:
@@ -347,7 +372,9 @@ class Stream(Generic[T]):
         if start is not None:
             self._cursor.started(self._client._run(start))
         self._index, stubs = self._client.current()
-        call = stubs.method(self._cursor.service, self._cursor.method)(self._cursor.request())
+        call = stubs.method(self._cursor.service, self._cursor.method)(
+            self._cursor.request(), metadata=self._client.metadata
+        )
         with self._lock:
             self._call = call
             if self._cancelled.is_set():
@@ -411,6 +438,7 @@ class Session:
         self._ev_call: Any = None
         self._ev_index = -1
         self._closed = False
+        client.add_mode_listener(self._client_moved)
         self._threads = [
             threading.Thread(target=self._keepalive_loop, daemon=True,
                              name=f"coord-keepalive-{session_id}"),
@@ -479,7 +507,9 @@ class Session:
             sent: collections.deque[float] = collections.deque()
             holder: list[Any] = []
             try:
-                call = stubs.Sessions.KeepAlive(self._keepalive_requests(sent, holder))
+                call = stubs.Sessions.KeepAlive(
+                    self._keepalive_requests(sent, holder), metadata=self.client.metadata
+                )
                 holder.append(call)
                 with self._lock:
                     self._ka_call = call
@@ -488,6 +518,8 @@ class Session:
                 for response in call:
                     ended = self.core.acked(sent.popleft() if sent else time.monotonic(),
                                             response)
+                    if response.read_only:
+                        self.client.saw_read_only()
                     if ended is not None:
                         self._end(ended, queue_it=True)
                         return
@@ -543,7 +575,9 @@ class Session:
                 self._end(self.core.gone("the client was closed"), queue_it=True)
                 return
             try:
-                call = stubs.Sessions.Events(c.pb.SessionEventsRequest(session_id=self.id))
+                call = stubs.Sessions.Events(
+                    c.pb.SessionEventsRequest(session_id=self.id), metadata=self.client.metadata
+                )
                 with self._lock:
                     self._ev_call, self._ev_index = call, index
                 if self._stop.is_set():
@@ -573,7 +607,22 @@ class Session:
             ring.failed(index)
             self._stop.wait(self.client.policy.delay(failures, len(ring)))
 
+    def _client_moved(self, change: c.ModeChange) -> None:
+        """The prober found a read-write member: say so, and move the streams there."""
+        event = self.core.moved(change)
+        if event is not None:
+            self._deliver(event)
+        if not change.moved:
+            return
+        with self._lock:
+            calls = [self._ka_call, self._ev_call]
+        for call in calls:
+            if call is not None:
+                call.cancel()  # each loop reconnects to the (new) current member
+
     def _deliver(self, event: SessionEvent) -> None:
+        if event.type == "mode_changed" and event.mode != c.READ_WRITE:
+            self.client.saw_read_only()
         terminal = self.core.observe(event)
         self._events.put(event)
         _invoke(self._on_event, event)
@@ -662,3 +711,59 @@ def _invoke(callback: Callable[[SessionEvent], Any] | None, event: SessionEvent)
         callback(event)
     except Exception:
         log.exception("coord: session callback failed")
+
+
+class _Prober:
+    """Background search for a read-write member while the client is served read-only.
+    One thread at a time; it ends when the current member is read-write again or the
+    client closes."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def kick(self) -> None:
+        with self._lock:
+            if self._stop.is_set() or (self._thread is not None and self._thread.is_alive()):
+                return
+            self._thread = threading.Thread(target=self._run, daemon=True, name="coord-probe")
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        round_ = 0
+        while not self._stop.wait(c.probe_pause(round_)):
+            round_ += 1
+            found = self._probe()
+            if found is None:
+                continue
+            index, member = found
+            client = self._client
+            moved = client.ring.move_to(index)
+            if moved:
+                log.info("coord: moved to read-write member %s (%s)", member,
+                         client.ring.endpoints[index])
+            change = c.ModeChange(c.READ_WRITE, member, client.ring.endpoints[index], moved)
+            for listener in list(client.mode_listeners):
+                try:
+                    listener(change)
+                except Exception:  # a listener's bug must not stop the others
+                    log.exception("coord: mode listener failed")
+            return
+
+    def _probe(self) -> tuple[int, str] | None:
+        """(ring index, member name) of a read-write member, current one first."""
+        client = self._client
+        for index in c.probe_order(client.ring):
+            try:
+                stubs = client._channel(client.ring.endpoints[index])[1]
+                status = stubs.Admin.Status(c.STATUS_REQUEST, timeout=c.PROBE_TIMEOUT)
+            except (grpc.RpcError, CoordError, ValueError):
+                continue
+            if c.is_read_write(status):
+                return index, status.name
+        return None

@@ -73,6 +73,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         options=options,
         join=args.initial_cluster_state == "existing",
         cluster_token=args.initial_cluster_token,
+        read_only_mode=args.read_only_mode == "enabled",
     )
 
     async def run() -> int:
@@ -167,11 +168,15 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
     else:
-        header = ("ENDPOINT", "NAME", "ROLE", "TERM", "LEADER", "COMMIT", "APPLIED", "QUORUM")
+        header = (
+            "ENDPOINT", "NAME", "ROLE", "TERM", "LEADER", "COMMIT", "APPLIED", "QUORUM", "MODE"
+        )
         table = [header]
         for r in rows:
             if "error" in r:
-                table.append((r["endpoint"], "-", "unreachable", "-", "-", "-", "-", r["error"]))
+                table.append(
+                    (r["endpoint"], "-", "unreachable", "-", "-", "-", "-", r["error"], "-")
+                )
                 continue
             quorum = "yes" if r["has_quorum"] else f"NO ({int(r['quorum_lost_ms']) / 1000:.1f}s)"
             table.append(
@@ -184,6 +189,7 @@ def cmd_status(args: argparse.Namespace) -> int:
                     str(r["commit_index"]),
                     str(r["applied_index"]),
                     quorum,
+                    r.get("mode") or "-",
                 )
             )
         widths = [max(len(str(row[i])) for row in table) for i in range(len(header))]
@@ -231,6 +237,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--election-ticks", type=int, default=12)
     s.add_argument("--heartbeat-ticks", type=int, default=2)
     s.add_argument("--snapshot-every", type=int, default=20_000)
+    s.add_argument(
+        "--read-only-mode",
+        choices=["enabled", "disabled"],
+        default="enabled",
+        help="without quorum, keep serving (stale, flagged) reads to read-only clients",
+    )
     s.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     s.set_defaults(func=cmd_serve)
 

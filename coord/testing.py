@@ -258,14 +258,16 @@ class LocalCluster:
         return out
 
     def wait_for_leader(self, timeout: float = 10.0, among: list[str] | None = None) -> str:
-        """The name of a leader that a quorum of live members agrees on."""
+        """The name of a leader that a quorum of live members agrees on, once every
+        member with a quorum serves writes again (read-write mode)."""
         deadline = time.monotonic() + timeout
         names = among or list(self.members)
         while time.monotonic() < deadline:
             sts = {n: s for n, s in self.statuses().items() if n in names}
             leaders = {s.leader_name for s in sts.values() if s.leader_name and s.has_quorum}
             roles = [n for n, s in sts.items() if s.role == "leader" and s.has_quorum]
-            if len(leaders) == 1 and len(roles) == 1 and roles[0] in leaders:
+            serving = all(s.mode in ("", "read-write") for s in sts.values() if s.has_quorum)
+            if len(leaders) == 1 and len(roles) == 1 and roles[0] in leaders and serving:
                 return roles[0]
             time.sleep(0.05)
         raise ClusterError(f"no agreed leader within {timeout}s: {self.describe()}")
@@ -273,7 +275,10 @@ class LocalCluster:
     def describe(self) -> str:
         parts = []
         for name, s in self.statuses().items():
-            parts.append(f"{name}:{s.role}/t{s.term}/lead={s.leader_name or '-'}/q={s.has_quorum}")
+            parts.append(
+                f"{name}:{s.role}/t{s.term}/lead={s.leader_name or '-'}/q={s.has_quorum}"
+                f"/{s.mode or '?'}"
+            )
         return " ".join(parts) or "no member answering"
 
 

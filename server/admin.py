@@ -14,6 +14,7 @@ from coord.v1 import admin_pb2, admin_pb2_grpc
 
 from .errors import abort, abort_node_error
 from .members import MemberInfo, member_id, validate_address
+from .mode import ModeMonitor
 from .node import Node, NodeError, NotLeader
 
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
@@ -27,8 +28,9 @@ def percentile(sorted_values: list[float], q: float) -> float:
 
 
 class AdminService(admin_pb2_grpc.AdminServicer):
-    def __init__(self, node: Node) -> None:
+    def __init__(self, node: Node, mode: ModeMonitor | None = None) -> None:
         self.node = node
+        self.mode = mode
 
     def status_response(self) -> admin_pb2.StatusResponse:
         node = self.node
@@ -50,6 +52,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
             quorum_lost_ms=int(node.quorum_lost_for() * 1000),
             state_machine=json.dumps(node.sm.describe(), sort_keys=True),
             cluster_id=node.cluster_id,
+            mode=self.mode.mode if self.mode is not None else "",
         )
         for mid, m in sorted(node.members.items(), key=lambda kv: kv[1].name):
             resp.members.add(

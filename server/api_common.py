@@ -1,5 +1,9 @@
 """What every client-API handler does: run a command through the coordinator and turn
-refusals into gRPC statuses with ErrorInfo, so handlers only build responses."""
+refusals into gRPC statuses with ErrorInfo, so handlers only build responses.
+
+This is also where the member's mode (server/mode.py) becomes the request processor:
+while read-only, writes are refused and reads are served locally, flagged stale, to
+clients that accept read-only service; every other client is told NO_QUORUM."""
 
 from __future__ import annotations
 
@@ -9,9 +13,49 @@ import grpc
 
 from .coordinator import Coordinator, ForwardedError
 from .errors import abort, abort_node_error, result_code
+from .mode import Refused
 from .node import NodeError
 
 DETAILS_KEY = "grpc-status-details-bin"
+READ_ONLY_OK_KEY = "coord-read-only-ok"
+"""Call metadata by which a sessionless client accepts read-only service (ZooKeeper's
+"am-i-readonly-client" handshake flag; sessions carry it in OpenSession)."""
+
+
+def read_only_ok(
+    context: grpc.aio.ServicerContext, coord: Coordinator, session_id: int = 0
+) -> bool:
+    """Whether the caller accepts read-only service: the call says so, or the session
+    it acts for was opened with read_only_ok."""
+    for key, value in context.invocation_metadata() or ():
+        if key == READ_ONLY_OK_KEY:
+            return value in ("1", "true")
+    session = coord.machine.sessions.get(session_id) if session_id else None
+    return bool(session and session.read_only_ok)
+
+
+async def refuse(context: grpc.aio.ServicerContext, coord: Coordinator, ro_ok: bool) -> None:
+    """Abort a call the member's mode does not serve: FAILED_PRECONDITION/READ_ONLY for a
+    read-only-capable client, UNAVAILABLE/NO_QUORUM (go find a majority) otherwise."""
+    reason, message = coord.mode.refusal(ro_ok)
+    code = (
+        grpc.StatusCode.FAILED_PRECONDITION if reason == "READ_ONLY"
+        else grpc.StatusCode.UNAVAILABLE
+    )
+    await abort(context, code, reason, message, {"member": coord.node.me.name})
+
+
+async def admit_reader(
+    context: grpc.aio.ServicerContext, coord: Coordinator, session_id: int = 0
+) -> bool:
+    """Let a read or a stream in; True if it must be served read-only (locally, stale)."""
+    mode = coord.mode
+    if mode.serving_writes:
+        return False
+    ro_ok = read_only_ok(context, coord, session_id)
+    if not (mode.read_only and ro_ok):
+        await refuse(context, coord, ro_ok)
+    return True
 
 
 async def _fail(context: grpc.aio.ServicerContext, err: Exception) -> None:
@@ -49,20 +93,36 @@ async def write(
 ) -> Any:
     """Commit `cmd`; its result's error aborts the call unless the API reports errors
     `in_band` (in the response message)."""
+    if not coord.mode.serving_writes:
+        await refuse(context, coord, _writer_read_only_ok(context, coord, cmd))
     try:
         result = await coord.write(cmd, timeout=_timeout(context))
+    except Refused:
+        await refuse(context, coord, _writer_read_only_ok(context, coord, cmd))
     except (NodeError, ForwardedError) as e:
         await _fail(context, e)
     return result if in_band else await check(context, result)
 
 
+def _writer_read_only_ok(
+    context: grpc.aio.ServicerContext, coord: Coordinator, cmd: Any
+) -> bool:
+    if getattr(cmd, "read_only_ok", False):  # OpenSession's handshake flag
+        return True
+    return read_only_ok(context, coord, getattr(cmd, "session_id", 0))
+
+
 async def read(
     context: grpc.aio.ServicerContext, coord: Coordinator, cmd: Any, serializable: bool = False
 ) -> Any:
+    if await admit_reader(context, coord):
+        serializable = True  # read-only: this member's applied state is all there is
     try:
         result = await coord.read(cmd, serializable, timeout=_timeout(context))
     except NodeError as e:
-        await _fail(context, e)
+        if not (coord.mode.read_only and read_only_ok(context, coord)):
+            await _fail(context, e)
+        result = coord.machine.query(cmd)  # the member went read-only while we waited
     return await check(context, result)
 
 

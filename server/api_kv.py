@@ -9,9 +9,10 @@ from coord.v1 import coord_pb2 as pb
 from coord.v1 import coord_pb2_grpc
 
 from . import convert
-from .api_common import check, invalid, read, write
+from .api_common import admit_reader, check, invalid, read, write
 from .coordinator import Coordinator
 from .events import EventHub
+from .mode import READ_WRITE, ModeChange
 
 
 class KVService(coord_pb2_grpc.KVServicer):
@@ -85,6 +86,7 @@ class KVService(coord_pb2_grpc.KVServicer):
         # Subscribe before reading history (no await in between): nothing falls in a gap.
         sub = self.hub.watch_kv(start, end)
         try:
+            await admit_reader(context, self.coord)
             last = self.coord.machine.revision
             if request.from_revision:
                 hist = self.coord.machine.query(c.EventsSince(request.from_revision, start, end))
@@ -105,15 +107,24 @@ class KVService(coord_pb2_grpc.KVServicer):
                         grpc.StatusCode.RESOURCE_EXHAUSTED,
                         f"watcher fell behind; resume from revision {last + 1}",
                     )
-                events = [event]
+                items = [event]
                 while not sub.queue.empty():
-                    events.append(sub.queue.get_nowait())
+                    items.append(sub.queue.get_nowait())
                 floor = max(last, request.from_revision - 1)
-                events = [e for e in events if e is not None and e.revision > floor]
-                if not events:
-                    continue
-                last = events[-1].revision
-                yield self._response(events, request.prev_kv)
+                events: list = []
+                for item in items:
+                    if isinstance(item, ModeChange):
+                        if events:
+                            yield self._response(events, request.prev_kv)
+                            events = []
+                        if item.mode != READ_WRITE:
+                            await admit_reader(context, self.coord)  # or NO_QUORUM: move on
+                        yield pb.WatchResponse(header=self.coord.header(), mode=item.mode)
+                    elif item is not None and item.revision > floor:
+                        events.append(item)
+                        last = floor = item.revision
+                if events:
+                    yield self._response(events, request.prev_kv)
         finally:
             self.hub.cancel(sub)
 

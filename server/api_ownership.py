@@ -10,10 +10,11 @@ from coord.sm.records import Claim, Owner
 from coord.v1 import coord_pb2 as pb
 from coord.v1 import coord_pb2_grpc
 
-from .api_common import read, write
+from .api_common import admit_reader, read, write
 from .convert import owner_to_pb
 from .coordinator import Coordinator
 from .events import EventHub
+from .mode import READ_WRITE, ModeChange
 
 
 class OwnershipService(coord_pb2_grpc.OwnershipServicer):
@@ -59,7 +60,8 @@ class OwnershipService(coord_pb2_grpc.OwnershipServicer):
     async def WatchOwners(self, request, context):  # noqa: N802
         """First the current owners (those changed at or after `from_revision`), flagged
         `snapshot`, then every change as it is applied."""
-        await self.coord.barrier()
+        if not await admit_reader(context, self.coord):
+            await self.coord.barrier()
         sub = self.hub.watch_owners(request.group, request.prefix)
         try:
             res = self.coord.machine.query(c.ListOwners(request.group, request.prefix))
@@ -72,6 +74,10 @@ class OwnershipService(coord_pb2_grpc.OwnershipServicer):
                     await context.abort(
                         grpc.StatusCode.RESOURCE_EXHAUSTED, "owner watcher fell behind; resubscribe"
                     )
+                if isinstance(event, ModeChange):
+                    if event.mode != READ_WRITE:
+                        await admit_reader(context, self.coord)  # or NO_QUORUM: move on
+                    continue
                 owner = Owner(event.resource, event.owner, event.generation, event.revision)
                 yield pb.OwnerChange(group=event.group, owner=owner_to_pb(owner))
         finally:

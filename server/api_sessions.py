@@ -12,10 +12,11 @@ from coord.sm.records import SessionEvent
 from coord.v1 import coord_pb2 as pb
 from coord.v1 import coord_pb2_grpc
 
-from .api_common import write
+from .api_common import admit_reader, write
 from .coordinator import Coordinator
 from .errors import abort, abort_node_error
 from .events import EventHub
+from .mode import READ_WRITE, ModeChange
 from .node import NodeError
 from .session_tracker import GONE, SessionTracker
 
@@ -56,6 +57,15 @@ class SessionsService(coord_pb2_grpc.SessionsServicer):
 
     async def KeepAlive(self, request_iterator, context):  # noqa: N802
         async for req in request_iterator:
+            if await admit_reader(context, self.coord, req.session_id):
+                # Read-only: no leader can renew it; say so instead of pretending.
+                session = self.coord.machine.sessions.get(req.session_id)
+                yield pb.KeepAliveResponse(
+                    session_id=req.session_id,
+                    ttl_ms=session.ttl_ms if session else 0,
+                    read_only=True,
+                )
+                continue
             ttl = await self._keepalive(req.session_id)
             if ttl is None:
                 continue  # nobody can say right now; the client keeps sending
@@ -86,14 +96,19 @@ class SessionsService(coord_pb2_grpc.SessionsServicer):
         return None if ttl == 0 else ttl
 
     async def Events(self, request, context):  # noqa: N802
-        sub = self.hub.watch_session(request.session_id)
+        sid = request.session_id
+        sub = self.hub.watch_session(sid)
         try:
-            # Linearizable existence check: a lagging member must not call a new session gone.
-            try:
-                await self.coord.barrier(timeout=2.0)
-            except NodeError as e:
-                await abort_node_error(context, e)
-            if request.session_id not in self.coord.machine.sessions:
+            if await admit_reader(context, self.coord, sid):
+                yield self._mode_event(sid, self.coord.mode.mode)  # where it stands now
+            else:
+                # Linearizable existence check: a lagging member must not call a new
+                # session gone.
+                try:
+                    await self.coord.barrier(timeout=2.0)
+                except NodeError as e:
+                    await abort_node_error(context, e)
+            if sid not in self.coord.machine.sessions:
                 await abort(
                     context,
                     grpc.StatusCode.NOT_FOUND,
@@ -104,14 +119,27 @@ class SessionsService(coord_pb2_grpc.SessionsServicer):
                 event = await sub.queue.get()
                 if sub.overflowed or event is None:
                     return
-                if isinstance(event, pb.SessionEvent):
-                    yield event  # member-local (mode changes)
+                if isinstance(event, ModeChange):
+                    if event.mode != READ_WRITE:
+                        await admit_reader(context, self.coord, sid)  # or NO_QUORUM: move on
+                    yield self._mode_event(sid, event.mode, event)
                     continue
                 yield session_event_to_pb(event)
                 if event.type in ENDING_EVENTS:
                     return
         finally:
             self.hub.cancel(sub)
+
+    def _mode_event(self, sid: int, mode: str, change: ModeChange | None = None) -> pb.SessionEvent:
+        coord = self.coord
+        return pb.SessionEvent(
+            type="mode_changed",
+            session_id=sid,
+            mode=mode,
+            member=coord.node.me.name,
+            term=change.term if change else coord.node.term,
+            revision=change.revision if change else coord.machine.revision,
+        )
 
 
 __all__ = ["SessionsService"]

@@ -19,6 +19,7 @@ from coord.v1 import coord_pb2 as pb
 
 from .errors import reason_of
 from .forward import LeaderLink
+from .mode import ModeMonitor, Refused
 from .node import Node, NodeError, NoLeader, NotLeader, OutcomeUnknown, ProposalLost, Timeout
 
 RETRY_PAUSE_S = 0.05
@@ -37,13 +38,18 @@ class Coordinator:
         self.node = node
         self.machine = machine
         self.link = link
+        self.mode = ModeMonitor(node, machine, self.barrier)
 
     def header(self, revision: int | None = None) -> pb.ResponseHeader:
-        return pb.ResponseHeader(
+        header = pb.ResponseHeader(
             revision=self.machine.revision if revision is None else revision,
             raft_term=self.node.term,
             member=self.node.me.name,
         )
+        if not self.mode.serving_writes:
+            header.read_only = True
+            header.quorum_lost_ms = int(self.mode.cut_off_for() * 1000)
+        return header
 
     async def write(self, cmd: Any, timeout: float = 5.0) -> Any:
         """Commit `cmd` and return its decoded result.
@@ -57,6 +63,8 @@ class Coordinator:
         payload = c.encode_command(cmd)
         deadline = time.monotonic() + timeout
         while True:
+            if not self.mode.serving_writes:
+                raise Refused(self.mode.refusal(False)[1])
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise Timeout(f"no leader committed the request within {timeout:.1f}s")

@@ -64,10 +64,12 @@ class EventHub:
                 if sub.matches(event):
                     sub.offer(event)
 
-    def broadcast_sessions(self, event: Any) -> None:
-        """A member-local event for every session stream here (e.g. mode changes)."""
-        for sub in self._sessions:
-            sub.offer(event)
+    def broadcast(self, event: Any) -> None:
+        """A member-local event (a mode change) for every stream on this member; each
+        stream decides what its client is told."""
+        for subs in (self._kv, self._owners, self._sessions):
+            for sub in subs:
+                sub.offer(event)
 
     def watch_kv(self, start: bytes, end: bytes) -> Subscription:
         sub = Subscription(lambda e: in_range(e.kv.key, start, end))

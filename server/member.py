@@ -43,6 +43,7 @@ class MemberConfig:
     options: NodeOptions = field(default_factory=NodeOptions)
     join: bool = False
     cluster_token: str = "coord"
+    read_only_mode: bool = True
 
 
 class Member:
@@ -75,6 +76,12 @@ class Member:
         self.link = LeaderLink(self.node)
         self.coordinator = Coordinator(self.node, self.machine, self.link)
         self.tracker = SessionTracker(self.node, self.machine, self.coordinator.write)
+        self.mode = self.coordinator.mode
+        self.mode.enabled = config.read_only_mode
+        # Read-only half an election timeout after the Raft signal says the quorum is gone:
+        # a normal election rarely takes that long, a partition always does.
+        self.mode.grace_s = config.options.election_ticks * config.options.tick_ms / 2000
+        self.mode.listeners.append(self.hub.broadcast)
         self.health = health.aio.HealthServicer()
         self._servers: list[grpc.aio.Server] = []
 
@@ -87,7 +94,9 @@ class Member:
         self._bind(peer_server, self.config.peer_listen, "--peer-listen")
         client_server = grpc.aio.server()
         coord, hub = self.coordinator, self.hub
-        admin_pb2_grpc.add_AdminServicer_to_server(AdminService(self.node), client_server)
+        admin_pb2_grpc.add_AdminServicer_to_server(
+            AdminService(self.node, self.mode), client_server
+        )
         coord_pb2_grpc.add_SessionsServicer_to_server(
             SessionsService(coord, hub, self.tracker), client_server
         )
@@ -109,6 +118,7 @@ class Member:
             await s.start()
         await self.node.start()
         self.tracker.start()
+        self.mode.start()
         await self.health.set("", health_pb2.HealthCheckResponse.SERVING)
         log.info(
             "%s: serving clients on %s, peers on %s (data in %s)",
@@ -130,6 +140,7 @@ class Member:
     async def stop(self, grace: float = 1.0) -> None:
         await self.health.enter_graceful_shutdown()
         await self.tracker.stop()
+        await self.mode.stop()
         for s in self._servers:
             await s.stop(grace)
         await self.link.close()

@@ -192,6 +192,8 @@ class Node:
         self.apply_listeners: list[Callable[[], None]] = []
         self._soft = self._raw.raft.soft_state()
         self._quorum_lost_at: float | None = time.monotonic()
+        self.quorum_losses = 0  # times the quorum went away (a leader that had none may
+        # have missed keepalives: see SessionTracker)
         self._stopped = False
         self.applied_index = self._raw.raft.log.applied
 
@@ -540,6 +542,7 @@ class Node:
             self._quorum_lost_at = None
         elif self._quorum_lost_at is None:
             self._quorum_lost_at = time.monotonic()
+            self.quorum_losses += 1
         event = self._event(soft)
         log.info(
             "%s: %s term=%d leader=%s quorum=%s",

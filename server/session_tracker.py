@@ -5,11 +5,15 @@ deadline: nothing is replicated per keepalive. When a deadline passes, the leade
 proposes `ExpireSessions`, so every member expires the same sessions at the same log
 position. A member that becomes leader starts every session's deadline afresh at its
 full TTL, so a failover never expires a live session — it can only extend a dead one
-by up to one TTL (etcd's leases behave the same way; coord says so up front)."""
+by up to one TTL (etcd's leases behave the same way; coord says so up front).
+
+The same holds whenever the leader may have missed keepalives through no fault of the
+clients: after it lost and regained its quorum (clients may have been talking to a
+read-only member meanwhile), and after its own process stalled (SIGSTOP, a long GC or
+swap): a sweep that runs late restarts every clock instead of expiring on stale ones."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -18,10 +22,12 @@ from coord.sm.commands import ExpireSessions
 from coord.sm.machine import CoordMachine
 
 from .node import Node, NodeError
+from .periodic import Periodic
 
 log = logging.getLogger(__name__)
 
 SWEEP_INTERVAL_S = 0.1
+STALL_S = 1.0  # a sweep this late means this process was not running
 GONE = -1
 
 
@@ -37,7 +43,9 @@ class SessionTracker:
         self.propose = propose
         self.deadlines: dict[int, float] = {}
         self._led_term = 0
-        self._task: asyncio.Task | None = None
+        self._quorum_losses = node.quorum_losses
+        self._last_sweep = time.monotonic()
+        self._loop = Periodic("session-sweep", SWEEP_INTERVAL_S, self._sweep_logged)
 
     def keepalive(self, session_id: int) -> int | None:
         """Renew a session's full TTL from now and return it; GONE if the session does
@@ -53,23 +61,16 @@ class SessionTracker:
         return session.ttl_ms
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="session-sweep")
+        self._loop.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
+        await self._loop.stop()
 
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(SWEEP_INTERVAL_S)
-            try:
-                await self.sweep()
-            except NodeError as e:
-                log.warning("%s: session expiry deferred: %s", self.node.me.name, e)
+    async def _sweep_logged(self) -> None:
+        try:
+            await self.sweep()
+        except NodeError as e:
+            log.warning("%s: session expiry deferred: %s", self.node.me.name, e)
 
     async def sweep(self) -> None:
         if not self.node.caught_up_leader:
@@ -78,9 +79,12 @@ class SessionTracker:
                 self._led_term = 0
             return  # a new leader expires nothing before it has applied what it inherited
         now = time.monotonic()
-        if self._led_term != self.node.term:
+        stalled, self._last_sweep = now - self._last_sweep > STALL_S, now
+        quorum_lost = self._quorum_losses != self.node.quorum_losses
+        if self._led_term != self.node.term or stalled or quorum_lost:
             self._led_term = self.node.term
-            self.deadlines.clear()  # new leadership: every session gets its full TTL back
+            self._quorum_losses = self.node.quorum_losses
+            self.deadlines.clear()  # every session gets its full TTL back
         sessions = self.machine.sessions
         live = set(sessions.ids())
         for sid in live.difference(self.deadlines):

@@ -311,8 +311,21 @@ def test_attempts_only_repeat_what_is_safe():
     assert fresh().next_delay(unavailable, safe=False) is None
     assert fresh().next_delay(deadline, safe=False) is None
     assert fresh().next_delay(no_leader, safe=False) is not None
-    assert fresh().next_delay(ReadOnlyError("READ_ONLY", ""), safe=False) is not None
     assert fresh().next_delay(NoQuorumError("NO_QUORUM", ""), safe=False) is not None
+    # A read-only member refusing a write goes to the caller at once (the prober moves on).
+    assert fresh().next_delay(ReadOnlyError("READ_ONLY", ""), safe=True) is None
+
+
+def test_giving_up_after_no_quorum_says_no_quorum():
+    a = c.Attempts(c.RetryPolicy(), 3, timeout=5.0, clock=FakeClock())
+    a.next_delay(NoQuorumError("NO_QUORUM", "member n1 has no quorum"), safe=True)
+    final = a.final(DeadlineError("TIMEOUT", "n2 did not answer"))
+    assert isinstance(final, NoQuorumError)
+    assert "n1 has no quorum" in final.message and "n2 did not answer" in final.message
+    # Without a NO_QUORUM answer, the last error stands.
+    b = c.Attempts(c.RetryPolicy(), 3, timeout=5.0, clock=FakeClock())
+    unavailable = UnavailableError("UNAVAILABLE", "down")
+    assert b.final(unavailable) is unavailable
 
 
 def test_attempts_run_out_by_count_and_by_time():
@@ -378,7 +391,7 @@ def test_writes_without_request_id():
 def test_stale_linearizable_read_fails_over_unless_read_only_ok():
     call = c.get_call("k")
     resp = pb.RangeResponse(header=pb.ResponseHeader(read_only=True, member="n3"))
-    with pytest.raises(ReadOnlyError):
+    with pytest.raises(NoQuorumError):
         c.finish(call, resp, read_only_ok=False)
     assert c.finish(call, resp, read_only_ok=True) is None
 
