@@ -153,6 +153,10 @@ class RetryPolicy:
         return base * (0.5 + random.random() / 2)
 
 
+WAIT_REASONS: frozenset[str] = frozenset({"NO_LEADER", "NO_QUORUM"})
+ELECTION_PATIENCE = 4  # x the usual number of tries, still within the time budget
+
+
 class Attempts:
     """One operation's retry budget."""
 
@@ -196,7 +200,10 @@ class Attempts:
         if not may_fail_over(err, safe):
             return None
         self.failures += 1
-        if self.failures >= self._max:
+        # Without a leader or a quorum an election may be under way (a leader died): ride
+        # it out for the whole time budget, with the pauses growing per pass.
+        limit = self._max * ELECTION_PATIENCE if err.reason in WAIT_REASONS else self._max
+        if self.failures >= limit:
             return None
         delay = self.policy.delay(self.failures, self.endpoints)
         if self._clock() + delay >= self._deadline:

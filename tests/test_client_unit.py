@@ -342,6 +342,17 @@ def test_attempts_run_out_by_count_and_by_time():
     assert b.next_delay(err, True) is None  # 3 x timeout spent
 
 
+def test_attempts_ride_out_an_election_within_the_time_budget():
+    clock = FakeClock()
+    a = c.Attempts(c.RetryPolicy(rounds=2), 3, timeout=5.0, clock=clock)
+    no_quorum = NoQuorumError("NO_QUORUM", "")
+    delays = [a.next_delay(no_quorum, True) for _ in range(30)]
+    assert None not in delays[:23] and delays[23:] == [None] * 7  # 4 x 6 tries, not 6
+    b = c.Attempts(c.RetryPolicy(rounds=2), 3, timeout=1.0, clock=clock)
+    clock.now += 3.0
+    assert b.next_delay(no_quorum, True) is None  # still bounded by 3 x timeout
+
+
 # -- request ids --------------------------------------------------------------------------
 
 WRITES = [
