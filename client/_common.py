@@ -376,9 +376,14 @@ class Owner:
 
 @dataclass(frozen=True, slots=True)
 class OwnerChange:
+    """One entry of a WatchOwners stream: a current owner from the initial listing
+    (`snapshot`), or a change, with `kind` saying why: grant | reset | release | expire |
+    sever (the last three free the resource: `owner.session_id` is 0)."""
+
     group: str
     owner: Owner
     snapshot: bool  # part of the initial listing, not a change
+    kind: str = ""  # "" for listing entries
 
 
 @dataclass(frozen=True, slots=True)
@@ -471,7 +476,7 @@ def owner(o: pb.Owner) -> Owner:
 
 
 def owner_change(c: pb.OwnerChange) -> OwnerChange:
-    return OwnerChange(c.group, owner(c.owner), c.snapshot)
+    return OwnerChange(c.group, owner(c.owner), c.snapshot, c.kind)
 
 
 def own_result(r: pb.OwnResponse) -> OwnResult:
@@ -940,10 +945,13 @@ class WatchCursor:
 
 
 class OwnersCursor:
-    """A WatchOwners position. Before the first change it resumes with a fresh listing
-    (snapshot entries again: consumers should treat them as "current state"); after, it
-    resumes at the last change's revision and drops the changes it already delivered. If
-    that history is compacted and the watch began with a listing, it starts over with one."""
+    """A WatchOwners position. `from_revision` > 0 replays every change since then (the
+    server keeps a bounded history; a compacted start raises CompactedError); 0 starts
+    with a listing of the current owners. Before the first change it resumes where it
+    began (a listing again gives snapshot entries again: consumers should treat them as
+    "current state"); after, it resumes at the last change's revision, which the server
+    replays, and drops the changes it already delivered. If that history is compacted
+    and the watch began with a listing, it starts over with one."""
 
     service = "Ownership"
     method = "WatchOwners"

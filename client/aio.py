@@ -217,6 +217,8 @@ class AsyncClient:
 
     def watch_owners(self, group: str, prefix: str = "", *,
                      from_revision: int = 0) -> AsyncStream[OwnerChange]:
+        """See Client.watch_owners: a listing then changes, or a replay from
+        `from_revision` then changes."""
         return AsyncStream(self, c.OwnersCursor(group, prefix, from_revision))
 
     # -- sessions -----------------------------------------------------------------------

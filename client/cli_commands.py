@@ -393,11 +393,13 @@ def cmd_owners(args: argparse.Namespace) -> int:
 
 @_command
 def cmd_watch_owners(args: argparse.Namespace) -> int:
-    """Current owners, then every change, one line each."""
+    """Current owners (or, with --from-revision, every change since then), then every
+    change, one line each."""
     with _client(args) as client:
         stream = client.watch_owners(args.group, args.prefix, from_revision=args.from_revision)
         return _watch_loop(args, stream, lambda ch: (
-            f"{'SNAPSHOT' if ch.snapshot else 'CHANGE'}  {ch.group}/{_owner_line(ch.owner)}"))
+            f"{'SNAPSHOT' if ch.snapshot else 'CHANGE ' + ch.kind}  "
+            f"{ch.group}/{_owner_line(ch.owner)}"))
 
 
 # -- producer ids -------------------------------------------------------------------------
@@ -610,7 +612,8 @@ def register(sub: Any) -> None:
     p.add_argument("group")
     p.add_argument("--prefix", default="")
     p.add_argument("--from-revision", type=_nonneg, default=0,
-                   help="replay changes from this revision (0: list current owners first)")
+                   help="replay every change from this revision, then follow (0: list current "
+                   "owners first); fails with COMPACTED if that history was compacted")
     p.add_argument("--limit", type=_nonneg, default=0, help="stop after N lines")
 
     # producer ids

@@ -221,7 +221,9 @@ class Client:
 
     def watch_owners(self, group: str, prefix: str = "", *,
                      from_revision: int = 0) -> Stream[OwnerChange]:
-        """Current owners (snapshot=True) then changes; survives member failures."""
+        """Current owners (snapshot=True) then changes; with `from_revision`, every change
+        since that revision (frees included) then live ones, or CompactedError if that
+        history is gone. Survives member failures without gaps or repeats."""
         return Stream(self, c.OwnersCursor(group, prefix, from_revision))
 
     # -- sessions -----------------------------------------------------------------------
