@@ -74,8 +74,8 @@ class OwnerHistory:
         if revision <= self.compact_revision:
             raise CommandError(
                 COMPACTED, f"ownership history at revision {revision} is compacted (compact "
-                f"revision {self.compact_revision}); list the current owners and watch from "
-                "the listing's revision + 1", compact_revision=self.compact_revision)
+                f"revision {self.compact_revision}); watch from revision 0 for the current "
+                "owners, then changes", compact_revision=self.compact_revision)
         start = bisect_left(self._revs, revision)
         return tuple(e for e in self._events[start:]
                      if e.group == group and e.resource.startswith(prefix))
