@@ -344,10 +344,14 @@ class Stream(Generic[T]):
                 self.cancel()
                 raise
 
-    def _open(self) -> None:
+    def _pin(self) -> None:
+        """Resolve where the stream starts (a watch "from now": the current revision + 1)."""
         start = self._cursor.start_call()
         if start is not None:
             self._cursor.started(self._client._run(start))
+
+    def _open(self) -> None:
+        self._pin()
         self._index, stubs = self._client.current()
         call = stubs.method(self._cursor.service, self._cursor.method)(self._cursor.request())
         with self._lock:
@@ -376,6 +380,9 @@ class Stream(Generic[T]):
     close = cancel
 
     def __enter__(self) -> Stream[T]:
+        """Entering starts the watch: "from now" means from here, so changes made in the
+        block before the first read are delivered too (the stream opens lazily)."""
+        self._pin()
         return self
 
     def __exit__(self, *exc: object) -> None:
