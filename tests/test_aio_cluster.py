@@ -1,6 +1,7 @@
 """The asyncio client (`AsyncClient`) against real `coord serve` processes on 127.0.0.1:
 KV and transactions, a session kept alive and severed by a takeover, PID blocks across
-a leader kill, a watch, and failover when the member the client uses is killed.
+a leader kill, a watch, WatchOwners replaying history, and failover when the member the
+client uses is killed.
 
 Each test is a plain function running one coroutine under `asyncio.run` with an overall
 time limit (no pytest plugin); blocking cluster helpers run in a thread so the client's
@@ -140,6 +141,24 @@ def test_watch_receives_events_in_order(cluster3: LocalCluster):
                 replay = [await next_item(past) for _ in range(3)]
                 assert [e.kv.key for e in replay] == [b"jobs/0", b"jobs/1", b"jobs/0"]
                 assert replay[2].prev_kv is not None and replay[2].prev_kv.value == b"old"
+
+    run(main)
+
+
+def test_watch_owners_replays_from_a_past_revision(cluster3: LocalCluster):
+    async def main() -> None:
+        async with AsyncClient(cluster3.endpoints) as client:
+            async with client.session(name="router-owner", ttl=TTL_S) as s:
+                r1 = (await s.own("routes", [("p0", 1)])).header.revision
+                r2 = (await s.release("routes", ["p0"])).header.revision
+                r3 = (await s.own("routes", [("p0", 1)])).header.revision
+                async with client.watch_owners("routes", from_revision=r1) as stream:
+                    got = [await next_item(stream) for _ in range(3)]
+                    r4 = (await s.release("routes", ["p0"])).header.revision
+                    got.append(await next_item(stream))
+            assert [(ch.kind, ch.owner.session_id, ch.owner.generation, ch.owner.revision)
+                    for ch in got] == [("grant", s.id, 1, r1), ("release", 0, 1, r2),
+                                       ("grant", s.id, 2, r3), ("release", 0, 2, r4)]
 
     run(main)
 
