@@ -422,9 +422,16 @@ class Owner:
 
 @dataclass(frozen=True, slots=True)
 class OwnerChange:
+    """One entry of a WatchOwners stream: a current owner from the initial listing
+    (`snapshot`), or a change, with `kind` saying why: grant | reset | release | expire |
+    sever (the last three free the resource: `owner.session_id` is 0), or `mode` when
+    the serving member changed mode (`mode`: read-only | read-write; no owner)."""
+
     group: str
     owner: Owner
     snapshot: bool  # part of the initial listing, not a change
+    kind: str = ""  # "" for listing entries
+    mode: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -517,7 +524,9 @@ def owner(o: pb.Owner) -> Owner:
 
 
 def owner_change(c: pb.OwnerChange) -> OwnerChange:
-    return OwnerChange(c.group, owner(c.owner), c.snapshot)
+    if c.mode:
+        return OwnerChange(c.group, owner(c.owner), False, "mode", c.mode)
+    return OwnerChange(c.group, owner(c.owner), c.snapshot, c.kind)
 
 
 def own_result(r: pb.OwnResponse) -> OwnResult:
@@ -1031,10 +1040,13 @@ class WatchCursor:
 
 
 class OwnersCursor:
-    """A WatchOwners position. Before the first change it resumes with a fresh listing
-    (snapshot entries again: consumers should treat them as "current state"); after, it
-    resumes at the last change's revision and drops the changes it already delivered. If
-    that history is compacted and the watch began with a listing, it starts over with one."""
+    """A WatchOwners position. `from_revision` > 0 replays every change since then (the
+    server keeps a bounded history; a compacted start raises CompactedError); 0 starts
+    with a listing of the current owners. Before the first change it resumes where it
+    began (a listing again gives snapshot entries again: consumers should treat them as
+    "current state"); after, it resumes at the last change's revision, which the server
+    replays, and drops the changes it already delivered. If that history is compacted
+    and the watch began with a listing, it starts over with one."""
 
     service = "Ownership"
     method = "WatchOwners"
@@ -1060,7 +1072,7 @@ class OwnersCursor:
 
     def feed(self, response: pb.OwnerChange) -> list[OwnerChange]:
         change = owner_change(response)
-        if change.snapshot:
+        if change.snapshot or change.mode:
             return [change]
         rev = change.owner.revision
         if rev < self.last_revision:

@@ -263,6 +263,8 @@ class AsyncClient:
 
     def watch_owners(self, group: str, prefix: str = "", *,
                      from_revision: int = 0) -> AsyncStream[OwnerChange]:
+        """See Client.watch_owners: a listing then changes, or a replay from
+        `from_revision` then changes."""
         return AsyncStream(self, c.OwnersCursor(group, prefix, from_revision))
 
     # -- sessions -----------------------------------------------------------------------
@@ -373,10 +375,14 @@ class AsyncStream(Generic[T]):
                 self.cancel()
                 raise
 
-    async def _open(self) -> None:
+    async def _pin(self) -> None:
+        """Resolve where the stream starts (a watch "from now": the current revision + 1)."""
         start = self._cursor.start_call()
         if start is not None:
             self._cursor.started(await self._client._run(start))
+
+    async def _open(self) -> None:
+        await self._pin()
         self._index, stubs = self._client.current()
         self._call = stubs.method(self._cursor.service, self._cursor.method)(
             self._cursor.request(), metadata=self._client.metadata)
@@ -399,6 +405,9 @@ class AsyncStream(Generic[T]):
         self.cancel()
 
     async def __aenter__(self) -> AsyncStream[T]:
+        """Entering starts the watch: "from now" means from here, so changes made in the
+        block before the first read are delivered too (the stream opens lazily)."""
+        await self._pin()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -551,6 +560,11 @@ class AsyncSession:
                 err = error_for("CANCELLED", "keepalive cancelled", grpc.StatusCode.CANCELLED)
             except grpc.RpcError as e:
                 err = from_rpc_error(e)
+            except asyncio.InvalidStateError:
+                # write() on a call that already ended (the member went away while we
+                # slept) raises this, not an RpcError: move on like any broken stream.
+                err = error_for("STREAM_ENDED", "keepalive stream ended",
+                                grpc.StatusCode.UNAVAILABLE)
             except grpc.aio.UsageError:  # the client closed its channels under us
                 self._end(self.core.gone("the client was closed"), queue_it=True)
                 return

@@ -247,7 +247,7 @@ def _client(args: argparse.Namespace) -> Any:
         endpoints = parse_endpoints(args.endpoints)
     except ValueError as e:
         raise UsageError(f"--endpoints: {e}") from None
-    return Client(endpoints, timeout=args.timeout)
+    return Client(endpoints, timeout=args.timeout, read_only_ok=args.read_only_ok)
 
 
 def _command(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
@@ -393,11 +393,13 @@ def cmd_owners(args: argparse.Namespace) -> int:
 
 @_command
 def cmd_watch_owners(args: argparse.Namespace) -> int:
-    """Current owners, then every change, one line each."""
+    """Current owners (or, with --from-revision, every change since then), then every
+    change, one line each."""
     with _client(args) as client:
         stream = client.watch_owners(args.group, args.prefix, from_revision=args.from_revision)
-        return _watch_loop(args, stream, lambda ch: (
-            f"{'SNAPSHOT' if ch.snapshot else 'CHANGE'}  {ch.group}/{_owner_line(ch.owner)}"))
+        return _watch_loop(args, stream, lambda ch: f"MODE  {ch.mode}" if ch.mode else (
+            f"{'SNAPSHOT' if ch.snapshot else 'CHANGE ' + ch.kind}  "
+            f"{ch.group}/{_owner_line(ch.owner)}"))
 
 
 # -- producer ids -------------------------------------------------------------------------
@@ -499,7 +501,7 @@ def cmd_kv_watch(args: argparse.Namespace) -> int:
     with _client(args) as client:
         stream = client.watch(**_range_args(args), from_revision=args.from_revision,
                               prev_kv=args.prev_kv)
-        return _watch_loop(args, stream, lambda ev: (
+        return _watch_loop(args, stream, lambda ev: f"MODE {ev.mode}" if ev.mode else (
             f"{ev.type} {ev.revision} {text(ev.kv.key)}"
             + (f" {text(ev.kv.value)}" if ev.type == "PUT" else "")))
 
@@ -555,6 +557,9 @@ def _common_parser() -> argparse.ArgumentParser:
              f"{','.join(DEFAULT_ENDPOINTS)})")
     p.add_argument("--json", action="store_true", help="print results as JSON")
     p.add_argument("--timeout", type=float, default=5.0, help="seconds per try (default 5)")
+    p.add_argument("--read-only-ok", action="store_true",
+                   help="accept read-only service: a member cut off from a quorum keeps "
+                        "answering reads (flagged stale); sessions stay usable")
     return p
 
 
@@ -610,7 +615,8 @@ def register(sub: Any) -> None:
     p.add_argument("group")
     p.add_argument("--prefix", default="")
     p.add_argument("--from-revision", type=_nonneg, default=0,
-                   help="replay changes from this revision (0: list current owners first)")
+                   help="replay every change from this revision, then follow (0: list current "
+                   "owners first); fails with COMPACTED if that history was compacted")
     p.add_argument("--limit", type=_nonneg, default=0, help="stop after N lines")
 
     # producer ids
@@ -661,8 +667,6 @@ def register(sub: Any) -> None:
     p = leaf(se_sub, "open", cmd_session_open, cmd_session_open.__doc__ or "")
     p.add_argument("--name", default="coord-cli")
     p.add_argument("--ttl", type=float, default=10.0, help="seconds (default 10)")
-    p.add_argument("--read-only-ok", action="store_true",
-                   help="keep the session usable while the cluster is read-only")
     p = leaf(se_sub, "keepalive", cmd_session_keepalive, cmd_session_keepalive.__doc__ or "")
     p.add_argument("session_id", type=int)
     p.add_argument("--ttl", type=float, default=10.0,

@@ -243,7 +243,9 @@ class Client:
 
     def watch_owners(self, group: str, prefix: str = "", *,
                      from_revision: int = 0) -> Stream[OwnerChange]:
-        """Current owners (snapshot=True) then changes; survives member failures."""
+        """Current owners (snapshot=True) then changes; with `from_revision`, every change
+        since that revision (frees included) then live ones, or CompactedError if that
+        history is gone. Survives member failures without gaps or repeats."""
         return Stream(self, c.OwnersCursor(group, prefix, from_revision))
 
     # -- sessions -----------------------------------------------------------------------
@@ -367,10 +369,14 @@ class Stream(Generic[T]):
                 self.cancel()
                 raise
 
-    def _open(self) -> None:
+    def _pin(self) -> None:
+        """Resolve where the stream starts (a watch "from now": the current revision + 1)."""
         start = self._cursor.start_call()
         if start is not None:
             self._cursor.started(self._client._run(start))
+
+    def _open(self) -> None:
+        self._pin()
         self._index, stubs = self._client.current()
         call = stubs.method(self._cursor.service, self._cursor.method)(
             self._cursor.request(), metadata=self._client.metadata
@@ -401,6 +407,9 @@ class Stream(Generic[T]):
     close = cancel
 
     def __enter__(self) -> Stream[T]:
+        """Entering starts the watch: "from now" means from here, so changes made in the
+        block before the first read are delivered too (the stream opens lazily)."""
+        self._pin()
         return self
 
     def __exit__(self, *exc: object) -> None:

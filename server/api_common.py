@@ -84,6 +84,8 @@ async def check(context: grpc.aio.ServicerContext, result: Any) -> Any:
                 "generation": str(first.generation),
                 "conflicts": str(len(conflicts)),
             }
+        if getattr(result, "compact_revision", 0):
+            metadata["compact_revision"] = str(result.compact_revision)
         await abort(context, result_code(result.error), result.error, result.message, metadata)
     return result
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import grpc
 
 from coord.sm import commands as c
-from coord.sm.records import Claim, Owner
+from coord.sm.records import Claim, Owner, OwnershipEvent
 from coord.v1 import coord_pb2 as pb
 from coord.v1 import coord_pb2_grpc
 
-from .api_common import admit_reader, read, write
+from .api_common import admit_reader, check, read, write
 from .convert import owner_to_pb
 from .coordinator import Coordinator
 from .events import EventHub
@@ -58,27 +58,49 @@ class OwnershipService(coord_pb2_grpc.OwnershipServicer):
         )
 
     async def WatchOwners(self, request, context):  # noqa: N802
-        """First the current owners (those changed at or after `from_revision`), flagged
-        `snapshot`, then every change as it is applied."""
+        """from_revision 0: the current owners (flagged `snapshot`), then every change as
+        it is applied. from_revision > 0: like an etcd watch, every change at or after it
+        from the replicated history (frees included, which a listing cannot show), then
+        live changes; a compacted start fails with COMPACTED (see proto). We subscribe
+        before reading (no await in between), so a change applied around the read reaches
+        the subscription as well: live changes at or below the revision the read saw are
+        dropped. Nothing falls in a gap and nothing arrives twice."""
         if not await admit_reader(context, self.coord):
             await self.coord.barrier()
-        sub = self.hub.watch_owners(request.group, request.prefix)
+        group, prefix, start = request.group, request.prefix, request.from_revision
+        sub = self.hub.watch_owners(group, prefix)
         try:
-            res = self.coord.machine.query(c.ListOwners(request.group, request.prefix))
-            for o in res.owners:
-                if o.revision >= request.from_revision:
-                    yield pb.OwnerChange(group=request.group, owner=owner_to_pb(o), snapshot=True)
+            if start:
+                hist = await check(context, self.coord.machine.query(
+                    c.OwnerEventsSince(start, group, prefix)))
+                seen = max(hist.revision, start - 1)  # a future start waits for it
+                for event in hist.events:
+                    yield _change(event)
+            else:
+                listing = await check(context, self.coord.machine.query(
+                    c.ListOwners(group, prefix)))
+                seen = listing.revision
+                for o in listing.owners:
+                    yield pb.OwnerChange(group=group, owner=owner_to_pb(o), snapshot=True)
             while True:
                 event = await sub.queue.get()
                 if sub.overflowed:
                     await context.abort(
-                        grpc.StatusCode.RESOURCE_EXHAUSTED, "owner watcher fell behind; resubscribe"
+                        grpc.StatusCode.RESOURCE_EXHAUSTED,
+                        "owner watcher fell behind; resume from the last revision received",
                     )
                 if isinstance(event, ModeChange):
                     if event.mode != READ_WRITE:
                         await admit_reader(context, self.coord)  # or NO_QUORUM: move on
+                    yield pb.OwnerChange(group=group, kind="mode", mode=event.mode)
                     continue
-                owner = Owner(event.resource, event.owner, event.generation, event.revision)
-                yield pb.OwnerChange(group=event.group, owner=owner_to_pb(owner))
+                if event.revision <= seen:
+                    continue
+                yield _change(event)
         finally:
             self.hub.cancel(sub)
+
+
+def _change(event: OwnershipEvent) -> pb.OwnerChange:
+    owner = Owner(event.resource, event.owner, event.generation, event.revision)
+    return pb.OwnerChange(group=event.group, owner=owner_to_pb(owner), kind=event.kind)

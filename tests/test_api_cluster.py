@@ -1,17 +1,20 @@
 """The client API against real `coord serve` processes on 127.0.0.1, through the
-client library: ownership failover, severing, PID blocks across leader kills,
-linearizable reads across members, and bad input."""
+client library: ownership failover, severing, WatchOwners replaying history, PID blocks
+across leader kills, linearizable reads across members, and bad input."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+import threading
 import time
+from typing import Any
 
 import pytest
 
 from coord.client import Client
-from coord.client.errors import CoordError, InvalidArgumentError
+from coord.client.errors import CompactedError, CoordError, InvalidArgumentError
 from coord.testing import LocalCluster
 
 pytestmark = pytest.mark.cluster
@@ -166,3 +169,86 @@ def test_session_outlives_its_member_and_a_leader_failover(cluster3: LocalCluste
                 time.sleep(0.1)
             owner = watcher.get_owner("g", "keep")
             assert owner.session_id == s.id and owner.generation == 1
+
+
+def take(stream: Any, n: int, limit_s: float) -> list:
+    """The next `n` items of a sync stream, read in a thread so a missing item fails the
+    test after `limit_s` (cancelling the stream) instead of hanging it."""
+    got: list = []
+    failure: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            for item in stream:
+                got.append(item)
+                if len(got) == n:
+                    return
+        except BaseException as e:  # noqa: BLE001 - handed to the test thread
+            failure.append(e)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(limit_s)
+    if reader.is_alive():
+        stream.cancel()
+        reader.join(5.0)
+        raise AssertionError(f"got {len(got)} of {n} items within {limit_s}s: {got}")
+    if failure:
+        raise failure[0]
+    return got
+
+
+def changes(items: list) -> list[tuple]:
+    return [(ch.owner.resource, ch.kind, ch.owner.session_id, ch.owner.generation,
+             ch.owner.revision) for ch in items]
+
+
+def test_watch_owners_from_a_past_revision_replays_every_change(cluster3: LocalCluster):
+    """A router reconnecting with from_revision learns everything it missed — frees
+    included — in order with the right generations, then follows live changes with no
+    repeat; a compacted start is refused with the compact revision."""
+    follower = next(n for n in cluster3.members if n != cluster3.wait_for_leader())
+    with Client(cluster3.endpoints) as c, Client([cluster3.members[follower].listen]) as w:
+        a = c.session(name="a", ttl=30)
+        with c.session(name="b", ttl=30) as b:
+            r1 = a.own("routes", [("p0", 1), ("p1", 1), ("p2", 1)]).header.revision
+            r2 = a.release("routes", ["p0"]).header.revision
+            r3 = b.own("routes", [("p0", 1)]).header.revision  # reclaim: generation 2
+            r4 = b.own("routes", [("p1", 1)]).header.revision  # takes p1, severs a
+            assert a.fenced.wait(5.0)
+            expected = [
+                ("p0", "grant", a.id, 1, r1), ("p1", "grant", a.id, 1, r1),
+                ("p2", "grant", a.id, 1, r1),
+                ("p0", "release", 0, 1, r2),
+                ("p0", "grant", b.id, 2, r3),
+                ("p2", "sever", 0, 1, r4), ("p1", "grant", b.id, 2, r4),
+            ]
+            stream = w.watch_owners("routes", from_revision=r1)
+            try:
+                replayed = take(stream, len(expected), 10.0)
+                assert changes(replayed) == expected
+                assert not any(ch.snapshot for ch in replayed)
+                r5 = b.release("routes", ["p0"]).header.revision
+                r6 = b.own("routes", [("p2", 1)]).header.revision
+                assert changes(take(stream, 2, 10.0)) == [
+                    ("p0", "release", 0, 2, r5), ("p2", "grant", b.id, 2, r6)]
+            finally:
+                stream.cancel()
+
+            # The same replay through the CLI, from a later revision.
+            out = subprocess.run(
+                [sys.executable, "-m", "coord", "watch-owners", "routes", "--from-revision",
+                 str(r3), "--limit", "3", "--json", "--endpoints", ",".join(cluster3.endpoints)],
+                capture_output=True, text=True, timeout=30, check=True)
+            lines = [json.loads(x) for x in out.stdout.splitlines()]
+            assert [(x["owner"]["resource"], x["kind"], x["owner"]["revision"])
+                    for x in lines] == [("p0", "grant", r3), ("p2", "sever", r4),
+                                        ("p1", "grant", r4)]
+
+            c.compact(r2)
+            with pytest.raises(CompactedError) as err:
+                take(w.watch_owners("routes", from_revision=r1), 1, 10.0)
+            assert err.value.compact_revision == r2
+            assert changes(take(w.watch_owners("routes", from_revision=r2 + 1), 1, 10.0)) == [
+                ("p0", "grant", b.id, 2, r3)]
+        a.close()

@@ -23,7 +23,17 @@ from coord.sm.errors import (
     UNKNOWN_SESSION,
 )
 from coord.sm.machine import RESULT_TYPES, CoordMachine
-from coord.sm.records import Claim, Conflict, Grant, KeyValue, Owner, WatchEvent
+from coord.sm.records import (
+    EXPIRE,
+    GRANT,
+    Claim,
+    Conflict,
+    Grant,
+    KeyValue,
+    Owner,
+    OwnershipEvent,
+    WatchEvent,
+)
 from coord.statemachine import StateMachine
 
 SAMPLE_COMMANDS = [
@@ -42,6 +52,7 @@ SAMPLE_COMMANDS = [
     c.Release(1, "g", ("t/0",), "rel"),
     c.GetOwner("g", "t/0"),
     c.ListOwners("g", "t/"),
+    c.OwnerEventsSince(4, "g", "t/"),
     c.AllocatePidBlock("broker", 100, "b"),
     c.LeasePid("orders", 3, -1, 12345, "l"),
     c.InitProducer("app", "i"),
@@ -61,6 +72,9 @@ SAMPLE_RESULTS = [
     res.OwnResult(group="g", grants=(Grant("r", 2, 9),), severed=(4,),
                   conflicts=(Conflict("x", 3, 7),)),
     res.ListOwnersResult(owners=(Owner("r", 1, 2, 3),)),
+    res.OwnerEventsResult(group="g", events=(OwnershipEvent("g", "r", 1, 2, 3, GRANT),
+                                             OwnershipEvent("g", "r", 0, 2, 4, EXPIRE)),
+                          compact_revision=2),
     res.LeasePidResult(pid=1, generation=2, sequence_number=0, expire_ms=99),
 ]
 
@@ -308,6 +322,7 @@ any_command = st.one_of(
     st.builds(c.CheckProducer, st.sampled_from(["p", "q"]), st.integers(1, 3),
               st.integers(0, 2)),
     st.builds(c.GetOwner, st.just("g"), RESOURCES),
+    st.builds(c.OwnerEventsSince, st.integers(1, 12), st.sampled_from(["g", "h"])),
 )
 PREFIX = [(c.OpenSession("s", 5_000), 0)] * 3  # so most session ids are live at first
 log_entries = st.lists(st.tuples(any_command, st.integers(0, 3_000)), min_size=1,
@@ -324,7 +339,8 @@ def run_log(m: CoordMachine, entries, start_time: int = 0) -> tuple[list[bytes],
 
 
 def fresh() -> CoordMachine:
-    return CoordMachine(pid_lifetime_ms=5_000, pid_capacity=4, request_capacity=3)
+    return CoordMachine(pid_lifetime_ms=5_000, pid_capacity=4, request_capacity=3,
+                        owner_history_limit=6)
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])

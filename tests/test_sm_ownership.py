@@ -11,7 +11,9 @@ from coord.sm.errors import INVALID_ARGUMENT, OWNED_BY_HIGHER_GENERATION, UNKNOW
 from coord.sm.machine import CoordMachine
 from coord.sm.records import (
     EXPIRED,
+    GRANT,
     RELEASED,
+    SEVER,
     SEVERED,
     Claim,
     Conflict,
@@ -45,7 +47,7 @@ def test_no_owner_first_claim_ever_gets_generation_1():
     r = own(m, a, ("t/0", 7))
     assert r.ok and r.grants[0].generation == 1 and r.grants[0].revision == r.revision
     assert owner(m, "t/0") == (a, 1)
-    assert m.drain_events() == [OwnershipEvent("g", "t/0", a, 1, r.revision)]
+    assert m.drain_events() == [OwnershipEvent("g", "t/0", a, 1, r.revision, GRANT)]
 
 
 def test_freed_resource_remembers_generation_next_owner_gets_last_plus_1():
@@ -101,8 +103,8 @@ def test_owner_with_lower_or_equal_generation_is_severed():
     severed = [e for e in events if isinstance(e, SessionEvent)]
     assert severed == [SessionEvent(SEVERED, a, r.revision, group="g", resource="t/0",
                                     generation=5, new_owner=b, claims=(Claim("t/0", 5),))]
-    assert OwnershipEvent("g", "t/1", 0, 1, r.revision) in events
-    assert OwnershipEvent("g", "t/0", b, 5, r.revision) in events
+    assert OwnershipEvent("g", "t/1", 0, 1, r.revision, SEVER) in events
+    assert OwnershipEvent("g", "t/0", b, 5, r.revision, GRANT) in events
     assert any(isinstance(e, WatchEvent) and e.type == "DELETE" for e in events)
     # equal generation also severs: b holds 5, a new session requests 5
     d = m.execute(c.OpenSession("d", 10_000)).session_id

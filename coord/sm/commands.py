@@ -36,6 +36,7 @@ __all__ = [
     "ListOwners",
     "OpenSession",
     "Own",
+    "OwnerEventsSince",
     "Put",
     "Range",
     "READ_COMMANDS",
@@ -209,6 +210,16 @@ class ListOwners:
     prefix: str = ""
 
 
+@dataclass(frozen=True)
+class OwnerEventsSince:
+    """Ownership changes in `group` under `prefix` at revisions >= `revision`: a
+    WatchOwners starting in the past."""
+
+    revision: int
+    group: str
+    prefix: str = ""
+
+
 # -- producer ids ------------------------------------------------------------------------
 
 
@@ -252,8 +263,8 @@ class Barrier:
 
 Command = (
     Put | Range | DeleteRange | Txn | Compact | EventsSince | OpenSession | CloseSession
-    | ExpireSessions | Own | Release | GetOwner | ListOwners | AllocatePidBlock | LeasePid
-    | InitProducer | CheckProducer | Barrier
+    | ExpireSessions | Own | Release | GetOwner | ListOwners | OwnerEventsSince
+    | AllocatePidBlock | LeasePid | InitProducer | CheckProducer | Barrier
 )
 
 _TAGS: dict[type, int] = {
@@ -270,6 +281,7 @@ _TAGS: dict[type, int] = {
     Release: 21,
     GetOwner: 22,
     ListOwners: 23,
+    OwnerEventsSince: 24,
     AllocatePidBlock: 30,
     LeasePid: 31,
     InitProducer: 32,
@@ -279,7 +291,7 @@ _TAGS: dict[type, int] = {
 _BY_TAG: dict[int, type] = {tag: cls for cls, tag in _TAGS.items()}
 
 READ_COMMANDS: frozenset[type] = frozenset(
-    {Range, EventsSince, GetOwner, ListOwners, CheckProducer, Barrier}
+    {Range, EventsSince, GetOwner, ListOwners, OwnerEventsSince, CheckProducer, Barrier}
 )
 
 

@@ -18,7 +18,7 @@ from coord.sm import codec, limits
 from coord.sm.commands import CREATE, MOD, OPS, TARGETS, VALUE, Compare, DeleteRange, Put, Range
 from coord.sm.errors import COMPACTED, FUTURE_REVISION, INVALID_ARGUMENT, TOO_LARGE, CommandError
 from coord.sm.ledger import operation
-from coord.sm.records import DELETE, PUT, KeyValue, WatchEvent
+from coord.sm.records import DELETE, PUT, KeyValue, SessionEvent, WatchEvent
 from coord.sm.results import (
     CompactResult,
     DeleteRangeResult,
@@ -351,9 +351,9 @@ class KVStore:
         self._history_revs.append(event.revision)
         self.ledger.emit(event)
 
-    def _release_session(self, session: Session, revision: int) -> None:
+    def _release_session(self, session: Session, ended: SessionEvent) -> None:
         for key in sorted(session.keys):
-            self._delete(key, revision)
+            self._delete(key, ended.revision)
 
     # -- snapshot ------------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ from coord.sm.errors import INVALID_ARGUMENT, REQUEST_ID_REUSED, TOO_LARGE
 from coord.sm.kv import KVStore
 from coord.sm.ledger import Ledger
 from coord.sm.limits import MAX_REQUEST_ID_BYTES, utf8_len
+from coord.sm.owner_history import DEFAULT_HISTORY_LIMIT
 from coord.sm.ownership import OwnershipTable
 from coord.sm.pids import DEFAULT_PID_CAPACITY, DEFAULT_PID_LIFETIME_MS, PidAllocator
 from coord.sm.records import Event
@@ -32,6 +33,7 @@ from coord.sm.results import (
     ExpireResult,
     LeasePidResult,
     ListOwnersResult,
+    OwnerEventsResult,
     OwnerResult,
     OwnResult,
     PidBlockResult,
@@ -55,7 +57,8 @@ RESULT_TYPES: dict[type, type[Result]] = {
     c.Txn: TxnResult, c.Compact: CompactResult, c.EventsSince: EventsResult,
     c.OpenSession: SessionResult, c.CloseSession: SessionResult, c.ExpireSessions: ExpireResult,
     c.Own: OwnResult, c.Release: ReleaseResult, c.GetOwner: OwnerResult,
-    c.ListOwners: ListOwnersResult, c.AllocatePidBlock: PidBlockResult,
+    c.ListOwners: ListOwnersResult, c.OwnerEventsSince: OwnerEventsResult,
+    c.AllocatePidBlock: PidBlockResult,
     c.LeasePid: LeasePidResult, c.InitProducer: ProducerResult, c.CheckProducer: ProducerResult,
     c.Barrier: Result,
 }
@@ -69,9 +72,11 @@ class CoordMachine:
         pid_capacity: int = DEFAULT_PID_CAPACITY,
         request_capacity: int = DEFAULT_REQUEST_CAPACITY,
         request_bytes: int = DEFAULT_REQUEST_BYTES,
+        owner_history_limit: int = DEFAULT_HISTORY_LIMIT,
     ) -> None:
         self.config = {"pid_lifetime_ms": pid_lifetime_ms, "pid_capacity": pid_capacity,
-                       "request_capacity": request_capacity, "request_bytes": request_bytes}
+                       "request_capacity": request_capacity, "request_bytes": request_bytes,
+                       "owner_history_limit": owner_history_limit}
         self._build(self.config)
 
     def _build(self, config: dict[str, int]) -> None:
@@ -79,7 +84,7 @@ class CoordMachine:
         self.ledger = Ledger()
         self.sessions = SessionTable(self.ledger)
         self.kv = KVStore(self.sessions)
-        self.ownership = OwnershipTable(self.sessions)
+        self.ownership = OwnershipTable(self.sessions, config["owner_history_limit"])
         self.pids = PidAllocator(self.ledger, pid_lifetime_ms=config["pid_lifetime_ms"],
                                  pid_capacity=config["pid_capacity"])
         self.clock_ms = 0  # the largest leader clock reading applied so far
@@ -160,7 +165,12 @@ class CoordMachine:
         return self.kv.txn(cmd.compares, cmd.success, cmd.failure)
 
     def _compact(self, cmd: c.Compact, now: int) -> Result:
-        return self.kv.compact(cmd.revision)
+        """One compaction revision for the cluster: the KV history and the ownership
+        history forget the same revisions."""
+        result = self.kv.compact(cmd.revision)
+        if result.ok:
+            self.ownership.history.compact(cmd.revision)
+        return result
 
     def _events_since(self, cmd: c.EventsSince, now: int) -> Result:
         return self.kv.events_since(cmd.revision, cmd.key, cmd.range_end)
@@ -179,6 +189,9 @@ class CoordMachine:
 
     def _release(self, cmd: c.Release, now: int) -> Result:
         return self.ownership.release(cmd.session_id, cmd.group, cmd.resources)
+
+    def _owner_events_since(self, cmd: c.OwnerEventsSince, now: int) -> Result:
+        return self.ownership.events_since(cmd.revision, cmd.group, cmd.prefix)
 
     def _get_owner(self, cmd: c.GetOwner, now: int) -> Result:
         return self.ownership.get_owner(cmd.group, cmd.resource)
@@ -206,7 +219,8 @@ class CoordMachine:
         c.Put: _put, c.Range: _range, c.DeleteRange: _delete_range, c.Txn: _txn,
         c.Compact: _compact, c.EventsSince: _events_since, c.OpenSession: _open,
         c.CloseSession: _close, c.ExpireSessions: _expire, c.Own: _own, c.Release: _release,
-        c.GetOwner: _get_owner, c.ListOwners: _list_owners, c.AllocatePidBlock: _pid_block,
+        c.GetOwner: _get_owner, c.ListOwners: _list_owners,
+        c.OwnerEventsSince: _owner_events_since, c.AllocatePidBlock: _pid_block,
         c.LeasePid: _lease_pid, c.InitProducer: _init_producer,
         c.CheckProducer: _check_producer, c.Barrier: _barrier,
     }
@@ -223,6 +237,7 @@ class CoordMachine:
             "sessions": self.sessions.to_state(),
             "kv": self.kv.to_state(),
             "ownership": self.ownership.to_state(),
+            "owner_history": self.ownership.history.to_state(),
             "pids": self.pids.to_state(),
             "recent": [[rid, tag, base64.b64encode(data).decode("ascii")]
                        for rid, (tag, data) in self.recent.items()],
@@ -240,14 +255,20 @@ class CoordMachine:
             if type(state) is not dict or state.get("format") != SNAPSHOT_FORMAT:
                 raise ValueError("unknown snapshot format")
             config = {k: codec.from_plain(int, v) for k, v in state["config"].items()}
-            if config.keys() != self.config.keys():
+            if not config.keys() <= self.config.keys():
                 raise ValueError("snapshot config does not match")
+            # A snapshot from before a setting existed gets this machine's value for it.
+            config = {**self.config, **config}
             self._build(config)
             self.ledger.revision = codec.from_plain(int, state["revision"])
             self.clock_ms = codec.from_plain(int, state["clock_ms"])
             self.sessions.load_state(state["sessions"])
             self.kv.load_state(state["kv"])
             self.ownership.load_state(state["ownership"])
+            if "owner_history" in state:
+                self.ownership.history.load_state(state["owner_history"])
+            else:  # the snapshot predates the history: nothing before it can be replayed
+                self.ownership.history.compact(self.revision)
             self.pids.load_state(state["pids"])
             for rid, tag, data64 in state["recent"]:
                 self.recent.put(codec.from_plain(str, rid),

@@ -12,6 +12,8 @@ The seed's `own` API, judged per resource against the state before the command:
 One `own` is all-or-nothing: if any resource fails, nothing changes and the result lists
 every conflict. Grants carry the revision they happened at (an idempotent grant keeps its
 original revision). Resource slots are kept after release so generations never repeat.
+Every change is also recorded, with why it happened, in a bounded `OwnerHistory`, so a
+watch can replay what it missed (`events_since`).
 """
 
 from __future__ import annotations
@@ -19,12 +21,37 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from coord.sm import limits
+from coord.sm import codec, limits
 from coord.sm.errors import INVALID_ARGUMENT, OWNED_BY_HIGHER_GENERATION, TOO_LARGE, CommandError
 from coord.sm.ledger import operation
-from coord.sm.records import Claim, Conflict, Grant, Owner, OwnershipEvent
-from coord.sm.results import ListOwnersResult, OwnerResult, OwnResult, ReleaseResult
+from coord.sm.owner_history import DEFAULT_HISTORY_LIMIT, OwnerHistory
+from coord.sm.records import (
+    EXPIRE,
+    EXPIRED,
+    GRANT,
+    RELEASE,
+    RELEASED,
+    RESET,
+    SEVER,
+    SEVERED,
+    Claim,
+    Conflict,
+    Grant,
+    Owner,
+    OwnershipEvent,
+    SessionEvent,
+)
+from coord.sm.results import (
+    ListOwnersResult,
+    OwnerEventsResult,
+    OwnerResult,
+    OwnResult,
+    ReleaseResult,
+)
 from coord.sm.sessions import Session, SessionTable
+
+# What a session's end means for each resource it held.
+_END_KINDS = {RELEASED: RELEASE, EXPIRED: EXPIRE, SEVERED: SEVER}
 
 
 class _Slot:
@@ -53,9 +80,12 @@ def _check_count(items: Any, what: str) -> None:
 
 
 class OwnershipTable:
-    def __init__(self, sessions: SessionTable | None = None) -> None:
+    def __init__(
+        self, sessions: SessionTable | None = None, history_limit: int = DEFAULT_HISTORY_LIMIT
+    ) -> None:
         self.sessions = SessionTable() if sessions is None else sessions
         self.ledger = self.sessions.ledger
+        self.history = OwnerHistory(history_limit)
         self._groups: dict[str, dict[str, _Slot]] = {}
         self.sessions.add_releaser(self._release_session)
 
@@ -79,7 +109,8 @@ class OwnershipTable:
 
         # Judge every claim against the state before the command.
         slots = self._groups.get(group, {})
-        plan: list[tuple[str, int, _Slot | None]] = []  # (resource, new generation, slot)
+        # (resource, new generation, slot, kind of change)
+        plan: list[tuple[str, int, _Slot | None, str]] = []
         kept: dict[str, _Slot] = {}  # already the requester's
         victims: dict[int, list[Claim]] = {}
         conflicts: list[Conflict] = []
@@ -99,7 +130,8 @@ class OwnershipTable:
             else:
                 generation = max(slot.generation, requested) + 1
                 victims.setdefault(slot.owner, []).append(Claim(resource, generation))
-            plan.append((resource, generation, slot))
+            kind = RESET if requested == 0 and slot is not None else GRANT
+            plan.append((resource, generation, slot, kind))
         if conflicts:
             first = conflicts[0]
             return OwnResult(
@@ -120,13 +152,14 @@ class OwnershipTable:
                     owned.discard((group, claim.resource))
             for owner, taken in victims.items():
                 self.sessions.sever(owner, group, taken, new_owner=session_id)
-            for resource, generation, slot in plan:
+            for resource, generation, slot, kind in plan:
                 if slot is None:
                     slots[resource] = _Slot(session_id, generation, revision)
                 else:
                     slot.owner, slot.generation, slot.revision = session_id, generation, revision
                 requester.owned.add((group, resource))
-                self.ledger.emit(OwnershipEvent(group, resource, session_id, generation, revision))
+                self._changed(OwnershipEvent(group, resource, session_id, generation, revision,
+                                             kind))
         grants = []
         for resource, _ in claims:
             slot = kept.get(resource) or slots[resource]
@@ -150,7 +183,7 @@ class OwnershipTable:
         revision = self.ledger.touch()
         for resource in mine:
             session.owned.discard((group, resource))
-            self._free(group, resource, slots[resource], revision)
+            self._free(group, resource, slots[resource], revision, RELEASE)
         return ReleaseResult(revision=revision, group=group, released=tuple(mine))
 
     @operation(OwnerResult)
@@ -175,16 +208,35 @@ class OwnershipTable:
             slots.items()) if s.owner and r.startswith(prefix))
         return ListOwnersResult(revision=self.ledger.head, group=group, owners=owners)
 
+    @operation(OwnerEventsResult)
+    def events_since(self, revision: int, group: str, prefix: str = "") -> OwnerEventsResult:
+        """Changes in `group` under `prefix` at revisions >= `revision`, for a watch
+        starting there; COMPACTED (with the compact revision) if some were forgotten."""
+        _check_name(group, "group")
+        if type(prefix) is not str:
+            raise CommandError(INVALID_ARGUMENT, "prefix must be a str")
+        if type(revision) is not int or not 1 <= revision <= codec.INT64_MAX:
+            raise CommandError(INVALID_ARGUMENT, f"revision must be an int >= 1, got "
+                               f"{revision!r:.40}")
+        events = self.history.since(revision, group, prefix)
+        return OwnerEventsResult(revision=self.ledger.head, group=group, events=events,
+                                 compact_revision=self.history.compact_revision)
+
     def owned_count(self) -> int:
         return sum(1 for slots in self._groups.values() for s in slots.values() if s.owner)
 
-    def _free(self, group: str, resource: str, slot: _Slot, revision: int) -> None:
+    def _free(self, group: str, resource: str, slot: _Slot, revision: int, kind: str) -> None:
         slot.owner, slot.revision = 0, revision
-        self.ledger.emit(OwnershipEvent(group, resource, 0, slot.generation, revision))
+        self._changed(OwnershipEvent(group, resource, 0, slot.generation, revision, kind))
 
-    def _release_session(self, session: Session, revision: int) -> None:
+    def _changed(self, event: OwnershipEvent) -> None:
+        self.history.append(event)
+        self.ledger.emit(event)
+
+    def _release_session(self, session: Session, ended: SessionEvent) -> None:
+        kind = _END_KINDS[ended.type]
         for group, resource in sorted(session.owned):
-            self._free(group, resource, self._groups[group][resource], revision)
+            self._free(group, resource, self._groups[group][resource], ended.revision, kind)
         session.owned.clear()
 
     # -- snapshot ------------------------------------------------------------------------
@@ -209,4 +261,5 @@ class OwnershipTable:
             self._groups[group] = slots
 
     def describe(self) -> dict:
-        return {"groups": len(self._groups), "owned_resources": self.owned_count()}
+        return {"groups": len(self._groups), "owned_resources": self.owned_count(),
+                **self.history.describe()}

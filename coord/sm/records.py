@@ -17,6 +17,15 @@ RELEASED = "released"  # the session was closed by its client
 EXPIRED = "expired"  # the leader saw its TTL run out
 SEVERED = "severed"  # another session claimed one of its resources
 
+# Why an ownership change happened (`OwnershipEvent.kind`), so a router replaying history
+# can tell a graceful hand-off from a lost owner.
+GRANT = "grant"  # claimed: free, or taken over at a higher generation (severing the owner)
+RESET = "reset"  # claimed at generation 0: the generation restarts at 1
+RELEASE = "release"  # released, or its session was closed
+EXPIRE = "expire"  # its session's TTL ran out
+SEVER = "sever"  # its session was severed by a claim on another of its resources
+OWNERSHIP_KINDS = frozenset({GRANT, RESET, RELEASE, EXPIRE, SEVER})
+
 
 class Claim(NamedTuple):
     """One (resource, generation) pair of an own request."""
@@ -72,13 +81,16 @@ class WatchEvent:
 
 @dataclass(frozen=True, slots=True)
 class OwnershipEvent:
-    """A change of owner for (group, resource); owner 0 means it was released."""
+    """A change of owner for (group, resource); owner 0 means it was freed. `kind` says
+    why (GRANT, RESET, RELEASE, EXPIRE or SEVER); `generation` is the new owner's, or
+    the freed resource's last."""
 
     group: str
     resource: str
     owner: int
     generation: int
     revision: int
+    kind: str
 
 
 @dataclass(frozen=True, slots=True)

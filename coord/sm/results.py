@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from coord.sm import codec
-from coord.sm.records import Conflict, Grant, KeyValue, Owner, WatchEvent
+from coord.sm.records import Conflict, Grant, KeyValue, Owner, OwnershipEvent, WatchEvent
 
 FORMAT_VERSION = 1
 
@@ -106,6 +106,13 @@ class ListOwnersResult(Result):
 
 
 @dataclass(frozen=True, kw_only=True)
+class OwnerEventsResult(Result):
+    group: str = ""
+    events: tuple[OwnershipEvent, ...] = ()  # in revision order
+    compact_revision: int = 0  # with COMPACTED: watches must start after this
+
+
+@dataclass(frozen=True, kw_only=True)
 class PidBlockResult(Result):
     start: int = 0  # the block is [start, start + size)
     size: int = 0
@@ -139,6 +146,7 @@ _TAGS: dict[type, int] = {
     ReleaseResult: 21,
     OwnerResult: 22,
     ListOwnersResult: 23,
+    OwnerEventsResult: 24,
     PidBlockResult: 30,
     LeasePidResult: 31,
     ProducerResult: 32,

@@ -32,8 +32,9 @@ class Session:
     keys: set[bytes] = field(default_factory=set)
 
 
-# Called with (session, revision) when a session ends, to release what it holds.
-Releaser = Callable[[Session, int], None]
+# Called with (session, the event ending it) when a session ends, to release what it
+# holds at the event's revision (the event's type says why, for those who record it).
+Releaser = Callable[[Session, SessionEvent], None]
 
 
 class SessionTable:
@@ -119,7 +120,7 @@ class SessionTable:
 
     def _end(self, session: Session, event: SessionEvent) -> int:
         for release in self._releasers:
-            release(session, event.revision)
+            release(session, event)
         self.ledger.emit(event)
         del self._sessions[session.id]
         return event.revision
