@@ -290,6 +290,7 @@ class Header:
     raft_term: int = 0
     member: str = ""
     read_only: bool = False  # served by a member without quorum: possibly stale
+    quorum_lost_ms: int = 0  # read_only: how long that member has been cut off
 
 
 @dataclass(frozen=True, slots=True)
@@ -462,7 +463,7 @@ class Producer:
 
 
 def header(h: pb.ResponseHeader) -> Header:
-    return Header(h.revision, h.raft_term, h.member, h.read_only)
+    return Header(h.revision, h.raft_term, h.member, h.read_only, h.quorum_lost_ms)
 
 
 def key_value(kv: pb.KeyValue) -> KeyValue:

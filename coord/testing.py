@@ -22,6 +22,7 @@ from typing import IO
 import grpc
 
 from coord.client.admin import AdminClient
+from coord.netfault import TcpGate
 
 
 def free_port() -> int:
@@ -39,7 +40,16 @@ class MemberProcess:
     log_path: Path
     proc: subprocess.Popen | None = None
     paused: bool = False
+    gate: TcpGate | None = field(default=None, repr=False)  # in front of peer_listen
     _pump: threading.Thread | None = field(default=None, repr=False)
+
+    @property
+    def peer_address(self) -> str:
+        """Where the other members reach this one: its gate, if it has one."""
+        if self.gate is None:
+            return self.peer_listen
+        host, port = self.gate.address
+        return f"{host}:{port}"
 
     @property
     def running(self) -> bool:
@@ -62,7 +72,10 @@ class LocalCluster:
         election_ticks: int | None = None,
         extra_args: list[str] | None = None,
         echo: Callable[[str, str], None] | None = None,
+        partitionable: bool = False,
     ) -> None:
+        """`partitionable`: members reach each other through TCP gates, so `cut_off()`
+        and `heal()` can partition a member (coord.netfault)."""
         if not 1 <= members <= 9:
             raise ValueError("members must be 1..9")
         self._tmp = data_dir is None
@@ -93,11 +106,14 @@ class LocalCluster:
                 self.root / name,
                 self.root / f"{name}.log",
             )
+            if partitionable:
+                host, port = self.members[name].peer_listen.rsplit(":", 1)
+                self.members[name].gate = TcpGate(free_port(), (host, int(port)))
 
     # -- lifecycle ----------------------------------------------------------------------
     @property
     def initial_cluster(self) -> str:
-        return ",".join(f"{m.name}={m.peer_listen}" for m in self.members.values())
+        return ",".join(f"{m.name}={m.peer_address}" for m in self.members.values())
 
     @property
     def endpoints(self) -> list[str]:
@@ -192,6 +208,9 @@ class LocalCluster:
                 except subprocess.TimeoutExpired:
                     m.proc.kill()
                     m.proc.wait()
+        for m in self.members.values():
+            if m.gate is not None:
+                m.gate.stop()
         if self._tmp:
             shutil.rmtree(self.root, ignore_errors=True)
 
@@ -234,6 +253,19 @@ class LocalCluster:
     def resume(self, name: str) -> None:
         self.members[name].proc.send_signal(signal.SIGCONT)
         self.members[name].paused = False
+
+    def cut_off(self, name: str) -> None:
+        """Partition `name` off: no other member's message reaches it (its client port
+        stays reachable). Needs `partitionable=True`."""
+        gate = self.members[name].gate
+        if gate is None:
+            raise ClusterError("cut_off needs LocalCluster(partitionable=True)")
+        gate.cut()
+
+    def heal(self, name: str) -> None:
+        gate = self.members[name].gate
+        if gate is not None:
+            gate.heal()
 
     def restart(self, name: str, timeout: float = 20.0) -> None:
         self.kill(name)

@@ -1,6 +1,7 @@
 """Read-only degradation on real `coord serve` processes: two of three members are
 SIGSTOPped, the survivor serves stale-but-flagged reads to read-only clients, refuses
-writes, tells sessions and watches; SIGCONT brings read-write service back."""
+writes, tells sessions and watches; SIGCONT brings read-write service back. And a
+minority member partitioned off (coord.netfault gates) while the majority writes."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 
 from coord.client import Client, CoordError, NoQuorumError, ReadOnlyError
 from coord.server.errors import reason_of
+from coord.testing import LocalCluster
 from coord.v1 import coord_pb2 as pb
 from coord.v1 import coord_pb2_grpc as pb_grpc
 
@@ -156,3 +158,54 @@ def _put_ok(client: Client) -> bool:
 def next_watch_mode(watched: queue.Queue, timeout: float = 5.0) -> str:
     return next_matching(watched, "MODE watch event",
                          lambda e: getattr(e, "type", None) == "MODE", timeout).mode
+
+
+def test_minority_member_cut_off_serves_stale_flagged_reads_then_catches_up(tmp_path):
+    with LocalCluster(3, data_dir=tmp_path / "c", partitionable=True) as cluster:
+        leader = cluster.wait_for_leader()
+        minority = next(n for n in cluster.members if n != leader)
+        majority = [cluster.members[n].listen for n in cluster.members if n != minority]
+        on_minority = cluster.members[minority].listen
+        pinned = Client([on_minority], read_only_ok=True, timeout=2.0)
+        writer = Client(majority, timeout=2.0)
+        mover = Client([on_minority, *majority], read_only_ok=True, timeout=2.0)
+        moves: queue.Queue = queue.Queue()
+        mover.add_mode_listener(moves.put)
+        try:
+            writer.put(b"k", b"v0")
+            wait_until("the minority has v0", lambda: _value(pinned, b"k") == b"v0")
+
+            cluster.cut_off(minority)
+            wait_until("minority read-only", lambda: mode_of(cluster, minority) == "read-only")
+            for i in range(1, 6):  # the majority keeps writing
+                writer.put(b"k", f"v{i}".encode())
+            latest = writer.range(b"k").header.revision
+
+            stale = pinned.range(b"k")
+            assert stale.header.read_only and stale.header.quorum_lost_ms > 0
+            assert stale.kvs[0].value == b"v0" and stale.header.revision < latest
+            with pytest.raises(ReadOnlyError):
+                pinned.put(b"k", b"from-the-minority")
+
+            # A read-only client that can reach the majority moves there by itself.
+            first = mover.range(b"k")
+            assert first.header.read_only and first.header.member == minority
+            change = moves.get(timeout=10)
+            assert change.moved and change.mode == "read-write" and change.member != minority
+            fresh = mover.range(b"k")
+            assert not fresh.header.read_only and fresh.kvs[0].value == b"v5"
+            mover.put(b"k2", b"written-after-moving")
+
+            cluster.heal(minority)
+            wait_until("minority read-write", lambda: mode_of(cluster, minority) == "read-write")
+            caught_up = pinned.range(b"k")
+            assert not caught_up.header.read_only
+            assert caught_up.kvs[0].value == b"v5" and caught_up.kvs[0].version == 6
+        finally:
+            for c in (pinned, writer, mover):
+                c.close()
+
+
+def _value(client: Client, key: bytes) -> bytes | None:
+    kv = client.get(key)
+    return None if kv is None else kv.value

@@ -1,0 +1,106 @@
+"""Network partitions on loopback, for fault tests: a TCP gate in front of a member's
+peer port. Other members reach the member only through its gate; `cut()` resets every
+connection through it and refuses new ones (a firewall REJECT), `heal()` lets traffic
+through again. Raft messages to a member travel only on connections to its peer port,
+so a cut member hears from nobody: it is partitioned off, while its client port stays
+reachable (this machine has no iptables; namespaces would need non-loopback
+addresses)."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+
+log = logging.getLogger(__name__)
+
+ACCEPT_POLL_S = 0.2
+CHUNK = 65536
+
+
+class TcpGate:
+    def __init__(self, listen_port: int, target: tuple[str, int]) -> None:
+        self.address = ("127.0.0.1", listen_port)
+        self.target = target
+        self._open = True
+        self._stopped = threading.Event()
+        self._lock = threading.Lock()
+        self._sockets: set[socket.socket] = set()
+        self._server = socket.create_server(self.address, reuse_port=False)
+        self._server.settimeout(ACCEPT_POLL_S)
+        self._thread = threading.Thread(target=self._accept_loop, daemon=True,
+                                        name=f"gate-{listen_port}")
+        self._thread.start()
+
+    @property
+    def is_open(self) -> bool:
+        return self._open
+
+    def cut(self) -> None:
+        """Reset every connection through the gate and refuse new ones."""
+        with self._lock:
+            self._open = False
+            socks, self._sockets = self._sockets, set()
+        for s in socks:
+            _close(s)
+
+    def heal(self) -> None:
+        self._open = True
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self.cut()
+        self._thread.join(2 * ACCEPT_POLL_S + 1)
+        self._server.close()
+
+    def _accept_loop(self) -> None:
+        while not self._stopped.is_set():
+            try:
+                conn, _ = self._server.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            if not self._open:
+                _close(conn)
+                continue
+            try:
+                upstream = socket.create_connection(self.target, timeout=1.0)
+            except OSError:
+                _close(conn)
+                continue
+            upstream.settimeout(None)
+            conn.settimeout(None)
+            with self._lock:
+                if not self._open:
+                    _close(conn)
+                    _close(upstream)
+                    continue
+                self._sockets.update((conn, upstream))
+            for src, dst in ((conn, upstream), (upstream, conn)):
+                threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+        """Copy until either side closes (a cut closes both)."""
+        try:
+            while True:
+                data = src.recv(CHUNK)
+                if not data:
+                    break
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            with self._lock:
+                self._sockets.discard(src)
+                self._sockets.discard(dst)
+            _close(src)
+            _close(dst)
+
+
+def _close(s: socket.socket) -> None:
+    try:
+        s.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    s.close()
