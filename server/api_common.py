@@ -50,7 +50,7 @@ async def write(
     """Commit `cmd`; its result's error aborts the call unless the API reports errors
     `in_band` (in the response message)."""
     try:
-        result = await coord.write(cmd, timeout=_timeout(context))
+        result = await coord.write(cmd, timeout=call_timeout(context))
     except (NodeError, ForwardedError) as e:
         await _fail(context, e)
     return result if in_band else await check(context, result)
@@ -60,13 +60,13 @@ async def read(
     context: grpc.aio.ServicerContext, coord: Coordinator, cmd: Any, serializable: bool = False
 ) -> Any:
     try:
-        result = await coord.read(cmd, serializable, timeout=_timeout(context))
+        result = await coord.read(cmd, serializable, timeout=call_timeout(context))
     except NodeError as e:
         await _fail(context, e)
     return await check(context, result)
 
 
-def _timeout(context: grpc.aio.ServicerContext, default: float = 5.0) -> float:
+def call_timeout(context: grpc.aio.ServicerContext, default: float = 5.0) -> float:
     remaining = context.time_remaining()
     return default if remaining is None else max(0.05, min(remaining - 0.05, 60.0))
 
