@@ -84,7 +84,7 @@ class _Stream:
         skip = frozenset({PUT} if pb.WatchCreateRequest.NOPUT in req.filters else set()) | \
             frozenset({DELETE} if pb.WatchCreateRequest.NODELETE in req.filters else set())
         w = _Watcher(wid, req.key or ALL, req.range_end, req.prev_kv, skip,
-                     req.progress_notify, floor=max(now, req.start_revision - 1))
+                     req.progress_notify, floor=max(0, req.start_revision - 1))
         out = [pb.WatchResponse(header=self.header(now), watch_id=wid, created=True)]
         if 0 < req.start_revision <= now:
             hist = self.coord.machine.query(c.EventsSince(req.start_revision, w.key, w.end))
@@ -97,6 +97,7 @@ class _Stream:
                     else f"etcdserver: {hist.message}"))
                 return out
             out += self.responses(hist.events, [w])
+        w.floor = max(w.floor, now)  # what is applied now came as history, or predates it
         self.watchers[wid] = w
         return out
 
