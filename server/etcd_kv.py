@@ -20,7 +20,7 @@ class EtcdKVService(rpc_pb2_grpc.KVServicer):
         self.coord = coord
 
     async def _write(self, cmd, context):
-        return err.check(await self.coord.write(cmd, timeout=call_timeout(context)))
+        return err.check(await self.coord.write(cmd, call_timeout(context), local_apply=True))
 
     @etcd_call
     async def Range(self, request, context):  # noqa: N802

@@ -42,7 +42,7 @@ class EtcdLeaseService(rpc_pb2_grpc.LeaseServicer):
         if request.ID < 0:
             raise err.EtcdError(err.Code.INVALID_ARGUMENT, "etcdserver: lease ID is negative")
         cmd = c.OpenSession(LEASE_SESSION_NAME, ttl_ms_of(request.TTL), session_id=request.ID)
-        res = err.check(await self.coord.write(cmd, timeout=call_timeout(context)))
+        res = err.check(await self.coord.write(cmd, call_timeout(context), local_apply=True))
         return pb.LeaseGrantResponse(header=conv.header(self.coord, res.revision),
                                      ID=res.session_id, TTL=res.ttl_ms // 1000)
 
@@ -51,7 +51,7 @@ class EtcdLeaseService(rpc_pb2_grpc.LeaseServicer):
         if request.ID <= 0:
             raise err.LEASE_NOT_FOUND
         cmd = c.CloseSession(request.ID)
-        res = err.check(await self.coord.write(cmd, timeout=call_timeout(context)))
+        res = err.check(await self.coord.write(cmd, call_timeout(context), local_apply=True))
         return pb.LeaseRevokeResponse(header=conv.header(self.coord, res.revision))
 
     async def LeaseKeepAlive(self, request_iterator, context):  # noqa: N802
