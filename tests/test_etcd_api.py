@@ -262,3 +262,26 @@ def test_a_lease_is_a_session_and_survives_a_leader_failover(etcd_cluster3):
         e.channel.close()
         if not c.members[leader].running:
             c.start_member(leader)
+
+
+def test_etcd_listen_and_progress_notifications(tmp_path):
+    from coord.testing import LocalCluster, free_port
+
+    extra = f"127.0.0.1:{free_port()}"
+    with LocalCluster(1, data_dir=tmp_path / "c", extra_args=[
+            "--etcd-listen", extra, "--etcd-progress-notify-ms", "300"]) as c:
+        c.wait_for_leader()
+        e = Etcd(extra)  # the second address serves the etcd API too
+        ws = WatchStream(e)
+        try:
+            rev = e.put(b"pn/k").header.revision
+            ws.send(create_request=pb.WatchCreateRequest(key=b"pn/", range_end=b"pn0",
+                                                         progress_notify=True))
+            ws.send(create_request=pb.WatchCreateRequest(key=b"other"))  # did not ask
+            assert ws.next().created and ws.next().created
+            notes = [ws.next(timeout=5) for _ in range(2)]  # bounded: two intervals
+            assert all(n.watch_id == 0 and not n.events and n.header.revision >= rev
+                       for n in notes)
+        finally:
+            ws.close()
+            e.channel.close()

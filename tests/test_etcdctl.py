@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.cluster, pytest.mark.etcd]
 @pytest.fixture(scope="module")
 def eps(etcd_cluster3):
     require_etcdctl()
-    return etcd_cluster3.endpoints
+    return etcd_cluster3.etcd_endpoints
 
 
 def js(eps, *args, **kw) -> dict:
