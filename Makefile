@@ -3,11 +3,11 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
-PROTOS := $(wildcard proto/coord/v1/*.proto)
+PROTOS := $(wildcard proto/coord/v1/*.proto proto/coord/etcdpb/*.proto)
 SEEDS  ?= 10000
 NODES  ?= 3
 
-.PHONY: all venv proto run test lint soak bench clean
+.PHONY: all venv proto run test lint soak bench clean etcd-tools
 
 all: test
 
@@ -17,15 +17,30 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-venv: $(STAMP) coord/v1/.generated
+venv: $(STAMP) coord/v1/.generated etcd-tools
+
+# etcdctl and etcd (Debian's etcd-client/etcd-server, 3.4): the etcd-compatibility tests
+# drive coord with clients nobody here wrote. Installed when missing and we are root with
+# apt; otherwise those tests say what is missing (and fail under CI=true).
+etcd-tools:
+	@if ! command -v etcdctl >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing etcd-client and etcd-server (Debian)"; \
+	    (apt-get install -y -q etcd-client etcd-server >/dev/null 2>&1 || \
+	     (apt-get update -q >/dev/null && apt-get install -y -q etcd-client etcd-server >/dev/null)) \
+	      || echo "warning: could not install etcd-client/etcd-server"; \
+	  else \
+	    echo "note: etcdctl is missing (apt-get install etcd-client etcd-server as root)"; \
+	  fi; \
+	fi
 
 # Generated protobuf/gRPC code is not committed; this target reproduces it from proto/.
 coord/v1/.generated: $(PROTOS) $(STAMP)
 	$(PY) -m grpc_tools.protoc -Iproto --python_out=. --pyi_out=. --grpc_python_out=. $(PROTOS)
-	touch $@
+	touch $@ coord/etcdpb/.generated
 
 proto: $(STAMP)
-	rm -f coord/v1/.generated
+	rm -f coord/v1/.generated coord/etcdpb/.generated
 	$(MAKE) coord/v1/.generated
 
 run: venv
@@ -46,3 +61,4 @@ bench: venv
 
 clean:
 	rm -rf $(VENV) coord/v1/*_pb2*.py coord/v1/*_pb2.pyi coord/v1/.generated
+	rm -f coord/etcdpb/*_pb2*.py coord/etcdpb/*_pb2.pyi coord/etcdpb/.generated

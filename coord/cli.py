@@ -55,6 +55,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         initial = parse_initial_cluster(args.initial_cluster)
         validate_address(args.listen)
         validate_address(args.peer_listen)
+        if args.etcd_listen:
+            validate_address(args.etcd_listen)
     except ValueError as e:
         raise SystemExit(f"coord serve: {e}") from None
     options = NodeOptions(
@@ -74,6 +76,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         join=args.initial_cluster_state == "existing",
         cluster_token=args.initial_cluster_token,
         read_only_mode=args.read_only_mode == "enabled",
+        etcd_listen=args.etcd_listen,
+        etcd_progress_notify_s=args.etcd_progress_notify_ms / 1000,
     )
 
     async def run() -> int:
@@ -233,6 +237,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="names the cluster (its id); the same for every member, joiners included",
     )
     s.add_argument("--cluster-secret-file", help="file holding the shared cluster secret")
+    s.add_argument(
+        "--etcd-listen",
+        default="",
+        help="also serve the etcd v3 API on HOST:PORT (it is always on --listen)",
+    )
+    s.add_argument(
+        "--etcd-progress-notify-ms",
+        type=int,
+        default=600_000,
+        help="etcd watch progress notifications, for watchers that ask, at most this often",
+    )
     s.add_argument("--tick-ms", type=int, default=50)
     s.add_argument("--election-ticks", type=int, default=12)
     s.add_argument("--heartbeat-ticks", type=int, default=2)

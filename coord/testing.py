@@ -119,6 +119,12 @@ class LocalCluster:
     def endpoints(self) -> list[str]:
         return [m.listen for m in self.members.values()]
 
+    @property
+    def etcd_endpoints(self) -> list[str]:
+        """Where etcd clients connect: every member serves the etcd v3 API on its client
+        port (`--etcd-listen` can add another address)."""
+        return self.endpoints
+
     def command(self, name: str) -> list[str]:
         m = self.members[name]
         return [

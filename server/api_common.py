@@ -98,7 +98,7 @@ async def write(
     if not coord.mode.serving_writes:
         await refuse(context, coord, _writer_read_only_ok(context, coord, cmd))
     try:
-        result = await coord.write(cmd, timeout=_timeout(context))
+        result = await coord.write(cmd, timeout=call_timeout(context))
     except Refused:
         await refuse(context, coord, _writer_read_only_ok(context, coord, cmd))
     except (NodeError, ForwardedError) as e:
@@ -120,7 +120,7 @@ async def read(
     if await admit_reader(context, coord):
         serializable = True  # read-only: this member's applied state is all there is
     try:
-        result = await coord.read(cmd, serializable, timeout=_timeout(context))
+        result = await coord.read(cmd, serializable, timeout=call_timeout(context))
     except NodeError as e:
         if not (coord.mode.read_only and read_only_ok(context, coord)):
             await _fail(context, e)
@@ -128,7 +128,7 @@ async def read(
     return await check(context, result)
 
 
-def _timeout(context: grpc.aio.ServicerContext, default: float = 5.0) -> float:
+def call_timeout(context: grpc.aio.ServicerContext, default: float = 5.0) -> float:
     remaining = context.time_remaining()
     return default if remaining is None else max(0.05, min(remaining - 0.05, 60.0))
 

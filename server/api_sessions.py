@@ -12,13 +12,15 @@ from coord.sm.records import SessionEvent
 from coord.v1 import coord_pb2 as pb
 from coord.v1 import coord_pb2_grpc
 
+from . import liveness
 from .api_common import admit_reader, write
 from .coordinator import Coordinator
 from .errors import abort, abort_node_error
 from .events import EventHub
+from .liveness import GONE
 from .mode import READ_WRITE, ModeChange
 from .node import NodeError
-from .session_tracker import GONE, SessionTracker
+from .session_tracker import SessionTracker
 
 log = logging.getLogger(__name__)
 
@@ -74,26 +76,7 @@ class SessionsService(coord_pb2_grpc.SessionsServicer):
             )
 
     async def _keepalive(self, session_id: int) -> int | None:
-        """The session's TTL once the leader renewed it, GONE if it is over, None if no
-        leader could say (the client keeps sending)."""
-        node = self.coord.node
-        if node.is_leader:
-            return self.tracker.keepalive(session_id)
-        leader = node.leader
-        if leader is None:
-            return None
-        link = self.coord.link
-        try:
-            resp = await link.stub(leader).KeepAlive(
-                pb.ForwardKeepAliveRequest(session_ids=[session_id]),
-                metadata=link.metadata(leader),
-                timeout=2.0,
-            )
-        except grpc.aio.AioRpcError as e:
-            log.debug("keepalive forward to %s failed: %s", leader.name, e.code().name)
-            return None
-        ttl = resp.ttl_ms[0] if resp.ttl_ms else 0
-        return None if ttl == 0 else ttl
+        return await liveness.renew(self.coord, self.tracker, session_id)
 
     async def Events(self, request, context):  # noqa: N802
         sid = request.session_id

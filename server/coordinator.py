@@ -51,12 +51,16 @@ class Coordinator:
             header.quorum_lost_ms = int(self.mode.cut_off_for() * 1000)
         return header
 
-    async def write(self, cmd: Any, timeout: float = 5.0) -> Any:
+    async def write(self, cmd: Any, timeout: float = 5.0, local_apply: bool = False) -> Any:
         """Commit `cmd` and return its decoded result.
 
         Every retryable command carries a request id (one is made up if the client sent
         none), so retrying after a lost reply or a leader change is safe: the state
-        machine answers a repeated id from memory instead of applying it twice."""
+        machine answers a repeated id from memory instead of applying it twice.
+
+        `local_apply`: also wait until this member has applied the command, so the
+        caller's next local read or watch here sees it (etcd answers a write only after
+        the member that took it applied it; its clients rely on that)."""
         if hasattr(cmd, "request_id") and not cmd.request_id:
             cmd = dataclasses.replace(cmd, request_id=f"srv-{uuid.uuid4().hex}")
         retry_safe = bool(getattr(cmd, "request_id", ""))
@@ -69,7 +73,10 @@ class Coordinator:
             if remaining <= 0:
                 raise Timeout(f"no leader committed the request within {timeout:.1f}s")
             try:
-                return c.decode_result(await self._propose(payload, remaining))
+                result, index = await self._propose(payload, remaining)
+                if local_apply and index:
+                    await self.node.wait_applied(index, max(0.05, deadline - time.monotonic()))
+                return c.decode_result(result)
             except (NotLeader, NoLeader):
                 pass  # not proposed anywhere: always safe to try again
             except (ProposalLost, Timeout, OutcomeUnknown):
@@ -86,11 +93,12 @@ class Coordinator:
                     raise ForwardedError(e) from None
             await asyncio.sleep(min(RETRY_PAUSE_S, max(0.0, deadline - time.monotonic())))
 
-    async def _propose(self, payload: bytes, timeout: float) -> bytes:
+    async def _propose(self, payload: bytes, timeout: float) -> tuple[bytes, int]:
+        """The encoded result and the log index it was applied at."""
         node = self.node
         if node.is_leader:
             applied = await node.propose(payload, timeout)
-            return applied.result or b""
+            return applied.result or b"", applied.index
         leader = node.leader
         if leader is None:
             raise NoLeader(f"member {node.me.name} knows no leader")
@@ -99,7 +107,7 @@ class Coordinator:
             metadata=self.link.metadata(leader),
             timeout=timeout,
         )
-        return resp.result
+        return resp.result, resp.index
 
     async def read(self, cmd: Any, serializable: bool = False, timeout: float = 5.0) -> Any:
         if not serializable:

@@ -35,6 +35,8 @@ _RESULT_CODES: dict[str, grpc.StatusCode] = {
     "FUTURE_REVISION": grpc.StatusCode.OUT_OF_RANGE,
     "PID_CAPACITY_EXHAUSTED": grpc.StatusCode.RESOURCE_EXHAUSTED,
     "REQUEST_ID_REUSED": grpc.StatusCode.ALREADY_EXISTS,
+    "SESSION_EXISTS": grpc.StatusCode.ALREADY_EXISTS,
+    "KEY_NOT_FOUND": grpc.StatusCode.NOT_FOUND,
 }
 
 

@@ -37,6 +37,15 @@ class ForwardService(coord_pb2_grpc.ForwardServicer):
         ttls = [self.tracker.keepalive(sid) for sid in request.session_ids]
         return pb.ForwardKeepAliveResponse(ttl_ms=[0 if t is None else t for t in ttls])
 
+    async def Remaining(self, request, context):  # noqa: N802
+        await self.node.transport.authenticate(context)
+        if not self.node.is_leader:
+            await abort(
+                context, grpc.StatusCode.FAILED_PRECONDITION, "NOT_LEADER", "not the leader"
+            )
+        ttls = [self.tracker.remaining(sid) for sid in request.session_ids]
+        return pb.ForwardKeepAliveResponse(ttl_ms=[0 if t is None else t for t in ttls])
+
 
 class LeaderLink:
     """Cached channels to other members' peer ports, with the cluster credentials."""

@@ -1,5 +1,7 @@
 """One coord member as a process: the node plus its two gRPC servers (clients on
---listen, peers on --peer-listen), started and stopped in the right order."""
+--listen, peers on --peer-listen), started and stopped in the right order. The client
+server also serves the etcd v3 API (etcdserverpb.*), on --listen and, if given, on
+--etcd-listen too."""
 
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from coord.etcdpb import rpc_pb2 as etcd_pb2
+from coord.etcdpb import rpc_pb2_grpc as etcd_grpc
 from coord.sm.machine import CoordMachine
 from coord.v1 import admin_pb2, admin_pb2_grpc, coord_pb2, coord_pb2_grpc
 
@@ -22,6 +26,10 @@ from .api_ownership import OwnershipService
 from .api_producers import ProducersService
 from .api_sessions import SessionsService
 from .coordinator import Coordinator
+from .etcd_cluster import EtcdClusterService, EtcdMaintenanceService
+from .etcd_kv import EtcdKVService
+from .etcd_lease import EtcdLeaseService
+from .etcd_watch import DEFAULT_PROGRESS_NOTIFY_S, EtcdWatchService
 from .events import EventHub
 from .forward import ForwardService, LeaderLink
 from .members import MemberInfo
@@ -44,6 +52,8 @@ class MemberConfig:
     join: bool = False
     cluster_token: str = "coord"
     read_only_mode: bool = True
+    etcd_listen: str = ""  # a second address for the etcd API (it is on `listen` too)
+    etcd_progress_notify_s: float = DEFAULT_PROGRESS_NOTIFY_S
 
 
 class Member:
@@ -103,16 +113,20 @@ class Member:
         coord_pb2_grpc.add_OwnershipServicer_to_server(OwnershipService(coord, hub), client_server)
         coord_pb2_grpc.add_ProducersServicer_to_server(ProducersService(coord), client_server)
         coord_pb2_grpc.add_KVServicer_to_server(KVService(coord, hub), client_server)
+        self._add_etcd_services(client_server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, client_server)
         services = [admin_pb2.DESCRIPTOR.services_by_name["Admin"].full_name]
         services += [s.full_name for s in coord_pb2.DESCRIPTOR.services_by_name.values()
                      if s.name != "Forward"]
+        services += [s.full_name for s in etcd_pb2.DESCRIPTOR.services_by_name.values()]
         services += [
             health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
             reflection.SERVICE_NAME,
         ]
         reflection.enable_server_reflection(services, client_server)
         self._bind(client_server, self.config.listen, "--listen")
+        if self.config.etcd_listen:
+            self._bind(client_server, self.config.etcd_listen, "--etcd-listen")
         self._servers = [peer_server, client_server]
         for s in self._servers:
             await s.start()
@@ -127,6 +141,17 @@ class Member:
             self.config.peer_listen,
             self.config.data_dir,
         )
+
+    def _add_etcd_services(self, server: grpc.aio.Server) -> None:
+        """The etcd v3 API on the same coordinator, event hub and session tracker."""
+        coord = self.coordinator
+        etcd_grpc.add_KVServicer_to_server(EtcdKVService(coord), server)
+        etcd_grpc.add_WatchServicer_to_server(
+            EtcdWatchService(coord, self.hub, self.config.etcd_progress_notify_s), server
+        )
+        etcd_grpc.add_LeaseServicer_to_server(EtcdLeaseService(coord, self.tracker), server)
+        etcd_grpc.add_ClusterServicer_to_server(EtcdClusterService(coord), server)
+        etcd_grpc.add_MaintenanceServicer_to_server(EtcdMaintenanceService(coord), server)
 
     @staticmethod
     def _bind(server: grpc.aio.Server, address: str, flag: str) -> None:

@@ -318,6 +318,15 @@ class Node:
         self._wake.set()
         return await self._wait(fut, timeout, "read index")
 
+    async def wait_applied(self, index: int, timeout: float = 5.0) -> int:
+        """Return once this member has applied the log up to `index`."""
+        self._check_running()
+        if index <= self.applied_index:
+            return self.applied_index
+        fut = asyncio.get_running_loop().create_future()
+        self._applied_waiters.append((index, fut))
+        return await self._wait(fut, timeout, "apply")
+
     async def transfer_leader(self, target: int, timeout: float = 5.0) -> int:
         self._check_running()
         if target not in self.members:

@@ -60,6 +60,17 @@ class SessionTracker:
         self.deadlines[session_id] = time.monotonic() + session.ttl_ms / 1000
         return session.ttl_ms
 
+    def remaining(self, session_id: int) -> int | None:
+        """Milliseconds the session has left on this leader's clock (at least 1; its full
+        TTL if not yet tracked), without renewing it; GONE / None as `keepalive`."""
+        session = self.machine.sessions.get(session_id)
+        if session is None:
+            return GONE if self.node.caught_up_leader else None
+        deadline = self.deadlines.get(session_id)
+        if deadline is None:
+            return session.ttl_ms
+        return max(1, int((deadline - time.monotonic()) * 1000))
+
     def start(self) -> None:
         self._loop.start()
 

@@ -11,3 +11,16 @@ def cluster3(tmp_path):
         yield c.start()
     finally:
         c.stop()
+
+
+@pytest.fixture(scope="module")
+def etcd_cluster3(tmp_path_factory):
+    """A 3-member cluster shared by one module's etcd-client tests (each test uses its
+    own keys): starting clusters is what costs time on a 2-core machine."""
+    c = LocalCluster(3, data_dir=tmp_path_factory.mktemp("etcd") / "cluster")
+    try:
+        c.start()
+        c.wait_for_leader()
+        yield c
+    finally:
+        c.stop()

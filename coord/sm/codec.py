@@ -3,8 +3,14 @@
 Every member must turn the same command (or state) into the same bytes and must refuse
 anything that is not exactly what the types declare, so conversion is driven by the
 type hints of frozen dataclasses and NamedTuples: ints (int64, never bool), strs, bools,
-bytes as canonical base64, tuples, optionals and tagged unions of dataclasses. Output is
-compact JSON with sorted keys. Converters are built once per type and cached.
+bytes as canonical base64, tuples, optionals and tagged unions of dataclasses (which may
+be recursive: a txn holds txns). Output is compact JSON with sorted keys. Converters are
+built once per type and cached.
+
+Schema evolution: a dataclass may name, in a class attribute `ADDED_FIELDS`, fields added
+after its format was first written to logs and snapshots. Those (and only those) may be
+absent when decoding — they take their defaults — so an entry written by an older member
+decodes on a newer one exactly as it applied there. Encoding always writes every field.
 """
 
 from __future__ import annotations
@@ -205,14 +211,18 @@ def _union_encoder(args: tuple) -> Converter:
         return lambda v: None if v is None else inner(v)
     if not all(dataclasses.is_dataclass(m) for m in members):
         raise TypeError(f"unions must be of dataclasses: {args!r}")
-    by_type = {m: _dataclass_encoder(m, tagged=True) for m in members}
+    # Members' converters are built on first use, so a member may contain the union itself.
+    by_type: dict[type, Converter] = {}
 
     def enc(v: Any) -> Any:
         if v is None and optional:
             return None
         e = by_type.get(type(v))
         if e is None:
-            raise ValueError(f"{type(v).__name__} is not one of {[m.__name__ for m in members]}")
+            if type(v) not in members:
+                raise ValueError(
+                    f"{type(v).__name__} is not one of {[m.__name__ for m in members]}")
+            e = by_type[type(v)] = _dataclass_encoder(type(v), tagged=True)
         return e(v)
 
     return enc
@@ -264,15 +274,18 @@ def _fixed_decoder(items: list[Converter], build: Callable[[Any], Any]) -> Conve
 def _dataclass_decoder(cls: type, tagged: bool) -> Converter:
     names = [(name, decoder(h)) for name, h in _fields(cls)]
     expected = {name for name, _ in names} | ({UNION_TAG} if tagged else set())
+    added = frozenset(getattr(cls, "ADDED_FIELDS", ()))
+    required = expected - added
 
     def dec(v: Any) -> Any:
         if type(v) is not dict:
             raise ValueError(f"expected an object for {cls.__name__}, got {v!r:.80}")
-        if v.keys() != expected:
+        keys = v.keys()
+        if keys != expected and not (required <= keys <= expected):
             raise ValueError(
-                f"{cls.__name__} fields {sorted(v.keys())} != expected {sorted(expected)}"
+                f"{cls.__name__} fields {sorted(keys)} != expected {sorted(expected)}"
             )
-        return cls(**{name: d(v[name]) for name, d in names})
+        return cls(**{name: d(v[name]) for name, d in names if name in v})
 
     return dec
 
@@ -283,13 +296,18 @@ def _union_decoder(args: tuple) -> Converter:
     if len(members) == 1:
         inner = decoder(members[0])
         return lambda v: None if v is None else inner(v)
-    by_name = {m.__name__: _dataclass_decoder(m, tagged=True) for m in members}
+    by_name_type = {m.__name__: m for m in members}
+    by_name: dict[str, Converter] = {}  # built on first use (recursive unions)
 
     def dec(v: Any) -> Any:
         if v is None and optional:
             return None
-        if type(v) is not dict or v.get(UNION_TAG) not in by_name:
-            raise ValueError(f"expected one of {sorted(by_name)}, got {v!r:.80}")
-        return by_name[v[UNION_TAG]](v)
+        if type(v) is not dict or v.get(UNION_TAG) not in by_name_type:
+            raise ValueError(f"expected one of {sorted(by_name_type)}, got {v!r:.80}")
+        name = v[UNION_TAG]
+        d = by_name.get(name)
+        if d is None:
+            d = by_name[name] = _dataclass_decoder(by_name_type[name], tagged=True)
+        return d(v)
 
     return dec

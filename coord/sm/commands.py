@@ -57,11 +57,18 @@ FORMAT_VERSION = 1
 
 @dataclass(frozen=True)
 class Put:
+    """ignore_value / ignore_lease (etcd's): keep the key's current value / session; the
+    key must exist, and the value / session_id given must then be empty / 0."""
+
     key: bytes
     value: bytes
     session_id: int = 0  # non-zero: the key is deleted when that session ends
     prev_kv: bool = False
     request_id: str = ""
+    ignore_value: bool = False
+    ignore_lease: bool = False
+
+    ADDED_FIELDS = frozenset({"ignore_value", "ignore_lease"})  # see coord.sm.codec
 
 
 @dataclass(frozen=True)
@@ -82,8 +89,8 @@ class DeleteRange:
     request_id: str = ""
 
 
-VALUE, VERSION, CREATE, MOD = "VALUE", "VERSION", "CREATE", "MOD"
-TARGETS = frozenset({VALUE, VERSION, CREATE, MOD})
+VALUE, VERSION, CREATE, MOD, LEASE = "VALUE", "VERSION", "CREATE", "MOD", "LEASE"
+TARGETS = frozenset({VALUE, VERSION, CREATE, MOD, LEASE})  # LEASE: the key's session id
 OPS = frozenset({"=", "!=", "<", ">"})
 
 
@@ -114,11 +121,12 @@ class Compare:
         return cls(key, MOD, op, number=revision)
 
 
-TxnOp = Put | Range | DeleteRange
-
-
 @dataclass(frozen=True)
 class Txn:
+    """etcd's txn: every compare true runs `success`, else `failure`. Ops may be nested
+    txns, whose compares are judged, like all of them, against the state before the txn
+    (etcd's rule); a nested txn's request_id is ignored."""
+
     compares: tuple[Compare, ...] = ()
     success: tuple[TxnOp, ...] = ()
     failure: tuple[TxnOp, ...] = ()
@@ -138,6 +146,9 @@ class Txn:
         (0 = absent); on failure, read the current value."""
         return cls((Compare.of_version(key, "=", expected_version),), (Put(key, value),),
                    (Range(key),), request_id)
+
+
+TxnOp = Put | Range | DeleteRange | Txn
 
 
 @dataclass(frozen=True)
@@ -160,10 +171,16 @@ class EventsSince:
 
 @dataclass(frozen=True)
 class OpenSession:
+    """session_id 0: the machine allocates one; else that id is asked for (an etcd lease
+    id chosen by its client), refused with SESSION_EXISTS while a live session has it."""
+
     name: str
     ttl_ms: int
     read_only_ok: bool = False
     request_id: str = ""
+    session_id: int = 0
+
+    ADDED_FIELDS = frozenset({"session_id"})  # see coord.sm.codec
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,8 @@ UNKNOWN_PRODUCER = "UNKNOWN_PRODUCER"
 UNKNOWN_PID = "UNKNOWN_PID"
 PID_CAPACITY_EXHAUSTED = "PID_CAPACITY_EXHAUSTED"
 REQUEST_ID_REUSED = "REQUEST_ID_REUSED"
+SESSION_EXISTS = "SESSION_EXISTS"  # an OpenSession asked for the id of a live session
+KEY_NOT_FOUND = "KEY_NOT_FOUND"  # a Put with ignore_value/ignore_lease on a missing key
 
 ALL = frozenset(
     {
@@ -34,6 +36,8 @@ ALL = frozenset(
         UNKNOWN_PID,
         PID_CAPACITY_EXHAUSTED,
         REQUEST_ID_REUSED,
+        SESSION_EXISTS,
+        KEY_NOT_FOUND,
     }
 )
 

@@ -15,8 +15,29 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from coord.sm import codec, limits
-from coord.sm.commands import CREATE, MOD, OPS, TARGETS, VALUE, Compare, DeleteRange, Put, Range
-from coord.sm.errors import COMPACTED, FUTURE_REVISION, INVALID_ARGUMENT, TOO_LARGE, CommandError
+from coord.sm.commands import (
+    CREATE,
+    LEASE,
+    MOD,
+    OPS,
+    TARGETS,
+    VALUE,
+    VERSION,
+    Compare,
+    DeleteRange,
+    Put,
+    Range,
+    Txn,
+    TxnOp,
+)
+from coord.sm.errors import (
+    COMPACTED,
+    FUTURE_REVISION,
+    INVALID_ARGUMENT,
+    KEY_NOT_FOUND,
+    TOO_LARGE,
+    CommandError,
+)
 from coord.sm.ledger import operation
 from coord.sm.records import DELETE, PUT, KeyValue, SessionEvent, WatchEvent
 from coord.sm.results import (
@@ -39,6 +60,51 @@ def in_range(key: bytes, range_end: bytes) -> Callable[[bytes], bool]:
     if range_end == ALL_KEYS:
         return lambda k: k >= key
     return lambda k: key <= k < range_end
+
+
+# A txn level's decided path: (compares held, [(op, nested plan for a Txn op else None)]).
+_Plan = tuple[bool, list[tuple[Any, "_Plan | None"]]]
+
+
+def txn_write_conflict(ops: Sequence[Any]) -> bytes | None:
+    """A key one txn branch writes twice, or None — etcd's check (`checkIntervals`)
+    exactly, so a txn etcd accepts is accepted here and vice versa: a put may not meet
+    another put or a delete of the same level or below; the two branches of a nested
+    txn may put the same key (only one runs); a delete range ending in b"\\0" covers
+    no put (etcd compares the end as a plain string)."""
+    return _intervals(ops)[2]
+
+
+def _intervals(ops: Sequence[Any]) -> tuple[set[bytes], list[tuple[bytes, bytes]], bytes | None]:
+    dels = [(d.key, d.range_end) for d in ops if type(d) is DeleteRange]
+
+    def deleted(k: bytes) -> bool:
+        return any(k == lo if not hi else lo <= k < hi for lo, hi in dels)
+
+    puts: set[bytes] = set()
+    for t in ops:
+        if type(t) is not Txn:
+            continue
+        puts_then, dels_then, bad = _intervals(t.success)
+        if bad is None:
+            puts_else, dels_else, bad = _intervals(t.failure)
+        if bad is not None:
+            return puts, dels, bad
+        for k in sorted(puts_then):
+            if k in puts or deleted(k):
+                return puts, dels, k
+            puts.add(k)
+        for k in sorted(puts_else):
+            if (k in puts and k not in puts_then) or deleted(k):
+                return puts, dels, k
+            puts.add(k)
+        dels += dels_then + dels_else
+    for p in ops:
+        if type(p) is Put:
+            if p.key in puts or deleted(p.key):
+                return puts, dels, p.key
+            puts.add(p.key)
+    return puts, dels, None
 
 
 def _check_key(key: Any, what: str = "key") -> None:
@@ -143,9 +209,17 @@ class KVStore:
 
     @operation(PutResult)
     def put(
-        self, key: bytes, value: bytes, session_id: int = 0, prev_kv: bool = False
+        self,
+        key: bytes,
+        value: bytes,
+        session_id: int = 0,
+        prev_kv: bool = False,
+        *,
+        ignore_value: bool = False,
+        ignore_lease: bool = False,
     ) -> PutResult:
-        op = Put(key, value, session_id, prev_kv)
+        op = Put(key, value, session_id, prev_kv, ignore_value=ignore_value,
+                 ignore_lease=ignore_lease)
         self._check_put(op)
         return self._put(op)
 
@@ -161,30 +235,55 @@ class KVStore:
     def txn(
         self,
         compares: Sequence[Compare],
-        success: Sequence[Put | Range | DeleteRange] = (),
-        failure: Sequence[Put | Range | DeleteRange] = (),
+        success: Sequence[TxnOp] = (),
+        failure: Sequence[TxnOp] = (),
     ) -> TxnResult:
         """All compares true: run `success`, else `failure`; all writes share one revision.
-        Everything (both branches) is validated before anything runs."""
-        for name, seq in (("compares", compares), ("success", success), ("failure", failure)):
-            if not isinstance(seq, (list, tuple)):
-                raise CommandError(INVALID_ARGUMENT, f"{name} must be a sequence")
-            if len(seq) > limits.MAX_TXN_OPS:
-                raise CommandError(TOO_LARGE, f"more than {limits.MAX_TXN_OPS} {name}")
-        for cmp in compares:
-            self._check_compare(cmp)
+
+        etcd's rules, so its clients get its answers: ops may be nested txns; every
+        compare (nested ones too) is judged against the state before the txn; a branch
+        may not write a key twice (see `txn_write_conflict`); what depends on the state
+        (sessions exist, keys exist for ignore_value/ignore_lease, read revisions) is
+        checked on the path that will run. Everything is checked before anything runs."""
+        self._check_txn(compares, success, failure, limits.MAX_TXN_OPS)
         for ops in (success, failure):
-            self._check_txn_ops(ops)
+            conflict = txn_write_conflict(ops)
+            if conflict is not None:
+                raise CommandError(INVALID_ARGUMENT, f"duplicate key given in txn request: "
+                                   f"{conflict!r:.60} is written twice")
+        plan = self._plan(compares, success, failure)
+        self._check_plan(plan)
+        return self._run(plan)
+
+    def _plan(self, compares: Sequence[Compare], success: Sequence[TxnOp],
+              failure: Sequence[TxnOp]) -> _Plan:
+        """The branch each txn level will take, decided before anything changes."""
         succeeded = all(self._compare(cmp) for cmp in compares)
-        responses: list[PutResult | RangeResult | DeleteRangeResult] = []
-        for op in success if succeeded else failure:
-            if type(op) is Put:
+        ops = success if succeeded else failure
+        return succeeded, [(op, self._plan(op.compares, op.success, op.failure)
+                             if type(op) is Txn else None) for op in ops]
+
+    def _check_plan(self, plan: _Plan) -> None:
+        for op, sub in plan[1]:
+            if sub is not None:
+                self._check_plan(sub)
+            elif type(op) is Put:
+                self._check_put_state(op)
+            elif type(op) is Range:
+                self._check_range_revision(op.revision)
+
+    def _run(self, plan: _Plan) -> TxnResult:
+        responses: list[PutResult | RangeResult | DeleteRangeResult | TxnResult] = []
+        for op, sub in plan[1]:
+            if sub is not None:
+                responses.append(self._run(sub))
+            elif type(op) is Put:
                 responses.append(self._put(op))
             elif type(op) is DeleteRange:
                 responses.append(self._delete_range(op))
             else:
                 responses.append(self._range(op.key, op.range_end, op.limit, op.revision))
-        return TxnResult(revision=self.ledger.head, succeeded=succeeded,
+        return TxnResult(revision=self.ledger.head, succeeded=plan[0],
                          responses=tuple(responses))
 
     def put_if_absent(self, key: bytes, value: bytes) -> TxnResult:
@@ -217,6 +316,10 @@ class KVStore:
     # -- validation ----------------------------------------------------------------------
 
     def _check_put(self, op: Put) -> None:
+        self._check_put_static(op)
+        self._check_put_state(op)
+
+    def _check_put_static(self, op: Put) -> None:
         _check_key(op.key)
         if type(op.value) is not bytes:
             raise CommandError(INVALID_ARGUMENT, "value must be bytes")
@@ -224,8 +327,21 @@ class KVStore:
             raise CommandError(TOO_LARGE, f"value is {len(op.value)} bytes; the limit is "
                                f"{limits.MAX_VALUE_BYTES}")
         _check_bool(op.prev_kv, "prev_kv")
-        if op.session_id != 0 or type(op.session_id) is not int:
+        _check_bool(op.ignore_value, "ignore_value")
+        _check_bool(op.ignore_lease, "ignore_lease")
+        if type(op.session_id) is not int:
+            raise CommandError(INVALID_ARGUMENT, "session_id must be an int")
+        if op.ignore_value and op.value:
+            raise CommandError(INVALID_ARGUMENT, "value is provided with ignore_value")
+        if op.ignore_lease and op.session_id:
+            raise CommandError(INVALID_ARGUMENT, "session is provided with ignore_lease")
+
+    def _check_put_state(self, op: Put) -> None:
+        if op.session_id != 0:
             self.sessions.require(op.session_id)
+        if (op.ignore_value or op.ignore_lease) and op.key not in self._kvs:
+            raise CommandError(KEY_NOT_FOUND, f"key {op.key!r:.60} does not exist "
+                               "(ignore_value/ignore_lease need a current value)")
 
     def _check_delete(self, op: DeleteRange) -> None:
         _check_key(op.key)
@@ -233,15 +349,21 @@ class KVStore:
         _check_bool(op.prev_kv, "prev_kv")
 
     def _check_range_op(self, op: Range) -> None:
+        self._check_range_static(op)
+        self._check_range_revision(op.revision)
+
+    def _check_range_static(self, op: Range) -> None:
         _check_key(op.key)
         _check_range_end(op.range_end)
         _check_int(op.limit, "limit")
         _check_int(op.revision, "revision")
-        if op.revision > self.ledger.revision:
-            raise CommandError(FUTURE_REVISION, f"revision {op.revision} is in the future "
+
+    def _check_range_revision(self, revision: int) -> None:
+        if revision > self.ledger.revision:
+            raise CommandError(FUTURE_REVISION, f"revision {revision} is in the future "
                                f"(current {self.ledger.revision})")
-        if 0 < op.revision < self.compact_revision:
-            raise CommandError(COMPACTED, f"revision {op.revision} is compacted (compact "
+        if 0 < revision < self.compact_revision:
+            raise CommandError(COMPACTED, f"revision {revision} is compacted (compact "
                                f"revision {self.compact_revision})")
 
     def _check_compare(self, cmp: Any) -> None:
@@ -255,28 +377,31 @@ class KVStore:
             raise CommandError(INVALID_ARGUMENT, "compare value must be bytes within limits")
         _check_int(cmp.number, "compare number")
 
-    def _check_txn_ops(self, ops: Sequence[Any]) -> None:
-        written: set[bytes] = set()
-        deletes: list[DeleteRange] = []
-        for op in ops:
+    def _check_txn(self, compares: Any, success: Any, failure: Any, budget: int) -> None:
+        """Shape and types, both branches, nested txns too. etcd's op budget: the longest
+        of a level's three lists counts against it, and what is left is the budget of
+        the txns nested in that level (so nesting is bounded too)."""
+        for name, seq in (("compares", compares), ("success", success), ("failure", failure)):
+            if not isinstance(seq, (list, tuple)):
+                raise CommandError(INVALID_ARGUMENT, f"{name} must be a sequence")
+        ops = max(len(compares), len(success), len(failure))
+        if ops > budget:
+            raise CommandError(TOO_LARGE, f"too many operations in txn request ({ops}; "
+                               f"at most {budget} at this level)")
+        for cmp in compares:
+            self._check_compare(cmp)
+        for op in (*success, *failure):
             if type(op) is Put:
-                self._check_put(op)
-                if op.key in written:
-                    raise CommandError(INVALID_ARGUMENT, f"key {op.key!r:.40} written twice "
-                                       "in one txn branch")
-                written.add(op.key)
+                self._check_put_static(op)
             elif type(op) is DeleteRange:
                 self._check_delete(op)
-                deletes.append(op)
             elif type(op) is Range:
-                self._check_range_op(op)
+                self._check_range_static(op)
+            elif type(op) is Txn:
+                self._check_txn(op.compares, op.success, op.failure, budget - ops)
             else:
-                raise CommandError(INVALID_ARGUMENT, "txn ops must be Put, Range or DeleteRange")
-        for d in deletes:
-            match = in_range(d.key, d.range_end)
-            if any(match(k) for k in written):
-                raise CommandError(INVALID_ARGUMENT, "a txn branch both puts and deletes "
-                                   "the same key")
+                raise CommandError(INVALID_ARGUMENT, "txn ops must be Put, Range, DeleteRange "
+                                   "or Txn")
 
     def _compare(self, cmp: Compare) -> bool:
         kv = self._kvs.get(cmp.key)
@@ -293,7 +418,10 @@ class KVStore:
                 have = kv.create_revision
             elif cmp.target == MOD:
                 have = kv.mod_revision
+            elif cmp.target == LEASE:
+                have = kv.session_id
             else:
+                assert cmp.target == VERSION
                 have = kv.version
         match cmp.op:
             case "=":
@@ -310,16 +438,21 @@ class KVStore:
     def _put(self, op: Put) -> PutResult:
         revision = self.ledger.touch()
         prev = self._kvs.get(op.key)
+        value, session_id = op.value, op.session_id
         if prev is None:
-            kv = KeyValue(op.key, op.value, revision, revision, 1, op.session_id)
+            kv = KeyValue(op.key, value, revision, revision, 1, session_id)
             self._keys.insert(bisect_left(self._keys, op.key), op.key)
         else:
-            kv = KeyValue(op.key, op.value, prev.create_revision, revision, prev.version + 1,
-                          op.session_id)
-            if prev.session_id and prev.session_id != op.session_id:
+            if op.ignore_value:
+                value = prev.value
+            if op.ignore_lease:
+                session_id = prev.session_id
+            kv = KeyValue(op.key, value, prev.create_revision, revision, prev.version + 1,
+                          session_id)
+            if prev.session_id and prev.session_id != session_id:
                 self._unbind(prev)
-        if op.session_id:
-            self.sessions.require(op.session_id).keys.add(op.key)
+        if session_id:
+            self.sessions.require(session_id).keys.add(op.key)
         self._kvs[op.key] = kv
         self._record(WatchEvent(PUT, kv, prev, revision))
         return PutResult(revision=revision, prev_kv=prev if op.prev_kv else None)

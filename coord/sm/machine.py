@@ -153,7 +153,8 @@ class CoordMachine:
         return handler(self, cmd, now)
 
     def _put(self, cmd: c.Put, now: int) -> Result:
-        return self.kv.put(cmd.key, cmd.value, cmd.session_id, cmd.prev_kv)
+        return self.kv.put(cmd.key, cmd.value, cmd.session_id, cmd.prev_kv,
+                           ignore_value=cmd.ignore_value, ignore_lease=cmd.ignore_lease)
 
     def _range(self, cmd: c.Range, now: int) -> Result:
         return self.kv.range(cmd.key, cmd.range_end, cmd.limit, cmd.revision)
@@ -176,7 +177,7 @@ class CoordMachine:
         return self.kv.events_since(cmd.revision, cmd.key, cmd.range_end)
 
     def _open(self, cmd: c.OpenSession, now: int) -> Result:
-        return self.sessions.open(cmd.name, cmd.ttl_ms, cmd.read_only_ok, now)
+        return self.sessions.open(cmd.name, cmd.ttl_ms, cmd.read_only_ok, now, cmd.session_id)
 
     def _close(self, cmd: c.CloseSession, now: int) -> Result:
         return self.sessions.close(cmd.session_id)

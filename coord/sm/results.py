@@ -51,7 +51,7 @@ class DeleteRangeResult(Result):
 @dataclass(frozen=True, kw_only=True)
 class TxnResult(Result):
     succeeded: bool = False
-    responses: tuple[PutResult | RangeResult | DeleteRangeResult, ...] = ()
+    responses: tuple[PutResult | RangeResult | DeleteRangeResult | TxnResult, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -5,7 +5,9 @@ lease renewals) and proposes `expire` for sessions whose TTL ran out, and a new 
 starts every session's clock afresh. Each session knows what it holds (owned resources,
 session-bound keys), so closing, expiring or severing it releases everything in the
 same command and revision, then emits one event naming why it ended. Ids come from a
-replicated counter and are never reused.
+replicated counter that never hands out an id twice (it skips ids in use); an opener may
+instead ask for a specific id — an etcd client choosing its lease id — which it gets
+unless a live session has it.
 """
 
 from __future__ import annotations
@@ -15,7 +17,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coord.sm import limits
-from coord.sm.errors import INVALID_ARGUMENT, TOO_LARGE, UNKNOWN_SESSION, CommandError
+from coord.sm.codec import INT64_MAX
+from coord.sm.errors import (
+    INVALID_ARGUMENT,
+    SESSION_EXISTS,
+    TOO_LARGE,
+    UNKNOWN_SESSION,
+    CommandError,
+)
 from coord.sm.ledger import Ledger, operation
 from coord.sm.records import EXPIRED, RELEASED, SEVERED, Claim, SessionEvent
 from coord.sm.results import ExpireResult, SessionResult
@@ -71,7 +80,9 @@ class SessionTable:
         return session
 
     @operation(SessionResult)
-    def open(self, name: str, ttl_ms: int, read_only_ok: bool, now_ms: int) -> SessionResult:
+    def open(
+        self, name: str, ttl_ms: int, read_only_ok: bool, now_ms: int, session_id: int = 0
+    ) -> SessionResult:
         if type(name) is not str:
             raise CommandError(INVALID_ARGUMENT, "session name must be a str")
         if limits.utf8_len(name) > limits.MAX_NAME_BYTES:
@@ -82,9 +93,18 @@ class SessionTable:
                                f"[{limits.MIN_TTL_MS}, {limits.MAX_TTL_MS}], got {ttl_ms!r:.40}")
         if type(read_only_ok) is not bool:
             raise CommandError(INVALID_ARGUMENT, "read_only_ok must be a bool")
+        if type(session_id) is not int or not 0 <= session_id <= INT64_MAX:
+            raise CommandError(INVALID_ARGUMENT, f"session id must be a non-negative int64, "
+                               f"got {session_id!r:.40}")
+        if session_id in self._sessions:
+            raise CommandError(SESSION_EXISTS, f"session {session_id} already exists")
         revision = self.ledger.touch()
-        session = Session(self.next_id, name, ttl_ms, read_only_ok, now_ms)
-        self.next_id += 1
+        if session_id == 0:
+            while self.next_id in self._sessions:  # taken by an asked-for id
+                self.next_id += 1
+            session_id = self.next_id
+            self.next_id += 1
+        session = Session(session_id, name, ttl_ms, read_only_ok, now_ms)
         self._sessions[session.id] = session
         return SessionResult(revision=revision, session_id=session.id, ttl_ms=ttl_ms)
 
@@ -141,7 +161,7 @@ class SessionTable:
         for sid, name, ttl_ms, read_only_ok, opened_ms in state["sessions"]:
             if type(name) is not str or type(read_only_ok) is not bool:
                 raise ValueError("bad session record")
-            if _int(sid) in self._sessions or sid >= self.next_id or sid <= 0:
+            if _int(sid) in self._sessions or sid <= 0:  # asked-for ids may pass next_id
                 raise ValueError(f"bad session id {sid!r}")
             self._sessions[sid] = Session(sid, name, _int(ttl_ms), read_only_ok, _int(opened_ms))
 

@@ -1,0 +1,221 @@
+"""State-machine support for the etcd v3 API: asked-for session (lease) ids, Put with
+ignore_value/ignore_lease, LEASE compares, nested txns with etcd's write-conflict rule,
+and older log encodings that still decode (fields added later take their defaults)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from coord.sm import commands as c
+from coord.sm import results as res
+from coord.sm.errors import (
+    INVALID_ARGUMENT,
+    KEY_NOT_FOUND,
+    SESSION_EXISTS,
+    TOO_LARGE,
+    UNKNOWN_SESSION,
+)
+from coord.sm.kv import txn_write_conflict
+from coord.sm.machine import CoordMachine
+
+
+@pytest.fixture
+def m() -> CoordMachine:
+    return CoordMachine()
+
+
+def open_session(m: CoordMachine, session_id: int = 0, ttl_ms: int = 10_000) -> res.SessionResult:
+    return m.execute(c.OpenSession("etcd-lease", ttl_ms, session_id=session_id), 1)
+
+
+# -- sessions with asked-for ids ---------------------------------------------------------
+
+
+def test_asked_for_session_id_is_honoured_and_counter_skips_it(m):
+    assert open_session(m, 2).session_id == 2
+    assert open_session(m).session_id == 1
+    assert open_session(m).session_id == 3  # the counter skips the live 2
+    assert open_session(m, 1 << 62).session_id == 1 << 62
+
+
+def test_asked_for_id_of_a_live_session_is_refused_and_changes_nothing(m):
+    open_session(m, 7)
+    before = m.snapshot()
+    r = open_session(m, 7)
+    assert r.error == SESSION_EXISTS and r.session_id == 0
+    assert m.snapshot() == before
+    assert open_session(m, -1).error == INVALID_ARGUMENT
+    assert m.snapshot() == before
+
+
+def test_an_ended_sessions_id_may_be_asked_for_again(m):
+    open_session(m, 9)
+    m.execute(c.CloseSession(9))
+    assert open_session(m, 9).session_id == 9
+
+
+def test_snapshot_keeps_asked_for_ids_beyond_the_counter(m):
+    open_session(m, 1000)
+    m.execute(c.Put(b"k", b"v", 1000))
+    other = CoordMachine()
+    other.restore(m.snapshot())
+    assert other.snapshot() == m.snapshot()
+    assert other.sessions.get(1000).keys == {b"k"}
+    assert open_session(other).session_id == 1
+
+
+# -- ignore_value / ignore_lease ---------------------------------------------------------
+
+
+def test_ignore_value_and_ignore_lease_keep_what_the_key_has(m):
+    sid = open_session(m).session_id
+    m.execute(c.Put(b"k", b"v1", sid))
+    r = m.execute(c.Put(b"k", b"", ignore_value=True, ignore_lease=True, prev_kv=True))
+    assert r.ok and r.prev_kv.value == b"v1"
+    kv = m.kv.get(b"k")
+    assert (kv.value, kv.session_id, kv.version) == (b"v1", sid, 2)
+    m.execute(c.Put(b"k", b"v2", ignore_lease=True))
+    assert (m.kv.get(b"k").value, m.kv.get(b"k").session_id) == (b"v2", sid)
+    m.execute(c.Put(b"k", b"", 0, ignore_value=True))  # detaches from the session
+    assert m.kv.get(b"k").session_id == 0 and b"k" not in m.sessions.get(sid).keys
+
+
+def test_ignore_flags_refusals_change_nothing(m):
+    sid = open_session(m).session_id
+    m.execute(c.Put(b"k", b"v"))
+    before = m.snapshot()
+    assert m.execute(c.Put(b"missing", b"", ignore_value=True)).error == KEY_NOT_FOUND
+    assert m.execute(c.Put(b"missing", b"x", ignore_lease=True)).error == KEY_NOT_FOUND
+    assert m.execute(c.Put(b"k", b"x", ignore_value=True)).error == INVALID_ARGUMENT
+    assert m.execute(c.Put(b"k", b"x", sid, ignore_lease=True)).error == INVALID_ARGUMENT
+    assert m.snapshot() == before
+
+
+# -- compares and nested txns ------------------------------------------------------------
+
+
+def test_lease_compare(m):
+    sid = open_session(m).session_id
+    m.execute(c.Put(b"a", b"1", sid))
+    m.execute(c.Put(b"b", b"1"))
+    yes = m.execute(c.Txn((c.Compare(b"a", c.LEASE, "=", number=sid),
+                           c.Compare(b"b", c.LEASE, "=", number=0),
+                           c.Compare(b"missing", c.LEASE, "=", number=0))))
+    assert yes.succeeded
+    no = m.execute(c.Txn((c.Compare(b"a", c.LEASE, "!=", number=sid),)))
+    assert no.ok and not no.succeeded
+
+
+def test_nested_txn_judges_every_compare_before_anything_runs(m):
+    m.execute(c.Put(b"x", b"0"))
+    inner = c.Txn((c.Compare.of_value(b"x", "=", b"0"),),  # true before the outer put
+                  (c.Put(b"inner", b"then"), c.Range(b"x")), (c.Put(b"inner", b"else"),))
+    r = m.execute(c.Txn((c.Compare.of_version(b"x", "=", 1),),
+                        (c.Put(b"x", b"1"), inner), (c.Range(b"x"),)))
+    assert r.ok and r.succeeded
+    assert type(r.responses[1]) is res.TxnResult and r.responses[1].succeeded
+    assert r.responses[1].responses[1].kvs[0].value == b"1"  # reads see earlier writes
+    assert m.kv.get(b"inner").value == b"then"
+    assert m.kv.get(b"inner").mod_revision == m.kv.get(b"x").mod_revision == r.revision
+
+
+def test_txn_state_checks_only_on_the_path_that_runs(m):
+    # etcd checks a put's lease only if the put runs: a dead session in the other branch
+    # does not refuse the txn.
+    r = m.execute(c.Txn((c.Compare.of_create(b"k", "=", 0),), (c.Put(b"k", b"v"),),
+                        (c.Put(b"k", b"v", 999),)))
+    assert r.ok and r.succeeded
+    before = m.snapshot()
+    r = m.execute(c.Txn((c.Compare.of_create(b"k", "=", 0),), (c.Put(b"k", b"v"),),
+                        (c.Put(b"k", b"v", 999),)))
+    assert r.error == UNKNOWN_SESSION and m.snapshot() == before
+
+
+def test_txn_op_budget_is_etcds(m):
+    many = tuple(c.Range(b"k") for _ in range(128))
+    assert m.execute(c.Txn((), many)).ok
+    assert m.execute(c.Txn((), many + (c.Range(b"k"),))).error == TOO_LARGE
+    nested = c.Txn((), tuple(c.Range(b"k") for _ in range(127)))
+    assert m.execute(c.Txn((), (nested,))).ok  # 1 at the top leaves 127 below
+    nested = c.Txn((), tuple(c.Range(b"k") for _ in range(128)))
+    assert m.execute(c.Txn((), (nested,))).error == TOO_LARGE
+
+
+@pytest.mark.parametrize(("ops", "conflict"), [
+    ((c.Put(b"a", b""), c.Put(b"b", b"")), None),
+    ((c.Put(b"a", b""), c.Put(b"a", b"")), b"a"),
+    ((c.DeleteRange(b"a"), c.Put(b"a", b"")), b"a"),
+    ((c.DeleteRange(b"a", b"c"), c.Put(b"b", b"")), b"b"),
+    ((c.DeleteRange(b"a", b"c"), c.Put(b"c", b"")), None),
+    ((c.DeleteRange(b"a", b"\0"), c.Put(b"b", b"")), None),  # etcd's string compare
+    ((c.DeleteRange(b"a"), c.DeleteRange(b"a")), None),
+    ((c.Txn((), (c.Put(b"a", b""),), (c.Put(b"a", b""),)),), None),  # then/else exclusive
+    ((c.Txn((), (c.Put(b"a", b""),)), c.Put(b"a", b"")), b"a"),
+    ((c.Txn((), (c.DeleteRange(b"a"),)), c.Put(b"a", b"")), b"a"),
+    ((c.Txn((), (c.Put(b"a", b""),)), c.Txn((), (c.Put(b"a", b""),))), b"a"),
+    ((c.Txn((), (c.Put(b"a", b""), c.Put(b"a", b""))),), b"a"),
+])
+def test_write_conflicts_follow_etcd(ops, conflict):
+    assert txn_write_conflict(ops) == conflict
+
+
+def test_conflicting_txn_is_refused_and_changes_nothing(m):
+    before = m.snapshot()
+    r = m.execute(c.Txn((), (c.Put(b"a", b"1"), c.Put(b"a", b"2"))))
+    assert r.error == INVALID_ARGUMENT and "duplicate key" in r.message
+    assert m.snapshot() == before
+
+
+# -- encodings ---------------------------------------------------------------------------
+
+
+def test_encodings_written_before_the_etcd_fields_still_decode():
+    old_put = b'\x01\x01{"key":"aw==","prev_kv":false,"request_id":"","session_id":0,' \
+              b'"value":"dg=="}'
+    assert c.decode_command(old_put) == c.Put(b"k", b"v")
+    old_open = b'\x01\x0a{"name":"s","read_only_ok":false,"request_id":"","ttl_ms":5000}'
+    assert c.decode_command(old_open) == c.OpenSession("s", 5000)
+    with pytest.raises(ValueError):  # only fields declared as added may be absent
+        c.decode_command(b'\x01\x0a{"name":"s","read_only_ok":false,"ttl_ms":5000}')
+
+
+def test_nested_txn_round_trips():
+    cmd = c.Txn((c.Compare(b"k", c.LEASE, "=", number=3),),
+                (c.Txn((), (c.Put(b"a", b"1", ignore_lease=True),), (c.Range(b"a"),)),),
+                (c.DeleteRange(b"a"),), "rid")
+    data = c.encode_command(cmd)
+    assert c.decode_command(data) == cmd and c.encode_command(c.decode_command(data)) == data
+    result = res.TxnResult(succeeded=True, responses=(res.TxnResult(responses=(
+        res.PutResult(revision=3),)),))
+    assert c.decode_result(c.encode_result(result)) == result
+
+
+op_keys = st.sampled_from([b"a", b"b", b"c"])
+leaf_ops = st.one_of(
+    st.builds(lambda k, v: c.Put(k, v), op_keys, st.sampled_from([b"", b"1"])),
+    st.builds(lambda k: c.Range(k, b"\0"), op_keys),
+    st.builds(lambda k, e: c.DeleteRange(k, e), op_keys, st.sampled_from([b"", b"c", b"\0"])),
+)
+txn_ops = st.recursive(leaf_ops, lambda inner: st.builds(
+    lambda k, v, s, f: c.Txn((c.Compare.of_value(k, "=", v),), tuple(s), tuple(f)),
+    op_keys, st.sampled_from([b"", b"1"]), st.lists(inner, max_size=3),
+    st.lists(inner, max_size=3)), max_leaves=8)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.lists(txn_ops, max_size=4), min_size=1, max_size=6))
+def test_nested_txns_are_deterministic_and_replay_from_snapshots(batches):
+    a, b = CoordMachine(), CoordMachine()
+    for i, ops in enumerate(batches):
+        cmd = c.Txn((c.Compare.of_version(b"a", ">", 0),), tuple(ops), tuple(reversed(ops)))
+        before = a.snapshot()
+        ra = a.apply(i + 1, 1, i, c.encode_command(cmd))
+        assert b.apply(i + 1, 1, i, c.encode_command(cmd)) == ra
+        if c.decode_result(ra).error:
+            assert a.snapshot() == before  # a refused txn changes nothing
+        if i == len(batches) // 2:
+            b = CoordMachine()
+            b.restore(a.snapshot())
+    assert a.snapshot() == b.snapshot()
