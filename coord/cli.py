@@ -215,6 +215,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from coord.server.bench_raft import run_raft_bench
 
         return run_raft_bench(args)
+    if args.target == "etcd":
+        from coord.server.bench_etcd import run_etcd_bench
+
+        return run_etcd_bench(args)
     from coord.server.bench_api import run_api_bench
 
     return run_api_bench(args)
@@ -278,11 +282,16 @@ def build_parser() -> argparse.ArgumentParser:
     st.set_defaults(func=cmd_status)
 
     b = sub.add_parser("bench", help="benchmarks")
-    b.add_argument("target", choices=["raft", "own", "pid", "kv"])
+    b.add_argument(
+        "target",
+        choices=["raft", "own", "pid", "kv", "etcd"],
+        help="etcd: coord and a real etcd 3.4 side by side (put, get, claim txns)",
+    )
     b.add_argument("--resources", type=int, default=10_000, help="own: resources to claim")
     b.add_argument("--concurrency", default="1,16,256")
     b.add_argument("--seconds", type=float, default=5.0)
     b.add_argument("--failover-trials", type=int, default=10)
+    b.add_argument("--claims", type=int, default=10_000, help="etcd: keys claimed per level")
     b.add_argument("--json", action="store_true")
     b.set_defaults(func=cmd_bench)
 
