@@ -7,7 +7,11 @@ PROTOS := $(wildcard proto/coord/v1/*.proto proto/coord/etcdpb/*.proto)
 SEEDS  ?= 10000
 NODES  ?= 3
 
+<<<<<<< HEAD
 .PHONY: all venv proto run test lint soak bench clean etcd-tools
+=======
+.PHONY: all venv proto run test lint soak bench bench-readonly clean
+>>>>>>> readonly-bench
 
 all: test
 
@@ -58,6 +62,11 @@ soak: venv
 
 bench: venv
 	$(VENV)/bin/coord bench raft
+
+# Needs Debian's zookeeper package (apt-get install -y zookeeper) for the ZooKeeper side.
+bench-readonly: venv
+	$(PY) -m pip install -q -e '.[bench]'
+	$(VENV)/bin/coord bench readonly
 
 clean:
 	rm -rf $(VENV) coord/v1/*_pb2*.py coord/v1/*_pb2.pyi coord/v1/.generated

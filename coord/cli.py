@@ -211,6 +211,10 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    if args.target == "readonly":
+        from coord.server.bench_readonly import run_readonly_bench
+
+        return run_readonly_bench(args)
     if args.target == "raft":
         from coord.server.bench_raft import run_raft_bench
 
@@ -284,14 +288,33 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("bench", help="benchmarks")
     b.add_argument(
         "target",
-        choices=["raft", "own", "pid", "kv", "etcd"],
-        help="etcd: coord and a real etcd 3.4 side by side (put, get, claim txns)",
+        choices=["raft", "own", "pid", "kv", "etcd", "readonly"],
+        help="etcd: coord and a real etcd 3.4 side by side (put, get, claim txns); "
+        "readonly: read-only mode vs ZooKeeper 3.8",
     )
     b.add_argument("--resources", type=int, default=10_000, help="own: resources to claim")
     b.add_argument("--concurrency", default="1,16,256")
     b.add_argument("--seconds", type=float, default=5.0)
     b.add_argument("--failover-trials", type=int, default=10)
     b.add_argument("--claims", type=int, default=10_000, help="etcd: keys claimed per level")
+    b.add_argument("--trials", type=int, default=10, help="readonly: trials per system and row")
+    b.add_argument(
+        "--zk",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="readonly: also run ZooKeeper 3.8 (Debian's zookeeper + kazoo) side by side",
+    )
+    b.add_argument(
+        "--survivor", default="follower,leader", help="readonly: which member survives"
+    )
+    b.add_argument("--zk-tick-ms", type=int, default=200, help="readonly: ZooKeeper tickTime")
+    b.add_argument(
+        "--zk-sync-limit",
+        type=int,
+        default=3,
+        help="readonly: ZooKeeper syncLimit (ticks); x tickTime is its failure detection",
+    )
+    b.add_argument("--zk-init-limit", type=int, default=10, help="readonly: ZooKeeper initLimit")
     b.add_argument("--json", action="store_true")
     b.set_defaults(func=cmd_bench)
 
