@@ -7,11 +7,7 @@ PROTOS := $(wildcard proto/coord/v1/*.proto proto/coord/etcdpb/*.proto)
 SEEDS  ?= 10000
 NODES  ?= 3
 
-<<<<<<< HEAD
-.PHONY: all venv proto run test lint soak bench clean etcd-tools
-=======
-.PHONY: all venv proto run test lint soak bench bench-readonly clean
->>>>>>> readonly-bench
+.PHONY: all venv proto run test lint soak bench bench-readonly clean etcd-tools
 
 all: test
 

@@ -175,6 +175,7 @@ class Attempts:
         self._max = policy.attempts(endpoints)
         self._deadline = clock() + timeout * policy.budget_factor
         self._no_quorum: CoordError | None = None
+        self._electing = False
 
     def call_timeout(self) -> float:
         """The deadline for the next try: the per-call timeout, cut to what is left."""
@@ -197,12 +198,14 @@ class Attempts:
         """Seconds to wait before trying the next member, or None: give up and raise."""
         if err.reason == "NO_QUORUM":
             self._no_quorum = err
+        self._electing = self._electing or err.reason in WAIT_REASONS
         if not may_fail_over(err, safe):
             return None
         self.failures += 1
-        # Without a leader or a quorum an election may be under way (a leader died): ride
-        # it out for the whole time budget, with the pauses growing per pass.
-        limit = self._max * ELECTION_PATIENCE if err.reason in WAIT_REASONS else self._max
+        # Once a member said it has no leader or quorum, an election may be under way (a
+        # leader died, and is refusing connections): ride it out for the whole time
+        # budget, with the pauses growing per pass.
+        limit = self._max * ELECTION_PATIENCE if self._electing else self._max
         if self.failures >= limit:
             return None
         delay = self.policy.delay(self.failures, self.endpoints)
@@ -1136,6 +1139,8 @@ class SessionCore:
         if response.read_only:
             self.mode = "read-only"
             return None  # answered, not renewed: the TTL keeps running down
+        if response.pending:
+            return None  # the member is alive but no leader renewed it (yet)
         if response.ttl_ms > 0:
             self.ttl = response.ttl_ms / 1000
         self._acked_at = max(self._acked_at, sent_at)

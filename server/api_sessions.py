@@ -24,6 +24,7 @@ from .session_tracker import SessionTracker
 
 log = logging.getLogger(__name__)
 
+KEEPALIVE_FORWARD_TIMEOUT_S = 0.25  # well under a keepalive interval (>= TTL/3 >= 0.33 s)
 ENDING_EVENTS = frozenset({"severed", "expired", "released"})
 
 
@@ -70,13 +71,18 @@ class SessionsService(coord_pb2_grpc.SessionsServicer):
                 continue
             ttl = await self._keepalive(req.session_id)
             if ttl is None:
-                continue  # nobody can say right now; the client keeps sending
+                # No leader answered in time: say so at once, so the client does not take
+                # this live member for a stuck one and move off it.
+                yield pb.KeepAliveResponse(session_id=req.session_id, pending=True)
+                continue
             yield pb.KeepAliveResponse(
                 session_id=req.session_id, ttl_ms=max(ttl, 0), gone=ttl == GONE
             )
 
     async def _keepalive(self, session_id: int) -> int | None:
-        return await liveness.renew(self.coord, self.tracker, session_id)
+        return await liveness.renew(
+            self.coord, self.tracker, session_id, timeout=KEEPALIVE_FORWARD_TIMEOUT_S
+        )
 
     async def Events(self, request, context):  # noqa: N802
         sid = request.session_id

@@ -114,17 +114,36 @@ class Coordinator:
             await self.barrier(timeout)
         return self.machine.query(cmd)
 
-    async def barrier(self, timeout: float = 5.0) -> None:
-        """Wait until this member has applied everything committed before the call."""
+    async def barrier(self, timeout: float = 5.0, give_up_when_cut_off: bool = True) -> None:
+        """Wait until this member has applied everything committed before the call. A
+        member that goes read-only meanwhile gives up at once (Refused), so a waiting
+        read is answered read-only or refused then, not at its deadline."""
         deadline = time.monotonic() + timeout
         while True:
             try:
-                await self.node.read_index(max(0.05, deadline - time.monotonic()))
+                await self._read_index(deadline - time.monotonic(), give_up_when_cut_off)
                 return
             except (NoLeader, Timeout):
                 if time.monotonic() >= deadline:
                     raise
             await asyncio.sleep(RETRY_PAUSE_S)
+
+    async def _read_index(self, timeout: float, give_up_when_cut_off: bool) -> None:
+        if give_up_when_cut_off and self.mode.cut_off.is_set():
+            raise Refused(self.mode.refusal(False)[1])
+        read = asyncio.ensure_future(self.node.read_index(max(0.05, timeout)))
+        if not give_up_when_cut_off:
+            await read
+            return
+        cut = asyncio.ensure_future(self.mode.cut_off.wait())
+        try:
+            await asyncio.wait({read, cut}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            cut.cancel()
+        if not read.done():
+            read.cancel()
+            raise Refused(self.mode.refusal(False)[1])
+        read.result()
 
 
 __all__ = ["Coordinator", "ForwardedError", "NodeError"]

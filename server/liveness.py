@@ -21,12 +21,17 @@ FORWARD_TIMEOUT_S = 2.0
 __all__ = ["GONE", "remaining", "renew"]
 
 
-async def renew(coord: Coordinator, tracker: SessionTracker, session_id: int) -> int | None:
+async def renew(
+    coord: Coordinator,
+    tracker: SessionTracker,
+    session_id: int,
+    timeout: float = FORWARD_TIMEOUT_S,
+) -> int | None:
     """The session's full TTL (ms) once the leader renewed it, GONE if it is over, None
-    if no leader could say right now (the caller keeps trying)."""
+    if no leader could say within `timeout` (the caller keeps trying)."""
     if coord.node.is_leader:
         return tracker.keepalive(session_id)
-    return await _ask_leader(coord, "KeepAlive", session_id)
+    return await _ask_leader(coord, "KeepAlive", session_id, timeout)
 
 
 async def remaining(coord: Coordinator, tracker: SessionTracker, session_id: int) -> int | None:
@@ -36,7 +41,9 @@ async def remaining(coord: Coordinator, tracker: SessionTracker, session_id: int
     return await _ask_leader(coord, "Remaining", session_id)
 
 
-async def _ask_leader(coord: Coordinator, method: str, session_id: int) -> int | None:
+async def _ask_leader(
+    coord: Coordinator, method: str, session_id: int, timeout: float = FORWARD_TIMEOUT_S
+) -> int | None:
     leader = coord.node.leader
     if leader is None:
         return None
@@ -45,7 +52,7 @@ async def _ask_leader(coord: Coordinator, method: str, session_id: int) -> int |
         resp = await getattr(link.stub(leader), method)(
             pb.ForwardKeepAliveRequest(session_ids=[session_id]),
             metadata=link.metadata(leader),
-            timeout=FORWARD_TIMEOUT_S,
+            timeout=timeout,
         )
     except grpc.aio.AioRpcError as e:
         log.debug("%s forward to %s failed: %s", method, leader.name, e.code().name)

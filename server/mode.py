@@ -11,6 +11,7 @@ so a client never sees a read-write member that is still behind."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -43,7 +44,7 @@ class Refused(NodeError):
     """A request this member's mode does not let it serve (the caller chooses the
     reason: READ_ONLY for read-only-capable clients, NO_QUORUM for the others)."""
 
-    reason = "READ_ONLY"
+    reason = "NO_QUORUM"
 
 
 class ModeMonitor:
@@ -51,7 +52,7 @@ class ModeMonitor:
         self,
         node: Node,
         machine: CoordMachine,
-        barrier: Callable[[float], Awaitable[None]],
+        barrier: Callable[[float, bool], Awaitable[None]],
         enabled: bool = True,
         grace_s: float = 0.3,
     ) -> None:
@@ -66,6 +67,7 @@ class ModeMonitor:
         # longest first election (2 election timeouts) before calling itself cut off.
         self.startup_s = 2 * node.options.election_ticks * node.options.tick_ms / 1000
         self.listeners: list[Callable[[ModeChange], None]] = []
+        self.cut_off = asyncio.Event()  # set while not read-write: waiting reads give up
         self._loop = Periodic("mode-monitor", POLL_S, self.step)
 
     @property
@@ -111,7 +113,7 @@ class ModeMonitor:
         if lost > 0:
             return
         try:
-            await self.barrier(max(0.1, self.grace_s))
+            await self.barrier(max(0.1, self.grace_s), False)
         except NodeError:
             return  # not caught up (or the quorum went again): stay where we are
         if self.node.quorum_lost_for() == 0:
@@ -119,6 +121,10 @@ class ModeMonitor:
 
     def _switch(self, mode: str) -> None:
         old, self.mode = self.mode, mode
+        if mode == READ_WRITE:
+            self.cut_off.clear()
+        else:
+            self.cut_off.set()
         self.changed_at = time.monotonic()
         change = ModeChange(mode, self.node.me.name, self.node.term, self.machine.revision)
         log.warning(

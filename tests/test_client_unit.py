@@ -351,6 +351,11 @@ def test_attempts_ride_out_an_election_within_the_time_budget():
     b = c.Attempts(c.RetryPolicy(rounds=2), 3, timeout=1.0, clock=clock)
     clock.now += 3.0
     assert b.next_delay(no_quorum, True) is None  # still bounded by 3 x timeout
+    # The dead leader refusing connections does not cut the patience short.
+    mixed = c.Attempts(c.RetryPolicy(rounds=2), 3, timeout=5.0, clock=FakeClock())
+    refused = UnavailableError("UNAVAILABLE", "connection refused")
+    errors = [no_quorum, refused, no_quorum] * 7
+    assert None not in [mixed.next_delay(e, True) for e in errors[:20]]
 
 
 # -- request ids --------------------------------------------------------------------------
@@ -476,6 +481,17 @@ def test_session_core():
     assert core.acked(2.0, pb.KeepAliveResponse(session_id=5, ttl_ms=12000)) is None
     assert core.ttl == 12.0 and core.remaining() == 10.0
     assert not core.stalled(None) and not core.stalled(3.0)
+    # Answered but not renewed (no leader in time; a read-only member): the TTL runs on.
+    assert core.acked(5.0, pb.KeepAliveResponse(session_id=5, pending=True)) is None
+    assert core.remaining() == 10.0 and core.mode == "read-write"
+    assert core.acked(5.0, pb.KeepAliveResponse(session_id=5, ttl_ms=12000, read_only=True)) is None
+    assert core.remaining() == 10.0 and core.mode == "read-only"
+    core.mode = "read-write"
+    assert core.moved(c.ModeChange("read-write", "n2", "e", True)) is None  # knew already
+    core.mode = "read-only"
+    moved = core.moved(c.ModeChange("read-write", "n2", "e", True))
+    assert moved is not None and (moved.type, moved.mode, moved.member) == (
+        "mode_changed", "read-write", "n2")
     clock.now = 8.0
     assert core.stalled(3.0)
     gone = core.acked(8.0, pb.KeepAliveResponse(session_id=5, gone=True))
