@@ -25,6 +25,8 @@ from coord.testing import LocalCluster
 from .admin import percentile
 from .bench_api import bench_kv, closed_loop
 
+MAX_TRIES = 100
+
 
 def _log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
@@ -65,27 +67,38 @@ async def _claims(kv: erpc.KVStub, lease_id: int, prefix: str, total: int, clien
     """Claim `total` keys (each once) with `clients` workers: Txn(create == 0 → put)."""
     todo = list(range(total))
     latencies: list[float] = []
-    won = 0
+    won = unavailable = 0
 
     async def worker() -> None:
-        nonlocal won
+        nonlocal won, unavailable
         while todo:
             key = f"{prefix}/{todo.pop()}".encode()
-            t = time.perf_counter()
-            resp = await kv.Txn(epb.TxnRequest(
-                compare=[epb.Compare(result=epb.Compare.EQUAL, target=epb.Compare.CREATE,
-                                     key=key, create_revision=0)],
-                success=[epb.RequestOp(request_put=epb.PutRequest(
-                    key=key, value=b"owner", lease=lease_id))],
-            ))
-            latencies.append(time.perf_counter() - t)
-            won += resp.succeeded
+            for _ in range(MAX_TRIES):  # an election under load: count it, try again
+                t = time.perf_counter()
+                try:
+                    resp = await kv.Txn(epb.TxnRequest(
+                        compare=[epb.Compare(result=epb.Compare.EQUAL,
+                                             target=epb.Compare.CREATE,
+                                             key=key, create_revision=0)],
+                        success=[epb.RequestOp(request_put=epb.PutRequest(
+                            key=key, value=b"owner", lease=lease_id))],
+                    ))
+                except grpc.aio.AioRpcError as e:
+                    if e.code() != grpc.StatusCode.UNAVAILABLE:
+                        raise
+                    unavailable += 1
+                    await asyncio.sleep(0.05)
+                    continue
+                latencies.append(time.perf_counter() - t)
+                won += resp.succeeded
+                break
 
     t0 = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(clients)))
     elapsed = time.perf_counter() - t0
     latencies.sort()
     return {"clients": clients, "ops": len(latencies), "succeeded": won,
+            "unavailable": unavailable,
             "per_s": len(latencies) / elapsed, "p50_ms": percentile(latencies, 0.5) * 1000,
             "p99_ms": percentile(latencies, 0.99) * 1000}
 
