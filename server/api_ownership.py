@@ -13,8 +13,10 @@ from coord.v1 import coord_pb2_grpc
 from .api_common import admit_reader, check, read, write
 from .convert import owner_to_pb
 from .coordinator import Coordinator
+from .errors import abort_node_error
 from .events import EventHub
 from .mode import READ_WRITE, ModeChange
+from .node import NodeError
 
 
 class OwnershipService(coord_pb2_grpc.OwnershipServicer):
@@ -66,7 +68,10 @@ class OwnershipService(coord_pb2_grpc.OwnershipServicer):
         the subscription as well: live changes at or below the revision the read saw are
         dropped. Nothing falls in a gap and nothing arrives twice."""
         if not await admit_reader(context, self.coord):
-            await self.coord.barrier()
+            try:
+                await self.coord.barrier()
+            except NodeError as e:  # no leader, or the member went read-only meanwhile
+                await abort_node_error(context, e)
         group, prefix, start = request.group, request.prefix, request.from_revision
         sub = self.hub.watch_owners(group, prefix)
         try:
