@@ -95,11 +95,9 @@ async def write(
 ) -> Any:
     """Commit `cmd`; its result's error aborts the call unless the API reports errors
     `in_band` (in the response message)."""
-    if not coord.mode.serving_writes:
-        await refuse(context, coord, _writer_read_only_ok(context, coord, cmd))
     try:
         result = await coord.write(cmd, timeout=call_timeout(context))
-    except Refused:
+    except Refused:  # the member is not read-write (coord.write checks before proposing)
         await refuse(context, coord, _writer_read_only_ok(context, coord, cmd))
     except (NodeError, ForwardedError) as e:
         await _fail(context, e)

@@ -62,7 +62,7 @@ class ModeMonitor:
         self.enabled = enabled
         self.grace_s = grace_s
         self.mode = READ_WRITE
-        self.changed_at = self.started_at = time.monotonic()
+        self.started_at = time.monotonic()
         # A member just started has not had the chance to find its peers: wait out the
         # longest first election (2 election timeouts) before calling itself cut off.
         self.startup_s = 2 * node.options.election_ticks * node.options.tick_ms / 1000
@@ -125,7 +125,6 @@ class ModeMonitor:
             self.cut_off.clear()
         else:
             self.cut_off.set()
-        self.changed_at = time.monotonic()
         change = ModeChange(mode, self.node.me.name, self.node.term, self.machine.revision)
         log.warning(
             "%s: %s -> %s (term %d, revision %d, quorum lost for %.1fs)",
