@@ -8,12 +8,21 @@ import asyncio
 import json
 import logging
 import os
+import secrets
+import shutil
 import signal
 import sys
+import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import grpc
+
+if TYPE_CHECKING:
+    from coord.server.member import MemberConfig
+
+SERVE_REQUIRED = ("name", "data_dir", "listen", "peer_listen", "initial_cluster")
 
 
 def _configure_logging(level: str) -> None:
@@ -44,28 +53,26 @@ def _read_secret(args: argparse.Namespace) -> bytes:
     return secret
 
 
-def cmd_serve(args: argparse.Namespace) -> int:
-    from coord.server.member import Member, MemberConfig
+def member_config(args: argparse.Namespace) -> MemberConfig:
+    """The MemberConfig that `coord serve ARGS` runs, for processes and in-process members
+    alike (coord.embedded). Bad arguments raise ValueError."""
+    from coord.server.member import MemberConfig
     from coord.server.members import parse_initial_cluster, validate_address
     from coord.server.node import NodeOptions
-    from coord.server.storage import StorageError
 
-    _configure_logging(args.log_level)
-    try:
-        initial = parse_initial_cluster(args.initial_cluster)
-        validate_address(args.listen)
-        validate_address(args.peer_listen)
-        if args.etcd_listen:
-            validate_address(args.etcd_listen)
-    except ValueError as e:
-        raise SystemExit(f"coord serve: {e}") from None
+    missing = [f"--{a.replace('_', '-')}" for a in SERVE_REQUIRED if not getattr(args, a)]
+    if missing:
+        raise ValueError(f"{', '.join(missing)} required (or --etcd-only for a throwaway member)")
+    initial = parse_initial_cluster(args.initial_cluster)
+    for address in (args.listen, args.peer_listen, *([args.etcd_listen] * bool(args.etcd_listen))):
+        validate_address(address)
     options = NodeOptions(
         tick_ms=args.tick_ms,
         election_ticks=args.election_ticks,
         heartbeat_ticks=args.heartbeat_ticks,
         snapshot_every=args.snapshot_every,
     )
-    config = MemberConfig(
+    return MemberConfig(
         name=args.name,
         data_dir=Path(args.data_dir),
         listen=args.listen,
@@ -78,17 +85,53 @@ def cmd_serve(args: argparse.Namespace) -> int:
         read_only_mode=args.read_only_mode == "enabled",
         etcd_listen=args.etcd_listen,
         etcd_progress_notify_s=args.etcd_progress_notify_ms / 1000,
+        etcd_only=args.etcd_only,
     )
 
-    async def run() -> int:
-        member = Member(config)
-        return await member.serve_until_signalled()
 
+def _etcd_only_defaults(args: argparse.Namespace) -> Path | None:
+    """`--etcd-only` fills in a single throwaway member, as a bare `etcd` starts one: name
+    `default`, clients on 127.0.0.1:2379, any free peer port, a fresh secret, and a temp
+    data dir (returned, to be removed at exit) unless --data-dir is given."""
+    from coord.ports import free_port
+
+    args.name = args.name or "default"
+    args.listen = args.listen or "127.0.0.1:2379"
+    args.peer_listen = args.peer_listen or f"127.0.0.1:{free_port()}"
+    if not args.initial_cluster:
+        args.initial_cluster = f"{args.name}={args.peer_listen}"
+        if not args.cluster_secret_file and not os.environ.get("COORD_CLUSTER_SECRET"):
+            os.environ["COORD_CLUSTER_SECRET"] = secrets.token_hex(32)  # nobody else joins
+    if args.data_dir:
+        return None
+    temp = Path(tempfile.mkdtemp(prefix="coord-etcd-only-"))
+    args.data_dir = str(temp / args.name)
+    return temp
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from coord.server.member import Member
+    from coord.server.storage import StorageError
+
+    _configure_logging(args.log_level)
+    temp = _etcd_only_defaults(args) if args.etcd_only else None
     try:
-        return asyncio.run(run())
-    except (StorageError, OSError, ValueError) as e:
-        logging.getLogger("coord").error("%s: cannot start: %s", args.name, e)
-        return 2
+        try:
+            config = member_config(args)
+        except ValueError as e:
+            raise SystemExit(f"coord serve: {e}") from None
+
+        async def run() -> int:
+            return await Member(config).serve_until_signalled()
+
+        try:
+            return asyncio.run(run())
+        except (StorageError, OSError, ValueError) as e:
+            logging.getLogger("coord").error("%s: cannot start: %s", args.name, e)
+            return 2
+    finally:
+        if temp is not None:
+            shutil.rmtree(temp, ignore_errors=True)
 
 
 def cmd_dev(args: argparse.Namespace) -> int:
@@ -96,8 +139,6 @@ def cmd_dev(args: argparse.Namespace) -> int:
 
     data_dir = Path(args.data_dir)
     if args.fresh and data_dir.exists():
-        import shutil
-
         shutil.rmtree(data_dir)
     colors = ["36", "33", "35", "32", "34", "31", "37", "96", "93"]
 
@@ -223,21 +264,33 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from coord.server.bench_etcd import run_etcd_bench
 
         return run_etcd_bench(args)
+    if args.target == "startup":
+        from coord.server.bench_startup import run_startup_bench
+
+        return run_startup_bench(args)
     from coord.server.bench_api import run_api_bench
 
     return run_api_bench(args)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(client_commands: bool = True) -> argparse.ArgumentParser:
+    """`client_commands=False` leaves out the client commands (and their imports), for
+    `coord serve`, whose start-up time test rigs wait on."""
     p = argparse.ArgumentParser(prog="coord", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
 
     s = sub.add_parser("serve", help="run one member")
-    s.add_argument("--name", required=True)
-    s.add_argument("--data-dir", required=True)
-    s.add_argument("--listen", required=True, help="client address HOST:PORT")
-    s.add_argument("--peer-listen", required=True, help="peer address HOST:PORT")
-    s.add_argument("--initial-cluster", required=True, help="n1=HOST:PEERPORT,n2=...")
+    s.add_argument(
+        "--etcd-only",
+        action="store_true",
+        help="serve only the etcd v3 API (for etcd test rigs); every other flag is optional:"
+        " a single member on 127.0.0.1:2379 with its data in a temp dir removed at exit",
+    )
+    s.add_argument("--name")
+    s.add_argument("--data-dir")
+    s.add_argument("--listen", help="client address HOST:PORT")
+    s.add_argument("--peer-listen", help="peer address HOST:PORT")
+    s.add_argument("--initial-cluster", help="n1=HOST:PEERPORT,n2=...")
     s.add_argument("--initial-cluster-state", choices=["new", "existing"], default="new")
     s.add_argument(
         "--initial-cluster-token",
@@ -288,8 +341,9 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("bench", help="benchmarks")
     b.add_argument(
         "target",
-        choices=["raft", "own", "pid", "kv", "etcd", "readonly"],
+        choices=["raft", "own", "pid", "kv", "etcd", "startup", "readonly"],
         help="etcd: coord and a real etcd 3.4 side by side (put, get, claim txns); "
+        "startup: a fresh member's time to first served request, coord and etcd; "
         "readonly: read-only mode vs ZooKeeper 3.8",
     )
     b.add_argument("--resources", type=int, default=10_000, help="own: resources to claim")
@@ -297,7 +351,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--seconds", type=float, default=5.0)
     b.add_argument("--failover-trials", type=int, default=10)
     b.add_argument("--claims", type=int, default=10_000, help="etcd: keys claimed per level")
-    b.add_argument("--trials", type=int, default=10, help="readonly: trials per system and row")
+    b.add_argument(
+        "--trials", type=int, default=10, help="readonly, startup: trials per system and row"
+    )
     b.add_argument(
         "--zk",
         action=argparse.BooleanOptionalAction,
@@ -318,13 +374,14 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--json", action="store_true")
     b.set_defaults(func=cmd_bench)
 
-    # Client commands (own, release, owners, watch-owners, pid, kv, session).
-    from coord.client.cli_commands import register as register_client_commands
+    if client_commands:  # own, release, owners, watch-owners, pid, kv, session
+        from coord.client.cli_commands import register as register_client_commands
 
-    register_client_commands(sub)
+        register_client_commands(sub)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(client_commands=argv[:1] != ["serve"]).parse_args(argv)
     return args.func(args)

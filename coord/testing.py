@@ -1,5 +1,7 @@
-"""Real coord clusters for tests, benchmarks and `coord dev`: every member is its own
-`coord serve` process on free 127.0.0.1 ports, with kill/pause/resume/restart helpers."""
+"""Real coord clusters for tests, benchmarks, `coord dev` and other projects' test rigs:
+members on free 127.0.0.1 ports, each its own `coord serve` process (kill -9, SIGSTOP,
+restart) or, with `in_process=True`, all inside this process (coord.embedded: serving in
+a fraction of a second; kill and restart, but no pause)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -17,18 +18,16 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 import grpc
 
 from coord.client.admin import AdminClient
 from coord.netfault import TcpGate
+from coord.ports import free_port
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+if TYPE_CHECKING:
+    from coord.embedded import EmbeddedLoop, EmbeddedMember
 
 
 @dataclass
@@ -39,6 +38,7 @@ class MemberProcess:
     data_dir: Path
     log_path: Path
     proc: subprocess.Popen | None = None
+    embedded: EmbeddedMember | None = field(default=None, repr=False)  # in_process
     paused: bool = False
     gate: TcpGate | None = field(default=None, repr=False)  # in front of peer_listen
     _pump: threading.Thread | None = field(default=None, repr=False)
@@ -53,6 +53,8 @@ class MemberProcess:
 
     @property
     def running(self) -> bool:
+        if self.embedded is not None:
+            return self.embedded.running
         return self.proc is not None and self.proc.poll() is None
 
 
@@ -73,9 +75,11 @@ class LocalCluster:
         extra_args: list[str] | None = None,
         echo: Callable[[str, str], None] | None = None,
         partitionable: bool = False,
+        in_process: bool = False,
     ) -> None:
         """`partitionable`: members reach each other through TCP gates, so `cut_off()`
-        and `heal()` can partition a member (coord.netfault)."""
+        and `heal()` can partition a member (coord.netfault). `in_process`: members run in
+        this process (coord.embedded) instead of as `coord serve` processes."""
         if not 1 <= members <= 9:
             raise ValueError("members must be 1..9")
         self._tmp = data_dir is None
@@ -93,6 +97,11 @@ class LocalCluster:
             self.secret_file.chmod(0o600)
         self.members: dict[str, MemberProcess] = {}
         self._joined: set[str] = set()
+        self._loop: EmbeddedLoop | None = None
+        if in_process:
+            from coord.embedded import EmbeddedLoop
+
+            self._loop = EmbeddedLoop.shared()
         for i in range(members):
             name = f"n{i + 1}"
             if base_port is None:
@@ -160,6 +169,9 @@ class LocalCluster:
         m = self.members[name]
         if m.running:
             raise ClusterError(f"{name} is already running")
+        if self._loop is not None:
+            self._start_embedded(m, timeout)
+            return
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         if self.echo is None:
             out: IO | int = open(m.log_path, "ab")  # noqa: SIM115 - owned by the child
@@ -182,6 +194,16 @@ class LocalCluster:
         if wait:
             self.wait_serving(name, timeout)
 
+    def _start_embedded(self, m: MemberProcess, timeout: float) -> None:
+        """The same member `command()` would run, parsed by the same CLI, in this process."""
+        from coord.cli import build_parser, member_config
+        from coord.embedded import EmbeddedMember
+
+        assert self._loop is not None
+        args = build_parser(client_commands=False).parse_args(self.command(m.name)[3:])
+        m.embedded = EmbeddedMember(self._loop, member_config(args))
+        m.embedded.start(timeout)
+
     def _pump_output(self, m: MemberProcess) -> None:
         assert m.proc is not None and m.proc.stdout is not None and self.echo is not None
         for line in m.proc.stdout:
@@ -202,6 +224,10 @@ class LocalCluster:
         raise ClusterError(f"{name} did not start serving within {timeout}s; see {m.log_path}")
 
     def stop(self, timeout: float = 10.0) -> None:
+        if self._loop is not None:
+            from coord.embedded import stop_all
+
+            stop_all([m.embedded for m in self.members.values() if m.embedded], 0, timeout)
         for m in self.members.values():
             if m.running:
                 if m.paused:
@@ -246,19 +272,31 @@ class LocalCluster:
 
     # -- faults -------------------------------------------------------------------------
     def kill(self, name: str) -> None:
-        """kill -9: no chance to flush or say goodbye."""
+        """kill -9: no chance to flush or say goodbye (in-process: every call in flight is
+        cut off and the member stops at once)."""
         m = self.members[name]
-        if m.proc is not None:
+        if m.embedded is not None:
+            m.embedded.stop(grace=0)
+        elif m.proc is not None:
             m.proc.kill()
             m.proc.wait()
 
     def pause(self, name: str) -> None:
-        self.members[name].proc.send_signal(signal.SIGSTOP)
+        """SIGSTOP: the member freezes mid-step; its sockets stay open."""
+        self._process(name).send_signal(signal.SIGSTOP)
         self.members[name].paused = True
 
     def resume(self, name: str) -> None:
-        self.members[name].proc.send_signal(signal.SIGCONT)
+        self._process(name).send_signal(signal.SIGCONT)
         self.members[name].paused = False
+
+    def _process(self, name: str) -> subprocess.Popen:
+        proc = self.members[name].proc
+        if self._loop is not None or proc is None:
+            raise ClusterError(
+                f"{name} is not a process: pausing needs LocalCluster(in_process=False)"
+            )
+        return proc
 
     def cut_off(self, name: str) -> None:
         """Partition `name` off: no other member's message reaches it (its client port
@@ -321,10 +359,14 @@ class LocalCluster:
 
 
 @contextmanager
-def cluster(members: int = 3, **kwargs) -> Iterator[LocalCluster]:
-    """`with coord.testing.cluster(members=3) as c: ...` — a throwaway local cluster."""
+def cluster(members: int = 3, timeout: float = 20.0, **kwargs) -> Iterator[LocalCluster]:
+    """`with coord.testing.cluster(members=3) as c: ...` — a throwaway local cluster, handed
+    over once it has a leader serving writes; its temp data is removed afterwards.
+    kwargs go to LocalCluster (`in_process=True`, `tick_ms`, `partitionable`, ...)."""
     c = LocalCluster(members, **kwargs)
     try:
-        yield c.start()
+        c.start(timeout=timeout)
+        c.wait_for_leader(timeout)
+        yield c
     finally:
         c.stop()

@@ -54,6 +54,7 @@ class MemberConfig:
     read_only_mode: bool = True
     etcd_listen: str = ""  # a second address for the etcd API (it is on `listen` too)
     etcd_progress_notify_s: float = DEFAULT_PROGRESS_NOTIFY_S
+    etcd_only: bool = False  # clients get the etcd v3 API only (no native or Admin API)
 
 
 class Member:
@@ -103,21 +104,9 @@ class Member:
         )
         self._bind(peer_server, self.config.peer_listen, "--peer-listen")
         client_server = grpc.aio.server()
-        coord, hub = self.coordinator, self.hub
-        admin_pb2_grpc.add_AdminServicer_to_server(
-            AdminService(self.node, self.mode), client_server
-        )
-        coord_pb2_grpc.add_SessionsServicer_to_server(
-            SessionsService(coord, hub, self.tracker), client_server
-        )
-        coord_pb2_grpc.add_OwnershipServicer_to_server(OwnershipService(coord, hub), client_server)
-        coord_pb2_grpc.add_ProducersServicer_to_server(ProducersService(coord), client_server)
-        coord_pb2_grpc.add_KVServicer_to_server(KVService(coord, hub), client_server)
+        services = [] if self.config.etcd_only else self._add_coord_services(client_server)
         self._add_etcd_services(client_server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, client_server)
-        services = [admin_pb2.DESCRIPTOR.services_by_name["Admin"].full_name]
-        services += [s.full_name for s in coord_pb2.DESCRIPTOR.services_by_name.values()
-                     if s.name != "Forward"]
         services += [s.full_name for s in etcd_pb2.DESCRIPTOR.services_by_name.values()]
         services += [
             health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
@@ -135,12 +124,27 @@ class Member:
         self.mode.start()
         await self.health.set("", health_pb2.HealthCheckResponse.SERVING)
         log.info(
-            "%s: serving clients on %s, peers on %s (data in %s)",
+            "%s: serving %s on %s, peers on %s (data in %s)",
             self.config.name,
+            "the etcd v3 API" if self.config.etcd_only else "clients",
             self.config.listen,
             self.config.peer_listen,
             self.config.data_dir,
         )
+
+    def _add_coord_services(self, server: grpc.aio.Server) -> list[str]:
+        """coord's native API and Admin; returns their service names."""
+        coord, hub = self.coordinator, self.hub
+        admin_pb2_grpc.add_AdminServicer_to_server(AdminService(self.node, self.mode), server)
+        coord_pb2_grpc.add_SessionsServicer_to_server(
+            SessionsService(coord, hub, self.tracker), server
+        )
+        coord_pb2_grpc.add_OwnershipServicer_to_server(OwnershipService(coord, hub), server)
+        coord_pb2_grpc.add_ProducersServicer_to_server(ProducersService(coord), server)
+        coord_pb2_grpc.add_KVServicer_to_server(KVService(coord, hub), server)
+        services = [admin_pb2.DESCRIPTOR.services_by_name["Admin"].full_name]
+        return services + [s.full_name for s in coord_pb2.DESCRIPTOR.services_by_name.values()
+                           if s.name != "Forward"]
 
     def _add_etcd_services(self, server: grpc.aio.Server) -> None:
         """The etcd v3 API on the same coordinator, event hub and session tracker."""

@@ -238,6 +238,11 @@ class Node:
         self._sync_peers()
         while self._raw.has_ready():
             await self._handle_ready(self._raw.ready())
+        if set(self._raw.raft.conf.voters) == {self.id}:
+            # A sole voter needs nobody's vote: elect itself now rather than after an
+            # election timeout, so a single-member cluster serves at once.
+            self._raw.campaign()
+            self._wake.set()
         loop = asyncio.get_running_loop()
         self.failed = loop.create_future()
         self._tasks = [

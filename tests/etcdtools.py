@@ -46,16 +46,15 @@ def etcdctl(endpoints: list[str] | str, *args: str, input: str | None = None,
     return proc
 
 
-class Background:
-    """A long-running etcdctl (watch, lock, elect) whose output lines are read with a
-    deadline, never by sleeping and hoping."""
+class LineProcess:
+    """A long-running process whose output lines are read with a deadline, never by
+    sleeping and hoping."""
 
-    def __init__(self, endpoints: list[str] | str, *args: str) -> None:
-        eps = endpoints if isinstance(endpoints, str) else ",".join(endpoints)
-        self.args = args
+    def __init__(self, command: list[str], env: dict[str, str] | None = None) -> None:
+        self.args = command
         self.proc = subprocess.Popen(
-            [require_etcdctl(), "--endpoints", eps, *args], stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True, bufsize=1, env=etcdctl_env())
+            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
+            env=env)
         self.lines: queue.Queue[str] = queue.Queue()
         self.seen: list[str] = []
         threading.Thread(target=self._pump, daemon=True).start()
@@ -72,7 +71,7 @@ class Background:
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise AssertionError(f"etcdctl {' '.join(self.args)}: no matching line within "
+                raise AssertionError(f"{' '.join(self.args)}: no matching line within "
                                      f"{timeout}s; saw {self.seen[-20:]}")
             try:
                 line = self.lines.get(timeout=min(left, 0.2))
@@ -102,3 +101,11 @@ class Background:
     def stop(self) -> None:
         self.signal(signal.SIGKILL)
         self.proc.wait(10)
+
+
+class Background(LineProcess):
+    """A long-running etcdctl (watch, lock, elect)."""
+
+    def __init__(self, endpoints: list[str] | str, *args: str) -> None:
+        eps = endpoints if isinstance(endpoints, str) else ",".join(endpoints)
+        super().__init__([require_etcdctl(), "--endpoints", eps, *args], etcdctl_env())
