@@ -115,3 +115,9 @@ def test_serve_without_etcd_only_names_what_is_missing():
                          capture_output=True, text=True, timeout=60)
     assert out.returncode != 0
     assert "--data-dir, --listen, --peer-listen, --initial-cluster required" in out.stderr
+
+
+def test_a_sole_voter_elects_itself_without_waiting_an_election_timeout():
+    """With a 100 s election timeout, only the start-up campaign can elect it in time."""
+    with cluster(members=1, in_process=True, election_ticks=2000, timeout=10) as c:
+        assert c.status("n1").role == "leader"
