@@ -1,4 +1,4 @@
-"""One coord member as a process: the node plus its two gRPC servers (clients on
+"""One coord member: the node plus its two gRPC servers (clients on
 --listen, peers on --peer-listen), started and stopped in the right order. The client
 server also serves the etcd v3 API (etcdserverpb.*), on --listen and, if given, on
 --etcd-listen too."""
