@@ -1,7 +1,7 @@
 """One coord member: the node plus its two gRPC servers (clients on
 --listen, peers on --peer-listen), started and stopped in the right order. The client
 server also serves the etcd v3 API (etcdserverpb.*), on --listen and, if given, on
---etcd-listen too."""
+--etcd-listen too (with --etcd-only, that API alone)."""
 
 from __future__ import annotations
 
