@@ -351,6 +351,7 @@ def build_parser(client_commands: bool = True) -> argparse.ArgumentParser:
     b.add_argument("--seconds", type=float, default=5.0)
     b.add_argument("--failover-trials", type=int, default=10)
     b.add_argument("--claims", type=int, default=10_000, help="etcd: keys claimed per level")
+    b.add_argument("--members", type=int, default=3, help="etcd: members per cluster")
     b.add_argument(
         "--trials", type=int, default=10, help="readonly, startup: trials per system and row"
     )

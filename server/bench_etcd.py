@@ -1,7 +1,7 @@
 """`coord bench etcd`: coord and a real etcd 3.4 side by side, in one run, on this box.
 
-Both get a fresh 3-member cluster on 127.0.0.1 and the same asyncio driver over the
-etcd v3 API, talking to the leader: puts, linearizable gets, and create-if-absent
+Both get a fresh cluster of `--members` (default 3) on 127.0.0.1 and the same asyncio
+driver over the etcd v3 API, talking to the leader: puts, linearizable gets, and create-if-absent
 claims (a Txn per key, 10,000 keys bound to one lease — the partition-lease pattern).
 coord's native KV API is measured in the same run too. The clusters run one after the
 other, never together, so each has both cores; the ratio column is what carries over
@@ -130,19 +130,20 @@ def table(rows: list[dict]) -> list[str]:
 def run_etcd_bench(args: argparse.Namespace) -> int:
     levels = [int(x) for x in args.concurrency.split(",") if x]
     rows: list[dict] = []
-    _log("starting a 3-member etcd on 127.0.0.1 ...")
-    with EtcdCluster(3) as etcd:
+    n = args.members
+    _log(f"starting a {n}-member etcd on 127.0.0.1 ...")
+    with EtcdCluster(n) as etcd:
         rows += asyncio.run(etcd_ops(etcd.wait_leader(), "etcd", levels, args.seconds,
                                      args.claims))
-    _log("starting a 3-member coord on 127.0.0.1 ...")
-    with LocalCluster(3) as cluster:
+    _log(f"starting a {n}-member coord on 127.0.0.1 ...")
+    with LocalCluster(n) as cluster:
         leader = cluster.members[cluster.wait_for_leader(timeout=15)].listen
         rows += asyncio.run(etcd_ops(leader, "coord", levels, args.seconds, args.claims))
         rows += asyncio.run(coord_native(leader, levels, args.seconds))
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    print(f"coord vs etcd 3.4, 3 members each on 127.0.0.1, one client process, "
+    print(f"coord vs etcd 3.4, {n} member(s) each on 127.0.0.1, one client process, "
           f"{args.seconds:g} s per put/get level, {args.claims} claims per level")
     for line in table(rows):
         print("  " + line)
