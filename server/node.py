@@ -37,6 +37,7 @@ from coord.raft import (
     bootstrap_entries,
     conf_change_of,
 )
+from coord.raft.quorum import quorum_size
 from coord.statemachine import StateMachine
 
 from .members import MemberInfo, cluster_id
@@ -209,6 +210,7 @@ class Node:
         if stored_cluster is not None:
             self.cluster_id = int(stored_cluster)  # the token only matters at first start
         fresh = not st.entries and st.snapshot.is_empty and st.hard_state == HardState()
+        self._bootstrapping = fresh and not join
         hard, entries = st.hard_state, st.entries
         if fresh:
             self.store.set_meta("name", self.me.name)
@@ -375,6 +377,8 @@ class Node:
                 for node in self._unreachable:
                     raw.report_unreachable(node)
                 self._unreachable.clear()
+            if self._bootstrapping:
+                self._advance_first_election()
             while self._ticks:
                 self._ticks -= 1
                 raw.tick()
@@ -387,6 +391,21 @@ class Node:
                 raw.read_index(ctx)
             while raw.has_ready():
                 await self._handle_ready(raw.ready())
+
+    def _advance_first_election(self) -> None:
+        """A new cluster has no leader to wait for: once this member reaches enough peers
+        for a quorum, it starts one tick short of the election timeout, so the first
+        election waits only for its random part (etcd's initial election tick advance).
+        Not before: a vote asked of peers not yet connected is lost, and costs a round."""
+        raft = self._raw.raft
+        if raft.lead != NONE or raft.term > 1 or not raft.promotable:
+            self._bootstrapping = False
+            return
+        reached = 1 + sum(1 for s in self.transport.stats().values() if s["connected"])
+        if reached >= quorum_size(raft.conf.voters):
+            self._bootstrapping = False
+            for _ in range(max(0, self.options.election_ticks - 1 - raft.election_elapsed)):
+                self._raw.tick()
 
     def _submit_proposals(self) -> None:
         proposals, self._proposals = self._proposals, []
