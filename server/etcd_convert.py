@@ -185,12 +185,14 @@ def delete_to_pb(res: DeleteRangeResult, header: pb.ResponseHeader) -> pb.Delete
 
 def txn_to_pb(r: pb.TxnRequest, res: TxnResult, header: pb.ResponseHeader) -> pb.TxnResponse:
     """Responses pair with the requests of the branch that ran (range options need
-    the request). Nested responses carry a header with the revision only, as etcd's."""
+    the request). As etcd's, a nested response's header holds only the revision its op
+    saw (a write's own; before the txn's first change, the starting one), and a nested
+    txn's header is empty."""
     out = pb.TxnResponse(header=header, succeeded=res.succeeded)
     ops = r.success if res.succeeded else r.failure
-    inner = pb.ResponseHeader(revision=header.revision)
     for op, sub in zip(ops, res.responses, strict=True):
         kind = op.WhichOneof("request")
+        inner = pb.ResponseHeader(revision=sub.revision)
         if kind == "request_range":
             out.responses.add(response_range=range_to_pb(op.request_range, sub, inner))
         elif kind == "request_put":
@@ -198,7 +200,8 @@ def txn_to_pb(r: pb.TxnRequest, res: TxnResult, header: pb.ResponseHeader) -> pb
         elif kind == "request_delete_range":
             out.responses.add(response_delete_range=delete_to_pb(sub, inner))
         else:
-            out.responses.add(response_txn=txn_to_pb(op.request_txn, sub, inner))
+            out.responses.add(response_txn=txn_to_pb(op.request_txn, sub,
+                                                     pb.ResponseHeader()))
     return out
 
 
