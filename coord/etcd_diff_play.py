@@ -89,9 +89,7 @@ class WatchStream:
         self.requests: queue.Queue[pb.WatchRequest | None] = queue.Queue()
         self.cond = threading.Condition()
         self.created: list[pb.WatchResponse] = []
-        self.events: dict[int, list] = {}
-        self.cancels: dict[int, list[pb.WatchResponse]] = {}
-        self.last: dict[int, int] = {}  # watch id -> newest event revision
+        self.reports: dict[int, Report] = {}  # by watch id: of its newest watch
         self.failure: str = ""
         self.call = stub.Watch(iter(self.requests.get, None))
         threading.Thread(target=self._read, daemon=True).start()
@@ -109,13 +107,18 @@ class WatchStream:
                 self.cond.notify_all()
 
     def _file(self, r: pb.WatchResponse) -> None:
+        """A created response starts a new report: an id may be reused after a cancel."""
         if r.created:
             self.created.append(r)
-        elif r.canceled:
-            self.cancels.setdefault(r.watch_id, []).append(r)
+            if not r.canceled:
+                self.reports[r.watch_id] = Report()
+            return
+        report = self.reports.setdefault(r.watch_id, Report())
+        if r.canceled:
+            report.cancels.append(r)
         elif r.events:
-            self.events.setdefault(r.watch_id, []).extend(r.events)
-            self.last[r.watch_id] = max(e.kv.mod_revision for e in r.events)
+            report.events.extend(r.events)
+            report.last = max(e.kv.mod_revision for e in r.events)
 
     def wait(self, done: Callable[[], bool], timeout: float = WATCH_WAIT) -> bool:
         deadline = time.monotonic() + timeout
@@ -136,10 +139,20 @@ class WatchStream:
 
 
 @dataclass
+class Report:
+    """What one watch reported."""
+
+    events: list = field(default_factory=list)
+    cancels: list[pb.WatchResponse] = field(default_factory=list)
+    last: int = 0  # the newest event's revision
+
+
+@dataclass
 class _Watch:
     req: pb.WatchCreateRequest  # as sent
     id: int | None = None  # None: not created
     live: bool = False
+    report: Report = field(default_factory=Report)
 
 
 class Player:
@@ -314,8 +327,11 @@ class Player:
         if not s.wait(lambda: len(s.created) > n):
             self.record(label, ("no created response", s.failure))
             return
-        r = s.created[n]
-        w.id, w.live = r.watch_id, not r.canceled
+        with s.cond:
+            r = s.created[n]
+            w.id, w.live = r.watch_id, not r.canceled
+            if w.live:
+                w.report = s.reports[w.id]
         self.record(label, self.norm(r))
 
     def do_cancel(self, label: str, step: Step) -> None:
@@ -325,10 +341,10 @@ class Player:
             return  # nothing to cancel on either system (or a difference already recorded)
         if w.live:
             self.flush([w], label)
-        n = len(s.cancels.get(w.id, []))
+        n = len(w.report.cancels)
         s.send(pb.WatchRequest(cancel_request=pb.WatchCancelRequest(watch_id=w.id)))
         if w.live:  # only a live watch answers a cancel
-            got = s.wait(lambda: len(s.cancels.get(w.id, [])) > n)
+            got = s.wait(lambda: len(w.report.cancels) > n)
             self.record(label, "canceled" if got else ("no cancel response", s.failure))
             w.live = False
 
@@ -361,7 +377,7 @@ class Player:
                 continue  # it cannot report any of them
 
             def reported(w: _Watch = w, target: int = target) -> bool:
-                return s.last.get(w.id, 0) >= target or w.id in s.cancels
+                return w.report.last >= target or bool(w.report.cancels)
 
             if not s.wait(reported):
                 self.record(f"{label}:watch {w.id}", ("did not report the flush", s.failure))
@@ -374,8 +390,8 @@ class Player:
             for i, w in enumerate(self.watches):
                 if w.id is None:
                     continue
-                events = [self.norm(e) for e in s.events.get(w.id, [])]
-                cancels = [self.norm(r) for r in s.cancels.get(w.id, [])]
+                events = [self.norm(e) for e in w.report.events]
+                cancels = [self.norm(r) for r in w.report.cancels]
                 self.record(f"watch {i} (id {w.id}) events", events)
                 self.record(f"watch {i} (id {w.id}) cancels", cancels)
             if s.failure:

@@ -49,10 +49,14 @@ def kv_to_pb(kv: KeyValue) -> mvccpb.KeyValue:
                            lease=kv.session_id)
 
 
-def event_to_pb(e: WatchEvent, prev_kv: bool) -> mvccpb.Event:
+def event_to_pb(e: WatchEvent, prev_kv: bool, compact_revision: int = 0) -> mvccpb.Event:
+    """etcd's watch reads an event's prev_kv as the key stood at the revision before the
+    event: none if the key was written earlier in the same txn, or if that revision is
+    compacted."""
     out = mvccpb.Event(type=mvccpb.Event.DELETE if e.type == DELETE else mvccpb.Event.PUT,
                        kv=kv_to_pb(e.kv))
-    if prev_kv and e.prev_kv is not None:
+    if prev_kv and e.prev_kv is not None and e.prev_kv.mod_revision < e.revision \
+            and e.revision - 1 >= compact_revision:
         out.prev_kv.CopyFrom(kv_to_pb(e.prev_kv))
     return out
 
@@ -160,9 +164,9 @@ def range_to_pb(r: pb.RangeRequest, res: RangeResult, header: pb.ResponseHeader
     more = False
     if r.limit > 0 and len(kvs) > r.limit:
         kvs, more = kvs[: r.limit], True
+    if r.count_only:  # etcd's store returns no kvs then, so none are cut: no `more`
+        return pb.RangeResponse(header=header, count=res.count)
     out = pb.RangeResponse(header=header, more=more, count=res.count)
-    if r.count_only:
-        return out
     for kv in kvs:
         m = out.kvs.add()
         m.CopyFrom(kv_to_pb(kv))

@@ -129,6 +129,7 @@ class _Stream:
             return []
         out = []
         last = events[-1].revision
+        compacted = self.coord.machine.kv.compact_revision
         for w in watchers:
             if w.dead:
                 continue
@@ -139,7 +140,7 @@ class _Stream:
                 w.quiet = False
                 out.append(pb.WatchResponse(
                     header=self.header(mine[-1].revision), watch_id=w.id,
-                    events=[conv.event_to_pb(e, w.prev_kv) for e in mine]))
+                    events=[conv.event_to_pb(e, w.prev_kv, compacted) for e in mine]))
         return out
 
     def progress_notifications(self) -> list[pb.WatchResponse]:

@@ -267,3 +267,18 @@ def test_a_txn_checks_every_put_on_its_path_before_any_range(m):
     nested = c.Txn((), (c.Put(b"k", b"v", 99),), ())
     assert m.execute(c.Txn((), (future, nested), ())).error == UNKNOWN_SESSION
     assert m.execute(c.Txn((), (future,), ())).error == "FUTURE_REVISION"
+
+
+def test_compaction_keeps_only_the_puts_that_stand_at_the_compact_revision(m):
+    """Found by the differential test: etcd's compaction drops the compact revision's
+    deletes (and a put deleted in the same txn), so a watch from there does not see them."""
+    m.execute(c.Put(b"k", b"1"))  # 1
+    m.execute(c.DeleteRange(b"k"))  # 2
+    m.execute(c.Txn((), (c.Put(b"p", b"x"), c.Put(b"q", b"y"),
+                         c.DeleteRange(b"q", b"\0")), ()))  # 3: q put, then deleted
+    assert m.execute(c.Compact(2)).ok
+    assert m.execute(c.EventsSince(2, b"\0", b"\0")).events[0].revision == 3
+    assert m.execute(c.Compact(3)).ok
+    kept = m.execute(c.EventsSince(3, b"\0", b"\0")).events
+    assert [(e.type, e.kv.key) for e in kept] == [("PUT", b"p")]
+    assert [kv.key for kv in m.execute(c.Range(b"\0", b"\0", revision=3)).kvs] == [b"p"]

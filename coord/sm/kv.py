@@ -307,7 +307,8 @@ class KVStore:
     @operation(CompactResult)
     def compact(self, revision: int) -> CompactResult:
         """Forget history before `revision`, as etcd does: reads at `revision` and watches
-        starting there still work. A change that leaves the revision where it is."""
+        starting there still work (they see the puts that stand at it). A change that
+        leaves the revision where it is."""
         _check_int(revision, "revision")
         if self.compacted and revision <= self.compact_revision:
             raise CommandError(COMPACTED, f"revision {revision} is already compacted "
@@ -320,6 +321,13 @@ class KVStore:
         cut = bisect_left(self._history_revs, revision)
         del self._history[:cut]
         del self._history_revs[:cut]
+        # etcd keeps, of the compact revision, only each key's value as it stands there:
+        # its deletes (and puts deleted in the same txn) go with the older history.
+        at = bisect_right(self._history_revs, revision)
+        final = {e.kv.key: e for e in self._history[:at]}
+        kept = [e for e in self._history[:at] if e.type == PUT and final[e.kv.key] is e]
+        self._history[:at] = kept
+        self._history_revs[:at] = [revision] * len(kept)
         self.compact_revision = revision
         self.compacted = True
         self.ledger.mark()
