@@ -184,7 +184,10 @@ class _Gen:
         if kind == "txn":
             return Step(kind, self.txn())
         if kind == "compact":
-            return Step(kind, pb.CompactionRequest(revision=self.revision()))
+            # physical: etcd answers once the old revisions are gone from its store; else
+            # a watch created just after may or may not see them (a race, not a fact).
+            # coord's compaction is always complete when it answers.
+            return Step(kind, pb.CompactionRequest(revision=self.revision(), physical=True))
         if kind == "grant":
             return Step(kind, pb.LeaseGrantRequest(TTL=self.rnd.choice(TTLS),
                                                    ID=self.rnd.randint(1, LEASE_SLOTS)))
