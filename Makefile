@@ -7,7 +7,7 @@ PROTOS := $(wildcard proto/coord/v1/*.proto proto/coord/etcdpb/*.proto)
 SEEDS  ?= 10000
 NODES  ?= 3
 
-.PHONY: all venv proto run test lint soak bench bench-readonly clean etcd-tools
+.PHONY: all venv proto run test lint soak diff bench bench-readonly clean etcd-tools
 
 all: test
 
@@ -23,14 +23,14 @@ venv: $(STAMP) coord/v1/.generated etcd-tools
 # drive coord with clients nobody here wrote. Installed when missing and we are root with
 # apt; otherwise those tests say what is missing (and fail under CI=true).
 etcd-tools:
-	@if ! command -v etcdctl >/dev/null 2>&1; then \
+	@if ! command -v etcdctl >/dev/null 2>&1 || ! command -v etcd >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    echo "installing etcd-client and etcd-server (Debian)"; \
 	    (apt-get install -y -q etcd-client etcd-server >/dev/null 2>&1 || \
 	     (apt-get update -q >/dev/null && apt-get install -y -q etcd-client etcd-server >/dev/null)) \
 	      || echo "warning: could not install etcd-client/etcd-server"; \
 	  else \
-	    echo "note: etcdctl is missing (apt-get install etcd-client etcd-server as root)"; \
+	    echo "note: etcdctl or etcd is missing (apt-get install etcd-client etcd-server as root)"; \
 	  fi; \
 	fi
 
@@ -55,6 +55,11 @@ lint: venv
 
 soak: venv
 	$(PY) -m coord.raft.simulate --seeds $(SEEDS) --nodes both --jobs 2
+
+# The differential test against real etcd (`make diff SEEDS=1000`; pytest runs 300).
+DIFF_SEEDS := $(if $(filter command line,$(origin SEEDS)),$(SEEDS),1000)
+diff: venv
+	$(PY) -m coord.etcd_diff --seeds $(DIFF_SEEDS)
 
 bench: venv
 	$(VENV)/bin/coord bench raft

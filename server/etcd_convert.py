@@ -49,10 +49,14 @@ def kv_to_pb(kv: KeyValue) -> mvccpb.KeyValue:
                            lease=kv.session_id)
 
 
-def event_to_pb(e: WatchEvent, prev_kv: bool) -> mvccpb.Event:
+def event_to_pb(e: WatchEvent, prev_kv: bool, compact_revision: int = 0) -> mvccpb.Event:
+    """etcd's watch reads an event's prev_kv as the key stood at the revision before the
+    event: none if the key was written earlier in the same txn, or if that revision is
+    compacted."""
     out = mvccpb.Event(type=mvccpb.Event.DELETE if e.type == DELETE else mvccpb.Event.PUT,
                        kv=kv_to_pb(e.kv))
-    if prev_kv and e.prev_kv is not None:
+    if prev_kv and e.prev_kv is not None and e.prev_kv.mod_revision < e.revision \
+            and e.revision - 1 >= compact_revision:
         out.prev_kv.CopyFrom(kv_to_pb(e.prev_kv))
     return out
 
@@ -160,9 +164,9 @@ def range_to_pb(r: pb.RangeRequest, res: RangeResult, header: pb.ResponseHeader
     more = False
     if r.limit > 0 and len(kvs) > r.limit:
         kvs, more = kvs[: r.limit], True
+    if r.count_only:  # etcd's store returns no kvs then, so none are cut: no `more`
+        return pb.RangeResponse(header=header, count=res.count)
     out = pb.RangeResponse(header=header, more=more, count=res.count)
-    if r.count_only:
-        return out
     for kv in kvs:
         m = out.kvs.add()
         m.CopyFrom(kv_to_pb(kv))
@@ -185,12 +189,14 @@ def delete_to_pb(res: DeleteRangeResult, header: pb.ResponseHeader) -> pb.Delete
 
 def txn_to_pb(r: pb.TxnRequest, res: TxnResult, header: pb.ResponseHeader) -> pb.TxnResponse:
     """Responses pair with the requests of the branch that ran (range options need
-    the request). Nested responses carry a header with the revision only, as etcd's."""
+    the request). As etcd's, a nested response's header holds only the revision its op
+    saw (a write's own; before the txn's first change, the starting one), and a nested
+    txn's header is empty."""
     out = pb.TxnResponse(header=header, succeeded=res.succeeded)
     ops = r.success if res.succeeded else r.failure
-    inner = pb.ResponseHeader(revision=header.revision)
     for op, sub in zip(ops, res.responses, strict=True):
         kind = op.WhichOneof("request")
+        inner = pb.ResponseHeader(revision=sub.revision)
         if kind == "request_range":
             out.responses.add(response_range=range_to_pb(op.request_range, sub, inner))
         elif kind == "request_put":
@@ -198,7 +204,8 @@ def txn_to_pb(r: pb.TxnRequest, res: TxnResult, header: pb.ResponseHeader) -> pb
         elif kind == "request_delete_range":
             out.responses.add(response_delete_range=delete_to_pb(sub, inner))
         else:
-            out.responses.add(response_txn=txn_to_pb(op.request_txn, sub, inner))
+            out.responses.add(response_txn=txn_to_pb(op.request_txn, sub,
+                                                     pb.ResponseHeader()))
     return out
 
 

@@ -45,6 +45,6 @@ class EtcdKVService(rpc_pb2_grpc.KVServicer):
 
     @etcd_call
     async def Compact(self, request, context):  # noqa: N802
-        # coord records a compaction as a change, so it has a revision of its own.
+        # As etcd's, a compaction leaves the revision where it is.
         res = await self._write(c.Compact(request.revision), context)
         return pb.CompactionResponse(header=conv.header(self.coord, res.revision))

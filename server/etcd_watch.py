@@ -24,13 +24,13 @@ from coord.sm import commands as c
 from coord.sm.records import DELETE, PUT, WatchEvent
 
 from . import etcd_convert as conv
-from . import etcd_errors as err
 from .coordinator import Coordinator
 from .events import EventHub, Subscription, in_range
 
 DEFAULT_PROGRESS_NOTIFY_S = 600.0  # etcd's default --experimental-watch-progress-notify-interval
 ALL = b"\0"
 DUPLICATE_ID = "mvcc: duplicate watch ID provided on the WatchStream"
+EMPTY_RANGE = "mvcc: watcher range is empty"
 
 
 @dataclass
@@ -58,6 +58,9 @@ class _Watcher:
     progress_notify: bool
     floor: int  # events at or below this revision were sent or predate the watch
     quiet: bool = True  # nothing sent since the last progress notification
+    # Compacted at its start: it reports nothing, but (as in etcd) keeps its id until the
+    # client cancels it, and the cancel is answered.
+    dead: bool = False
 
 
 @dataclass
@@ -73,14 +76,15 @@ class _Stream:
 
     def create(self, req: pb.WatchCreateRequest) -> list[pb.WatchResponse]:
         now = self.coord.machine.revision
+        if req.range_end not in (b"", ALL) and (req.key or ALL) >= req.range_end:
+            return [self.refused(now, EMPTY_RANGE)]
         wid = req.watch_id
         if wid == 0:  # etcd's AutoWatchID: the next id not in use, from 0
             wid = next(self.ids)
             while wid in self.watchers:
                 wid = next(self.ids)
         elif wid in self.watchers:
-            return [pb.WatchResponse(header=self.header(now), watch_id=wid, created=True,
-                                     canceled=True, cancel_reason=DUPLICATE_ID)]
+            return [self.refused(now, DUPLICATE_ID)]
         skip = frozenset({PUT} if pb.WatchCreateRequest.NOPUT in req.filters else set()) | \
             frozenset({DELETE} if pb.WatchCreateRequest.NODELETE in req.filters else set())
         w = _Watcher(wid, req.key or ALL, req.range_end, req.prev_kv, skip,
@@ -88,18 +92,30 @@ class _Stream:
         out = [pb.WatchResponse(header=self.header(now), watch_id=wid, created=True)]
         if 0 < req.start_revision <= now:
             hist = self.coord.machine.query(c.EventsSince(req.start_revision, w.key, w.end))
-            if hist.error:
-                # etcd: the watch is created, then canceled with the compact revision.
+            if hist.error == "COMPACTED":
+                # etcd: the watch is created, then canceled with the compact revision
+                # (in a header without a revision, and no reason).
                 out.append(pb.WatchResponse(
-                    header=self.header(now), watch_id=wid, canceled=True,
-                    compact_revision=hist.compact_revision,
-                    cancel_reason=err.COMPACTED.message if hist.error == "COMPACTED"
-                    else f"etcdserver: {hist.message}"))
+                    header=self.header(0), watch_id=wid, canceled=True,
+                    compact_revision=hist.compact_revision))
+                w.dead = True
+                self.watchers[wid] = w
+                return out
+            if hist.error:
+                out.append(pb.WatchResponse(header=self.header(now), watch_id=wid,
+                                            canceled=True,
+                                            cancel_reason=f"etcdserver: {hist.message}"))
                 return out
             out += self.responses(hist.events, [w])
         w.floor = max(w.floor, now)  # what is applied now came as history, or predates it
         self.watchers[wid] = w
         return out
+
+    def refused(self, now: int, reason: str) -> pb.WatchResponse:
+        """etcd's answer to a watch it will not create: created and canceled at once,
+        under watch id -1."""
+        return pb.WatchResponse(header=self.header(now), watch_id=-1, created=True,
+                                canceled=True, cancel_reason=reason)
 
     def cancel(self, wid: int) -> list[pb.WatchResponse]:
         if self.watchers.pop(wid, None) is None:
@@ -113,7 +129,10 @@ class _Stream:
             return []
         out = []
         last = events[-1].revision
+        compacted = self.coord.machine.kv.compact_revision
         for w in watchers:
+            if w.dead:
+                continue
             mine = [e for e in events if e.revision > w.floor and e.type not in w.skip
                     and in_range(e.kv.key, w.key, w.end)]
             w.floor = max(w.floor, last)
@@ -121,14 +140,14 @@ class _Stream:
                 w.quiet = False
                 out.append(pb.WatchResponse(
                     header=self.header(mine[-1].revision), watch_id=w.id,
-                    events=[conv.event_to_pb(e, w.prev_kv) for e in mine]))
+                    events=[conv.event_to_pb(e, w.prev_kv, compacted) for e in mine]))
         return out
 
     def progress_notifications(self) -> list[pb.WatchResponse]:
         """For watchers that asked, when nothing was sent to them since the last one."""
         out = []
         for w in self.watchers.values():
-            if w.progress_notify and w.quiet:
+            if w.progress_notify and w.quiet and not w.dead:
                 out.append(pb.WatchResponse(header=self.header(), watch_id=w.id))
             w.quiet = True
         return out

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable
 
 from coord.sm.commands import ExpireSessions
 from coord.sm.machine import CoordMachine
+from coord.sm.sessions import Session
 
 from .node import Node, NodeError
 from .periodic import Periodic
@@ -42,6 +43,9 @@ class SessionTracker:
         self.machine = machine
         self.propose = propose
         self.deadlines: dict[int, float] = {}
+        # whose deadline each is: an ended session's id may be asked for again (etcd
+        # clients choose lease ids), and the new session must not inherit the deadline
+        self._owners: dict[int, Session] = {}
         self._led_term = 0
         self._quorum_losses = node.quorum_losses
         self._last_sweep = time.monotonic()
@@ -57,7 +61,7 @@ class SessionTracker:
                 return None
             self.deadlines.pop(session_id, None)
             return GONE
-        self.deadlines[session_id] = time.monotonic() + session.ttl_ms / 1000
+        self._track(session_id, session, time.monotonic() + session.ttl_ms / 1000)
         return session.ttl_ms
 
     def remaining(self, session_id: int) -> int | None:
@@ -66,10 +70,22 @@ class SessionTracker:
         session = self.machine.sessions.get(session_id)
         if session is None:
             return GONE if self.node.caught_up_leader else None
-        deadline = self.deadlines.get(session_id)
+        deadline = self._deadline(session_id, session)
         if deadline is None:
             return session.ttl_ms
         return max(1, int((deadline - time.monotonic()) * 1000))
+
+    def _deadline(self, session_id: int, session: Session) -> float | None:
+        """The tracked deadline if it is this session's (else it is forgotten)."""
+        if self._owners.get(session_id) is not session:
+            self.deadlines.pop(session_id, None)
+            self._owners.pop(session_id, None)
+            return None
+        return self.deadlines.get(session_id)
+
+    def _track(self, session_id: int, session: Session, deadline: float) -> None:
+        self.deadlines[session_id] = deadline
+        self._owners[session_id] = session
 
     def start(self) -> None:
         self._loop.start()
@@ -87,6 +103,7 @@ class SessionTracker:
         if not self.node.caught_up_leader:
             if not self.node.is_leader:
                 self.deadlines.clear()
+                self._owners.clear()
                 self._led_term = 0
             return  # a new leader expires nothing before it has applied what it inherited
         now = time.monotonic()
@@ -96,12 +113,16 @@ class SessionTracker:
             self._led_term = self.node.term
             self._quorum_losses = self.node.quorum_losses
             self.deadlines.clear()  # every session gets its full TTL back
+            self._owners.clear()
         sessions = self.machine.sessions
         live = set(sessions.ids())
-        for sid in live.difference(self.deadlines):
-            self.deadlines[sid] = now + sessions.get(sid).ttl_ms / 1000
+        for sid in live:
+            session = sessions.get(sid)
+            if self._deadline(sid, session) is None:
+                self._track(sid, session, now + session.ttl_ms / 1000)
         for sid in set(self.deadlines).difference(live):
             del self.deadlines[sid]
+            self._owners.pop(sid, None)
         expired = tuple(sorted(sid for sid, d in self.deadlines.items() if d <= now))
         if expired:
             log.info("%s: expiring sessions %s", self.node.me.name, list(expired))

@@ -16,17 +16,21 @@ import time
 
 import pytest
 
-ETCDCTL = shutil.which("etcdctl")
 
-
-def require_etcdctl() -> str:
-    if ETCDCTL is None:
-        message = ("etcdctl is not installed: `make venv` installs Debian's etcd-client "
-                   "(as root), or run apt-get install etcd-client etcd-server")
+def require(binary: str) -> str:
+    """The path of etcdctl or etcd; a missing one skips the test, or fails it under CI."""
+    path = shutil.which(binary)
+    if path is None:
+        message = (f"{binary} is not installed: `make venv` installs Debian's etcd-client "
+                   "and etcd-server (as root), or run apt-get install etcd-client etcd-server")
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(message)
         pytest.skip(message)
-    return ETCDCTL
+    return path
+
+
+def require_etcdctl() -> str:
+    return require("etcdctl")
 
 
 def etcdctl_env() -> dict[str, str]:

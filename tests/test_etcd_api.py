@@ -181,6 +181,11 @@ def test_watch_filters_cancel_progress_duplicate_ids_and_compaction(etcd):
         ws.send(create_request=pb.WatchCreateRequest(key=b"wf/x", watch_id=7))
         dup = ws.next()
         assert dup.created and dup.canceled and "duplicate watch ID" in dup.cancel_reason
+        assert dup.watch_id == -1  # etcd's id for a watch it refused
+        ws.send(create_request=pb.WatchCreateRequest(key=b"wf/x", range_end=b"wf/a"))
+        empty = ws.next()
+        assert (empty.watch_id, empty.created, empty.canceled, empty.cancel_reason) == \
+            (-1, True, True, "mvcc: watcher range is empty")
         etcd.put(b"wf/x", b"1")
         r = ws.next()
         assert r.watch_id == 7 and [e.kv.value for e in r.events] == [b"1"]
@@ -201,9 +206,19 @@ def test_watch_filters_cancel_progress_duplicate_ids_and_compaction(etcd):
         rev = etcd.put(b"wf/z", b"3").header.revision
         etcd.kv.Compact(pb.CompactionRequest(revision=rev), timeout=T)
         ws.send(create_request=pb.WatchCreateRequest(key=b"wf/z", start_revision=rev - 1))
-        assert ws.next().created
+        dead = ws.next()
+        assert dead.created
         r = ws.next()
-        assert r.canceled and r.compact_revision == rev
+        assert r.canceled and r.compact_revision == rev and r.watch_id == dead.watch_id
+        assert r.header.revision == 0 and not r.cancel_reason  # etcd's shape exactly
+        ws.send(cancel_request=pb.WatchCancelRequest(watch_id=dead.watch_id))
+        r = ws.next()  # the compacted watch kept its id until canceled, as in etcd
+        assert r.watch_id == dead.watch_id and r.canceled and not r.compact_revision
+        ws.send(create_request=pb.WatchCreateRequest(key=b"wf/z", start_revision=rev))
+        at = ws.next()
+        assert at.created and not at.canceled  # a watch may start at the compact revision
+        r = ws.next()
+        assert r.watch_id == at.watch_id and [e.kv.mod_revision for e in r.events] == [rev]
     finally:
         ws.close()
 

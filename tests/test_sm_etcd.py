@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from coord.sm import commands as c
 from coord.sm import results as res
 from coord.sm.errors import (
+    COMPACTED,
     INVALID_ARGUMENT,
     KEY_NOT_FOUND,
     SESSION_EXISTS,
@@ -219,3 +220,65 @@ def test_nested_txns_are_deterministic_and_replay_from_snapshots(batches):
             b = CoordMachine()
             b.restore(a.snapshot())
     assert a.snapshot() == b.snapshot()
+
+
+# -- compaction, as etcd's -------------------------------------------------------------
+
+
+def test_compaction_keeps_the_revision_and_the_compact_revisions_events(m):
+    """Found by the differential test: etcd's Compact does not move the revision, and a
+    watch may start at the compact revision (its events are kept)."""
+    for i in range(4):
+        m.execute(c.Put(b"k", b"%d" % i))  # revisions 1..4
+    r = m.execute(c.Compact(3, request_id="cmp"))
+    assert r.ok and r.revision == 4 == m.revision and r.compact_revision == 3
+    assert m.execute(c.Compact(3, request_id="cmp")) == r  # a retry: answered from memory
+    assert m.execute(c.Compact(3)).error == COMPACTED
+    assert [e.revision for e in m.execute(c.EventsSince(3, b"k")).events] == [3, 4]
+    late = m.execute(c.EventsSince(2, b"k"))
+    assert late.error == COMPACTED and late.compact_revision == 3
+    assert m.execute(c.Range(b"k", revision=3)).kvs[0].value == b"2"
+    assert m.execute(c.Range(b"k", revision=2)).error == COMPACTED
+
+
+def test_a_put_checks_its_lease_first_but_a_txns_put_its_key_first(m):
+    """Found by the differential test: etcd's order of the two checks differs between a
+    plain put and a put in a txn, and clients see which error comes first."""
+    put = c.Put(b"missing", b"", 99, ignore_value=True)
+    assert m.execute(put).error == UNKNOWN_SESSION
+    assert m.execute(c.Txn((), (put,), ())).error == KEY_NOT_FOUND
+
+
+def test_compact_zero_works_until_the_first_compaction_and_survives_snapshots(m):
+    """Found by the differential test: etcd's compact revision starts below 0, so
+    Compact(0) succeeds once on a store never compacted."""
+    m.execute(c.Put(b"k", b"v"))
+    assert m.execute(c.Compact(0)).ok
+    assert m.execute(c.Compact(0)).error == COMPACTED
+    fresh = CoordMachine()
+    fresh.restore(m.snapshot())
+    assert fresh.kv.compacted and fresh.execute(c.Compact(0)).error == COMPACTED
+
+
+def test_a_txn_checks_every_put_on_its_path_before_any_range(m):
+    """Found by the differential test: etcd checks the puts of the path that will run
+    (nested ones too) before its ranges, whatever their order."""
+    future = c.Range(b"k", revision=1000)
+    nested = c.Txn((), (c.Put(b"k", b"v", 99),), ())
+    assert m.execute(c.Txn((), (future, nested), ())).error == UNKNOWN_SESSION
+    assert m.execute(c.Txn((), (future,), ())).error == "FUTURE_REVISION"
+
+
+def test_compaction_keeps_only_the_puts_that_stand_at_the_compact_revision(m):
+    """Found by the differential test: etcd's compaction drops the compact revision's
+    deletes (and a put deleted in the same txn), so a watch from there does not see them."""
+    m.execute(c.Put(b"k", b"1"))  # 1
+    m.execute(c.DeleteRange(b"k"))  # 2
+    m.execute(c.Txn((), (c.Put(b"p", b"x"), c.Put(b"q", b"y"),
+                         c.DeleteRange(b"q", b"\0")), ()))  # 3: q put, then deleted
+    assert m.execute(c.Compact(2)).ok
+    assert m.execute(c.EventsSince(2, b"\0", b"\0")).events[0].revision == 3
+    assert m.execute(c.Compact(3)).ok
+    kept = m.execute(c.EventsSince(3, b"\0", b"\0")).events
+    assert [(e.type, e.kv.key) for e in kept] == [("PUT", b"p")]
+    assert [kv.key for kv in m.execute(c.Range(b"\0", b"\0", revision=3)).kvs] == [b"p"]

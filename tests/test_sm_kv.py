@@ -170,12 +170,13 @@ def test_compaction_and_its_errors(kv):
     assert kv.compact(6).error == FUTURE_REVISION
     assert kv.compact(-1).error == INVALID_ARGUMENT
     r = kv.compact(3)
-    assert r.ok and r.compact_revision == 3 and kv.ledger.revision == 6  # a change: bumps
+    # as etcd's: the revision stays where it is
+    assert r.ok and r.compact_revision == 3 and r.revision == 5 and kv.ledger.revision == 5
     assert kv.compact(3).error == COMPACTED and kv.compact(2).error == COMPACTED
     assert kv.range(b"k", revision=2).error == COMPACTED
     assert kv.range(b"k", revision=3).kvs[0].value == b"2"  # the compact revision itself
     assert kv.range(b"k", revision=4).kvs[0].value == b"3"
-    assert kv.compact(6).ok
+    assert kv.compact(6).error == FUTURE_REVISION and kv.compact(5).ok
 
 
 def test_events_since_and_compaction(kv):
@@ -189,9 +190,10 @@ def test_events_since_and_compaction(kv):
     assert r.events[1].kv == KeyValue(b"a", b"", 0, 4, 0) and r.events[1].prev_kv.value == b"2"
     assert [e.revision for e in kv.events_since(1, b"\0", b"\0").events] == [1, 2, 3, 4]
     assert kv.events_since(5, b"a").events == ()
-    kv.compact(2)
+    kv.compact(3)
     late = kv.events_since(2, b"a")
-    assert late.error == COMPACTED and late.compact_revision == 2
+    assert late.error == COMPACTED and late.compact_revision == 3
+    # etcd's rule: a watch may start at the compact revision itself
     assert [e.revision for e in kv.events_since(3, b"\0", b"\0").events] == [3, 4]
     assert kv.events_since(0, b"a").error == INVALID_ARGUMENT
 
@@ -230,11 +232,11 @@ def test_bad_input_is_refused_and_changes_nothing(kv):
         kv.range(b""),
         kv.range(b"a", limit=-1),
         kv.delete_range(b""),
-        kv.compact(0),
+        kv.compact(5),
     ]
     assert [r.error for r in refused] == [
         INVALID_ARGUMENT, TOO_LARGE, TOO_LARGE, INVALID_ARGUMENT, INVALID_ARGUMENT,
-        INVALID_ARGUMENT, INVALID_ARGUMENT, INVALID_ARGUMENT, COMPACTED]
+        INVALID_ARGUMENT, INVALID_ARGUMENT, INVALID_ARGUMENT, FUTURE_REVISION]
     assert all(r.message for r in refused)
     assert kv.put(b"k" * 1536, b"v" * (1 << 20)).ok  # exactly at the limits is fine
     kv.delete_range(b"k" * 1536)

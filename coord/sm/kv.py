@@ -3,15 +3,15 @@
 Current values live in a dict plus a sorted key list (for ranges). Every change is also
 appended to a history of `WatchEvent`s carrying the previous value, which serves both
 watches that start in the past and reads at a past revision (undo the events after it,
-newest first). History is bounded by compaction only: `compact(rev)` forgets events at or
-before `rev`, after which reads below `rev` and watches starting at or below it fail.
+newest first). History is bounded by compaction only: `compact(rev)` forgets events
+before `rev`, after which reads and watches below `rev` fail (etcd's rule).
 Revisions are the machine's one global revision (see `Ledger`).
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from coord.sm import codec, limits
@@ -107,6 +107,15 @@ def _intervals(ops: Sequence[Any]) -> tuple[set[bytes], list[tuple[bytes, bytes]
     return puts, dels, None
 
 
+def _path_ops(plan: _Plan, kind: type) -> Iterator[Any]:
+    """The ops of type `kind` a decided txn will run, nested ones in place."""
+    for op, sub in plan[1]:
+        if sub is not None:
+            yield from _path_ops(sub, kind)
+        elif type(op) is kind:
+            yield op
+
+
 def _check_key(key: Any, what: str = "key") -> None:
     if type(key) is not bytes:
         raise CommandError(INVALID_ARGUMENT, f"{what} must be bytes")
@@ -143,6 +152,7 @@ class KVStore:
         self._history: list[WatchEvent] = []
         self._history_revs: list[int] = []  # parallel to _history, for bisect
         self.compact_revision = 0
+        self.compacted = False  # etcd: until the first compaction, even Compact(0) works
         self.sessions.add_releaser(self._release_session)
 
     def __len__(self) -> int:
@@ -195,10 +205,11 @@ class KVStore:
         _check_key(key)
         _check_range_end(range_end)
         _check_int(revision, "revision", low=1)
-        if revision <= self.compact_revision:
+        if revision < self.compact_revision:
             raise CommandError(
                 COMPACTED, f"revision {revision} is compacted (compact revision "
-                f"{self.compact_revision}); start after it", compact_revision=self.compact_revision)
+                f"{self.compact_revision}); start at or after it",
+                compact_revision=self.compact_revision)
         match = in_range(key, range_end)
         start = bisect_left(self._history_revs, revision)
         events = tuple(e for e in self._history[start:] if match(e.kv.key))
@@ -264,13 +275,11 @@ class KVStore:
                              if type(op) is Txn else None) for op in ops]
 
     def _check_plan(self, plan: _Plan) -> None:
-        for op, sub in plan[1]:
-            if sub is not None:
-                self._check_plan(sub)
-            elif type(op) is Put:
-                self._check_put_state(op)
-            elif type(op) is Range:
-                self._check_range_revision(op.revision)
+        """etcd's order: every put on the path (nested ones too), then every range."""
+        for op in _path_ops(plan, Put):
+            self._check_put_state(op, in_txn=True)
+        for op in _path_ops(plan, Range):
+            self._check_range_revision(op.revision)
 
     def _run(self, plan: _Plan) -> TxnResult:
         responses: list[PutResult | RangeResult | DeleteRangeResult | TxnResult] = []
@@ -297,9 +306,11 @@ class KVStore:
 
     @operation(CompactResult)
     def compact(self, revision: int) -> CompactResult:
-        """Forget history at or before `revision`. Counts as a change (bumps the revision)."""
+        """Forget history before `revision`, as etcd does: reads at `revision` and watches
+        starting there still work (they see the puts that stand at it). A change that
+        leaves the revision where it is."""
         _check_int(revision, "revision")
-        if revision <= self.compact_revision:
+        if self.compacted and revision <= self.compact_revision:
             raise CommandError(COMPACTED, f"revision {revision} is already compacted "
                                f"(compact revision {self.compact_revision})",
                                compact_revision=self.compact_revision)
@@ -307,11 +318,20 @@ class KVStore:
             raise CommandError(FUTURE_REVISION, f"revision {revision} is in the future "
                                f"(current {self.ledger.revision})",
                                compact_revision=self.compact_revision)
-        cut = bisect_right(self._history_revs, revision)
+        cut = bisect_left(self._history_revs, revision)
         del self._history[:cut]
         del self._history_revs[:cut]
+        # etcd keeps, of the compact revision, only each key's value as it stands there:
+        # its deletes (and puts deleted in the same txn) go with the older history.
+        at = bisect_right(self._history_revs, revision)
+        final = {e.kv.key: e for e in self._history[:at]}
+        kept = [e for e in self._history[:at] if e.type == PUT and final[e.kv.key] is e]
+        self._history[:at] = kept
+        self._history_revs[:at] = [revision] * len(kept)
         self.compact_revision = revision
-        return CompactResult(revision=self.ledger.touch(), compact_revision=revision)
+        self.compacted = True
+        self.ledger.mark()
+        return CompactResult(revision=self.ledger.revision, compact_revision=revision)
 
     # -- validation ----------------------------------------------------------------------
 
@@ -336,9 +356,16 @@ class KVStore:
         if op.ignore_lease and op.session_id:
             raise CommandError(INVALID_ARGUMENT, "session is provided with ignore_lease")
 
-    def _check_put_state(self, op: Put) -> None:
+    def _check_put_state(self, op: Put, in_txn: bool = False) -> None:
+        """etcd checks a put's lease before its key, but a txn's puts the other way
+        round; both may fail at once, and clients see which error came first."""
+        if in_txn:
+            self._check_put_key(op)
         if op.session_id != 0:
             self.sessions.require(op.session_id)
+        self._check_put_key(op)
+
+    def _check_put_key(self, op: Put) -> None:
         if (op.ignore_value or op.ignore_lease) and op.key not in self._kvs:
             raise CommandError(KEY_NOT_FOUND, f"key {op.key!r:.60} does not exist "
                                "(ignore_value/ignore_lease need a current value)")
@@ -494,6 +521,7 @@ class KVStore:
         enc_kv, enc_ev = codec.encoder(KeyValue), codec.encoder(WatchEvent)
         return {
             "compact_revision": self.compact_revision,
+            "compacted": self.compacted,
             "kvs": [enc_kv(self._kvs[k]) for k in self._keys],
             "history": [enc_ev(e) for e in self._history],
         }
@@ -509,7 +537,10 @@ class KVStore:
         revs = [e.revision for e in history]
         if keys != sorted(set(keys)) or revs != sorted(revs):
             raise ValueError("KV snapshot out of order")
-        self.compact_revision = compact_revision
+        compacted = state.get("compacted", compact_revision > 0)  # older snapshots: guess
+        if type(compacted) is not bool:
+            raise ValueError("bad compacted flag")
+        self.compact_revision, self.compacted = compact_revision, compacted
         self._kvs = {kv.key: kv for kv in kvs}
         self._keys = keys
         self._history, self._history_revs = history, revs

@@ -20,8 +20,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 class Ledger:
     def __init__(self, revision: int = 0) -> None:
         self.revision = revision  # the last committed revision
+        self.changes = 0  # commands that changed state; all but compactions moved `revision`
         self._depth = 0
         self._dirty = False
+        self._marked = False
         self._events: list[Any] = []
 
     @contextmanager
@@ -34,9 +36,10 @@ class Ledger:
             yield
         finally:
             self._depth -= 1
-            if outer and self._dirty:
-                self.revision += 1
-                self._dirty = False
+            if outer and (self._dirty or self._marked):
+                self.changes += 1
+                self.revision += self._dirty
+                self._dirty = self._marked = False
 
     def touch(self) -> int:
         """Declare a change in the current command; returns the revision it happens at."""
@@ -44,6 +47,13 @@ class Ledger:
             raise RuntimeError("state changes must happen inside Ledger.command()")
         self._dirty = True
         return self.revision + 1
+
+    def mark(self) -> None:
+        """Declare a change that does not move the revision: a compaction (as in etcd,
+        whose clients expect the revision to stay put)."""
+        if self._depth == 0:
+            raise RuntimeError("state changes must happen inside Ledger.command()")
+        self._marked = True
 
     @property
     def head(self) -> int:

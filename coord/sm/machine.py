@@ -4,8 +4,9 @@
 returns the encoded result. It is deterministic: no clocks, randomness or I/O; the
 leader's clock arrives as `time_ms` (made monotonic here, so a new leader with a slower
 clock cannot move time backwards) and leader-drawn randomness arrives inside commands.
-Every command that changes state moves the one global revision exactly once; a refused
-command changes nothing at all (the snapshot bytes stay identical).
+Every command that changes state moves the one global revision exactly once (except a
+compaction, which as in etcd leaves it where it is); a refused command changes nothing
+at all (the snapshot bytes stay identical).
 """
 
 from __future__ import annotations
@@ -124,9 +125,9 @@ class CoordMachine:
                     error=REQUEST_ID_REUSED, revision=self.revision,
                     message=f"request_id {request_id!r:.60} was used by a different command"))
         now = max(self.clock_ms, time_ms) if type(time_ms) is int else self.clock_ms
-        before = self.revision
+        before = self.ledger.changes
         data = encode_result(self._dispatch(cmd, now))
-        if self.revision != before:
+        if self.ledger.changes != before:
             self.clock_ms = now
             if request_id:
                 self.recent.put(request_id, (tag, data))
