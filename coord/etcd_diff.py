@@ -74,7 +74,7 @@ def systems() -> Iterator[tuple[System, System]]:
     """A one-member etcd and a one-member coord on loopback, for the whole run."""
     with EtcdCluster(1) as e, LocalCluster(1) as c:
         etcd = System("etcd", e.endpoints[0])
-        coord = System("coord", c.etcd_endpoints[0], lease_revisions=True)
+        coord = System("coord", c.etcd_endpoints[0])
         try:
             yield etcd, coord
         finally:

@@ -14,14 +14,13 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
 
-from coord.etcd_diff_gen import FAR_FUTURE, Step, prefix_end, prefix_of
+from coord.etcd_diff_gen import Step, prefix_end, prefix_of
 from coord.etcdpb import rpc_pb2 as pb
 from coord.etcdpb import rpc_pb2_grpc as stubs
 from coord.sm.kv import in_range
@@ -35,13 +34,10 @@ W = pb.WatchCreateRequest
 
 
 class System:
-    """One server under test. `lease_revisions`: a lease grant, and a revoke that deletes
-    no keys, move the revision (coord's sessions do; README: "Lease grants and revokes are
-    changes"); the player then skips those revisions, so they compare as etcd's."""
+    """One server under test."""
 
-    def __init__(self, name: str, endpoint: str, lease_revisions: bool = False) -> None:
+    def __init__(self, name: str, endpoint: str) -> None:
         self.name = name
-        self.lease_revisions = lease_revisions
         self.channel = grpc.insecure_channel(endpoint)
         self.kv = stubs.KVStub(self.channel)
         self.lease = stubs.LeaseStub(self.channel)
@@ -56,22 +52,16 @@ class System:
 
 @dataclass
 class Revisions:
-    """Real revisions <-> revisions relative to `base`, skipping `skipped` ones."""
+    """Real revisions <-> revisions relative to `base` (0 stays 0: "none" or "now"). Both
+    systems move the revision for exactly the same operations, so no revision is skipped."""
 
     base: int
-    skipped: list[int] = field(default_factory=list)
 
     def relative(self, real: int) -> int:
-        return 0 if real == 0 else real - self.base - bisect_right(self.skipped, real)
+        return 0 if real == 0 else real - self.base
 
     def real(self, rel: int) -> int:
-        if rel == 0:
-            return 0
-        real = self.base + rel
-        for s in self.skipped:
-            if s <= real:
-                real += 1
-        return real
+        return 0 if rel == 0 else self.base + rel
 
 
 def call(fn: Callable, req: Any) -> Any:
@@ -282,21 +272,10 @@ class Player:
         if not isinstance(r, tuple):
             self.ids[step.req.ID] = r.ID
             self.slots[r.ID] = step.req.ID
-            if self.sys.lease_revisions:
-                self.revs.skipped.append(r.header.revision)
         self.record(label, self.norm(r))
 
     def do_revoke(self, label: str, step: Step) -> None:
-        req = self.materialise(step)
-        keys = None
-        if self.sys.lease_revisions:  # will the revoke delete keys (a change etcd counts)?
-            ttl = call(self.sys.lease.LeaseTimeToLive,
-                       pb.LeaseTimeToLiveRequest(ID=req.ID, keys=True))
-            keys = None if isinstance(ttl, tuple) else list(ttl.keys)
-        r = call(self.sys.lease.LeaseRevoke, req)
-        if keys == [] and not isinstance(r, tuple):
-            self.revs.skipped.append(r.header.revision)
-        self.record(label, self.norm(r))
+        self.record(label, self.norm(call(self.sys.lease.LeaseRevoke, self.materialise(step))))
 
     def do_ttl(self, label: str, step: Step) -> None:
         self.record(label, self.norm_ttl(call(self.sys.lease.LeaseTimeToLive,
@@ -310,17 +289,7 @@ class Player:
         if self.stream is None:
             self.stream = WatchStream(self.sys.watch)
         s = self.stream
-        req = step.req
-        if 1 < req.start_revision < FAR_FUTURE:
-            # coord's lease grants and revokes take revisions of their own (README: "Lease
-            # grants and revokes are changes"), so a start more than one change ahead
-            # would mean different changes on the two systems: start at the next one.
-            now = self.revs.relative(self.sys.revision())
-            if req.start_revision > now + 1:
-                req = type(req)()
-                req.CopyFrom(step.req)
-                req.start_revision = now + 1
-        w = _Watch(self.materialise(Step(step.kind, req)))
+        w = _Watch(self.materialise(step))
         self.watches.append(w)
         n = len(s.created)
         s.send(pb.WatchRequest(create_request=w.req))

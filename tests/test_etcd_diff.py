@@ -33,10 +33,12 @@ def test_the_first_differing_answer_is_reported_with_its_step():
     assert compare(3, steps, same, same[:1]).coord is None  # a missing answer differs too
 
 
-def test_revisions_skip_what_only_coord_counts():
-    revs = Revisions(base=10, skipped=[11, 14])  # e.g. lease grants
-    assert [revs.relative(r) for r in (0, 10, 12, 13, 15)] == [0, 0, 1, 2, 3]
-    assert [revs.real(v) for v in (0, 1, 2, 3)] == [0, 12, 13, 15]
+def test_revisions_are_compared_exactly_relative_to_the_start():
+    """No revision is skipped on either side: coord moves the revision for exactly what
+    etcd does (a lease grant, or a revoke that deletes no keys, moves neither)."""
+    revs = Revisions(base=10)
+    assert [revs.relative(r) for r in (0, 10, 11, 12, 15)] == [0, 0, 1, 2, 5]
+    assert [revs.real(v) for v in (0, 1, 2, 5)] == [0, 11, 12, 15]
 
 
 @pytest.mark.cluster

@@ -20,7 +20,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 class Ledger:
     def __init__(self, revision: int = 0) -> None:
         self.revision = revision  # the last committed revision
-        self.changes = 0  # commands that changed state; all but compactions moved `revision`
+        self.changes = 0  # commands that changed state (not all moved `revision`: see mark)
         self._depth = 0
         self._dirty = False
         self._marked = False
@@ -49,8 +49,10 @@ class Ledger:
         return self.revision + 1
 
     def mark(self) -> None:
-        """Declare a change that does not move the revision: a compaction (as in etcd,
-        whose clients expect the revision to stay put)."""
+        """Declare a change that does not move the revision, as in etcd, whose clients
+        expect the revision to stay put: a compaction, a session opened (a lease grant),
+        a session ended that held nothing (a revoke or expiry of a lease without keys).
+        The command still counts as a change: its result is remembered for its request id."""
         if self._depth == 0:
             raise RuntimeError("state changes must happen inside Ledger.command()")
         self._marked = True

@@ -4,9 +4,10 @@
 returns the encoded result. It is deterministic: no clocks, randomness or I/O; the
 leader's clock arrives as `time_ms` (made monotonic here, so a new leader with a slower
 clock cannot move time backwards) and leader-drawn randomness arrives inside commands.
-Every command that changes state moves the one global revision exactly once (except a
-compaction, which as in etcd leaves it where it is); a refused command changes nothing
-at all (the snapshot bytes stay identical).
+Every command that changes state moves the one global revision exactly once, except
+those that as in etcd leave it where it is: a compaction, opening a session (a lease
+grant) and ending a session that held nothing; a refused command changes nothing at all
+(the snapshot bytes stay identical).
 """
 
 from __future__ import annotations

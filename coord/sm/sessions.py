@@ -4,7 +4,12 @@ A session is opened with a TTL; the leader tracks keepalives (not replicated, li
 lease renewals) and proposes `expire` for sessions whose TTL ran out, and a new leader
 starts every session's clock afresh. Each session knows what it holds (owned resources,
 session-bound keys), so closing, expiring or severing it releases everything in the
-same command and revision, then emits one event naming why it ended. Ids come from a
+same command and revision, then emits one event naming why it ended.
+
+As etcd's leases, opening a session is not a change at a revision, and ending one is
+only if it released something (keys deleted, resources freed): the revision then moves
+once for the whole command, else the end event carries the current revision. A sever
+always takes something (the claim), so it moves with the claim. Ids come from a
 replicated counter that never hands out an id twice (it skips ids in use); an opener may
 instead ask for a specific id — an etcd client choosing its lease id — which it gets
 unless a live session has it.
@@ -98,7 +103,7 @@ class SessionTable:
                                f"got {session_id!r:.40}")
         if session_id in self._sessions:
             raise CommandError(SESSION_EXISTS, f"session {session_id} already exists")
-        revision = self.ledger.touch()
+        self.ledger.mark()  # a change of state, but not of the revision (etcd's LeaseGrant)
         if session_id == 0:
             while self.next_id in self._sessions:  # taken by an asked-for id
                 self.next_id += 1
@@ -106,12 +111,13 @@ class SessionTable:
             self.next_id += 1
         session = Session(session_id, name, ttl_ms, read_only_ok, now_ms)
         self._sessions[session.id] = session
-        return SessionResult(revision=revision, session_id=session.id, ttl_ms=ttl_ms)
+        return SessionResult(revision=self.ledger.head, session_id=session.id, ttl_ms=ttl_ms)
 
     @operation(SessionResult)
     def close(self, session_id: int) -> SessionResult:
         session = self.require(session_id)
-        revision = self._end(session, SessionEvent(RELEASED, session.id, self.ledger.touch()))
+        revision = self._ending_revision([session])
+        self._end(session, SessionEvent(RELEASED, session.id, revision))
         return SessionResult(revision=revision, session_id=session.id, ttl_ms=session.ttl_ms)
 
     @operation(ExpireResult)
@@ -121,29 +127,39 @@ class SessionTable:
             raise CommandError(INVALID_ARGUMENT, "session_ids must be a sequence of ints")
         if len(ids) > limits.MAX_EXPIRE_IDS:
             raise CommandError(TOO_LARGE, f"more than {limits.MAX_EXPIRE_IDS} ids")
-        expired: list[int] = []
-        for session_id in dict.fromkeys(ids):  # first occurrence order, no repeats
-            session = self._sessions.get(session_id)
-            if session is not None:
-                self._end(session, SessionEvent(EXPIRED, session.id, self.ledger.touch()))
-                expired.append(session_id)
-        return ExpireResult(revision=self.ledger.head, expired=tuple(expired))
+        # first occurrence order, no repeats
+        ending = [s for i in dict.fromkeys(ids) if (s := self._sessions.get(i)) is not None]
+        if not ending:
+            return ExpireResult(revision=self.ledger.head)
+        revision = self._ending_revision(ending)  # one for all: they end in one command
+        for session in ending:
+            self._end(session, SessionEvent(EXPIRED, session.id, revision))
+        return ExpireResult(revision=revision, expired=tuple(s.id for s in ending))
 
     def sever(self, session_id: int, group: str, claims: list[Claim], new_owner: int) -> None:
         """End a session because `new_owner` claimed `claims` (resource, new generation)
-        from it in `group`. Called inside the claiming command."""
+        from it in `group`. Called inside the claiming command, which moves the revision
+        (taking a resource is a change), so the sever shares that one revision."""
         session = self._sessions[session_id]
         first = claims[0]
         self._end(session, SessionEvent(
             SEVERED, session_id, self.ledger.touch(), group=group, resource=first.resource,
             generation=first.generation, new_owner=new_owner, claims=tuple(claims)))
 
-    def _end(self, session: Session, event: SessionEvent) -> int:
+    def _ending_revision(self, sessions: list[Session]) -> int:
+        """The revision ending `sessions` happens at: the next one if any of them holds
+        something whose release is a change, else the current one (etcd's LeaseRevoke of a
+        lease without keys leaves the revision where it is)."""
+        if any(s.keys or s.owned for s in sessions):
+            return self.ledger.touch()
+        self.ledger.mark()  # the sessions go (a change of state), the revision stays
+        return self.ledger.head
+
+    def _end(self, session: Session, event: SessionEvent) -> None:
         for release in self._releasers:
             release(session, event)
         self.ledger.emit(event)
         del self._sessions[session.id]
-        return event.revision
 
     # -- snapshot ------------------------------------------------------------------------
 
