@@ -1,7 +1,8 @@
 """etcd's Lease service (etcdserverpb.Lease): a lease IS a coord session.
 
 Grant opens a session (TTL seconds -> ttl_ms; a client-chosen id is asked for in the
-same command), Revoke closes it (its keys go in the same revision), KeepAlive renews it
+same command; as etcd's, the revision stays where it is), Revoke closes it (its keys go
+at one new revision; a lease without keys leaves the revision as it is), KeepAlive renews it
 through the leader's session tracker exactly as a native keepalive does, and a lease
 expires when the leader proposes its expiry — with the same rule that a failover never
 expires a live lease (a new leader restarts every deadline at the full TTL).
