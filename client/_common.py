@@ -1100,7 +1100,7 @@ class OwnersCursor:
 
 # -- sessions -----------------------------------------------------------------------------
 
-TERMINAL_EVENTS: frozenset[str] = frozenset({"severed", "expired", "closed"})
+TERMINAL_EVENTS: frozenset[str] = frozenset({"severed", "expired", "released", "closed"})
 GONE = "gone"
 
 

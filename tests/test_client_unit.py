@@ -499,6 +499,7 @@ def test_session_core():
     assert core.observe(c.SessionEvent("mode_changed", 5, mode="read-only")) is False
     assert core.mode == "read-only"
     assert core.observe(c.SessionEvent("severed", 5))
+    assert core.observe(c.SessionEvent("released", 5))  # closed by another client
     assert core.end(gone) and not core.end(gone)
 
 

@@ -48,5 +48,5 @@ def test_a_session_that_held_nothing_still_tells_its_stream_it_ended(coord_clust
         first = next(session.events(timeout=T), None)
         assert first is not None
         assert (first.type, first.session_id, first.revision) == ("released", session.id, rev)
-        assert session.fenced.wait(T) and session.ended is not None
+        assert session.fenced.wait(T) and session.ended == first  # the reason, not "gone"
         assert client.range(b"k").header.revision == rev
