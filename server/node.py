@@ -228,6 +228,7 @@ class Node:
             max_inflight_msgs=self.options.max_inflight,
             seed=seed,
         )
+        self._saved_vote = (hard.term, hard.vote)
         raw = RawNode(config, hard, st.snapshot, entries)
         if not st.snapshot.is_empty:
             self._restore_snapshot(st.snapshot)
@@ -418,11 +419,25 @@ class Node:
                 self._pending[first + i] = _Pending(term, p.future)
 
     async def _handle_ready(self, rd: Ready) -> None:
-        if rd.must_sync:
+        hard = rd.hard_state
+        same_vote = hard is None or (hard.term, hard.vote) == self._saved_vote
+        # A leader may send while its own copy is being written (it counts itself only
+        # once `advance` says persisted, as etcd's leader does); anyone else persists
+        # first, since what it sends (votes, acks) promises that it did.
+        early = same_vote and self._raw.is_leader
+        if early and rd.messages:
+            self.transport.send(rd.messages)
+        if rd.entries or rd.snapshot is not None or hard is not None:
+            # A batch that only moves the commit index is written but not fsync'd (etcd's
+            # MustSync rule): it survives a process crash, and after a power loss Raft
+            # relearns the commit index from the leader.
+            sync = bool(rd.entries) or rd.snapshot is not None or not same_vote
             await asyncio.get_running_loop().run_in_executor(
-                self._io, self.store.save, rd.hard_state, rd.entries, rd.snapshot
+                self._io, self.store.save, hard, rd.entries, rd.snapshot, sync
             )
-        if rd.messages:
+            if hard is not None:
+                self._saved_vote = (hard.term, hard.vote)
+        if not early and rd.messages:
             self.transport.send(rd.messages)
         if rd.snapshot is not None:
             self._restore_snapshot(rd.snapshot)
