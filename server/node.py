@@ -183,6 +183,9 @@ class Node:
         self._pending: dict[int, _Pending] = {}
         self._read_waiters: list[asyncio.Future] = []
         self._read_contexts: dict[bytes, _Reads] = {}
+        self._read_round: bytes | None = None  # the ReadIndex round in flight, if any
+        self._read_round_tick = 0
+        self._tick_no = 0  # ticks handed to the core so far
         self._applied_waiters: list[tuple[int, asyncio.Future]] = []
         self._ctx = itertools.count(1)
         self._ticks = 0
@@ -373,16 +376,34 @@ class Node:
                 self._unreachable.clear()
             while self._ticks:
                 self._ticks -= 1
+                self._tick_no += 1
                 raw.tick()
             if self._proposals:
                 self._submit_proposals()
-            if self._read_waiters:
-                ctx = next(self._ctx).to_bytes(8, "big")
-                self._read_contexts[ctx] = _Reads(self._read_waiters)
-                self._read_waiters = []
-                raw.read_index(ctx)
+            self._maybe_start_read_round()
             while raw.has_ready():
                 await self._handle_ready(raw.ready())
+                self._maybe_start_read_round()
+
+    def _maybe_start_read_round(self) -> None:
+        """Start one ReadIndex round for every read waiting, unless one is in flight.
+
+        As etcd's read loop: reads that arrive during a round wait for it to end and then
+        share the next one (they cannot join it: its index was taken before they came),
+        so N concurrent reads cost one heartbeat round, not N. A round left unanswered
+        (leadership moved, a message lost) stops holding the next one back after half an
+        election timeout."""
+        if not self._read_waiters:
+            return
+        if self._read_round is not None and (
+            self._tick_no - self._read_round_tick < max(1, self.options.election_ticks // 2)
+        ):
+            return
+        ctx = next(self._ctx).to_bytes(8, "big")
+        self._read_contexts[ctx] = _Reads(self._read_waiters)
+        self._read_waiters = []
+        self._read_round, self._read_round_tick = ctx, self._tick_no
+        self._raw.read_index(ctx)
 
     def _submit_proposals(self) -> None:
         proposals, self._proposals = self._proposals, []
@@ -451,7 +472,11 @@ class Node:
         if rd.committed_entries or rd.snapshot is not None:
             for listener in self.apply_listeners:
                 listener()
+        if rd.soft_state is not None:
+            self._read_round = None  # the leader or role changed: its answer may never come
         for rs in rd.read_states:
+            if rs.context == self._read_round:
+                self._read_round = None
             reads = self._read_contexts.pop(rs.context, None)
             if reads is not None:
                 for fut in reads.futures:
