@@ -396,12 +396,17 @@ class LogStore:
             with self._transaction(conn, what):
                 yield conn
             return
+        # No checkpoint in an unsynced commit either: an unsynced checkpoint could let the
+        # WAL be reused before the database file holds its frames durably.
+        (checkpoint,) = conn.execute("PRAGMA wal_autocheckpoint").fetchone()
+        conn.execute("PRAGMA wal_autocheckpoint = 0")
         conn.execute("PRAGMA synchronous = OFF")
         try:
             with self._transaction(conn, what):
                 yield conn
         finally:
             conn.execute("PRAGMA synchronous = FULL")
+            conn.execute(f"PRAGMA wal_autocheckpoint = {int(checkpoint)}")
 
     @contextmanager
     def _transaction(self, conn: sqlite3.Connection, what: str) -> Iterator[None]:

@@ -376,6 +376,8 @@ def test_unsynced_save_is_kept_and_later_saves_sync_again(tmp_path):
     store = LogStore(path)
     store.save(HardState(1, 0, 0), [Entry(1, i) for i in range(1, 4)])
     store.save(HardState(1, 0, 2), [], sync=False)
-    assert store._connection().execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    conn = store._connection()
+    assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    assert conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 1000  # the default
     store.close()
     assert LogStore(path).load().hard_state == HardState(1, 0, 2)
