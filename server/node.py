@@ -452,10 +452,14 @@ class Node:
             # A batch that only moves the commit index is written but not fsync'd (etcd's
             # MustSync rule): it survives a process crash, and after a power loss Raft
             # relearns the commit index from the leader.
-            sync = bool(rd.entries) or rd.snapshot is not None or not same_vote
-            await asyncio.get_running_loop().run_in_executor(
-                self._io, self.store.save, hard, rd.entries, rd.snapshot, sync
-            )
+            if rd.entries or rd.snapshot is not None or not same_vote:
+                await asyncio.get_running_loop().run_in_executor(
+                    self._io, self.store.save, hard, rd.entries, rd.snapshot
+                )
+            else:
+                # Tens of microseconds, no disk wait and never a checkpoint: cheaper here
+                # than a round trip to the storage thread (idle now: Readies go one by one).
+                self.store.save(hard, [], sync=False)
             if hard is not None:
                 self._saved_vote = (hard.term, hard.vote)
         if not early and rd.messages:
