@@ -9,6 +9,7 @@ thread, new proposals and messages queue up and go into the next Ready together.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import logging
 import struct
@@ -40,6 +41,7 @@ from coord.raft import (
 from coord.statemachine import StateMachine
 
 from .members import MemberInfo, cluster_id
+from .snapshots import BackgroundSnapshot
 from .storage import LogStore
 from .transport import PeerTransport
 
@@ -168,6 +170,7 @@ class Node:
         self.members: dict[int, MemberInfo] = {}
         self._known_addresses = {m.id: m for m in initial_cluster}
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"store-{me.name}")
+        self._snaps = BackgroundSnapshot(me.name, self._snapshot_data)
         self._raw = self._open(initial_cluster, join)
         self.transport = PeerTransport(
             self.id,
@@ -242,6 +245,8 @@ class Node:
         self._sync_peers()
         while self._raw.has_ready():
             await self._handle_ready(self._raw.ready())
+            if self._snaps.running:  # replay fully before serving: no entry held back
+                await self._end_snapshot()
         loop = asyncio.get_running_loop()
         self.failed = loop.create_future()
         self._tasks = [
@@ -274,6 +279,7 @@ class Node:
         self._fail_all(Stopped("member is shutting down"))
         self._io.submit(self.store.close).result()
         self._io.shutdown(wait=True)
+        self._snaps.close()
 
     # -- inputs ---------------------------------------------------------------------------
     def _on_messages(self, messages: list[Message]) -> None:
@@ -384,6 +390,8 @@ class Node:
             while raw.has_ready():
                 await self._handle_ready(raw.ready())
                 self._maybe_start_read_round()
+            if self._snaps.done:
+                await self._end_snapshot()
 
     def _maybe_start_read_round(self) -> None:
         """Start one ReadIndex round for every read waiting, unless one is in flight.
@@ -440,6 +448,8 @@ class Node:
                 self._pending[first + i] = _Pending(term, p.future)
 
     async def _handle_ready(self, rd: Ready) -> None:
+        if rd.snapshot is not None and self._snaps.running:
+            await self._snaps.discard()  # the leader's snapshot supersedes ours
         hard = rd.hard_state
         same_vote = hard is None or (hard.term, hard.vote) == self._saved_vote
         # A leader may send while its own copy is being written (it counts itself only
@@ -469,13 +479,14 @@ class Node:
             self._sync_peers()
             self.applied_index = rd.snapshot.meta.index
             self._fail_pending_upto(rd.snapshot.meta.index)
-        for e in rd.committed_entries:
-            self._apply(e)
-        if rd.committed_entries:
-            self.applied_index = rd.committed_entries[-1].index
-        if rd.committed_entries or rd.snapshot is not None:
-            for listener in self.apply_listeners:
-                listener()
+        committed = rd.committed_entries
+        if committed and self._snaps.running:
+            if any(e.type is EntryType.CONF_CHANGE for e in committed):
+                await self._end_snapshot()  # membership changes apply at once, in order
+            else:
+                self._snaps.deferred += committed
+                committed = []
+        self._apply_all(committed, rd.snapshot is not None)
         if rd.soft_state is not None:
             self._read_round = None  # the leader or role changed: its answer may never come
         for rs in rd.read_states:
@@ -489,6 +500,15 @@ class Node:
         self._release_applied_waiters()
         self._note_soft_state()
         await self._maybe_snapshot()
+
+    def _apply_all(self, entries: list[Entry], restored: bool = False) -> None:
+        for e in entries:
+            self._apply(e)
+        if entries:
+            self.applied_index = entries[-1].index
+        if entries or restored:
+            for listener in self.apply_listeners:
+                listener()
 
     def _apply(self, e: Entry) -> None:
         result: bytes | None = None
@@ -579,11 +599,22 @@ class Node:
         self.sm.restore(data[_SNAP_HEADER.size + n :])
 
     async def _maybe_snapshot(self) -> None:
-        raw = self._raw
-        if self.applied_index - raw.raft.log.offset < self.options.snapshot_every:
+        if self._snaps.running:
+            if self._snaps.done:
+                await self._end_snapshot()
             return
-        snap = raw.compact(self.applied_index, self._snapshot_data())
+        if self.applied_index - self._raw.raft.log.offset < self.options.snapshot_every:
+            return
+        self._snaps.start(self.applied_index, self._wake.set)
+
+    async def _end_snapshot(self) -> None:
+        """Compact the log to the snapshot taken in the background, then apply what was
+        committed while it was taken."""
+        index, data, deferred = await self._snaps.result()
+        snap = self._raw.compact(index, data)
         await asyncio.get_running_loop().run_in_executor(self._io, self.store.compact, snap)
+        self._apply_all(deferred)
+        self._release_applied_waiters()
 
     # -- status ---------------------------------------------------------------------------
     def _note_soft_state(self) -> None:
@@ -617,7 +648,8 @@ class Node:
         return m.name if m else ("" if node == NONE else f"{node:x}")
 
     def status(self) -> Status:
-        return self._raw.status()
+        # Applied as the state machine has it (the core counts entries a snapshot held back).
+        return dataclasses.replace(self._raw.status(), applied=self.applied_index)
 
     @property
     def is_leader(self) -> bool:
