@@ -19,7 +19,7 @@ from coord.v1 import coord_pb2 as pb
 
 from .errors import reason_of
 from .forward import LeaderLink
-from .mode import ModeMonitor, Refused
+from .mode import READ_WRITE, ModeChange, ModeMonitor, Refused
 from .node import Node, NodeError, NoLeader, NotLeader, OutcomeUnknown, ProposalLost, Timeout
 
 RETRY_PAUSE_S = 0.05
@@ -39,6 +39,8 @@ class Coordinator:
         self.machine = machine
         self.link = link
         self.mode = ModeMonitor(node, machine, self.barrier)
+        self._reads: set[asyncio.Future] = set()  # barriers that give up when cut off
+        self.mode.listeners.append(self._give_up_reads)
 
     def header(self, revision: int | None = None) -> pb.ResponseHeader:
         header = pb.ResponseHeader(
@@ -129,21 +131,28 @@ class Coordinator:
             await asyncio.sleep(RETRY_PAUSE_S)
 
     async def _read_index(self, timeout: float, give_up_when_cut_off: bool) -> None:
-        if give_up_when_cut_off and self.mode.cut_off.is_set():
-            raise Refused(self.mode.refusal(False)[1])
-        read = asyncio.ensure_future(self.node.read_index(max(0.05, timeout)))
         if not give_up_when_cut_off:
-            await read
+            await self.node.read_index(max(0.05, timeout))
             return
-        cut = asyncio.ensure_future(self.mode.cut_off.wait())
-        try:
-            await asyncio.wait({read, cut}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            cut.cancel()
-        if not read.done():
-            read.cancel()
+        if self.mode.cut_off.is_set():
             raise Refused(self.mode.refusal(False)[1])
-        read.result()
+        # Cancelled by _give_up_reads when the member is cut off (a task per read, not a
+        # second task waiting on the mode, keeps the hot read path cheap).
+        read = asyncio.ensure_future(self.node.read_index(max(0.05, timeout)))
+        self._reads.add(read)
+        try:
+            await read
+        except asyncio.CancelledError:
+            if asyncio.current_task().cancelling():  # our caller is being cancelled
+                raise
+            raise Refused(self.mode.refusal(False)[1]) from None
+        finally:
+            self._reads.discard(read)
+
+    def _give_up_reads(self, change: ModeChange) -> None:
+        if change.mode != READ_WRITE:
+            for read in self._reads:
+                read.cancel()
 
 
 __all__ = ["Coordinator", "ForwardedError", "NodeError"]

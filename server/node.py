@@ -9,6 +9,7 @@ thread, new proposals and messages queue up and go into the next Ready together.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import logging
 import struct
@@ -41,6 +42,7 @@ from coord.raft.quorum import quorum_size
 from coord.statemachine import StateMachine
 
 from .members import MemberInfo, cluster_id
+from .snapshots import BackgroundSnapshot
 from .storage import LogStore
 from .transport import PeerTransport
 
@@ -169,6 +171,7 @@ class Node:
         self.members: dict[int, MemberInfo] = {}
         self._known_addresses = {m.id: m for m in initial_cluster}
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"store-{me.name}")
+        self._snaps = BackgroundSnapshot(me.name, self._snapshot_data)
         self._raw = self._open(initial_cluster, join)
         self.transport = PeerTransport(
             self.id,
@@ -184,6 +187,9 @@ class Node:
         self._pending: dict[int, _Pending] = {}
         self._read_waiters: list[asyncio.Future] = []
         self._read_contexts: dict[bytes, _Reads] = {}
+        self._read_round: bytes | None = None  # the ReadIndex round in flight, if any
+        self._read_round_tick = 0
+        self._tick_no = 0  # ticks handed to the core so far
         self._applied_waiters: list[tuple[int, asyncio.Future]] = []
         self._ctx = itertools.count(1)
         self._ticks = 0
@@ -230,6 +236,7 @@ class Node:
             max_inflight_msgs=self.options.max_inflight,
             seed=seed,
         )
+        self._saved_vote = (hard.term, hard.vote)
         raw = RawNode(config, hard, st.snapshot, entries)
         if not st.snapshot.is_empty:
             self._restore_snapshot(st.snapshot)
@@ -240,6 +247,8 @@ class Node:
         self._sync_peers()
         while self._raw.has_ready():
             await self._handle_ready(self._raw.ready())
+            if self._snaps.running:  # replay fully before serving: no entry held back
+                await self._end_snapshot()
         if set(self._raw.raft.conf.voters) == {self.id}:
             # A sole voter needs nobody's vote: elect itself now rather than after an
             # election timeout, so a single-member cluster serves at once.
@@ -277,6 +286,7 @@ class Node:
         self._fail_all(Stopped("member is shutting down"))
         self._io.submit(self.store.close).result()
         self._io.shutdown(wait=True)
+        self._snaps.close()
 
     # -- inputs ---------------------------------------------------------------------------
     def _on_messages(self, messages: list[Message]) -> None:
@@ -381,16 +391,36 @@ class Node:
                 self._advance_first_election()
             while self._ticks:
                 self._ticks -= 1
+                self._tick_no += 1
                 raw.tick()
             if self._proposals:
                 self._submit_proposals()
-            if self._read_waiters:
-                ctx = next(self._ctx).to_bytes(8, "big")
-                self._read_contexts[ctx] = _Reads(self._read_waiters)
-                self._read_waiters = []
-                raw.read_index(ctx)
+            self._maybe_start_read_round()
             while raw.has_ready():
                 await self._handle_ready(raw.ready())
+                self._maybe_start_read_round()
+            if self._snaps.done:
+                await self._end_snapshot()
+
+    def _maybe_start_read_round(self) -> None:
+        """Start one ReadIndex round for every read waiting, unless one is in flight.
+
+        As etcd's read loop: reads that arrive during a round wait for it to end and then
+        share the next one (they cannot join it: its index was taken before they came),
+        so N concurrent reads cost one heartbeat round, not N. A round left unanswered
+        (leadership moved, a message lost) stops holding the next one back after half an
+        election timeout."""
+        if not self._read_waiters:
+            return
+        if self._read_round is not None and (
+            self._tick_no - self._read_round_tick < max(1, self.options.election_ticks // 2)
+        ):
+            return
+        ctx = next(self._ctx).to_bytes(8, "big")
+        self._read_contexts[ctx] = _Reads(self._read_waiters)
+        self._read_waiters = []
+        self._read_round, self._read_round_tick = ctx, self._tick_no
+        self._raw.read_index(ctx)
 
     def _advance_first_election(self) -> None:
         """A new cluster has no leader to wait for: once this member reaches enough peers
@@ -442,25 +472,50 @@ class Node:
                 self._pending[first + i] = _Pending(term, p.future)
 
     async def _handle_ready(self, rd: Ready) -> None:
-        if rd.must_sync:
-            await asyncio.get_running_loop().run_in_executor(
-                self._io, self.store.save, rd.hard_state, rd.entries, rd.snapshot
-            )
-        if rd.messages:
+        if rd.snapshot is not None and self._snaps.running:
+            await self._snaps.discard()  # the leader's snapshot supersedes ours
+        hard = rd.hard_state
+        same_vote = hard is None or (hard.term, hard.vote) == self._saved_vote
+        # A leader may send while its own copy is being written (it counts itself only
+        # once `advance` says persisted, as etcd's leader does); anyone else persists
+        # first, since what it sends (votes, acks) promises that it did.
+        early = same_vote and self._raw.is_leader
+        if early and rd.messages:
+            self.transport.send(rd.messages)
+        if rd.entries or rd.snapshot is not None or hard is not None:
+            # A batch that only moves the commit index is written but not fsync'd (etcd's
+            # MustSync rule): it survives a process crash, and after a power loss Raft
+            # relearns the commit index from the leader.
+            if rd.entries or rd.snapshot is not None or not same_vote:
+                await asyncio.get_running_loop().run_in_executor(
+                    self._io, self.store.save, hard, rd.entries, rd.snapshot
+                )
+            else:
+                # Tens of microseconds, no disk wait and never a checkpoint: cheaper here
+                # than a round trip to the storage thread (idle now: Readies go one by one).
+                self.store.save(hard, [], sync=False)
+            if hard is not None:
+                self._saved_vote = (hard.term, hard.vote)
+        if not early and rd.messages:
             self.transport.send(rd.messages)
         if rd.snapshot is not None:
             self._restore_snapshot(rd.snapshot)
             self._sync_peers()
             self.applied_index = rd.snapshot.meta.index
             self._fail_pending_upto(rd.snapshot.meta.index)
-        for e in rd.committed_entries:
-            self._apply(e)
-        if rd.committed_entries:
-            self.applied_index = rd.committed_entries[-1].index
-        if rd.committed_entries or rd.snapshot is not None:
-            for listener in self.apply_listeners:
-                listener()
+        committed = rd.committed_entries
+        if committed and self._snaps.running:
+            if any(e.type is EntryType.CONF_CHANGE for e in committed):
+                await self._end_snapshot()  # membership changes apply at once, in order
+            else:
+                self._snaps.deferred += committed
+                committed = []
+        self._apply_all(committed, rd.snapshot is not None)
+        if rd.soft_state is not None:
+            self._read_round = None  # the leader or role changed: its answer may never come
         for rs in rd.read_states:
+            if rs.context == self._read_round:
+                self._read_round = None
             reads = self._read_contexts.pop(rs.context, None)
             if reads is not None:
                 for fut in reads.futures:
@@ -469,6 +524,15 @@ class Node:
         self._release_applied_waiters()
         self._note_soft_state()
         await self._maybe_snapshot()
+
+    def _apply_all(self, entries: list[Entry], restored: bool = False) -> None:
+        for e in entries:
+            self._apply(e)
+        if entries:
+            self.applied_index = entries[-1].index
+        if entries or restored:
+            for listener in self.apply_listeners:
+                listener()
 
     def _apply(self, e: Entry) -> None:
         result: bytes | None = None
@@ -559,11 +623,22 @@ class Node:
         self.sm.restore(data[_SNAP_HEADER.size + n :])
 
     async def _maybe_snapshot(self) -> None:
-        raw = self._raw
-        if self.applied_index - raw.raft.log.offset < self.options.snapshot_every:
+        if self._snaps.running:
+            if self._snaps.done:
+                await self._end_snapshot()
             return
-        snap = raw.compact(self.applied_index, self._snapshot_data())
+        if self.applied_index - self._raw.raft.log.offset < self.options.snapshot_every:
+            return
+        self._snaps.start(self.applied_index, self._wake.set)
+
+    async def _end_snapshot(self) -> None:
+        """Compact the log to the snapshot taken in the background, then apply what was
+        committed while it was taken."""
+        index, data, deferred = await self._snaps.result()
+        snap = self._raw.compact(index, data)
         await asyncio.get_running_loop().run_in_executor(self._io, self.store.compact, snap)
+        self._apply_all(deferred)
+        self._release_applied_waiters()
 
     # -- status ---------------------------------------------------------------------------
     def _note_soft_state(self) -> None:
@@ -597,7 +672,8 @@ class Node:
         return m.name if m else ("" if node == NONE else f"{node:x}")
 
     def status(self) -> Status:
-        return self._raw.status()
+        # Applied as the state machine has it (the core counts entries a snapshot held back).
+        return dataclasses.replace(self._raw.status(), applied=self.applied_index)
 
     @property
     def is_leader(self) -> bool:

@@ -16,8 +16,10 @@ can inspect it:
 * ``PRAGMA user_version`` is the schema version (:data:`SCHEMA_VERSION`).
 
 Durability: WAL journal with ``synchronous=FULL``, so every commit fsyncs the WAL before
-it returns. A :class:`StorageError` raised by a write means the batch may or may not be
-durable; the caller must stop rather than carry on as if it were (or were not).
+it returns (except ``save(..., sync=False)``, which the driver uses for a batch that only
+moves the commit index: written, not fsync'd; the next synced commit covers it). A
+:class:`StorageError` raised by a write means the batch may or may not be durable; the
+caller must stop rather than carry on as if it were (or were not).
 """
 
 from __future__ import annotations
@@ -194,8 +196,13 @@ class LogStore:
         hard_state: HardState | None,
         entries: Sequence[Entry],
         snapshot: Snapshot | None = None,
+        sync: bool = True,
     ) -> None:
         """Durably persist one Ready batch in one transaction (one fsync).
+
+        ``sync=False`` skips the fsync (the batch survives a process crash, and a power
+        loss only if a later synced batch made it durable): for a batch that only moves
+        the commit index, which Raft can relearn.
 
         Order within the transaction: ``snapshot`` replaces the stored one (an empty
         snapshot counts as none); then ``entries`` replace every stored entry from
@@ -209,7 +216,7 @@ class LogStore:
         if hard_state is None and not entries and snapshot is None:
             return  # nothing to make durable: not even an empty transaction
         rows = _entry_rows(entries)
-        with self._lock, self._writing("save") as conn:
+        with self._lock, self._writing("save", sync) as conn:
             if snapshot is not None:
                 self._put_snapshot(conn, snapshot)
             if rows:
@@ -381,9 +388,28 @@ class LogStore:
         return self._conn
 
     @contextmanager
-    def _writing(self, what: str) -> Iterator[sqlite3.Connection]:
-        """One write transaction; COMMIT returns only once the WAL is fsync'd."""
+    def _writing(self, what: str, sync: bool = True) -> Iterator[sqlite3.Connection]:
+        """One write transaction; COMMIT returns only once the WAL is fsync'd (unless
+        `sync` is false: then it is only written)."""
         conn = self._connection()
+        if sync:
+            with self._transaction(conn, what):
+                yield conn
+            return
+        # No checkpoint in an unsynced commit either: an unsynced checkpoint could let the
+        # WAL be reused before the database file holds its frames durably.
+        (checkpoint,) = conn.execute("PRAGMA wal_autocheckpoint").fetchone()
+        conn.execute("PRAGMA wal_autocheckpoint = 0")
+        conn.execute("PRAGMA synchronous = OFF")
+        try:
+            with self._transaction(conn, what):
+                yield conn
+        finally:
+            conn.execute("PRAGMA synchronous = FULL")
+            conn.execute(f"PRAGMA wal_autocheckpoint = {int(checkpoint)}")
+
+    @contextmanager
+    def _transaction(self, conn: sqlite3.Connection, what: str) -> Iterator[None]:
         try:
             # IMMEDIATE takes the write lock up front, so the batch cannot fail half way
             # through for want of it.
@@ -391,7 +417,7 @@ class LogStore:
         except sqlite3.Error as e:
             raise StorageError(self.path, f"{what}: cannot begin a transaction: {e}") from e
         try:
-            yield conn
+            yield
             conn.execute("COMMIT")
         except BaseException as e:
             if conn.in_transaction:  # a failed COMMIT may already have rolled back

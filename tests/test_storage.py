@@ -367,3 +367,17 @@ def test_schema_is_plain_sqlite(db: Path) -> None:
         assert conn.execute("SELECT key, value FROM meta").fetchall() == [("k", "v")]
     finally:
         conn.close()
+
+
+def test_unsynced_save_is_kept_and_later_saves_sync_again(tmp_path):
+    """`sync=False` (a commit-index-only batch) is still written: a reopen sees it, and
+    the connection is back to fsyncing every later commit."""
+    path = tmp_path / "raft.db"
+    store = LogStore(path)
+    store.save(HardState(1, 0, 0), [Entry(1, i) for i in range(1, 4)])
+    store.save(HardState(1, 0, 2), [], sync=False)
+    conn = store._connection()
+    assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    assert conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 1000  # the default
+    store.close()
+    assert LogStore(path).load().hard_state == HardState(1, 0, 2)

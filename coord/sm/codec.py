@@ -32,17 +32,23 @@ UNION_TAG = "@"
 Converter = Callable[[Any], Any]
 
 
+# Built once: json.dumps/json.loads with options build a new encoder/decoder per call.
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
 def dumps(plain: Any) -> bytes:
     """Canonical JSON: sorted keys, no spaces, ASCII only."""
-    return json.dumps(plain, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
+    return _ENCODER.encode(plain).encode()
 
 
 def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"duplicate JSON key {key!r}")
-        out[key] = value
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise ValueError(f"duplicate JSON key {key!r}")
+            seen.add(key)
     return out
 
 
@@ -50,15 +56,18 @@ def _no_floats(text: str) -> Any:
     raise ValueError(f"non-integer number {text!r}")
 
 
+_DECODER = json.JSONDecoder(
+    object_pairs_hook=_unique_pairs, parse_float=_no_floats, parse_constant=_no_floats
+)
+
+
 def loads(data: bytes) -> Any:
     """Strict JSON: UTF-8, no duplicate keys, no floats, NaN or Infinity."""
     try:
-        return json.loads(
-            data.decode("utf-8"),
-            object_pairs_hook=_unique_pairs,
-            parse_float=_no_floats,
-            parse_constant=_no_floats,
-        )
+        text = data.decode("utf-8")
+        if text.startswith("\ufeff"):  # as json.loads refuses it
+            raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
+        return _DECODER.decode(text)
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise ValueError(f"malformed JSON: {exc}") from None
 
@@ -246,7 +255,7 @@ def decoder(hint: Any) -> Converter:
             def dec_var(v: Any) -> tuple:
                 if type(v) is not list:
                     raise ValueError(f"expected a list, got {v!r:.80}")
-                return tuple(item(x) for x in v)
+                return tuple([item(x) for x in v])
 
             return dec_var
         items = [decoder(a) for a in args]
