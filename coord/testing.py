@@ -335,7 +335,8 @@ class LocalCluster:
 
     def wait_for_leader(self, timeout: float = 10.0, among: list[str] | None = None) -> str:
         """The name of a leader that a quorum of live members agrees on, once every
-        member with a quorum serves writes again (read-write mode)."""
+        member with a quorum serves writes again (read-write mode) and every member
+        that answers and is not cut off knows it."""
         deadline = time.monotonic() + timeout
         names = among or list(self.members)
         while time.monotonic() < deadline:
@@ -344,7 +345,10 @@ class LocalCluster:
             roles = [n for n, s in sts.items() if s.role == "leader" and s.has_quorum]
             serving = all(s.mode in ("", "read-write") for s in sts.values() if s.has_quorum)
             if len(leaders) == 1 and len(roles) == 1 and roles[0] in leaders and serving:
-                return roles[0]
+                reachable = [s for n, s in sts.items()
+                             if (gate := self.members[n].gate) is None or gate.is_open]
+                if all(s.leader_name == roles[0] for s in reachable):
+                    return roles[0]
             time.sleep(0.05)
         raise ClusterError(f"no agreed leader within {timeout}s: {self.describe()}")
 
