@@ -189,7 +189,6 @@ class Node:
         self._read_contexts: dict[bytes, _Reads] = {}
         self._read_round: bytes | None = None  # the ReadIndex round in flight, if any
         self._read_round_tick = 0
-        self._tick_no = 0  # ticks handed to the core so far
         self._applied_waiters: list[tuple[int, asyncio.Future]] = []
         self._ctx = itertools.count(1)
         self._ticks = 0
@@ -391,7 +390,6 @@ class Node:
                 self._advance_first_election()
             while self._ticks:
                 self._ticks -= 1
-                self._tick_no += 1
                 raw.tick()
             if self._proposals:
                 self._submit_proposals()
@@ -413,13 +411,13 @@ class Node:
         if not self._read_waiters:
             return
         if self._read_round is not None and (
-            self._tick_no - self._read_round_tick < max(1, self.options.election_ticks // 2)
+            self._raw.raft.now - self._read_round_tick < max(1, self.options.election_ticks // 2)
         ):
             return
         ctx = next(self._ctx).to_bytes(8, "big")
         self._read_contexts[ctx] = _Reads(self._read_waiters)
         self._read_waiters = []
-        self._read_round, self._read_round_tick = ctx, self._tick_no
+        self._read_round, self._read_round_tick = ctx, self._raw.raft.now
         self._raw.read_index(ctx)
 
     def _advance_first_election(self) -> None:

@@ -64,7 +64,7 @@ def test_concurrent_reads_share_one_round_and_see_prior_writes(tmp_path):
 def _hold_round_open(node: Node, ctx: bytes, for_ticks: int) -> None:
     """Make `ctx` look like a round still unanswered, as one would be mid-flight."""
     node._read_round = ctx
-    node._read_round_tick = node._tick_no + for_ticks
+    node._read_round_tick = node._raw.raft.now + for_ticks
 
 
 def test_reads_arriving_during_a_round_wait_for_the_next_one(tmp_path):

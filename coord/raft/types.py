@@ -172,7 +172,3 @@ class Ready:
     committed_entries: list[Entry] = field(default_factory=list)
     messages: list[Message] = field(default_factory=list)
     read_states: list[ReadState] = field(default_factory=list)
-
-    @property
-    def must_sync(self) -> bool:
-        return bool(self.entries) or self.hard_state is not None or self.snapshot is not None
