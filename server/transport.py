@@ -6,7 +6,9 @@ into ONE ``MessageBatch`` per write and awaits the write before taking the next 
 slow peer pushes back through HTTP/2 flow control into the queue; when the queue is full,
 or while the peer is not connected, new messages are dropped (Raft tolerates loss) and the
 owner is told via ``on_unreachable`` (at most once per 100 ms per peer). A broken stream is
-re-opened with capped exponential backoff (50 ms .. 1 s). gRPC keepalive notices dead peers.
+re-opened with capped exponential backoff (50 ms .. 1 s), cut short (on a fresh channel) when
+the peer opens a stream to us: a restarted peer is reached at once, not after the backoff
+it grew while it was down. gRPC keepalive notices dead peers.
 
 Inbound: the servicer authenticates each stream from its metadata, then decodes each batch
 and hands the messages to ``on_messages`` synchronously in the event loop.
@@ -127,6 +129,7 @@ class _Peer:
         "task",
         "queue",
         "wakeup",
+        "came_back",
         "connected",
         "sent",
         "dropped",
@@ -146,6 +149,7 @@ class _Peer:
         self.task: asyncio.Task[None] | None = None
         self.queue: deque[Message] = deque()
         self.wakeup = asyncio.Event()
+        self.came_back = asyncio.Event()  # the peer opened a stream to us: stop backing off
         self.connected = False
         self.sent = 0  # messages written to the stream
         self.dropped = 0  # messages dropped (queue full, not connected, stream broke)
@@ -315,6 +319,7 @@ class PeerTransport:
         backoff = BACKOFF_MIN
         try:
             while True:
+                peer.came_back.clear()
                 call = open_stream(metadata=metadata, wait_for_ready=False)
                 try:
                     await asyncio.wait_for(self._handshake(call), HANDSHAKE_TIMEOUT)
@@ -336,8 +341,16 @@ class PeerTransport:
                     call.cancel()
                     if peer.generation == generation:
                         self._disconnected(peer)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, BACKOFF_MAX)
+                try:
+                    await asyncio.wait_for(peer.came_back.wait(), backoff)
+                except TimeoutError:
+                    backoff = min(backoff * 2, BACKOFF_MAX)
+                    continue
+                # The channel may sit in gRPC's own reconnect backoff: start a fresh one.
+                await channel.close()
+                channel = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+                open_stream = raft_pb2_grpc.RaftTransportStub(channel).Stream
+                backoff = BACKOFF_MIN
         finally:
             await channel.close()
 
@@ -511,6 +524,9 @@ class _Servicer(raft_pb2_grpc.RaftTransportServicer):
             await context.abort(grpc.StatusCode.UNAVAILABLE, "transport closed")
         from_id = await t.authenticate(context)
         await context.send_initial_metadata(((MD_ACCEPTED, "1"),))
+        back = t._peers.get(from_id)
+        if back is not None and not back.connected:
+            back.came_back.set()
         me = t.node_id
         local = LOCAL_MESSAGES
         decode = message_from_pb

@@ -375,6 +375,34 @@ def test_peer_down_then_up() -> None:
     run(main())
 
 
+def test_a_peer_that_calls_us_is_reconnected_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A restarted peer opening its stream to us cuts our reconnect backoff short (here a
+    minute), so a leader reaches a restarted follower before that follower gives up."""
+    monkeypatch.setattr(transport_mod, "BACKOFF_MIN", 60.0)
+    monkeypatch.setattr(transport_mod, "BACKOFF_MAX", 60.0)
+
+    async def main() -> None:
+        a = Member(1)
+        b = Member(2)
+        port = free_port()
+        try:
+            await a.start()
+            a.transport.set_peer(2, f"127.0.0.1:{port}")  # nobody listens there yet
+            await wait_until(lambda: a.stats(2)["failures"] >= 1, "a failed attempt")
+            await b.start(port)
+            await asyncio.sleep(0.5)
+            assert not a.stats(2)["connected"]  # still backing off: b has not called us
+            b.transport.set_peer(1, a.address)
+            await wait_until(lambda: a.stats(2)["connected"], "the reconnect", timeout=10)
+            a.transport.send([app(1, 2, 7)])
+            await wait_until(lambda: bool(b.received), "delivery after the reconnect")
+            assert a.stats(2)["connects"] == 1
+        finally:
+            await stop_all(a, b)
+
+    run(main())
+
+
 def test_queue_limit_drops_and_reports() -> None:
     async def main() -> None:
         a = Member(1, queue_limit=10)
