@@ -9,12 +9,11 @@ thread, new proposals and messages queue up and go into the next Ready together.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import itertools
 import logging
 import struct
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -171,7 +170,7 @@ class Node:
         self.members: dict[int, MemberInfo] = {}
         self._known_addresses = {m.id: m for m in initial_cluster}
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"store-{me.name}")
-        self._snaps = BackgroundSnapshot(me.name, self._snapshot_data)
+        self._snaps = BackgroundSnapshot(me.name)
         self._raw = self._open(initial_cluster, join)
         self.transport = PeerTransport(
             self.id,
@@ -246,8 +245,6 @@ class Node:
         self._sync_peers()
         while self._raw.has_ready():
             await self._handle_ready(self._raw.ready())
-            if self._snaps.running:  # replay fully before serving: no entry held back
-                await self._end_snapshot()
         if set(self._raw.raft.conf.voters) == {self.id}:
             # A sole voter needs nobody's vote: elect itself now rather than after an
             # election timeout, so a single-member cluster serves at once.
@@ -285,7 +282,7 @@ class Node:
         self._fail_all(Stopped("member is shutting down"))
         self._io.submit(self.store.close).result()
         self._io.shutdown(wait=True)
-        self._snaps.close()
+        self._snaps.discard()
 
     # -- inputs ---------------------------------------------------------------------------
     def _on_messages(self, messages: list[Message]) -> None:
@@ -471,7 +468,7 @@ class Node:
 
     async def _handle_ready(self, rd: Ready) -> None:
         if rd.snapshot is not None and self._snaps.running:
-            await self._snaps.discard()  # the leader's snapshot supersedes ours
+            self._snaps.discard()  # the leader's snapshot supersedes ours
         hard = rd.hard_state
         same_vote = hard is None or (hard.term, hard.vote) == self._saved_vote
         # A leader may send while its own copy is being written (it counts itself only
@@ -501,14 +498,7 @@ class Node:
             self._sync_peers()
             self.applied_index = rd.snapshot.meta.index
             self._fail_pending_upto(rd.snapshot.meta.index)
-        committed = rd.committed_entries
-        if committed and self._snaps.running:
-            if any(e.type is EntryType.CONF_CHANGE for e in committed):
-                await self._end_snapshot()  # membership changes apply at once, in order
-            else:
-                self._snaps.deferred += committed
-                committed = []
-        self._apply_all(committed, rd.snapshot is not None)
+        self._apply_all(rd.committed_entries, rd.snapshot is not None)
         if rd.soft_state is not None:
             self._read_round = None  # the leader or role changed: its answer may never come
         for rs in rd.read_states:
@@ -605,9 +595,10 @@ class Node:
         self._pending.clear()
 
     # -- snapshots ------------------------------------------------------------------------
-    def _snapshot_data(self) -> bytes:
+    def _capture_snapshot(self) -> Iterator[bytes]:
+        """The members and the state machine as they are now; the bytes come later."""
         members = b"\n".join(m.encode() for _, m in sorted(self.members.items()))
-        return _SNAP_HEADER.pack(len(members)) + members + self.sm.snapshot()
+        return itertools.chain((_SNAP_HEADER.pack(len(members)) + members,), self.sm.capture())
 
     def _restore_snapshot(self, snap: Snapshot) -> None:
         data = snap.data
@@ -627,16 +618,15 @@ class Node:
             return
         if self.applied_index - self._raw.raft.log.offset < self.options.snapshot_every:
             return
-        self._snaps.start(self.applied_index, self._wake.set)
+        self._snaps.start(
+            self.applied_index, self._raw.raft.conf, self._capture_snapshot(), self._wake.set
+        )
 
     async def _end_snapshot(self) -> None:
-        """Compact the log to the snapshot taken in the background, then apply what was
-        committed while it was taken."""
-        index, data, deferred = await self._snaps.result()
-        snap = self._raw.compact(index, data)
+        """Compact the log to the snapshot taken in the background."""
+        index, conf, data = await self._snaps.result()
+        snap = self._raw.compact(index, data, conf)
         await asyncio.get_running_loop().run_in_executor(self._io, self.store.compact, snap)
-        self._apply_all(deferred)
-        self._release_applied_waiters()
 
     # -- status ---------------------------------------------------------------------------
     def _note_soft_state(self) -> None:
@@ -670,8 +660,7 @@ class Node:
         return m.name if m else ("" if node == NONE else f"{node:x}")
 
     def status(self) -> Status:
-        # Applied as the state machine has it (the core counts entries a snapshot held back).
-        return dataclasses.replace(self._raw.status(), applied=self.applied_index)
+        return self._raw.status()
 
     @property
     def is_leader(self) -> bool:

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from coord.sm import codec
 from coord.sm import commands as c
 from coord.sm import results as res
 from coord.sm.errors import (
@@ -361,6 +362,35 @@ def test_snapshot_restore_continue_equals_never_snapshotting(entries, data):
     assert rest_events == all_events[len(all_events) - len(rest_events):]
     assert resumed.snapshot() == straight.snapshot()
     assert resumed.describe() == straight.describe()
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(log_entries, st.data())
+def test_a_capture_serializes_the_state_it_was_taken_at(entries, data):
+    """The node serializes a capture in a thread while it goes on applying: nothing
+    applied after the capture may leak into it."""
+    cut = data.draw(st.integers(0, len(entries)))
+    m = fresh()
+    _, _, now = run_log(m, entries[:cut])
+    expected = m.snapshot()
+    pieces = m.capture()
+    first = next(pieces)
+    run_log(m, entries[cut:] + entries[:cut], start_time=now)
+    assert first + b"".join(pieces) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=3),
+    lambda inner: st.lists(inner, max_size=7) | st.dictionaries(st.text(max_size=3), inner,
+                                                                max_size=4),
+    max_leaves=30,
+), st.integers(1, 3))
+def test_json_in_pieces_is_the_same_bytes(plain, slice_len):
+    assert "".join(codec.iter_dumps(plain, slice_len)).encode() == codec.dumps(plain)
+    lazy = codec.Lazy([plain, plain], lambda x: [x])
+    assert "".join(codec.iter_dumps({"x": lazy}, slice_len)).encode() == codec.dumps(
+        {"x": [[plain], [plain]]})
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])

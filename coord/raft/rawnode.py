@@ -107,8 +107,10 @@ class RawNode:
     def report_snapshot(self, node: int, ok: bool) -> None:
         self.raft.step(Message(MessageType.SNAP_STATUS, frm=node, reject=not ok))
 
-    def compact(self, index: int, data: bytes) -> Snapshot:
+    def compact(self, index: int, data: bytes, conf: ConfState | None = None) -> Snapshot:
         """The state machine captured its state at applied `index`; drop the log before it.
+        `conf` is the configuration as of `index` (by default the current one: right for a
+        state captured just now, not for one captured before later conf changes applied).
         Returns the snapshot for the driver to persist (``LogStore.compact``)."""
         log: RaftLog = self.raft.log
         if index > log.applied:
@@ -116,7 +118,7 @@ class RawNode:
         term = log.term(index)
         if term is None:
             raise ValueError(f"index {index} is already compacted")
-        snap = Snapshot(SnapshotMeta(index, term, self.raft.conf), data)
+        snap = Snapshot(SnapshotMeta(index, term, self.raft.conf if conf is None else conf), data)
         log.compact(snap)
         return snap
 

@@ -21,7 +21,7 @@ import dataclasses
 import json
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from functools import cache
 from typing import Any
 
@@ -39,6 +39,40 @@ _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=Fal
 def dumps(plain: Any) -> bytes:
     """Canonical JSON: sorted keys, no spaces, ASCII only."""
     return _ENCODER.encode(plain).encode()
+
+
+class Lazy:
+    """A list whose items become plain values only when `iter_dumps` reaches them, a
+    slice at a time (a snapshot's keys and histories: converting them is the slow part)."""
+
+    __slots__ = ("items", "convert")
+
+    def __init__(self, items: Sequence[Any], convert: Converter) -> None:
+        self.items = items
+        self.convert = convert
+
+
+def iter_dumps(plain: Any, slice_len: int = 500) -> Iterator[str]:
+    """`dumps` in pieces (joined and encoded, exactly its bytes, with each `Lazy` as the
+    list of its converted items): long lists go a slice at a time, so the caller can do
+    other work between pieces. The event loop serializes a large snapshot this way."""
+    encode = _ENCODER.encode
+    if type(plain) is dict and all(type(k) is str for k in plain):
+        yield "{"
+        for i, key in enumerate(sorted(plain)):
+            yield ("," if i else "") + encode(key) + ":"
+            yield from iter_dumps(plain[key], slice_len)
+        yield "}"
+    elif type(plain) is Lazy or (type(plain) is list and len(plain) > slice_len):
+        items, convert = (plain.items, plain.convert) if type(plain) is Lazy else (plain, None)
+        yield "["
+        for start in range(0, len(items), slice_len):
+            chunk = items[start:start + slice_len]
+            text = encode(chunk if convert is None else [convert(x) for x in chunk])
+            yield ("," if start else "") + text[1:-1]
+        yield "]"
+    else:
+        yield encode(plain)
 
 
 def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

@@ -517,13 +517,16 @@ class KVStore:
 
     # -- snapshot ------------------------------------------------------------------------
 
-    def to_state(self) -> dict:
-        enc_kv, enc_ev = codec.encoder(KeyValue), codec.encoder(WatchEvent)
+    def capture(self) -> dict:
+        """This state now, cheaply: copies of the containers (the records are frozen), to
+        be converted later, a slice at a time (`codec.iter_dumps`)."""
+        kvs = self._kvs.copy()
+        enc_kv = codec.encoder(KeyValue)
         return {
             "compact_revision": self.compact_revision,
             "compacted": self.compacted,
-            "kvs": [enc_kv(self._kvs[k]) for k in self._keys],
-            "history": [enc_ev(e) for e in self._history],
+            "kvs": codec.Lazy(self._keys.copy(), lambda k: enc_kv(kvs[k])),
+            "history": codec.Lazy(self._history.copy(), codec.encoder(WatchEvent)),
         }
 
     def load_state(self, state: dict) -> None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from typing import Any
 
+from coord.sm import codec
 from coord.sm.errors import COMPACTED, CommandError
 from coord.sm.records import OWNERSHIP_KINDS, OwnershipEvent
 
@@ -82,11 +83,11 @@ class OwnerHistory:
 
     # -- snapshot ------------------------------------------------------------------------
 
-    def to_state(self) -> dict:
+    def capture(self) -> dict:
+        """As KVStore.capture: the events are frozen, so a copy of the list will do."""
         return {
             "compact_revision": self.compact_revision,
-            "events": [[e.group, e.resource, e.owner, e.generation, e.revision, e.kind]
-                       for e in self._events],
+            "events": codec.Lazy(self._events.copy(), _row),
         }
 
     def load_state(self, state: dict) -> None:
@@ -103,6 +104,10 @@ class OwnerHistory:
     def describe(self) -> dict:
         return {"owner_history": len(self._events),
                 "owner_history_compact_revision": self.compact_revision}
+
+
+def _row(e: OwnershipEvent) -> list:
+    return [e.group, e.resource, e.owner, e.generation, e.revision, e.kind]
 
 
 def _event(row: Any) -> OwnershipEvent:
