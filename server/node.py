@@ -234,7 +234,6 @@ class Node:
             max_inflight_msgs=self.options.max_inflight,
             seed=seed,
         )
-        self._saved_vote = (hard.term, hard.vote)
         raw = RawNode(config, hard, st.snapshot, entries)
         if not st.snapshot.is_empty:
             self._restore_snapshot(st.snapshot)
@@ -470,18 +469,16 @@ class Node:
         if rd.snapshot is not None and self._snaps.running:
             self._snaps.discard()  # the leader's snapshot supersedes ours
         hard = rd.hard_state
-        same_vote = hard is None or (hard.term, hard.vote) == self._saved_vote
         # A leader may send while its own copy is being written (it counts itself only
         # once `advance` says persisted, as etcd's leader does); anyone else persists
         # first, since what it sends (votes, acks) promises that it did.
-        early = same_vote and self._raw.is_leader
+        early = not rd.vote_changed and self._raw.is_leader
         if early and rd.messages:
             self.transport.send(rd.messages)
         if rd.entries or rd.snapshot is not None or hard is not None:
-            # A batch that only moves the commit index is written but not fsync'd (etcd's
-            # MustSync rule): it survives a process crash, and after a power loss Raft
-            # relearns the commit index from the leader.
-            if rd.entries or rd.snapshot is not None or not same_vote:
+            # A batch that only moves the commit index is written but not fsync'd: it
+            # survives a process crash (and see Ready.must_sync).
+            if rd.must_sync:
                 await asyncio.get_running_loop().run_in_executor(
                     self._io, self.store.save, hard, rd.entries, rd.snapshot
                 )
@@ -489,8 +486,6 @@ class Node:
                 # Tens of microseconds, no disk wait and never a checkpoint: cheaper here
                 # than a round trip to the storage thread (idle now: Readies go one by one).
                 self.store.save(hard, [], sync=False)
-            if hard is not None:
-                self._saved_vote = (hard.term, hard.vote)
         if not early and rd.messages:
             self.transport.send(rd.messages)
         if rd.snapshot is not None:

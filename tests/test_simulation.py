@@ -14,7 +14,7 @@ import pytest
 
 from coord.raft import raft as raft_module
 from coord.raft.simulate import InvariantViolation, Simulation, main, run
-from coord.raft.types import Message, MessageType
+from coord.raft.types import Message, MessageType, Ready
 
 CHUNK = 20
 SEEDS_3 = 200
@@ -108,6 +108,15 @@ def test_broken_read_index_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(raft_module.Raft, "_leader_read_index", _answer_reads_at_once)
     found = violations(5, range(40), "linearizable read")
     assert found and found[-1].invariant == "linearizable read", [str(v) for v in found]
+
+
+def test_a_vote_written_without_fsync_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every simulated crash is a power loss: a driver that fsyncs only for new entries
+    and snapshots (not for a new term or vote) loses votes and double-votes."""
+    monkeypatch.setattr(Ready, "must_sync",
+                        property(lambda rd: bool(rd.entries) or rd.snapshot is not None))
+    found = violations(5, range(60), "election safety")
+    assert found and found[-1].invariant == "election safety", [str(v) for v in found]
 
 
 def test_replay_prints_a_trace_and_fails(

@@ -146,9 +146,10 @@ class RawNode:
         )
         r.msgs = []
         r.read_states = []
-        hs = r.hard_state()
-        if hs != self._prev_hard:
+        hs, prev = r.hard_state(), self._prev_hard
+        if hs != prev:
             rd.hard_state = hs
+            rd.vote_changed = hs.term != prev.term or hs.vote != prev.vote
         ss = r.soft_state()
         if ss != self._prev_soft:
             rd.soft_state = ss

@@ -20,8 +20,10 @@ The model
   running digest over the applied entries; its snapshot is the serialized digest). A crash
   throws away the RawNode and the state machine. It may hit between ``ready()`` and the
   write (the unsynced tail, its hard state and its messages are lost), between the write and
-  the send, between the send and the apply, or before ``advance``. A restart builds a new
-  RawNode from the disk and replays the committed entries. Besides random crashes, leaders
+  the send, between the send and the apply, or before ``advance``. Every crash is a power
+  loss: a hard state written without fsync (a Ready that only moved the commit index, see
+  ``Ready.must_sync``) is lost as well. A restart builds a new RawNode from the disk and
+  replays the committed entries. Besides random crashes, leaders
   are sometimes killed right after winning an election or right after their commit index
   moved, which is where the subtle commit rules matter (Raft's figure 8).
 * Each seed draws its own profile (see `Profile`): calm, mixed or stormy.
@@ -133,7 +135,7 @@ class Disk:
     """What survives a crash. `save` is step 1 of the Ready contract, done the way a careful
     store does it; it refuses (as a violation) anything that would lose committed data."""
 
-    __slots__ = ("hard_state", "snapshot", "entries")
+    __slots__ = ("hard_state", "snapshot", "entries", "synced_hard_state")
 
     def __init__(
         self,
@@ -142,8 +144,14 @@ class Disk:
         entries: list[Entry] | None = None,
     ) -> None:
         self.hard_state = hard_state or HardState()
+        self.synced_hard_state = self.hard_state  # what survives a power loss
         self.snapshot = snapshot or Snapshot()
         self.entries: list[Entry] = list(entries or [])
+
+    def power_loss(self) -> None:
+        """Lose what was written without fsync: a hard state of a Ready that did not
+        `must_sync` (entries and snapshots always sync, so only the commit index goes)."""
+        self.hard_state = self.synced_hard_state
 
     def last_index(self) -> int:
         return self.snapshot.meta.index + len(self.entries)
@@ -185,6 +193,8 @@ class Disk:
                     f"durable vote in term {new.term} changed from {old.vote} to {new.vote}",
                 )
             self.hard_state = new
+        if rd.must_sync:
+            self.synced_hard_state = self.hard_state
         if self.hard_state.commit > self.last_index():
             raise InvariantViolation(
                 "durability",
@@ -507,6 +517,8 @@ class Simulation:
 
     def _crash(self, node: SimNode, why: str) -> None:
         node.raw = None
+        assert node.disk is not None
+        node.disk.power_loss()  # the worst crash: what was not fsync'd is gone too
         node.restart_at = self.tick + self.rng.randint(1, self.p.downtime)
         self.stats.crashes += 1
         self.trace(f"CRASH {node.id} {why}; restart at tick {node.restart_at}")

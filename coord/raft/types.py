@@ -159,7 +159,8 @@ class ReadState:
 class Ready:
     """One batch of work for the driver, handled in this order:
 
-    1. persist `snapshot` (if any), `entries` and `hard_state` (if any), durably;
+    1. persist `snapshot` (if any), `entries` and `hard_state` (if any), durably when
+       `must_sync` (a hard state that only moves the commit index need not be fsync'd);
     2. send `messages`;
     3. restore `snapshot` into the state machine, then apply `committed_entries`;
     4. call ``RawNode.advance(ready)``.
@@ -167,8 +168,17 @@ class Ready:
 
     soft_state: SoftState | None = None
     hard_state: HardState | None = None
+    vote_changed: bool = False
+    """`hard_state` has another term or vote than the last one handed out: a promise
+    (a vote, a term seen) the messages rely on, so it is persisted before they go."""
     entries: list[Entry] = field(default_factory=list)
     snapshot: Snapshot | None = None
     committed_entries: list[Entry] = field(default_factory=list)
     messages: list[Message] = field(default_factory=list)
     read_states: list[ReadState] = field(default_factory=list)
+
+    @property
+    def must_sync(self) -> bool:
+        """etcd's MustSync: new entries, a snapshot, or a new term or vote. After a power
+        loss the commit index alone is relearned from the leader."""
+        return bool(self.entries) or self.snapshot is not None or self.vote_changed
