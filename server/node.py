@@ -475,17 +475,15 @@ class Node:
         early = not rd.vote_changed and self._raw.is_leader
         if early and rd.messages:
             self.transport.send(rd.messages)
-        if rd.entries or rd.snapshot is not None or hard is not None:
-            # A batch that only moves the commit index is written but not fsync'd: it
-            # survives a process crash (and see Ready.must_sync).
-            if rd.must_sync:
-                await asyncio.get_running_loop().run_in_executor(
-                    self._io, self.store.save, hard, rd.entries, rd.snapshot
-                )
-            else:
-                # Tens of microseconds, no disk wait and never a checkpoint: cheaper here
-                # than a round trip to the storage thread (idle now: Readies go one by one).
-                self.store.save(hard, [], sync=False)
+        if rd.must_sync:
+            await asyncio.get_running_loop().run_in_executor(
+                self._io, self.store.save, hard, rd.entries, rd.snapshot
+            )
+        elif hard is not None:
+            # Only the commit index moved: written, not fsync'd (see Ready.must_sync), in
+            # tens of microseconds with no disk wait and never a checkpoint, so cheaper
+            # here than a round trip to the storage thread (idle: Readies go one by one).
+            self.store.save(hard, [], sync=False)
         if not early and rd.messages:
             self.transport.send(rd.messages)
         if rd.snapshot is not None:
