@@ -12,7 +12,7 @@ from pathlib import Path
 import grpc
 
 from coord.etcdpb import rpc_pb2, rpc_pb2_grpc
-from coord.testing import free_port
+from coord.ports import free_ports
 
 ETCD_BINARY = "etcd"
 
@@ -29,8 +29,9 @@ class EtcdCluster:
         self.root = Path(tempfile.mkdtemp(prefix="peer-etcd-"))
         self.extra_args = list(extra_args or [])
         self.names = [f"e{i + 1}" for i in range(members)]
-        self.client_ports = {n: free_port() for n in self.names}
-        self.peer_ports = {n: free_port() for n in self.names}
+        ports = free_ports(2 * len(self.names))
+        self.client_ports = dict(zip(self.names, ports[::2], strict=True))
+        self.peer_ports = dict(zip(self.names, ports[1::2], strict=True))
         self.procs: dict[str, subprocess.Popen] = {}
 
     @property

@@ -24,7 +24,7 @@ import grpc
 
 from coord.client.admin import AdminClient
 from coord.netfault import TcpGate
-from coord.ports import free_port
+from coord.ports import free_port, free_ports
 
 if TYPE_CHECKING:
     from coord.embedded import EmbeddedLoop, EmbeddedMember
@@ -102,10 +102,11 @@ class LocalCluster:
             from coord.embedded import EmbeddedLoop
 
             self._loop = EmbeddedLoop.shared()
+        ports = free_ports(3 * members) if base_port is None else []
         for i in range(members):
             name = f"n{i + 1}"
             if base_port is None:
-                client, peer = free_port(), free_port()
+                client, peer = ports[3 * i], ports[3 * i + 1]
             else:
                 client, peer = base_port + i, base_port + 100 + i
             self.members[name] = MemberProcess(
@@ -117,7 +118,8 @@ class LocalCluster:
             )
             if partitionable:
                 host, port = self.members[name].peer_listen.rsplit(":", 1)
-                self.members[name].gate = TcpGate(free_port(), (host, int(port)))
+                gate_port = ports[3 * i + 2] if ports else free_port()
+                self.members[name].gate = TcpGate(gate_port, (host, int(port)))
 
     # -- lifecycle ----------------------------------------------------------------------
     @property
@@ -257,10 +259,11 @@ class LocalCluster:
         running cluster and catches up from the leader."""
         if name in self.members:
             raise ClusterError(f"{name} is already a member")
+        client, peer = free_ports(2)
         m = MemberProcess(
             name,
-            f"127.0.0.1:{free_port()}",
-            f"127.0.0.1:{free_port()}",
+            f"127.0.0.1:{client}",
+            f"127.0.0.1:{peer}",
             self.root / name,
             self.root / f"{name}.log",
         )

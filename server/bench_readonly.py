@@ -53,7 +53,8 @@ from pathlib import Path
 
 import grpc
 
-from coord.testing import ClusterError, LocalCluster, free_port
+from coord.ports import free_ports
+from coord.testing import ClusterError, LocalCluster
 from coord.v1 import coord_pb2 as pb
 
 POLL_S = 0.005  # between probe writes
@@ -431,8 +432,9 @@ class ZkEnsemble:
                 f" (java: {java or 'not found'}; missing: {', '.join(missing) or 'none'})")
         self.java, self.classpath = java, ":".join(str(j) for j in jars)
         self.root = Path(tempfile.mkdtemp(prefix="coord-zkbench-"))
+        ports = free_ports(9)
         self.servers = [
-            ZkServer(i, free_port(), free_port(), free_port(), self.root / f"zk{i}.cfg",
+            ZkServer(i, *ports[3 * i - 3:3 * i], self.root / f"zk{i}.cfg",
                      self.root / f"zk{i}.log")
             for i in (1, 2, 3)
         ]

@@ -35,7 +35,7 @@ from .forward import ForwardService, LeaderLink
 from .members import MemberInfo
 from .node import Node, NodeOptions
 from .session_tracker import SessionTracker
-from .transport import SERVER_OPTIONS
+from .transport import EXCLUSIVE_BIND, SERVER_OPTIONS
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ class Member:
             ForwardService(self.node, self.tracker), peer_server
         )
         self._bind(peer_server, self.config.peer_listen, "--peer-listen")
-        client_server = grpc.aio.server()
+        client_server = grpc.aio.server(options=[EXCLUSIVE_BIND])
         services = [] if self.config.etcd_only else self._add_coord_services(client_server)
         self._add_etcd_services(client_server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, client_server)

@@ -87,7 +87,13 @@ CHANNEL_OPTIONS: list[tuple[str, int]] = [
 ]
 """Options of the outbound channel to each peer."""
 
+EXCLUSIVE_BIND = ("grpc.so_reuseport", 0)
+"""gRPC servers set SO_REUSEPORT by default, so a second server on a port already served
+binds without error and the kernel splits connections between the two. Every coord server
+binds exclusively: a taken port is a start-up error, not a member answering for another."""
+
 SERVER_OPTIONS: list[tuple[str, int]] = [
+    EXCLUSIVE_BIND,
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
     *_KEEPALIVE_OPTIONS,

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import re
 import signal
+import socket
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import grpc
@@ -18,7 +20,7 @@ from etcdtools import LineProcess, etcdctl
 from coord.client.admin import AdminClient
 from coord.etcdpb import rpc_pb2 as pb
 from coord.etcdpb import rpc_pb2_grpc as stubs
-from coord.ports import free_port
+from coord.ports import free_port, free_ports
 from coord.testing import ClusterError, LocalCluster, cluster
 
 pytestmark = [pytest.mark.cluster]
@@ -115,6 +117,30 @@ def test_serve_without_etcd_only_names_what_is_missing():
                          capture_output=True, text=True, timeout=60)
     assert out.returncode != 0
     assert "--data-dir, --listen, --peer-listen, --initial-cluster required" in out.stderr
+
+
+def test_a_port_another_grpc_server_serves_is_a_start_up_error():
+    """gRPC binds with SO_REUSEPORT by default: without an exclusive bind, a member starts
+    on a taken port and the kernel hands it only some of the connections."""
+    squatter = grpc.server(ThreadPoolExecutor(max_workers=1))  # default options
+    port = squatter.add_insecure_port("127.0.0.1:0")
+    squatter.start()
+    try:
+        out = subprocess.run(
+            [sys.executable, "-m", "coord", "serve", "--etcd-only", "--listen",
+             f"127.0.0.1:{port}"], capture_output=True, text=True, timeout=30)
+    finally:
+        squatter.stop(None)
+    assert out.returncode != 0
+    assert f"cannot listen on 127.0.0.1:{port} (--listen)" in out.stdout + out.stderr
+
+
+def test_free_ports_are_distinct_and_unbound():
+    ports = free_ports(64)
+    assert len(set(ports)) == 64
+    for port in ports:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", port))
 
 
 def test_a_sole_voter_elects_itself_without_waiting_an_election_timeout():

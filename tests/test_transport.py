@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import Callable
 
 import grpc
 import pytest
 
+from coord.ports import free_port
 from coord.raft.confchange import decode_conf_change, encode_conf_change
 from coord.raft.types import (
     ConfChange,
@@ -102,12 +102,6 @@ class Member:
 async def stop_all(*members: Member) -> None:
     for m in members:
         await m.stop()
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 async def raw_stream(address: str, metadata, batch: raft_pb2.MessageBatch):
