@@ -8,6 +8,7 @@ so `sync.py` and `aio.py` differ only in how they wait.
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import threading
@@ -30,6 +31,8 @@ from coord.client.errors import (
 from coord.v1 import admin_pb2, admin_pb2_grpc
 from coord.v1 import coord_pb2 as pb
 from coord.v1 import coord_pb2_grpc as pb_grpc
+
+log = logging.getLogger("coord.client")
 
 T = TypeVar("T")
 
@@ -613,6 +616,26 @@ class ModeChange:
     member: str
     endpoint: str
     moved: bool = False  # the client switched members (streams must follow)
+
+
+def move_to_read_write(
+    ring: EndpointRing,
+    listeners: Iterable[Callable[[ModeChange], Any]],
+    index: int,
+    member: str,
+) -> None:
+    """The prober found read-write `member` at ring `index`: make it current and tell
+    the mode listeners (sync and asyncio clients alike)."""
+    endpoint = ring.endpoints[index]
+    moved = ring.move_to(index)
+    if moved:
+        log.info("coord: moved to read-write member %s (%s)", member, endpoint)
+    change = ModeChange(READ_WRITE, member, endpoint, moved)
+    for listener in list(listeners):
+        try:
+            listener(change)
+        except Exception:  # a listener's bug must not stop the others
+            log.exception("coord: mode listener failed")
 
 
 def probe_pause(round_: int) -> float:

@@ -122,15 +122,7 @@ class AsyncClient:
                     continue
                 if not c.is_read_write(status):
                     continue
-                moved = self.ring.move_to(index)
-                if moved:
-                    log.info("coord: moved to read-write member %s (%s)", status.name, endpoint)
-                change = c.ModeChange(c.READ_WRITE, status.name, endpoint, moved)
-                for listener in list(self.mode_listeners):
-                    try:
-                        listener(change)
-                    except Exception:  # a listener's bug must not stop the others
-                        log.exception("coord: mode listener failed")
+                c.move_to_read_write(self.ring, self.mode_listeners, index, status.name)
                 return
 
     # -- plumbing -----------------------------------------------------------------------

@@ -751,17 +751,7 @@ class _Prober:
             if found is None:
                 continue
             index, member = found
-            client = self._client
-            moved = client.ring.move_to(index)
-            if moved:
-                log.info("coord: moved to read-write member %s (%s)", member,
-                         client.ring.endpoints[index])
-            change = c.ModeChange(c.READ_WRITE, member, client.ring.endpoints[index], moved)
-            for listener in list(client.mode_listeners):
-                try:
-                    listener(change)
-                except Exception:  # a listener's bug must not stop the others
-                    log.exception("coord: mode listener failed")
+            c.move_to_read_write(self._client.ring, self._client.mode_listeners, index, member)
             return
 
     def _probe(self) -> tuple[int, str] | None:
