@@ -59,7 +59,7 @@ soak: venv
 # The differential test against real etcd (`make diff SEEDS=1000`; pytest runs 300).
 DIFF_SEEDS := $(if $(filter command line,$(origin SEEDS)),$(SEEDS),1000)
 diff: venv
-	$(PY) -m coord.etcd_diff --seeds $(DIFF_SEEDS)
+	$(PY) -m coord.testing.etcd_diff --seeds $(DIFF_SEEDS)
 
 bench: venv
 	$(VENV)/bin/coord bench raft

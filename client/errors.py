@@ -16,7 +16,7 @@ import grpc
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
-from coord.server.errors import reason_of
+from coord.server.api.errors import reason_of
 
 __all__ = [
     "CoordError",

@@ -1,3 +1,3 @@
-from coord.cli import main
+from coord.cli.main import main
 
 raise SystemExit(main())

@@ -17,25 +17,24 @@ from grpc_reflection.v1alpha import reflection
 
 from coord.etcdpb import rpc_pb2 as etcd_pb2
 from coord.etcdpb import rpc_pb2_grpc as etcd_grpc
+from coord.server.api.admin import AdminService
+from coord.server.api.kv import KVService
+from coord.server.api.ownership import OwnershipService
+from coord.server.api.producers import ProducersService
+from coord.server.api.sessions import SessionsService
+from coord.server.core.coordinator import Coordinator
+from coord.server.core.events import EventHub
+from coord.server.core.forward import ForwardService, LeaderLink
+from coord.server.core.session_tracker import SessionTracker
+from coord.server.etcd.cluster import EtcdClusterService, EtcdMaintenanceService
+from coord.server.etcd.kv import EtcdKVService
+from coord.server.etcd.lease import EtcdLeaseService
+from coord.server.etcd.watch import DEFAULT_PROGRESS_NOTIFY_S, EtcdWatchService
+from coord.server.node.driver import Node, NodeOptions
+from coord.server.node.members import MemberInfo
+from coord.server.transport.peer import EXCLUSIVE_BIND, SERVER_OPTIONS
 from coord.sm.machine import CoordMachine
 from coord.v1 import admin_pb2, admin_pb2_grpc, coord_pb2, coord_pb2_grpc
-
-from .admin import AdminService
-from .api_kv import KVService
-from .api_ownership import OwnershipService
-from .api_producers import ProducersService
-from .api_sessions import SessionsService
-from .coordinator import Coordinator
-from .etcd_cluster import EtcdClusterService, EtcdMaintenanceService
-from .etcd_kv import EtcdKVService
-from .etcd_lease import EtcdLeaseService
-from .etcd_watch import DEFAULT_PROGRESS_NOTIFY_S, EtcdWatchService
-from .events import EventHub
-from .forward import ForwardService, LeaderLink
-from .members import MemberInfo
-from .node import Node, NodeOptions
-from .session_tracker import SessionTracker
-from .transport import EXCLUSIVE_BIND, SERVER_OPTIONS
 
 log = logging.getLogger(__name__)
 

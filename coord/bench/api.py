@@ -1,0 +1,157 @@
+"""`coord bench own|pid|kv`: client-API throughput and latency on a fresh 3-member
+loopback cluster, driven through gRPC from one asyncio client process. Prints figures;
+asserts nothing. The client shares the machine's 2 cores with the 3 members, so the
+figures are end-to-end for this box, client cost included."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from collections.abc import Awaitable, Callable
+
+import grpc
+
+from coord.server.api.admin import percentile
+from coord.testing import LocalCluster
+from coord.v1 import coord_pb2 as pb
+from coord.v1 import coord_pb2_grpc as rpc
+
+
+def _log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+async def closed_loop(
+    op: Callable[[int, int], Awaitable[object]], clients: int, seconds: float
+) -> dict:
+    """`clients` workers each run `op(worker, i)` back to back for `seconds`."""
+    latencies: list[float] = []
+    deadline = time.monotonic() + seconds
+
+    async def worker(w: int) -> None:
+        i = 0
+        while time.monotonic() < deadline:
+            t0 = time.perf_counter()
+            await op(w, i)
+            latencies.append(time.perf_counter() - t0)
+            i += 1
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(worker(w) for w in range(clients)))
+    elapsed = time.perf_counter() - t0
+    latencies.sort()
+    return {
+        "clients": clients,
+        "ops": len(latencies),
+        "per_s": len(latencies) / elapsed,
+        "p50_ms": percentile(latencies, 0.5) * 1000,
+        "p99_ms": percentile(latencies, 0.99) * 1000,
+    }
+
+
+async def bench_kv(channel: grpc.aio.Channel, levels: list[int], seconds: float) -> list[dict]:
+    kv = rpc.KVStub(channel)
+    rows = []
+    for n in levels:
+        _log(f"kv put: {n} clients ...")
+
+        async def put(w: int, i: int) -> None:
+            await kv.Put(pb.PutRequest(key=f"bench/{w}/{i % 100}".encode(), value=b"x" * 16))
+
+        rows.append({"op": "put", **await closed_loop(put, n, seconds)})
+        _log(f"  {rows[-1]['per_s']:.0f}/s")
+        _log(f"kv linearizable get: {n} clients ...")
+
+        async def get(w: int, i: int) -> None:
+            await kv.Range(pb.RangeRequest(key=f"bench/{w}/{i % 100}".encode()))
+
+        rows.append({"op": "get", **await closed_loop(get, n, seconds)})
+        _log(f"  {rows[-1]['per_s']:.0f}/s")
+    return rows
+
+
+async def bench_pid(channel: grpc.aio.Channel, levels: list[int], seconds: float) -> list[dict]:
+    producers = rpc.ProducersStub(channel)
+    rows = []
+    for n in levels:
+        _log(f"pid block: {n} clients ...")
+
+        async def block(w: int, i: int) -> None:
+            await producers.AllocatePidBlock(
+                pb.AllocatePidBlockRequest(requester=f"b{w}", size=1000, request_id=f"{w}-{i}")
+            )
+
+        rows.append({"op": "pid-block", **await closed_loop(block, n, seconds)})
+        _log(f"  {rows[-1]['per_s']:.0f}/s")
+    return rows
+
+
+async def bench_own(channel: grpc.aio.Channel, resources: int, levels: list[int]) -> list[dict]:
+    sessions, own = rpc.SessionsStub(channel), rpc.OwnershipStub(channel)
+    rows = []
+    s = await sessions.OpenSession(pb.OpenSessionRequest(name="bench-batched", ttl_ms=60_000))
+    claims = [pb.Claim(resource=f"p{i}") for i in range(resources)]
+    _log(f"own: {resources} resources in one request ...")
+    t0 = time.perf_counter()
+    await own.Own(pb.OwnRequest(session_id=s.session_id, group="batched", claims=claims))
+    dt = time.perf_counter() - t0
+    rows.append({"op": "own-batched", "resources": resources, "seconds": dt,
+                 "claims_per_s": resources / dt})
+    _log(f"  {resources / dt:.0f} claims/s ({dt * 1000:.0f} ms)")
+    for n in levels:
+        s = await sessions.OpenSession(pb.OpenSessionRequest(name=f"bench-{n}", ttl_ms=60_000))
+        group = f"single-{n}"
+        _log(f"own: {resources} resources one per request, {n} clients ...")
+        latencies: list[float] = []
+        queue = list(range(resources))
+        t0 = time.perf_counter()
+        await asyncio.gather(
+            *(_claim_one_by_one(own, s.session_id, group, queue, latencies) for _ in range(n))
+        )
+        dt = time.perf_counter() - t0
+        latencies.sort()
+        rows.append({"op": "own-single", "resources": resources, "clients": n, "seconds": dt,
+                     "claims_per_s": resources / dt, "p50_ms": percentile(latencies, .5) * 1000,
+                     "p99_ms": percentile(latencies, .99) * 1000})
+        _log(f"  {resources / dt:.0f} claims/s")
+    return rows
+
+
+async def _claim_one_by_one(
+    own: rpc.OwnershipStub, session: int, group: str, queue: list[int], latencies: list[float]
+) -> None:
+    while queue:
+        i = queue.pop()
+        t = time.perf_counter()
+        await own.Own(
+            pb.OwnRequest(session_id=session, group=group, claims=[pb.Claim(resource=f"p{i}")])
+        )
+        latencies.append(time.perf_counter() - t)
+
+
+def run_api_bench(args: argparse.Namespace) -> int:
+    levels = [int(x) for x in args.concurrency.split(",") if x]
+
+    async def main(endpoint: str) -> list[dict]:
+        async with grpc.aio.insecure_channel(endpoint) as channel:
+            if args.target == "kv":
+                return await bench_kv(channel, levels, args.seconds)
+            if args.target == "pid":
+                return await bench_pid(channel, levels, args.seconds)
+            return await bench_own(channel, args.resources, [x for x in levels if x > 1] or [16])
+
+    _log("starting a 3-member cluster on 127.0.0.1 ...")
+    with LocalCluster(3) as cluster:
+        leader = cluster.wait_for_leader(timeout=15)
+        rows = asyncio.run(main(cluster.members[leader].listen))
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        print(f"coord bench {args.target} (3 members on 127.0.0.1, client talks to the leader)")
+        for r in rows:
+            print("  " + "  ".join(
+                f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}" for k, v in r.items()))
+    return 0

@@ -1,0 +1,149 @@
+"""`coord bench etcd`: coord and a real etcd 3.4 side by side, in one run, on this box.
+
+Both get a fresh cluster of `--members` (default 3) on 127.0.0.1 and the same asyncio
+driver over the etcd v3 API, talking to the leader: puts, linearizable gets, and create-if-absent
+claims (a Txn per key, 10,000 keys bound to one lease — the partition-lease pattern).
+coord's native KV API is measured in the same run too. The clusters run one after the
+other, never together, so each has both cores; the ratio column is what carries over
+to other machines. Prints figures; asserts nothing."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+
+import grpc
+
+from coord.bench.api import bench_kv, closed_loop
+from coord.etcdpb import rpc_pb2 as epb
+from coord.etcdpb import rpc_pb2_grpc as erpc
+from coord.server.api.admin import percentile
+from coord.testing import LocalCluster
+from coord.testing.peer_etcd import EtcdCluster
+
+MAX_TRIES = 100
+
+
+def _log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+async def etcd_ops(endpoint: str, system: str, levels: list[int], seconds: float,
+                   claims: int) -> list[dict]:
+    """The same driver for both systems: the etcd v3 API on `endpoint`."""
+    rows: list[dict] = []
+    async with grpc.aio.insecure_channel(endpoint) as channel:
+        kv, lease = erpc.KVStub(channel), erpc.LeaseStub(channel)
+        for n in levels:
+            _log(f"{system}: etcd-API put, {n} clients ...")
+
+            async def put(w: int, i: int) -> None:
+                await kv.Put(epb.PutRequest(key=f"bench/{w}/{i % 100}".encode(), value=b"x" * 16))
+
+            rows.append({"system": system, "api": "etcd", "op": "put",
+                         **await closed_loop(put, n, seconds)})
+            _log(f"  {rows[-1]['per_s']:.0f}/s")
+            _log(f"{system}: etcd-API linearizable get, {n} clients ...")
+
+            async def get(w: int, i: int) -> None:
+                await kv.Range(epb.RangeRequest(key=f"bench/{w}/{i % 100}".encode()))
+
+            rows.append({"system": system, "api": "etcd", "op": "get",
+                         **await closed_loop(get, n, seconds)})
+            _log(f"  {rows[-1]['per_s']:.0f}/s")
+            granted = await lease.LeaseGrant(epb.LeaseGrantRequest(TTL=600))
+            _log(f"{system}: {claims} create-if-absent claims on one lease, {n} clients ...")
+            rows.append({"system": system, "api": "etcd", "op": "claim",
+                         **await _claims(kv, granted.ID, f"claims-{n}", claims, n)})
+            _log(f"  {rows[-1]['per_s']:.0f}/s")
+    return rows
+
+
+async def _claims(kv: erpc.KVStub, lease_id: int, prefix: str, total: int, clients: int) -> dict:
+    """Claim `total` keys (each once) with `clients` workers: Txn(create == 0 → put)."""
+    todo = list(range(total))
+    latencies: list[float] = []
+    won = unavailable = 0
+
+    async def worker() -> None:
+        nonlocal won, unavailable
+        while todo:
+            key = f"{prefix}/{todo.pop()}".encode()
+            for _ in range(MAX_TRIES):  # an election under load: count it, try again
+                t = time.perf_counter()
+                try:
+                    resp = await kv.Txn(epb.TxnRequest(
+                        compare=[epb.Compare(result=epb.Compare.EQUAL,
+                                             target=epb.Compare.CREATE,
+                                             key=key, create_revision=0)],
+                        success=[epb.RequestOp(request_put=epb.PutRequest(
+                            key=key, value=b"owner", lease=lease_id))],
+                    ))
+                except grpc.aio.AioRpcError as e:
+                    if e.code() != grpc.StatusCode.UNAVAILABLE:
+                        raise
+                    unavailable += 1
+                    await asyncio.sleep(0.05)
+                    continue
+                latencies.append(time.perf_counter() - t)
+                won += resp.succeeded
+                break
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(clients)))
+    elapsed = time.perf_counter() - t0
+    latencies.sort()
+    return {"clients": clients, "ops": len(latencies), "succeeded": won,
+            "unavailable": unavailable,
+            "per_s": len(latencies) / elapsed, "p50_ms": percentile(latencies, 0.5) * 1000,
+            "p99_ms": percentile(latencies, 0.99) * 1000}
+
+
+async def coord_native(endpoint: str, levels: list[int], seconds: float) -> list[dict]:
+    async with grpc.aio.insecure_channel(endpoint) as channel:
+        rows = await bench_kv(channel, levels, seconds)
+    return [{"system": "coord", "api": "native", **r} for r in rows]
+
+
+def table(rows: list[dict]) -> list[str]:
+    """One line per (op, api, clients): coord and etcd figures and coord/etcd."""
+    etcd = {(r["op"], r["clients"]): r for r in rows if r["system"] == "etcd"}
+    lines = [f"{'op':6} {'api':7} {'clients':>7} {'coord/s':>9} {'p50 ms':>7} {'p99 ms':>7}"
+             f" {'etcd/s':>9} {'p50 ms':>7} {'p99 ms':>7} {'coord/etcd':>10}"]
+    for r in rows:
+        if r["system"] != "coord":
+            continue
+        e = etcd.get((r["op"], r["clients"]))
+        peer = f"{'-':>9} {'-':>7} {'-':>7} {'-':>10}"
+        if e:
+            peer = (f"{e['per_s']:9.0f} {e['p50_ms']:7.2f} {e['p99_ms']:7.2f} "
+                    f"{r['per_s'] / e['per_s']:10.2f}")
+        lines.append(f"{r['op']:6} {r['api']:7} {r['clients']:7d} {r['per_s']:9.0f} "
+                     f"{r['p50_ms']:7.2f} {r['p99_ms']:7.2f} {peer}")
+    return lines
+
+
+def run_etcd_bench(args: argparse.Namespace) -> int:
+    levels = [int(x) for x in args.concurrency.split(",") if x]
+    rows: list[dict] = []
+    n = args.members
+    _log(f"starting a {n}-member etcd on 127.0.0.1 ...")
+    with EtcdCluster(n) as etcd:
+        rows += asyncio.run(etcd_ops(etcd.wait_leader(), "etcd", levels, args.seconds,
+                                     args.claims))
+    _log(f"starting a {n}-member coord on 127.0.0.1 ...")
+    with LocalCluster(n) as cluster:
+        leader = cluster.members[cluster.wait_for_leader(timeout=15)].listen
+        rows += asyncio.run(etcd_ops(leader, "coord", levels, args.seconds, args.claims))
+        rows += asyncio.run(coord_native(leader, levels, args.seconds))
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    print(f"coord vs etcd 3.4, {n} member(s) each on 127.0.0.1, one client process, "
+          f"{args.seconds:g} s per put/get level, {args.claims} claims per level")
+    for line in table(rows):
+        print("  " + line)
+    return 0

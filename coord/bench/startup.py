@@ -1,0 +1,110 @@
+"""`coord bench startup`: how soon a fresh single member serves its first request, coord
+and etcd 3.4 side by side in one run — what a test rig waits for before every test
+that starts its own server. Timed from exec (or, in-process, from the `cluster()` call)
+to the first Put that succeeds through the etcd v3 API. Prints figures; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+
+import grpc
+
+from coord.etcdpb import rpc_pb2 as epb
+from coord.etcdpb import rpc_pb2_grpc as erpc
+from coord.testing import cluster
+from coord.testing.peer_etcd import EtcdCluster
+from coord.testing.ports import free_port
+
+# A refused connection must not park the probe in gRPC's default 1 s reconnect backoff:
+# the figure is the server's start-up, not the client's back-off.
+PROBE_OPTIONS = [
+    ("grpc.initial_reconnect_backoff_ms", 5),
+    ("grpc.min_reconnect_backoff_ms", 5),
+    ("grpc.max_reconnect_backoff_ms", 20),
+]
+
+
+def _log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def first_put(endpoint: str, t0: float, timeout: float = 30.0) -> float:
+    """Seconds from `t0` until a Put on `endpoint` succeeds."""
+    deadline = t0 + timeout
+    with grpc.insecure_channel(endpoint, options=PROBE_OPTIONS) as channel:
+        kv = erpc.KVStub(channel)
+        while time.monotonic() < deadline:
+            try:
+                kv.Put(epb.PutRequest(key=b"startup", value=b"1"), timeout=0.25,
+                       wait_for_ready=True)
+                return time.monotonic() - t0
+            except grpc.RpcError:
+                time.sleep(0.002)  # not yet: a refused connection or no leader yet
+    raise RuntimeError(f"{endpoint} served no Put within {timeout:g}s")
+
+
+def _process(command: list[str], endpoint: str) -> float:
+    t0 = time.monotonic()
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        return first_put(endpoint, t0)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def coord_process() -> float:
+    endpoint = f"127.0.0.1:{free_port()}"
+    return _process([sys.executable, "-m", "coord", "serve", "--etcd-only", "--listen",
+                     endpoint, "--log-level", "warning"], endpoint)
+
+
+def coord_in_process() -> float:
+    t0 = time.monotonic()
+    with cluster(members=1, in_process=True) as c:
+        return first_put(c.etcd_endpoints[0], t0)
+
+
+def etcd_process() -> float:
+    etcd = EtcdCluster(1)
+    try:
+        return _process(etcd.command(etcd.names[0]), etcd.endpoints[0])
+    finally:
+        etcd.stop()
+
+
+SYSTEMS: dict[str, Callable[[], float]] = {
+    "coord serve --etcd-only (process)": coord_process,
+    "coord.testing.cluster(in_process=True)": coord_in_process,
+    "etcd 3.4 (process)": etcd_process,
+}
+
+
+def run_startup_bench(args: argparse.Namespace) -> int:
+    coord_in_process()  # warm-up: imports and the shared loop, paid once per test session
+    times: dict[str, list[float]] = {name: [] for name in SYSTEMS}
+    for trial in range(args.trials):
+        for name, start in SYSTEMS.items():  # interleaved, so drift hits all alike
+            times[name].append(start())
+        _log(f"trial {trial + 1}/{args.trials}: " + ", ".join(
+            f"{name.split()[0]} {t[-1] * 1000:.0f} ms" for name, t in times.items()))
+    rows = [{"system": name, "trials": len(t), "median_ms": statistics.median(t) * 1000,
+             "max_ms": max(t) * 1000, "min_ms": min(t) * 1000} for name, t in times.items()]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    etcd_median = rows[-1]["median_ms"]
+    print(f"start-up of one fresh member, exec -> first served Put (etcd v3 API), "
+          f"{args.trials} trials each, interleaved")
+    print(f"  {'system':40} {'median ms':>9} {'min':>6} {'max':>6} {'/etcd':>6}")
+    for r in rows:
+        print(f"  {r['system']:40} {r['median_ms']:9.0f} {r['min_ms']:6.0f} {r['max_ms']:6.0f}"
+              f" {r['median_ms'] / etcd_median:6.2f}")
+    return 0

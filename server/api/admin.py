@@ -1,0 +1,200 @@
+"""The Admin gRPC service: status and the replicated log's own operations."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import grpc
+
+from coord.raft import ConfChange, ConfChangeType
+from coord.server.api.errors import abort, abort_node_error
+from coord.server.core.mode import ModeMonitor
+from coord.server.node.driver import Node, NodeError, NotLeader
+from coord.server.node.members import MemberInfo, member_id, validate_address
+from coord.sm.commands import Barrier, encode_command
+from coord.v1 import admin_pb2, admin_pb2_grpc
+
+INVALID = grpc.StatusCode.INVALID_ARGUMENT
+MAX_PROPOSAL_BYTES = 1 << 20
+
+
+def percentile(sorted_values: list[float], q: float) -> float:
+    if not sorted_values:
+        return 0.0
+    return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
+
+
+class AdminService(admin_pb2_grpc.AdminServicer):
+    def __init__(self, node: Node, mode: ModeMonitor | None = None) -> None:
+        self.node = node
+        self.mode = mode
+
+    def status_response(self) -> admin_pb2.StatusResponse:
+        node = self.node
+        st = node.status()
+        learners = st.conf_state.learners
+        resp = admin_pb2.StatusResponse(
+            id=st.id,
+            name=node.me.name,
+            role=st.role.label,
+            term=st.term,
+            leader_id=st.leader,
+            leader_name=node.name_of(st.leader),
+            commit_index=st.commit,
+            applied_index=node.applied_index,
+            last_index=st.last_index,
+            first_index=st.first_index,
+            has_quorum=st.has_quorum,
+            snapshot_index=st.snapshot_index,
+            quorum_lost_ms=int(node.quorum_lost_for() * 1000),
+            state_machine=json.dumps(node.sm.describe(), sort_keys=True),
+            cluster_id=node.cluster_id,
+            mode=self.mode.mode if self.mode is not None else "",
+        )
+        for mid, m in sorted(node.members.items(), key=lambda kv: kv[1].name):
+            resp.members.add(
+                id=mid,
+                name=m.name,
+                peer_address=m.peer_address,
+                client_address=m.client_address,
+                learner=mid in learners,
+            )
+        for pid, pr in sorted(st.progress.items()):
+            resp.progress.add(
+                id=pid,
+                name=node.name_of(pid),
+                match_index=pr.match,
+                next_index=pr.next,
+                state=pr.state,
+                recent_active=pr.recent_active,
+                learner=pr.learner,
+            )
+        return resp
+
+    async def Status(self, request, context):  # noqa: N802
+        return self.status_response()
+
+    async def WatchStatus(self, request, context):  # noqa: N802
+        async for ev in self.node.events():
+            yield admin_pb2.StatusEvent(
+                term=ev.term,
+                leader_id=ev.leader,
+                role=ev.role.label,
+                has_quorum=ev.has_quorum,
+                unix_ms=ev.unix_ms,
+            )
+
+    async def Propose(self, request, context):  # noqa: N802
+        if not request.data:
+            await abort(context, INVALID, "EMPTY_COMMAND", "data must not be empty")
+        if len(request.data) > MAX_PROPOSAL_BYTES:
+            await abort(
+                context,
+                INVALID,
+                "COMMAND_TOO_LARGE",
+                f"data is {len(request.data)} bytes; the limit is {MAX_PROPOSAL_BYTES}",
+            )
+        try:
+            applied = await self.node.propose(request.data)
+        except NodeError as e:
+            await abort_node_error(context, e)
+        return admin_pb2.ProposeResponse(
+            index=applied.index, term=applied.term, result=applied.result or b""
+        )
+
+    async def ReadIndex(self, request, context):  # noqa: N802
+        try:
+            index = await self.node.read_index()
+        except NodeError as e:
+            await abort_node_error(context, e)
+        return admin_pb2.ReadIndexResponse(index=index)
+
+    async def TransferLeader(self, request, context):  # noqa: N802
+        target = member_id(request.to_name)
+        if target not in self.node.members:
+            await abort(context, INVALID, "UNKNOWN_MEMBER", f"no member named {request.to_name!r}")
+        try:
+            leader = await self.node.transfer_leader(target)
+        except NodeError as e:
+            await abort_node_error(context, e)
+        return admin_pb2.TransferLeaderResponse(leader_id=leader)
+
+    async def AddMember(self, request, context):  # noqa: N802
+        try:
+            validate_address(request.peer_address)
+            if not request.name:
+                raise ValueError("name must not be empty")
+        except ValueError as e:
+            await abort(context, INVALID, "BAD_MEMBER", str(e))
+        info = MemberInfo(request.name, request.peer_address, request.client_address)
+        kind = ConfChangeType.ADD_LEARNER if request.learner else ConfChangeType.ADD_VOTER
+        if kind is ConfChangeType.ADD_VOTER and info.id in self.node.members:
+            await self._check_promotable(context, info)
+        await self._change(context, ConfChange(kind, info.id, info.encode()))
+        return self._membership()
+
+    PROMOTE_MAX_LAG = 1000
+    """A learner may become a voter only when this close to the leader's log: promoting
+    one that cannot keep up would make it count towards the quorum it cannot join."""
+
+    async def _check_promotable(self, context, info: MemberInfo) -> None:
+        st = self.node.status()
+        if not self.node.is_leader:
+            await abort_node_error(context, NotLeader(self.node.leader))
+        pr = st.progress.get(info.id)
+        if pr is None or not pr.learner:
+            return  # already a voter: nothing to check (the change is a no-op)
+        if not pr.recent_active or st.last_index - pr.match > self.PROMOTE_MAX_LAG:
+            await abort(
+                context,
+                grpc.StatusCode.FAILED_PRECONDITION,
+                "LEARNER_NOT_CAUGHT_UP",
+                f"learner {info.name} has not caught up (match {pr.match} of {st.last_index},"
+                f" {'active' if pr.recent_active else 'not heard from'}); promote it later",
+            )
+
+    async def RemoveMember(self, request, context):  # noqa: N802
+        target = member_id(request.name)
+        if target not in self.node.members:
+            await abort(context, INVALID, "UNKNOWN_MEMBER", f"no member named {request.name!r}")
+        await self._change(context, ConfChange(ConfChangeType.REMOVE_NODE, target))
+        return self._membership()
+
+    async def _change(self, context, cc: ConfChange) -> None:
+        try:
+            await self.node.change_membership(cc)
+        except NodeError as e:
+            await abort_node_error(context, e)
+
+    def _membership(self) -> admin_pb2.MembershipResponse:
+        return admin_pb2.MembershipResponse(members=self.status_response().members)
+
+    async def Bench(self, request, context):  # noqa: N802
+        concurrency = request.concurrency or 1
+        if not 1 <= concurrency <= 4096 or not 0 < request.duration_ms <= 120_000:
+            await abort(context, INVALID, "BAD_BENCH", "concurrency 1..4096, duration 1..120000 ms")
+        payload = encode_command(Barrier())
+        latencies: list[float] = []
+        deadline = time.monotonic() + request.duration_ms / 1000
+
+        async def proposer() -> None:
+            while time.monotonic() < deadline:
+                t0 = time.perf_counter()
+                await self.node.propose(payload)
+                latencies.append(time.perf_counter() - t0)
+
+        t0 = time.perf_counter()
+        try:
+            await asyncio.gather(*(proposer() for _ in range(concurrency)))
+        except NodeError as e:
+            await abort_node_error(context, e)
+        seconds = time.perf_counter() - t0
+        latencies.sort()
+        return admin_pb2.BenchResponse(
+            committed=len(latencies),
+            seconds=seconds,
+            p50_ms=percentile(latencies, 0.50) * 1000,
+            p99_ms=percentile(latencies, 0.99) * 1000,
+        )

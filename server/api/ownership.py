@@ -1,0 +1,110 @@
+"""The Ownership service: own_request semantics (coord.sm.ownership), release, lookups
+and a change stream a router can build its resource -> owner table from."""
+
+from __future__ import annotations
+
+import grpc
+
+from coord.server.api.common import admit_reader, check, read, write
+from coord.server.api.convert import owner_to_pb
+from coord.server.api.errors import abort_node_error
+from coord.server.core.coordinator import Coordinator
+from coord.server.core.events import EventHub
+from coord.server.core.mode import READ_WRITE, ModeChange
+from coord.server.node.driver import NodeError
+from coord.sm import commands as c
+from coord.sm.records import Claim, Owner, OwnershipEvent
+from coord.v1 import coord_pb2 as pb
+from coord.v1 import coord_pb2_grpc
+
+
+class OwnershipService(coord_pb2_grpc.OwnershipServicer):
+    def __init__(self, coord: Coordinator, hub: EventHub) -> None:
+        self.coord = coord
+        self.hub = hub
+
+    async def Own(self, request, context):  # noqa: N802
+        claims = tuple(Claim(x.resource, x.generation) for x in request.claims)
+        cmd = c.Own(request.session_id, request.group, claims, request.request_id)
+        res = await write(context, self.coord, cmd)
+        return pb.OwnResponse(
+            header=self.coord.header(res.revision),
+            grants=[pb.Grant(resource=g.resource, generation=g.generation, revision=g.revision)
+                    for g in res.grants],
+            severed=list(res.severed),
+        )
+
+    async def Release(self, request, context):  # noqa: N802
+        cmd = c.Release(
+            request.session_id, request.group, tuple(request.resources), request.request_id
+        )
+        res = await write(context, self.coord, cmd)
+        return pb.ReleaseResponse(
+            header=self.coord.header(res.revision), released=list(res.released)
+        )
+
+    async def GetOwner(self, request, context):  # noqa: N802
+        res = await read(
+            context, self.coord, c.GetOwner(request.group, request.resource), request.serializable
+        )
+        owner = Owner(res.resource, res.owner, res.generation, res.owner_revision)
+        return pb.GetOwnerResponse(header=self.coord.header(), owner=owner_to_pb(owner))
+
+    async def ListOwners(self, request, context):  # noqa: N802
+        res = await read(
+            context, self.coord, c.ListOwners(request.group, request.prefix), request.serializable
+        )
+        return pb.ListOwnersResponse(
+            header=self.coord.header(), owners=[owner_to_pb(o) for o in res.owners]
+        )
+
+    async def WatchOwners(self, request, context):  # noqa: N802
+        """from_revision 0: the current owners (flagged `snapshot`), then every change as
+        it is applied. from_revision > 0: like an etcd watch, every change at or after it
+        from the replicated history (frees included, which a listing cannot show), then
+        live changes; a compacted start fails with COMPACTED (see proto). We subscribe
+        before reading (no await in between), so a change applied around the read reaches
+        the subscription as well: live changes at or below the revision the read saw are
+        dropped. Nothing falls in a gap and nothing arrives twice."""
+        if not await admit_reader(context, self.coord):
+            try:
+                await self.coord.barrier()
+            except NodeError as e:  # no leader, or the member went read-only meanwhile
+                await abort_node_error(context, e)
+        group, prefix, start = request.group, request.prefix, request.from_revision
+        sub = self.hub.watch_owners(group, prefix)
+        try:
+            if start:
+                hist = await check(context, self.coord.machine.query(
+                    c.OwnerEventsSince(start, group, prefix)))
+                seen = max(hist.revision, start - 1)  # a future start waits for it
+                for event in hist.events:
+                    yield _change(event)
+            else:
+                listing = await check(context, self.coord.machine.query(
+                    c.ListOwners(group, prefix)))
+                seen = listing.revision
+                for o in listing.owners:
+                    yield pb.OwnerChange(group=group, owner=owner_to_pb(o), snapshot=True)
+            while True:
+                event = await sub.queue.get()
+                if sub.overflowed:
+                    await context.abort(
+                        grpc.StatusCode.RESOURCE_EXHAUSTED,
+                        "owner watcher fell behind; resume from the last revision received",
+                    )
+                if isinstance(event, ModeChange):
+                    if event.mode != READ_WRITE:
+                        await admit_reader(context, self.coord)  # or NO_QUORUM: move on
+                    yield pb.OwnerChange(group=group, kind="mode", mode=event.mode)
+                    continue
+                if event.revision <= seen:
+                    continue
+                yield _change(event)
+        finally:
+            self.hub.cancel(sub)
+
+
+def _change(event: OwnershipEvent) -> pb.OwnerChange:
+    owner = Owner(event.resource, event.owner, event.generation, event.revision)
+    return pb.OwnerChange(group=event.group, owner=owner_to_pb(owner), kind=event.kind)

@@ -1,0 +1,165 @@
+"""The request path of the client API: writes become state-machine commands that go
+through the log (proposed here if this member leads, else forwarded to the leader);
+reads are served from the local state machine, after a ReadIndex barrier unless the
+client asked for a serializable (possibly stale) read."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+import uuid
+from typing import Any
+
+import grpc
+
+from coord.server.api.errors import reason_of
+from coord.server.core.forward import LeaderLink
+from coord.server.core.mode import READ_WRITE, ModeChange, ModeMonitor, Refused
+from coord.server.node.driver import (
+    Node,
+    NodeError,
+    NoLeader,
+    NotLeader,
+    OutcomeUnknown,
+    ProposalLost,
+    Timeout,
+)
+from coord.sm import commands as c
+from coord.sm.machine import CoordMachine
+from coord.v1 import coord_pb2 as pb
+
+RETRY_PAUSE_S = 0.05
+
+
+class ForwardedError(Exception):
+    """The leader refused a forwarded command: pass its status through unchanged."""
+
+    def __init__(self, error: grpc.aio.AioRpcError) -> None:
+        super().__init__(error.details())
+        self.error = error
+
+
+class Coordinator:
+    def __init__(self, node: Node, machine: CoordMachine, link: LeaderLink) -> None:
+        self.node = node
+        self.machine = machine
+        self.link = link
+        self.mode = ModeMonitor(node, machine, self.barrier)
+        self._reads: set[asyncio.Future] = set()  # barriers that give up when cut off
+        self.mode.listeners.append(self._give_up_reads)
+
+    def header(self, revision: int | None = None) -> pb.ResponseHeader:
+        header = pb.ResponseHeader(
+            revision=self.machine.revision if revision is None else revision,
+            raft_term=self.node.term,
+            member=self.node.me.name,
+        )
+        if not self.mode.serving_writes:
+            header.read_only = True
+            header.quorum_lost_ms = int(self.mode.cut_off_for() * 1000)
+        return header
+
+    async def write(self, cmd: Any, timeout: float = 5.0, local_apply: bool = False) -> Any:
+        """Commit `cmd` and return its decoded result.
+
+        Every retryable command carries a request id (one is made up if the client sent
+        none), so retrying after a lost reply or a leader change is safe: the state
+        machine answers a repeated id from memory instead of applying it twice.
+
+        `local_apply`: also wait until this member has applied the command, so the
+        caller's next local read or watch here sees it (etcd answers a write only after
+        the member that took it applied it; its clients rely on that)."""
+        if hasattr(cmd, "request_id") and not cmd.request_id:
+            cmd = dataclasses.replace(cmd, request_id=f"srv-{uuid.uuid4().hex}")
+        retry_safe = bool(getattr(cmd, "request_id", ""))
+        payload = c.encode_command(cmd)
+        deadline = time.monotonic() + timeout
+        while True:
+            if not self.mode.serving_writes:
+                raise Refused(self.mode.refusal(False)[1])
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise Timeout(f"no leader committed the request within {timeout:.1f}s")
+            try:
+                result, index = await self._propose(payload, remaining)
+                if local_apply and index:
+                    await self.node.wait_applied(index, max(0.05, deadline - time.monotonic()))
+                return c.decode_result(result)
+            except (NotLeader, NoLeader):
+                pass  # not proposed anywhere: always safe to try again
+            except (ProposalLost, Timeout, OutcomeUnknown):
+                if not retry_safe:
+                    raise
+            except grpc.aio.AioRpcError as e:
+                reason = reason_of(e)
+                if reason in ("NOT_LEADER", "NO_LEADER"):
+                    pass
+                elif e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                    if not retry_safe:
+                        raise ForwardedError(e) from None
+                else:
+                    raise ForwardedError(e) from None
+            await asyncio.sleep(min(RETRY_PAUSE_S, max(0.0, deadline - time.monotonic())))
+
+    async def _propose(self, payload: bytes, timeout: float) -> tuple[bytes, int]:
+        """The encoded result and the log index it was applied at."""
+        node = self.node
+        if node.is_leader:
+            applied = await node.propose(payload, timeout)
+            return applied.result or b"", applied.index
+        leader = node.leader
+        if leader is None:
+            raise NoLeader(f"member {node.me.name} knows no leader")
+        resp = await self.link.stub(leader).Propose(
+            pb.ForwardRequest(command=payload),
+            metadata=self.link.metadata(leader),
+            timeout=timeout,
+        )
+        return resp.result, resp.index
+
+    async def read(self, cmd: Any, serializable: bool = False, timeout: float = 5.0) -> Any:
+        if not serializable:
+            await self.barrier(timeout)
+        return self.machine.query(cmd)
+
+    async def barrier(self, timeout: float = 5.0, give_up_when_cut_off: bool = True) -> None:
+        """Wait until this member has applied everything committed before the call. A
+        member that goes read-only meanwhile gives up at once (Refused), so a waiting
+        read is answered read-only or refused then, not at its deadline."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                await self._read_index(deadline - time.monotonic(), give_up_when_cut_off)
+                return
+            except (NoLeader, Timeout):
+                if time.monotonic() >= deadline:
+                    raise
+            await asyncio.sleep(RETRY_PAUSE_S)
+
+    async def _read_index(self, timeout: float, give_up_when_cut_off: bool) -> None:
+        if not give_up_when_cut_off:
+            await self.node.read_index(max(0.05, timeout))
+            return
+        if self.mode.cut_off.is_set():
+            raise Refused(self.mode.refusal(False)[1])
+        # Cancelled by _give_up_reads when the member is cut off (a task per read, not a
+        # second task waiting on the mode, keeps the hot read path cheap).
+        read = asyncio.ensure_future(self.node.read_index(max(0.05, timeout)))
+        self._reads.add(read)
+        try:
+            await read
+        except asyncio.CancelledError:
+            if asyncio.current_task().cancelling():  # our caller is being cancelled
+                raise
+            raise Refused(self.mode.refusal(False)[1]) from None
+        finally:
+            self._reads.discard(read)
+
+    def _give_up_reads(self, change: ModeChange) -> None:
+        if change.mode != READ_WRITE:
+            for read in self._reads:
+                read.cancel()
+
+
+__all__ = ["Coordinator", "ForwardedError", "NodeError"]

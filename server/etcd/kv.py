@@ -1,0 +1,49 @@
+"""etcd's KV service (etcdserverpb.KV) on coord's state machine: the same commands,
+write path (propose, or forward to the leader) and read path (ReadIndex unless
+serializable) as coord's own KV service; only the wire format and errors are etcd's."""
+
+from __future__ import annotations
+
+from coord.etcdpb import rpc_pb2 as pb
+from coord.etcdpb import rpc_pb2_grpc
+from coord.server.api.common import call_timeout
+from coord.server.core.coordinator import Coordinator
+from coord.server.etcd import convert as conv
+from coord.server.etcd import errors as err
+from coord.server.etcd.errors import etcd_call
+from coord.sm import commands as c
+
+
+class EtcdKVService(rpc_pb2_grpc.KVServicer):
+    def __init__(self, coord: Coordinator) -> None:
+        self.coord = coord
+
+    async def _write(self, cmd, context):
+        return err.check(await self.coord.write(cmd, call_timeout(context), local_apply=True))
+
+    @etcd_call
+    async def Range(self, request, context):  # noqa: N802
+        cmd = conv.range_from_pb(request)
+        res = err.check(await self.coord.read(cmd, request.serializable, call_timeout(context)))
+        return conv.range_to_pb(request, res, conv.header(self.coord, res.revision))
+
+    @etcd_call
+    async def Put(self, request, context):  # noqa: N802
+        res = await self._write(conv.put_from_pb(request), context)
+        return conv.put_to_pb(res, conv.header(self.coord, res.revision))
+
+    @etcd_call
+    async def DeleteRange(self, request, context):  # noqa: N802
+        res = await self._write(conv.delete_from_pb(request), context)
+        return conv.delete_to_pb(res, conv.header(self.coord, res.revision))
+
+    @etcd_call
+    async def Txn(self, request, context):  # noqa: N802
+        res = await self._write(conv.txn_from_pb(request), context)
+        return conv.txn_to_pb(request, res, conv.header(self.coord, res.revision))
+
+    @etcd_call
+    async def Compact(self, request, context):  # noqa: N802
+        # As etcd's, a compaction leaves the revision where it is.
+        res = await self._write(c.Compact(request.revision), context)
+        return pb.CompactionResponse(header=conv.header(self.coord, res.revision))

@@ -1,0 +1,95 @@
+"""etcd's Lease service (etcdserverpb.Lease): a lease IS a coord session.
+
+Grant opens a session (TTL seconds -> ttl_ms; a client-chosen id is asked for in the
+same command; as etcd's, the revision stays where it is), Revoke closes it (its keys go
+at one new revision; a lease without keys leaves the revision as it is), KeepAlive renews it
+through the leader's session tracker exactly as a native keepalive does, and a lease
+expires when the leader proposes its expiry — with the same rule that a failover never
+expires a live lease (a new leader restarts every deadline at the full TTL).
+"""
+
+from __future__ import annotations
+
+from coord.etcdpb import rpc_pb2 as pb
+from coord.etcdpb import rpc_pb2_grpc
+from coord.server.api.common import call_timeout
+from coord.server.core import liveness
+from coord.server.core.coordinator import Coordinator
+from coord.server.core.session_tracker import SessionTracker
+from coord.server.etcd import convert as conv
+from coord.server.etcd import errors as err
+from coord.server.etcd.errors import etcd_call
+from coord.sm import commands as c
+from coord.sm import limits
+
+LEASE_SESSION_NAME = "etcd-lease"
+
+
+def ttl_ms_of(ttl_s: int) -> int:
+    """etcd raises a TTL below its minimum to the minimum; coord's minimum is 1 s."""
+    if ttl_s * 1000 > limits.MAX_TTL_MS:
+        raise err.LEASE_TTL_TOO_LARGE
+    return max(ttl_s * 1000, limits.MIN_TTL_MS)
+
+
+class EtcdLeaseService(rpc_pb2_grpc.LeaseServicer):
+    def __init__(self, coord: Coordinator, tracker: SessionTracker) -> None:
+        self.coord = coord
+        self.tracker = tracker
+
+    @etcd_call
+    async def LeaseGrant(self, request, context):  # noqa: N802
+        if request.ID < 0:
+            raise err.EtcdError(err.Code.INVALID_ARGUMENT, "etcdserver: lease ID is negative")
+        cmd = c.OpenSession(LEASE_SESSION_NAME, ttl_ms_of(request.TTL), session_id=request.ID)
+        res = err.check(await self.coord.write(cmd, call_timeout(context), local_apply=True))
+        return pb.LeaseGrantResponse(header=conv.header(self.coord, res.revision),
+                                     ID=res.session_id, TTL=res.ttl_ms // 1000)
+
+    @etcd_call
+    async def LeaseRevoke(self, request, context):  # noqa: N802
+        if request.ID <= 0:
+            raise err.LEASE_NOT_FOUND
+        cmd = c.CloseSession(request.ID)
+        res = err.check(await self.coord.write(cmd, call_timeout(context), local_apply=True))
+        return pb.LeaseRevokeResponse(header=conv.header(self.coord, res.revision))
+
+    async def LeaseKeepAlive(self, request_iterator, context):  # noqa: N802
+        """One response per request once the leader renewed the lease (TTL 0: the lease
+        is gone). While no leader can say, the request goes unanswered and the client
+        sends again, as with native keepalives."""
+        async for req in request_iterator:
+            # The header is taken before renewing (etcd's rule): a lease revoked at
+            # revision r is never reported renewed at a revision above r.
+            head = conv.header(self.coord)
+            ttl = await liveness.renew(self.coord, self.tracker, req.ID) if req.ID > 0 \
+                else liveness.GONE
+            if ttl is None:
+                continue
+            yield pb.LeaseKeepAliveResponse(header=head, ID=req.ID,
+                                            TTL=max(ttl, 0) // 1000)
+
+    @etcd_call
+    async def LeaseTimeToLive(self, request, context):  # noqa: N802
+        """A lease that does not exist answers TTL -1, not an error (etcd does so)."""
+        await self.coord.barrier(call_timeout(context))
+        session = self.coord.machine.sessions.get(request.ID)
+        left = None if session is None else \
+            await liveness.remaining(self.coord, self.tracker, request.ID)
+        if session is None or left == liveness.GONE:
+            return pb.LeaseTimeToLiveResponse(header=conv.header(self.coord), ID=request.ID,
+                                              TTL=-1)
+        if left is None:
+            left = session.ttl_ms  # no leader can say: the full TTL is the honest bound
+        out = pb.LeaseTimeToLiveResponse(header=conv.header(self.coord), ID=request.ID,
+                                         TTL=left // 1000, grantedTTL=session.ttl_ms // 1000)
+        if request.keys:
+            out.keys.extend(sorted(session.keys))
+        return out
+
+    @etcd_call
+    async def LeaseLeases(self, request, context):  # noqa: N802
+        await self.coord.barrier(call_timeout(context))
+        ids = self.coord.machine.sessions.ids()
+        return pb.LeaseLeasesResponse(header=conv.header(self.coord),
+                                      leases=[pb.LeaseStatus(ID=i) for i in ids])

@@ -1,0 +1,695 @@
+"""The asyncio driver around the Raft core: one task owns the core, turns transport
+input, ticks and requests into `step`/`tick` calls, and carries out each Ready in order
+(persist, send, apply, advance).
+
+Group commit falls out of the shape: while one Ready is being fsync'd in the storage
+thread, new proposals and messages queue up and go into the next Ready together.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import struct
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from coord.raft import (
+    NONE,
+    ConfChange,
+    ConfChangeType,
+    Config,
+    Entry,
+    EntryType,
+    HardState,
+    Message,
+    NotLeaderError,
+    ProposalDroppedError,
+    RawNode,
+    Ready,
+    Role,
+    Snapshot,
+    Status,
+    bootstrap_entries,
+    conf_change_of,
+)
+from coord.raft.quorum import quorum_size
+from coord.server.node.members import MemberInfo, cluster_id
+from coord.server.node.snapshots import BackgroundSnapshot
+from coord.server.node.statemachine import StateMachine
+from coord.server.storage.log_store import LogStore
+from coord.server.transport.peer import PeerTransport
+
+log = logging.getLogger(__name__)
+
+_TIME = struct.Struct(">Q")
+_SNAP_HEADER = struct.Struct(">I")
+
+
+class NodeError(Exception):
+    """A request the node could not carry out; `reason` is machine-readable."""
+
+    reason = "UNAVAILABLE"
+
+
+class NotLeader(NodeError):
+    reason = "NOT_LEADER"
+
+    def __init__(self, leader: MemberInfo | None) -> None:
+        where = f"{leader.name} at {leader.peer_address}" if leader else "unknown"
+        super().__init__(f"this member is not the leader (leader: {where})")
+        self.leader = leader
+
+
+class OutcomeUnknown(NodeError):
+    """The command may or may not have been applied (e.g. a snapshot replaced the log
+    while it was pending): retry only with a request id."""
+
+    reason = "OUTCOME_UNKNOWN"
+
+
+class NoLeader(NodeError):
+    reason = "NO_LEADER"
+
+
+class ProposalLost(NodeError):
+    reason = "PROPOSAL_LOST"
+
+
+class Timeout(NodeError):
+    reason = "TIMEOUT"
+
+
+class Stopped(NodeError):
+    reason = "STOPPED"
+
+
+@dataclass(slots=True)
+class NodeOptions:
+    tick_ms: int = 50
+    election_ticks: int = 12
+    heartbeat_ticks: int = 2
+    snapshot_every: int = 20_000
+    max_inflight: int = 256
+    max_batch: int = 4096
+    seed: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StatusEvent:
+    term: int
+    leader: int
+    role: Role
+    has_quorum: bool
+    unix_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Applied:
+    """Where a proposal landed in the log, and what the state machine returned."""
+
+    index: int
+    term: int
+    result: bytes | None
+
+
+@dataclass(slots=True)
+class _Proposal:
+    payload: bytes
+    future: asyncio.Future
+    conf_change: ConfChange | None = None
+
+
+@dataclass(slots=True)
+class _Pending:
+    term: int
+    future: asyncio.Future
+
+
+@dataclass(slots=True)
+class _Reads:
+    futures: list[asyncio.Future] = field(default_factory=list)
+
+
+def encode_command(time_ms: int, payload: bytes) -> bytes:
+    """Entry data = the leader's clock reading at proposal + the command. Empty data is
+    the leader's no-op. Keeping the time in the entry keeps apply deterministic."""
+    return _TIME.pack(time_ms) + payload
+
+
+def decode_command(data: bytes) -> tuple[int, bytes]:
+    return _TIME.unpack_from(data)[0], data[_TIME.size :]
+
+
+class Node:
+    """One member's replicated log and state machine."""
+
+    def __init__(
+        self,
+        me: MemberInfo,
+        data_dir: str | Path,
+        initial_cluster: list[MemberInfo],
+        state_machine: StateMachine,
+        cluster_secret: bytes,
+        options: NodeOptions | None = None,
+        join: bool = False,
+        cluster_token: str = "coord",
+    ) -> None:
+        self.me = me
+        self.id = me.id
+        self.options = options or NodeOptions()
+        self.sm = state_machine
+        self.data_dir = Path(data_dir)
+        self.store = LogStore(self.data_dir / "raft.db")
+        self.cluster_id = cluster_id(cluster_token)
+        self.members: dict[int, MemberInfo] = {}
+        self._known_addresses = {m.id: m for m in initial_cluster}
+        self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"store-{me.name}")
+        self._snaps = BackgroundSnapshot(me.name)
+        self._raw = self._open(initial_cluster, join)
+        self.transport = PeerTransport(
+            self.id,
+            cluster_secret,
+            self.cluster_id,
+            on_messages=self._on_messages,
+            on_unreachable=self._on_unreachable,
+        )
+        self._peer_addresses: dict[int, str] = {}
+        self._inbox: list[Message] = []
+        self._unreachable: set[int] = set()
+        self._proposals: list[_Proposal] = []
+        self._pending: dict[int, _Pending] = {}
+        self._read_waiters: list[asyncio.Future] = []
+        self._read_contexts: dict[bytes, _Reads] = {}
+        self._read_round: bytes | None = None  # the ReadIndex round in flight, if any
+        self._read_round_tick = 0
+        self._applied_waiters: list[tuple[int, asyncio.Future]] = []
+        self._ctx = itertools.count(1)
+        self._ticks = 0
+        self._wake = asyncio.Event()
+        self._tasks: list[asyncio.Task] = []
+        self._subscribers: list[asyncio.Queue[StatusEvent]] = []
+        self.apply_listeners: list[Callable[[], None]] = []
+        self._soft = self._raw.raft.soft_state()
+        self._quorum_lost_at: float | None = time.monotonic()
+        self.quorum_losses = 0  # times the quorum went away (a leader that had none may
+        # have missed keepalives: see SessionTracker)
+        self._stopped = False
+        self.applied_index = self._raw.raft.log.applied
+
+    # -- start-up -------------------------------------------------------------------------
+    def _open(self, initial_cluster: list[MemberInfo], join: bool) -> RawNode:
+        st = self.store.load()
+        stored_name = self.store.get_meta("name")
+        if stored_name is not None and stored_name != self.me.name:
+            raise NodeError(
+                f"{self.store.path} belongs to member {stored_name!r}, not {self.me.name!r}"
+            )
+        stored_cluster = self.store.get_meta("cluster_id")
+        if stored_cluster is not None:
+            self.cluster_id = int(stored_cluster)  # the token only matters at first start
+        fresh = not st.entries and st.snapshot.is_empty and st.hard_state == HardState()
+        self._bootstrapping = fresh and not join
+        hard, entries = st.hard_state, st.entries
+        if fresh:
+            self.store.set_meta("name", self.me.name)
+            self.store.set_meta("cluster_id", str(self.cluster_id))
+            if not join:
+                ordered = sorted(initial_cluster, key=lambda m: m.id)
+                entries = bootstrap_entries(
+                    [m.id for m in ordered], {m.id: m.encode() for m in ordered}
+                )
+                hard = HardState(1, NONE, len(entries))
+                self.store.save(hard, entries)
+        seed = self.options.seed if self.options.seed is not None else time.time_ns()
+        config = Config(
+            self.id,
+            election_tick=self.options.election_ticks,
+            heartbeat_tick=self.options.heartbeat_ticks,
+            max_inflight_msgs=self.options.max_inflight,
+            seed=seed,
+        )
+        raw = RawNode(config, hard, st.snapshot, entries)
+        if not st.snapshot.is_empty:
+            self._restore_snapshot(st.snapshot)
+        return raw
+
+    async def start(self) -> None:
+        """Replay the committed log into the state machine, then join the cluster."""
+        self._sync_peers()
+        while self._raw.has_ready():
+            await self._handle_ready(self._raw.ready())
+        if set(self._raw.raft.conf.voters) == {self.id}:
+            # A sole voter needs nobody's vote: elect itself now rather than after an
+            # election timeout, so a single-member cluster serves at once.
+            self._raw.campaign()
+            self._wake.set()
+        loop = asyncio.get_running_loop()
+        self.failed = loop.create_future()
+        self._tasks = [
+            loop.create_task(self._run(), name=f"raft-{self.me.name}"),
+            loop.create_task(self._ticker(), name=f"tick-{self.me.name}"),
+        ]
+        for t in self._tasks:
+            t.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task) -> None:
+        """A driver task must never end on its own: if it does, the member is unusable."""
+        if task.cancelled() or self._stopped or self.failed.done():
+            return
+        err = task.exception() or RuntimeError(f"{task.get_name()} ended unexpectedly")
+        log.critical("%s: %s failed: %r", self.me.name, task.get_name(), err)
+        self.failed.set_exception(err)
+
+    async def stop(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            try:
+                await t
+            except (asyncio.CancelledError, Exception):
+                pass
+        await self.transport.close()
+        self._fail_all(Stopped("member is shutting down"))
+        self._io.submit(self.store.close).result()
+        self._io.shutdown(wait=True)
+        self._snaps.discard()
+
+    # -- inputs ---------------------------------------------------------------------------
+    def _on_messages(self, messages: list[Message]) -> None:
+        self._inbox.extend(messages)
+        self._wake.set()
+
+    def _on_unreachable(self, node: int) -> None:
+        self._unreachable.add(node)
+        self._wake.set()
+
+    async def _ticker(self) -> None:
+        interval = self.options.tick_ms / 1000
+        next_at = time.monotonic()
+        while True:
+            next_at += interval
+            await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+            self._ticks += 1
+            self._wake.set()
+
+    # -- requests -------------------------------------------------------------------------
+    def _check_running(self) -> None:
+        if self._stopped:
+            raise Stopped("member is shutting down")
+
+    async def propose(self, command: bytes, timeout: float = 5.0) -> Applied:
+        """Replicate and apply `command`; returns where it landed and its result.
+
+        Leader only (raises NotLeader naming the leader). A ProposalLost or Timeout means
+        the command may or may not have been applied: retry only if it is idempotent."""
+        self._check_running()
+        if not self._raw.is_leader:
+            raise NotLeader(self.members.get(self._raw.leader))
+        fut = asyncio.get_running_loop().create_future()
+        self._proposals.append(_Proposal(command, fut))
+        self._wake.set()
+        return await self._wait(fut, timeout, "proposal")
+
+    async def read_index(self, timeout: float = 5.0) -> int:
+        """A linearizable read barrier: returns once this member has applied everything
+        committed before the call, so a local read afterwards sees every prior write."""
+        self._check_running()
+        if self._raw.leader == NONE:
+            raise NoLeader(f"member {self.me.name} knows no leader (quorum lost?)")
+        fut = asyncio.get_running_loop().create_future()
+        self._read_waiters.append(fut)
+        self._wake.set()
+        return await self._wait(fut, timeout, "read index")
+
+    async def wait_applied(self, index: int, timeout: float = 5.0) -> int:
+        """Return once this member has applied the log up to `index`."""
+        self._check_running()
+        if index <= self.applied_index:
+            return self.applied_index
+        fut = asyncio.get_running_loop().create_future()
+        self._applied_waiters.append((index, fut))
+        return await self._wait(fut, timeout, "apply")
+
+    async def transfer_leader(self, target: int, timeout: float = 5.0) -> int:
+        self._check_running()
+        if target not in self.members:
+            raise NodeError(f"no member with id {target:x}")
+        self._raw.transfer_leader(target)
+        self._wake.set()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._raw.leader == target:
+                return target
+            await asyncio.sleep(self.options.tick_ms / 1000)
+        raise Timeout(f"leadership did not move to {target:x} within {timeout:.1f}s")
+
+    async def change_membership(self, cc: ConfChange, timeout: float = 10.0) -> None:
+        self._check_running()
+        if not self._raw.is_leader:
+            raise NotLeader(self.members.get(self._raw.leader))
+        fut = asyncio.get_running_loop().create_future()
+        self._proposals.append(_Proposal(b"", fut, conf_change=cc))
+        self._wake.set()
+        await self._wait(fut, timeout, "membership change")
+
+    async def _wait(self, fut: asyncio.Future, timeout: float, what: str):
+        try:
+            return await asyncio.wait_for(asyncio.shield(fut), timeout)
+        except TimeoutError:
+            fut.cancel()
+            raise Timeout(f"{what} not done within {timeout:.1f}s") from None
+
+    # -- the loop -------------------------------------------------------------------------
+    async def _run(self) -> None:
+        raw = self._raw
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            if self._inbox:
+                inbox, self._inbox = self._inbox, []
+                for m in inbox:
+                    raw.step(m)
+            if self._unreachable:
+                for node in self._unreachable:
+                    raw.report_unreachable(node)
+                self._unreachable.clear()
+            if self._bootstrapping:
+                self._advance_first_election()
+            while self._ticks:
+                self._ticks -= 1
+                raw.tick()
+            if self._proposals:
+                self._submit_proposals()
+            self._maybe_start_read_round()
+            while raw.has_ready():
+                await self._handle_ready(raw.ready())
+                self._maybe_start_read_round()
+            if self._snaps.done:
+                await self._end_snapshot()
+
+    def _maybe_start_read_round(self) -> None:
+        """Start one ReadIndex round for every read waiting, unless one is in flight.
+
+        As etcd's read loop: reads that arrive during a round wait for it to end and then
+        share the next one (they cannot join it: its index was taken before they came),
+        so N concurrent reads cost one heartbeat round, not N. A round left unanswered
+        (leadership moved, a message lost) stops holding the next one back after half an
+        election timeout."""
+        if not self._read_waiters:
+            return
+        if self._read_round is not None and (
+            self._raw.raft.now - self._read_round_tick < max(1, self.options.election_ticks // 2)
+        ):
+            return
+        ctx = next(self._ctx).to_bytes(8, "big")
+        self._read_contexts[ctx] = _Reads(self._read_waiters)
+        self._read_waiters = []
+        self._read_round, self._read_round_tick = ctx, self._raw.raft.now
+        self._raw.read_index(ctx)
+
+    def _advance_first_election(self) -> None:
+        """A new cluster has no leader to wait for: once this member reaches enough peers
+        for a quorum, it starts one tick short of the election timeout, so the first
+        election waits only for its random part (etcd's initial election tick advance).
+        Not before: a vote asked of peers not yet connected is lost, and costs a round."""
+        raft = self._raw.raft
+        if raft.lead != NONE or raft.term > 1 or not raft.promotable:
+            self._bootstrapping = False
+            return
+        reached = 1 + sum(1 for s in self.transport.stats().values() if s["connected"])
+        if reached >= quorum_size(raft.conf.voters):
+            self._bootstrapping = False
+            for _ in range(max(0, self.options.election_ticks - 1 - raft.election_elapsed)):
+                self._raw.tick()
+
+    def _submit_proposals(self) -> None:
+        proposals, self._proposals = self._proposals, []
+        now_ms = time.time_ns() // 1_000_000
+        live = [p for p in proposals if not p.future.done()]
+        normal = [p for p in live if p.conf_change is None]
+        batches: list[list[_Proposal]] = [
+            normal[i : i + self.options.max_batch]
+            for i in range(0, len(normal), self.options.max_batch)
+        ]
+        batches += [[p] for p in live if p.conf_change is not None]
+        for n, batch in enumerate(batches):
+            try:
+                cc = batch[0].conf_change
+                if cc is not None:
+                    first, term = self._raw.propose_conf_change(cc)
+                else:
+                    first, term = self._raw.propose(
+                        [encode_command(now_ms, p.payload) for p in batch]
+                    )
+            except (NotLeaderError, ProposalDroppedError) as e:
+                err: NodeError = (
+                    NotLeader(self.members.get(self._raw.leader))
+                    if isinstance(e, NotLeaderError)
+                    else ProposalLost(str(e))
+                )
+                for rest in batches[n:] if isinstance(e, NotLeaderError) else [batch]:
+                    for p in rest:
+                        p.future.set_exception(err)
+                if isinstance(e, NotLeaderError):
+                    return
+                continue
+            for i, p in enumerate(batch):
+                self._pending[first + i] = _Pending(term, p.future)
+
+    async def _handle_ready(self, rd: Ready) -> None:
+        if rd.snapshot is not None and self._snaps.running:
+            self._snaps.discard()  # the leader's snapshot supersedes ours
+        hard = rd.hard_state
+        # A leader may send while its own copy is being written (it counts itself only
+        # once `advance` says persisted, as etcd's leader does); anyone else persists
+        # first, since what it sends (votes, acks) promises that it did.
+        early = not rd.vote_changed and self._raw.is_leader
+        if early and rd.messages:
+            self.transport.send(rd.messages)
+        if rd.must_sync:
+            await asyncio.get_running_loop().run_in_executor(
+                self._io, self.store.save, hard, rd.entries, rd.snapshot
+            )
+        elif hard is not None:
+            # Only the commit index moved: written, not fsync'd (see Ready.must_sync), in
+            # tens of microseconds with no disk wait and never a checkpoint, so cheaper
+            # here than a round trip to the storage thread (idle: Readies go one by one).
+            self.store.save(hard, [], sync=False)
+        if not early and rd.messages:
+            self.transport.send(rd.messages)
+        if rd.snapshot is not None:
+            self._restore_snapshot(rd.snapshot)
+            self._sync_peers()
+            self.applied_index = rd.snapshot.meta.index
+            self._fail_pending_upto(rd.snapshot.meta.index)
+        self._apply_all(rd.committed_entries, rd.snapshot is not None)
+        if rd.soft_state is not None:
+            self._read_round = None  # the leader or role changed: its answer may never come
+        for rs in rd.read_states:
+            if rs.context == self._read_round:
+                self._read_round = None
+            reads = self._read_contexts.pop(rs.context, None)
+            if reads is not None:
+                for fut in reads.futures:
+                    self._applied_waiters.append((rs.index, fut))
+        self._raw.advance(rd)
+        self._release_applied_waiters()
+        self._note_soft_state()
+        await self._maybe_snapshot()
+
+    def _apply_all(self, entries: list[Entry], restored: bool = False) -> None:
+        for e in entries:
+            self._apply(e)
+        if entries:
+            self.applied_index = entries[-1].index
+        if entries or restored:
+            for listener in self.apply_listeners:
+                listener()
+
+    def _apply(self, e: Entry) -> None:
+        result: bytes | None = None
+        if e.type is EntryType.CONF_CHANGE:
+            cc = conf_change_of(e)
+            self._raw.apply_conf_change(cc)
+            self._apply_membership(cc)
+        elif e.data:
+            time_ms, payload = decode_command(e.data)
+            result = self.sm.apply(e.index, e.term, time_ms, payload)
+        pending = self._pending.pop(e.index, None)
+        if pending is not None and not pending.future.done():
+            if pending.term == e.term:
+                pending.future.set_result(Applied(e.index, e.term, result))
+            else:
+                pending.future.set_exception(
+                    ProposalLost(f"entry {e.index} was replaced after a leader change")
+                )
+
+    def _apply_membership(self, cc: ConfChange) -> None:
+        if cc.type is ConfChangeType.REMOVE_NODE:
+            self.members.pop(cc.node_id, None)
+            self._known_addresses.pop(cc.node_id, None)
+            if self._peer_addresses.pop(cc.node_id, None) is not None:
+                self.transport.remove_peer(cc.node_id)
+            return
+        info = MemberInfo.decode(cc.context) if cc.context else self._known_addresses.get(
+            cc.node_id
+        )
+        if info is None:
+            return
+        self.members[cc.node_id] = info
+        self._known_addresses[cc.node_id] = info
+        self._sync_peers()
+
+    def _sync_peers(self) -> None:
+        """Point the transport at every member we know an address for."""
+        for m in self._known_addresses.values():
+            if m.id != self.id and self._peer_addresses.get(m.id) != m.peer_address:
+                self._peer_addresses[m.id] = m.peer_address
+                self.transport.set_peer(m.id, m.peer_address)
+
+    def _release_applied_waiters(self) -> None:
+        if not self._applied_waiters:
+            return
+        still = []
+        for index, fut in self._applied_waiters:
+            if fut.done():
+                continue
+            if index <= self.applied_index:
+                fut.set_result(index)
+            else:
+                still.append((index, fut))
+        self._applied_waiters = still
+
+    def _fail_pending_upto(self, index: int) -> None:
+        for i in [i for i in self._pending if i <= index]:
+            p = self._pending.pop(i)
+            if not p.future.done():
+                p.future.set_exception(
+                    OutcomeUnknown(f"entry {i} was covered by a snapshot before it was seen")
+                )
+
+    def _fail_all(self, err: Exception) -> None:
+        futures = [p.future for p in self._pending.values()]
+        futures += [p.future for p in self._proposals]
+        futures += self._read_waiters + [f for r in self._read_contexts.values() for f in r.futures]
+        futures += [f for _, f in self._applied_waiters]
+        for fut in futures:
+            if not fut.done():
+                fut.set_exception(err)
+        self._pending.clear()
+
+    # -- snapshots ------------------------------------------------------------------------
+    def _capture_snapshot(self) -> Iterator[bytes]:
+        """The members and the state machine as they are now; the bytes come later."""
+        members = b"\n".join(m.encode() for _, m in sorted(self.members.items()))
+        return itertools.chain((_SNAP_HEADER.pack(len(members)) + members,), self.sm.capture())
+
+    def _restore_snapshot(self, snap: Snapshot) -> None:
+        data = snap.data
+        (n,) = _SNAP_HEADER.unpack_from(data)
+        members = data[_SNAP_HEADER.size : _SNAP_HEADER.size + n]
+        self.members = {}
+        for line in filter(None, members.split(b"\n")):
+            info = MemberInfo.decode(line)
+            self.members[info.id] = info
+            self._known_addresses[info.id] = info
+        self.sm.restore(data[_SNAP_HEADER.size + n :])
+
+    async def _maybe_snapshot(self) -> None:
+        if self._snaps.running:
+            if self._snaps.done:
+                await self._end_snapshot()
+            return
+        if self.applied_index - self._raw.raft.log.offset < self.options.snapshot_every:
+            return
+        self._snaps.start(
+            self.applied_index, self._raw.raft.conf, self._capture_snapshot(), self._wake.set
+        )
+
+    async def _end_snapshot(self) -> None:
+        """Compact the log to the snapshot taken in the background."""
+        index, conf, data = await self._snaps.result()
+        snap = self._raw.compact(index, data, conf)
+        await asyncio.get_running_loop().run_in_executor(self._io, self.store.compact, snap)
+
+    # -- status ---------------------------------------------------------------------------
+    def _note_soft_state(self) -> None:
+        soft = self._raw.raft.soft_state()
+        if soft == self._soft:
+            return
+        self._soft = soft
+        if soft.has_quorum:
+            self._quorum_lost_at = None
+        elif self._quorum_lost_at is None:
+            self._quorum_lost_at = time.monotonic()
+            self.quorum_losses += 1
+        event = self._event(soft)
+        log.info(
+            "%s: %s term=%d leader=%s quorum=%s",
+            self.me.name,
+            soft.role.label,
+            event.term,
+            self.name_of(soft.leader) or "-",
+            "yes" if soft.has_quorum else "NO",
+        )
+        for q in self._subscribers:
+            q.put_nowait(event)
+
+    def _event(self, soft) -> StatusEvent:
+        now_ms = time.time_ns() // 1_000_000
+        return StatusEvent(self._raw.raft.term, soft.leader, soft.role, soft.has_quorum, now_ms)
+
+    def name_of(self, node: int) -> str:
+        m = self.members.get(node) or self._known_addresses.get(node)
+        return m.name if m else ("" if node == NONE else f"{node:x}")
+
+    def status(self) -> Status:
+        return self._raw.status()
+
+    @property
+    def is_leader(self) -> bool:
+        return self._raw.is_leader
+
+    @property
+    def caught_up_leader(self) -> bool:
+        """Leader, with an entry of its own term committed and everything committed
+        applied: only then is a missing session/key really missing."""
+        raft = self._raw.raft
+        return (
+            self._raw.is_leader
+            and raft.committed_in_current_term()
+            and self.applied_index >= raft.log.committed
+        )
+
+    @property
+    def leader(self) -> MemberInfo | None:
+        return self.members.get(self._raw.leader)
+
+    @property
+    def term(self) -> int:
+        return self._raw.raft.term
+
+    def quorum_lost_for(self) -> float:
+        """Seconds since this member last saw a working quorum (0 while it sees one)."""
+        if self._quorum_lost_at is None:
+            return 0.0
+        return time.monotonic() - self._quorum_lost_at
+
+    async def events(self) -> AsyncIterator[StatusEvent]:
+        """Leader and quorum changes, starting with the current state."""
+        q: asyncio.Queue[StatusEvent] = asyncio.Queue()
+        q.put_nowait(self._event(self._soft))
+        self._subscribers.append(q)
+        try:
+            while True:
+                yield await q.get()
+        finally:
+            self._subscribers.remove(q)

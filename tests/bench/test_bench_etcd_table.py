@@ -1,0 +1,21 @@
+from coord.bench.etcd import table
+
+
+def _row(system: str, api: str, op: str, clients: int, per_s: float) -> dict:
+    return {"system": system, "api": api, "op": op, "clients": clients, "per_s": per_s,
+            "p50_ms": 1.0, "p99_ms": 2.0}
+
+
+def test_table_pairs_coord_with_etcd_by_op_and_clients():
+    rows = [
+        _row("etcd", "etcd", "put", 16, 3000.0),
+        _row("coord", "etcd", "put", 16, 1500.0),
+        _row("coord", "native", "put", 16, 1200.0),
+        _row("coord", "etcd", "claim", 64, 900.0),  # no etcd figure for it
+    ]
+    header, *lines = table(rows)
+    assert "coord/etcd" in header
+    assert len(lines) == 3  # coord rows only
+    assert lines[0].split()[:3] == ["put", "etcd", "16"] and lines[0].endswith("0.50")
+    assert lines[1].split()[:2] == ["put", "native"] and lines[1].endswith("0.40")
+    assert lines[2].split()[-1] == "-"

@@ -1,0 +1,807 @@
+"""Client library units that need no coord cluster: error mapping, the txn builder and
+its stdin format, endpoint rotation and retry policy, request_id placement, stream and
+session bookkeeping — plus a few checks against in-process fake servicers (failover
+with one request_id, keepalive on another member, watch resume, fencing)."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import threading
+import time
+from collections.abc import Iterator
+from concurrent import futures
+
+import grpc
+import pytest
+from google.protobuf import any_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from grpc_status import rpc_status
+
+from coord.cli import main as cli
+from coord.cli.client_commands import TxnSyntaxError, parse_txn
+from coord.client import (
+    AsyncClient,
+    Client,
+    CompactedError,
+    CoordError,
+    DeadlineError,
+    InvalidArgumentError,
+    NoQuorumError,
+    OwnedByHigherGenerationError,
+    ProducerFencedError,
+    ReadOnlyError,
+    SessionGoneError,
+    UnavailableError,
+    from_rpc_error,
+)
+from coord.client import _common as c
+from coord.client.errors import FutureRevisionError
+from coord.v1 import coord_pb2 as pb
+from coord.v1 import coord_pb2_grpc as pb_grpc
+
+# -- fake failed calls --------------------------------------------------------------------
+
+
+def status_of(
+    code: grpc.StatusCode, reason: str | None, message: str, metadata: dict[str, str] | None = None
+) -> grpc.Status:
+    details = []
+    if reason is not None:
+        info = error_details_pb2.ErrorInfo(reason=reason, domain="coord.dev",
+                                           metadata=metadata or {})
+        detail = any_pb2.Any()
+        detail.Pack(info)
+        details.append(detail)
+    st = status_pb2.Status(code=getattr(code_pb2, code.name), message=message, details=details)
+    return rpc_status.to_status(st)
+
+
+class FakeRpcError(grpc.RpcError, grpc.Call):
+    """What a failed unary call raises on the client: code, details, trailing metadata."""
+
+    def __init__(self, status: grpc.Status) -> None:
+        self._status = status
+
+    def code(self) -> grpc.StatusCode:
+        return self._status.code
+
+    def details(self) -> str:
+        return self._status.details
+
+    def trailing_metadata(self):
+        return self._status.trailing_metadata
+
+    def initial_metadata(self):
+        return ()
+
+    def is_active(self) -> bool:
+        return False
+
+    def time_remaining(self):
+        return None
+
+    def cancel(self) -> bool:
+        return False
+
+    def add_callback(self, callback) -> bool:
+        return False
+
+
+def rpc_error(code, reason, message="msg", metadata=None) -> FakeRpcError:
+    return FakeRpcError(status_of(code, reason, message, metadata))
+
+
+S = grpc.StatusCode
+
+
+@pytest.mark.parametrize(
+    "code,reason,cls",
+    [
+        (S.NOT_FOUND, "UNKNOWN_SESSION", SessionGoneError),
+        (S.FAILED_PRECONDITION, "OWNED_BY_HIGHER_GENERATION", OwnedByHigherGenerationError),
+        (S.INVALID_ARGUMENT, "INVALID_ARGUMENT", InvalidArgumentError),
+        (S.INVALID_ARGUMENT, "TOO_LARGE", InvalidArgumentError),
+        (S.OUT_OF_RANGE, "COMPACTED", CompactedError),
+        (S.OUT_OF_RANGE, "FUTURE_REVISION", FutureRevisionError),
+        (S.FAILED_PRECONDITION, "PRODUCER_FENCED", ProducerFencedError),
+        (S.UNAVAILABLE, "NO_LEADER", UnavailableError),
+        (S.UNAVAILABLE, "PROPOSAL_LOST", UnavailableError),
+        (S.UNAVAILABLE, "UNAVAILABLE", UnavailableError),
+        (S.UNAVAILABLE, "NO_QUORUM", NoQuorumError),
+        (S.DEADLINE_EXCEEDED, "TIMEOUT", DeadlineError),
+        (S.FAILED_PRECONDITION, "READ_ONLY", ReadOnlyError),
+    ],
+)
+def test_error_mapping_by_reason(code, reason, cls):
+    err = from_rpc_error(rpc_error(code, reason, "it failed"))
+    assert type(err) is cls
+    assert err.reason == reason
+    assert err.code == code
+    assert err.message == "it failed"
+    assert isinstance(err.__cause__, grpc.RpcError)
+
+
+def test_error_mapping_retryable_flags():
+    assert from_rpc_error(rpc_error(S.UNAVAILABLE, "NO_QUORUM")).retryable
+    assert from_rpc_error(rpc_error(S.UNAVAILABLE, "NO_LEADER")).retryable
+    assert not from_rpc_error(rpc_error(S.FAILED_PRECONDITION, "READ_ONLY")).retryable
+    assert not from_rpc_error(rpc_error(S.NOT_FOUND, "UNKNOWN_SESSION")).retryable
+
+
+def test_error_mapping_owned_by_higher_generation_metadata():
+    err = from_rpc_error(rpc_error(
+        S.FAILED_PRECONDITION, "OWNED_BY_HIGHER_GENERATION", "held",
+        {"resource": "p3", "owner": "42", "generation": "7"}))
+    assert isinstance(err, OwnedByHigherGenerationError)
+    assert (err.resource, err.owner, err.generation) == ("p3", 42, 7)
+    assert err.metadata["resource"] == "p3"
+
+
+@pytest.mark.parametrize(
+    "code,cls",
+    [
+        (S.UNAVAILABLE, UnavailableError),
+        (S.DEADLINE_EXCEEDED, DeadlineError),
+        (S.INVALID_ARGUMENT, InvalidArgumentError),
+        (S.NOT_FOUND, CoordError),
+        (S.INTERNAL, CoordError),
+    ],
+)
+def test_error_mapping_falls_back_to_status_code(code, cls):
+    err = from_rpc_error(rpc_error(code, None, "failed to connect to all addresses"))
+    assert type(err) is cls
+    assert err.reason == code.name
+
+
+def test_error_mapping_unknown_reason_uses_code():
+    err = from_rpc_error(rpc_error(S.UNAVAILABLE, "SOMETHING_NEW"))
+    assert type(err) is UnavailableError and err.reason == "SOMETHING_NEW"
+
+
+def test_error_mapping_survives_inconsistent_status():
+    # The details message differs from the Status proto's: rpc_status refuses it.
+    st = status_of(S.NOT_FOUND, "UNKNOWN_SESSION", "one message")
+    e = FakeRpcError(st)
+    e.details = lambda: "another message"  # type: ignore[method-assign]
+    err = from_rpc_error(e)
+    assert type(err) is CoordError and err.reason == "NOT_FOUND"
+
+
+def test_error_mapping_plain_rpc_error():
+    err = from_rpc_error(grpc.RpcError())
+    assert type(err) is CoordError and err.reason == "UNKNOWN"
+
+
+# -- txn builder --------------------------------------------------------------------------
+
+
+def test_txn_builder_builds_request():
+    req = (
+        c.TxnBuilder()
+        .if_version("k", "=", 0)
+        .if_value(b"v", "!=", "x")
+        .if_mod("m", ">", 5)
+        .if_create("cr", "<", 9)
+        .then_put("k", "v1", session=7, prev_kv=True)
+        .then_get(prefix="jobs/", limit=3)
+        .else_get("k")
+        .else_delete("a", "b", prev_kv=True)
+        .build(request_id="rid")
+    )
+    expected = pb.TxnRequest(
+        compares=[
+            pb.Compare(key=b"k", target="version", op="=", number=0),
+            pb.Compare(key=b"v", target="value", op="!=", value=b"x"),
+            pb.Compare(key=b"m", target="mod", op=">", number=5),
+            pb.Compare(key=b"cr", target="create", op="<", number=9),
+        ],
+        success=[
+            pb.RequestOp(put=pb.PutRequest(key=b"k", value=b"v1", session_id=7, prev_kv=True)),
+            pb.RequestOp(range=pb.RangeRequest(key=b"jobs/", range_end=b"jobs0", limit=3)),
+        ],
+        failure=[
+            pb.RequestOp(range=pb.RangeRequest(key=b"k")),
+            pb.RequestOp(delete_range=pb.DeleteRangeRequest(key=b"a", range_end=b"b",
+                                                            prev_kv=True)),
+        ],
+        request_id="rid",
+    )
+    assert req == expected
+
+
+def test_txn_builder_fresh_request_id_and_validation():
+    t = c.TxnBuilder().if_version("k", "==", 0).then_put("k", "v")
+    a, b = t.build(), t.build()
+    assert a.request_id and b.request_id and a.request_id != b.request_id
+    assert a.compares[0].op == "="
+    with pytest.raises(ValueError):
+        c.TxnBuilder().if_version("k", "<=", 1)
+    with pytest.raises(TypeError):
+        c.TxnBuilder().if_version("k", "=", "1")  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        c.TxnBuilder().compare("k", "lease", "=", 1)
+    with pytest.raises(ValueError):
+        c.txn_call(pb.TxnRequest())
+
+
+def test_session_object_accepted_wherever_an_id_is():
+    class S:
+        id = 12
+
+    assert c.put_call("k", "v", session=S()).request.session_id == 12
+    assert c.own_call(S(), "g", ["a"]).request.session_id == 12
+    with pytest.raises(TypeError):
+        c.session_id_of("12")  # type: ignore[arg-type]
+
+
+# -- keys ---------------------------------------------------------------------------------
+
+
+def test_prefix_end_and_key_range():
+    assert c.prefix_end(b"a") == b"b"
+    assert c.prefix_end(b"a\xff") == b"b"
+    assert c.prefix_end(b"\xff\xff") == b"\0"
+    assert c.key_range(prefix="") == (b"\0", b"\0")
+    assert c.key_range("k") == (b"k", b"")
+    assert c.key_range("a", "\0") == (b"a", b"\0")
+    with pytest.raises(ValueError):
+        c.key_range("a", prefix="b")
+    with pytest.raises(ValueError):
+        c.key_range()
+
+
+# -- endpoints and retry policy -----------------------------------------------------------
+
+
+def test_parse_endpoints(monkeypatch):
+    monkeypatch.delenv("COORD_ENDPOINTS", raising=False)
+    assert c.parse_endpoints(None) == list(c.DEFAULT_ENDPOINTS)
+    monkeypatch.setenv("COORD_ENDPOINTS", "h1:1, h2:2,h1:1")
+    assert c.parse_endpoints(None) == ["h1:1", "h2:2"]
+    assert c.parse_endpoints(["a:1", "b:2,c:3"]) == ["a:1", "b:2", "c:3"]
+    with pytest.raises(ValueError):
+        c.parse_endpoints(" , ")
+
+
+def test_endpoint_ring_rotates_once_per_failure_of_the_current_member():
+    ring = c.EndpointRing(["a", "b", "c"])
+    i, ep = ring.current()
+    assert (i, ep) == (0, "a")
+    ring.failed(0)
+    ring.failed(0)  # a second caller saw the same member fail: no double skip
+    assert ring.current() == (1, "b")
+    ring.failed(1)
+    ring.failed(2)
+    assert ring.current() == (0, "a")  # wraps around
+
+
+def test_retry_policy_is_bounded():
+    p = c.RetryPolicy(rounds=2, min_attempts=3, backoff=0.05, max_backoff=1.0)
+    assert p.attempts(3) == 6
+    assert p.attempts(1) == 3
+    delays = [p.delay(f, 3) for f in range(1, 40)]
+    assert all(0 < d <= 1.0 for d in delays)
+    assert max(p.delay(1, 3) for _ in range(50)) <= 0.05  # first pass: short
+    assert min(p.delay(4, 3) for _ in range(50)) >= 0.05  # next pass: doubled
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_attempts_only_repeat_what_is_safe():
+    unavailable = UnavailableError("UNAVAILABLE", "member down")
+    no_leader = UnavailableError("NO_LEADER", "")
+    deadline = DeadlineError("TIMEOUT", "")
+    invalid = InvalidArgumentError("INVALID_ARGUMENT", "")
+    policy = c.RetryPolicy()
+
+    def fresh() -> c.Attempts:
+        return c.Attempts(policy, 3, timeout=5.0, clock=FakeClock())
+
+    assert fresh().next_delay(unavailable, safe=True) is not None
+    assert fresh().next_delay(deadline, safe=True) is not None
+    assert fresh().next_delay(invalid, safe=True) is None
+    # Not safe to repeat: only errors proving "not applied" fail over.
+    assert fresh().next_delay(unavailable, safe=False) is None
+    assert fresh().next_delay(deadline, safe=False) is None
+    assert fresh().next_delay(no_leader, safe=False) is not None
+    assert fresh().next_delay(NoQuorumError("NO_QUORUM", ""), safe=False) is not None
+    # A read-only member refusing a write goes to the caller at once (the prober moves on).
+    assert fresh().next_delay(ReadOnlyError("READ_ONLY", ""), safe=True) is None
+
+
+def test_giving_up_after_no_quorum_says_no_quorum():
+    a = c.Attempts(c.RetryPolicy(), 3, timeout=5.0, clock=FakeClock())
+    a.next_delay(NoQuorumError("NO_QUORUM", "member n1 has no quorum"), safe=True)
+    final = a.final(DeadlineError("TIMEOUT", "n2 did not answer"))
+    assert isinstance(final, NoQuorumError)
+    assert "n1 has no quorum" in final.message and "n2 did not answer" in final.message
+    # Without a NO_QUORUM answer, the last error stands.
+    b = c.Attempts(c.RetryPolicy(), 3, timeout=5.0, clock=FakeClock())
+    unavailable = UnavailableError("UNAVAILABLE", "down")
+    assert b.final(unavailable) is unavailable
+
+
+def test_attempts_run_out_by_count_and_by_time():
+    a = c.Attempts(c.RetryPolicy(rounds=2), 3, timeout=5.0, clock=FakeClock())
+    err = UnavailableError("UNAVAILABLE", "")
+    delays = [a.next_delay(err, True) for _ in range(10)]
+    assert delays.count(None) == 5 and delays[:5] == [d for d in delays[:5] if d is not None]
+    clock = FakeClock()
+    b = c.Attempts(c.RetryPolicy(rounds=100), 3, timeout=1.0, clock=clock)
+    assert b.call_timeout() == 1.0
+    clock.now = 2.5
+    assert b.call_timeout() == pytest.approx(0.5)
+    clock.now = 3.0
+    assert b.next_delay(err, True) is None  # 3 x timeout spent
+
+
+def test_attempts_ride_out_an_election_within_the_time_budget():
+    clock = FakeClock()
+    a = c.Attempts(c.RetryPolicy(rounds=2), 3, timeout=5.0, clock=clock)
+    no_quorum = NoQuorumError("NO_QUORUM", "")
+    delays = [a.next_delay(no_quorum, True) for _ in range(30)]
+    assert None not in delays[:23] and delays[23:] == [None] * 7  # 4 x 6 tries, not 6
+    b = c.Attempts(c.RetryPolicy(rounds=2), 3, timeout=1.0, clock=clock)
+    clock.now += 3.0
+    assert b.next_delay(no_quorum, True) is None  # still bounded by 3 x timeout
+    # The dead leader refusing connections does not cut the patience short.
+    mixed = c.Attempts(c.RetryPolicy(rounds=2), 3, timeout=5.0, clock=FakeClock())
+    refused = UnavailableError("UNAVAILABLE", "connection refused")
+    errors = [no_quorum, refused, no_quorum] * 7
+    assert None not in [mixed.next_delay(e, True) for e in errors[:20]]
+
+
+# -- request ids --------------------------------------------------------------------------
+
+WRITES = [
+    lambda: c.put_call("k", "v"),
+    lambda: c.delete_call("k"),
+    lambda: c.txn_call(c.TxnBuilder().then_put("k", "v").build()),
+    lambda: c.put_if_absent_call("k", "v"),
+    lambda: c.compare_and_set_call("k", 0, "v"),
+    lambda: c.open_session_call("n", 10, False),
+    lambda: c.own_call(1, "g", ["r"]),
+    lambda: c.release_call(1, "g", ["r"]),
+    lambda: c.allocate_pid_block_call("me", 10),
+    lambda: c.lease_pid_call("t", 0),
+    lambda: c.init_producer_call("pk"),
+]
+READS = [
+    lambda: c.get_call("k"),
+    lambda: c.range_call(prefix="k"),
+    lambda: c.get_owner_call("g", "r"),
+    lambda: c.list_owners_call("g"),
+    lambda: c.check_producer_call("pk", 1, 1),
+]
+
+
+@pytest.mark.parametrize("make", WRITES)
+def test_every_write_carries_a_fresh_request_id(make):
+    a, b = make(), make()
+    assert a.safe
+    assert len(a.request.request_id) == 32 and a.request.request_id != b.request.request_id
+
+
+@pytest.mark.parametrize("make", READS)
+def test_reads_carry_no_request_id_and_are_safe(make):
+    call = make()
+    assert call.safe and call.linearizable
+    assert "request_id" not in call.request.DESCRIPTOR.fields_by_name
+
+
+def test_writes_without_request_id():
+    compact = c.compact_call(5)
+    assert not compact.safe  # repeated only when the error proves it was not applied
+    assert "request_id" not in compact.request.DESCRIPTOR.fields_by_name
+    assert c.close_session_call(3).safe  # a repeat answers UNKNOWN_SESSION: treated as closed
+    assert not c.range_call("k", serializable=True).linearizable
+
+
+def test_stale_linearizable_read_fails_over_unless_read_only_ok():
+    call = c.get_call("k")
+    resp = pb.RangeResponse(header=pb.ResponseHeader(read_only=True, member="n3"))
+    with pytest.raises(NoQuorumError):
+        c.finish(call, resp, read_only_ok=False)
+    assert c.finish(call, resp, read_only_ok=True) is None
+
+
+def test_claims_forms():
+    # A bare name claims at generation 1 (never the resetting generation 0).
+    assert c.claims_pb("a") == [pb.Claim(resource="a", generation=1)]
+    assert c.claims_pb(["a", ("b", 3)]) == [pb.Claim(resource="a", generation=1),
+                                             pb.Claim(resource="b", generation=3)]
+    assert c.claims_pb([("z", 0)]) == [pb.Claim(resource="z", generation=0)]
+    assert c.claims_pb({"x": 2}) == [pb.Claim(resource="x", generation=2)]
+
+
+def test_lease_error_in_body_raises():
+    with pytest.raises(CoordError) as e:
+        c.lease_result(pb.LeasePidResponse(error="UNKNOWN_PID"))
+    assert e.value.reason == "UNKNOWN_PID"
+
+
+# -- stream cursors -----------------------------------------------------------------------
+
+
+def kv(key: bytes, rev: int) -> pb.KeyValue:
+    return pb.KeyValue(key=key, value=b"v", mod_revision=rev, create_revision=rev, version=1)
+
+
+def wresp(*events: tuple[bytes, int]) -> pb.WatchResponse:
+    return pb.WatchResponse(events=[pb.WatchEvent(type="PUT", kv=kv(k, r)) for k, r in events])
+
+
+def test_watch_cursor_pins_start_and_resumes_without_loss_or_repeat():
+    cur = c.WatchCursor(b"a", b"b")
+    start = cur.start_call()
+    assert start is not None and start.request.limit == 1
+    cur.started(c.RangeResult(c.Header(revision=10)))
+    assert cur.request().from_revision == 11
+    assert cur.start_call() is None
+    got = cur.feed(wresp((b"a1", 11), (b"a2", 12)))
+    assert [e.kv.key for e in got] == [b"a1", b"a2"]
+    assert cur.request().from_revision == 12  # resume AT the last revision...
+    got = cur.feed(wresp((b"a2", 12), (b"a3", 12), (b"a1", 13)))  # ...and drop repeats
+    assert [(e.kv.key, e.revision) for e in got] == [(b"a3", 12), (b"a1", 13)]
+    assert cur.feed(wresp((b"a0", 11))) == []
+    with pytest.raises(CompactedError) as e:
+        cur.feed(pb.WatchResponse(compact_revision=20))
+    assert e.value.compact_revision == 20
+
+
+def test_owners_cursor_relists_until_a_change_then_resumes():
+    cur = c.OwnersCursor("g")
+    snap = pb.OwnerChange(group="g", owner=pb.Owner(resource="r", session_id=1, revision=4),
+                          snapshot=True)
+    assert len(cur.feed(snap)) == 1
+    assert cur.request().from_revision == 0  # no change yet: a fresh listing again
+    change = pb.OwnerChange(group="g", owner=pb.Owner(resource="r", session_id=2, revision=9))
+    assert len(cur.feed(change)) == 1
+    assert cur.request().from_revision == 9
+    assert cur.feed(change) == []
+    assert cur.on_error(CompactedError("COMPACTED", ""))
+    assert cur.request().from_revision == 0
+    assert not cur.on_error(InvalidArgumentError("INVALID_ARGUMENT", ""))
+    assert cur.on_error(UnavailableError("UNAVAILABLE", ""))
+
+
+def test_session_core():
+    clock = FakeClock()
+    core = c.SessionCore(5, ttl=9.0, clock=clock)
+    assert core.interval == 3.0
+    assert core.remaining() == 9.0
+    clock.now = 4.0
+    assert core.acked(2.0, pb.KeepAliveResponse(session_id=5, ttl_ms=12000)) is None
+    assert core.ttl == 12.0 and core.remaining() == 10.0
+    assert not core.stalled(None) and not core.stalled(3.0)
+    # Answered but not renewed (no leader in time; a read-only member): the TTL runs on.
+    assert core.acked(5.0, pb.KeepAliveResponse(session_id=5, pending=True)) is None
+    assert core.remaining() == 10.0 and core.mode == "read-write"
+    assert core.acked(5.0, pb.KeepAliveResponse(session_id=5, ttl_ms=12000, read_only=True)) is None
+    assert core.remaining() == 10.0 and core.mode == "read-only"
+    core.mode = "read-write"
+    assert core.moved(c.ModeChange("read-write", "n2", "e", True)) is None  # knew already
+    core.mode = "read-only"
+    moved = core.moved(c.ModeChange("read-write", "n2", "e", True))
+    assert moved is not None and (moved.type, moved.mode, moved.member) == (
+        "mode_changed", "read-write", "n2")
+    clock.now = 8.0
+    assert core.stalled(3.0)
+    gone = core.acked(8.0, pb.KeepAliveResponse(session_id=5, gone=True))
+    assert gone is not None and gone.type == "gone"
+    assert core.observe(c.SessionEvent("mode_changed", 5, mode="read-only")) is False
+    assert core.mode == "read-only"
+    assert core.observe(c.SessionEvent("severed", 5))
+    assert core.observe(c.SessionEvent("released", 5))  # closed by another client
+    assert core.end(gone) and not core.end(gone)
+
+
+# -- txn stdin format ---------------------------------------------------------------------
+
+
+def test_parse_txn_full_script():
+    script = (
+        'version("lock") = 0\n'
+        'value("cfg") != "old value"\n'
+        "mod(counter) > 3\n"
+        "\n"
+        "put lock me\n"
+        "# a comment\n"
+        "put 'a key' 'a value' --prev-kv\n"
+        "\n"
+        "get lock\n"
+        "get jobs/ --prefix --limit 2\n"
+        "del a z\n"
+        "\n\n"
+    )
+    got = parse_txn(script).build(request_id="r")
+    expected = (
+        c.TxnBuilder()
+        .if_version("lock", "=", 0)
+        .if_value("cfg", "!=", "old value")
+        .if_mod("counter", ">", 3)
+        .then_put("lock", "me")
+        .then_put("a key", "a value", prev_kv=True)
+        .else_get("lock")
+        .else_get(prefix="jobs/", limit=2)
+        .else_delete("a", "z")
+        .build(request_id="r")
+    )
+    assert got == expected
+
+
+def test_parse_txn_without_compares_or_failure_ops():
+    got = parse_txn("\nput k v\ndel --prefix old/\n").build(request_id="r")
+    assert got == c.TxnBuilder().then_put("k", "v").then_delete(prefix="old/").build(
+        request_id="r")
+
+
+@pytest.mark.parametrize(
+    "script,line",
+    [
+        ("version(k) = x\n", 1),
+        ("lease(k) = 1\n", 1),
+        ("version(k) = 0\n\nfrob k\n", 3),
+        ("\nput k\n", 2),
+        ("\nput k v\n\nget\n", 4),
+        ("\n\n\n\nput k v\n", 3),
+        ('value("k) = 1\n', 1),
+        ("\nget a b --prefix\n", 2),
+        ("\nget a --limit x\n", 2),
+    ],
+)
+def test_parse_txn_errors_name_the_line(script, line):
+    with pytest.raises(TxnSyntaxError, match=f"line {line}:"):
+        parse_txn(script)
+
+
+# -- CLI without a server -----------------------------------------------------------------
+
+
+def test_cli_txn_syntax_error_exits_2(monkeypatch, capsys):
+    monkeypatch.setattr("sys.stdin", io.StringIO("version(k) = nope\n"))
+    assert cli.main(["kv", "txn", "--endpoints", "127.0.0.1:1"]) == 2
+    assert capsys.readouterr().err.startswith("coord: line 1:")
+
+
+def test_cli_error_prints_reason_and_exits_1(capsys):
+    code = cli.main(["kv", "get", "k", "--endpoints", "127.0.0.1:1", "--timeout", "0.3"])
+    assert code == 1
+    assert capsys.readouterr().err.startswith("coord: UNAVAILABLE: ")
+
+
+def test_cli_bad_usage_exits_2(capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["pid", "lease", "topic", "not-a-number"])
+    assert e.value.code == 2
+
+
+def test_cli_keeps_existing_commands():
+    p = cli.build_parser()
+    assert p.parse_args(["status", "--endpoints", "x:1"]).func is cli.cmd_status
+    for argv in (["own", "g", "r"], ["owners", "g"], ["watch-owners", "g"],
+                 ["release", "g", "r", "--session", "1"], ["pid", "block"],
+                 ["pid", "init", "k"], ["kv", "put", "k", "v"], ["kv", "del", "k"],
+                 ["kv", "watch", "k", "--prefix", "--limit", "3"], ["session", "open"],
+                 ["session", "keepalive", "5"], ["session", "close", "5"]):
+        args = p.parse_args([*argv, "--json"])
+        assert args.json and callable(args.func)
+
+
+# -- against in-process fake servicers ----------------------------------------------------
+
+
+def abort(context: grpc.ServicerContext, code: grpc.StatusCode, reason: str, msg: str) -> None:
+    context.abort_with_status(status_of(code, reason, msg))
+
+
+class FakeMember(pb_grpc.KVServicer, pb_grpc.SessionsServicer):
+    """A scripted member: `behaviour[method]` decides each answer."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.requests: dict[str, list] = {}
+        self.behaviour: dict = {}
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
+        pb_grpc.add_KVServicer_to_server(self, self.server)
+        pb_grpc.add_SessionsServicer_to_server(self, self.server)
+        self.port = self.server.add_insecure_port("127.0.0.1:0")
+        self.server.start()
+
+    @property
+    def endpoint(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def _record(self, method: str, request) -> None:
+        self.requests.setdefault(method, []).append(request)
+
+    def header(self, revision: int = 1) -> pb.ResponseHeader:
+        return pb.ResponseHeader(revision=revision, member=self.name)
+
+    def Put(self, request, context):
+        self._record("Put", request)
+        if self.behaviour.get("Put") == "no_leader":
+            abort(context, S.UNAVAILABLE, "NO_LEADER", "no leader")
+        return pb.PutResponse(header=self.header())
+
+    def Compact(self, request, context):
+        self._record("Compact", request)
+        abort(context, S.DEADLINE_EXCEEDED, "TIMEOUT", "proposal timed out")
+
+    def Range(self, request, context):
+        self._record("Range", request)
+        return pb.RangeResponse(header=self.header(10))
+
+    def Watch(self, request, context):
+        self._record("Watch", request)
+        for resp in self.behaviour.get("Watch", []):
+            if resp == "abort":
+                abort(context, S.UNAVAILABLE, "UNAVAILABLE", "member stopping")
+            yield resp
+        while context.is_active():
+            time.sleep(0.02)
+
+    def OpenSession(self, request, context):
+        self._record("OpenSession", request)
+        return pb.OpenSessionResponse(header=self.header(), session_id=77,
+                                      ttl_ms=request.ttl_ms)
+
+    def KeepAlive(self, request_iterator, context):
+        if self.behaviour.get("KeepAlive") == "down":
+            abort(context, S.UNAVAILABLE, "NO_QUORUM", "no quorum")
+        for req in request_iterator:
+            self._record("KeepAlive", req)
+            gone = self.behaviour.get("KeepAlive") == "gone"
+            yield pb.KeepAliveResponse(session_id=req.session_id, ttl_ms=3000, gone=gone)
+
+    def CloseSession(self, request, context):
+        self._record("CloseSession", request)
+        return pb.CloseSessionResponse(header=self.header())
+
+    def Events(self, request, context):
+        self._record("Events", request)
+        script = self.behaviour.get("Events")
+        if script == "down":
+            abort(context, S.UNAVAILABLE, "NO_QUORUM", "no quorum")
+        if isinstance(script, threading.Event):
+            script.wait(5)
+            yield pb.SessionEvent(type="severed", session_id=request.session_id, revision=9,
+                                  group="g", resource="p0", generation=3, new_owner=78)
+            return
+        while context.is_active():
+            time.sleep(0.02)
+
+    def stop(self) -> None:
+        self.server.stop(0)
+
+
+@pytest.fixture
+def members() -> Iterator[list[FakeMember]]:
+    ms = [FakeMember("a"), FakeMember("b")]
+    yield ms
+    for m in ms:
+        m.stop()
+
+
+FAST = c.RetryPolicy(backoff=0.01, max_backoff=0.05)
+
+
+def eventually(predicate, timeout: float = 5.0) -> bool:
+    """`fenced` is set before on_severed runs (fencing must not wait for a callback)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
+
+
+def test_write_fails_over_with_the_same_request_id(members):
+    a, b = members
+    a.behaviour["Put"] = "no_leader"
+    with Client([a.endpoint, b.endpoint], timeout=2, policy=FAST) as client:
+        result = client.put("k", "v")
+        assert result.header.member == "b"
+        assert a.requests["Put"][0].request_id == b.requests["Put"][0].request_id != ""
+        assert client.ring.current()[1] == b.endpoint  # later calls go to b directly
+
+
+def test_ambiguous_failure_of_unsafe_write_is_not_repeated(members):
+    a, b = members
+    with Client([a.endpoint, b.endpoint], timeout=2, policy=FAST) as client:
+        with pytest.raises(DeadlineError):
+            client.compact(3)
+    assert len(a.requests["Compact"]) == 1 and "Compact" not in b.requests
+
+
+def test_unreachable_member_is_skipped(members):
+    a, b = members
+    with Client(["127.0.0.1:1", b.endpoint], timeout=2, policy=FAST) as client:
+        assert client.put("k", "v").header.member == "b"
+        assert client.get("k") is None
+
+
+def test_watch_resumes_on_another_member_without_loss_or_repeat(members):
+    a, b = members
+    a.behaviour["Watch"] = [wresp((b"k1", 11)), wresp((b"k2", 12)), "abort"]
+    b.behaviour["Watch"] = [wresp((b"k2", 12), (b"k3", 12)), wresp((b"k4", 13))]
+    with Client([a.endpoint, b.endpoint], timeout=2, policy=FAST) as client:
+        stream = client.watch(prefix="k")
+        got = [(e.kv.key, e.revision) for _, e in zip(range(4), stream, strict=False)]
+        stream.cancel()
+    assert got == [(b"k1", 11), (b"k2", 12), (b"k3", 12), (b"k4", 13)]
+    assert a.requests["Watch"][0].from_revision == 11  # pinned: Range said revision 10
+    assert b.requests["Watch"][0].from_revision == 12
+
+
+def test_session_keeps_its_id_across_members_and_is_fenced_at_once(members):
+    a, b = members
+    a.behaviour["KeepAlive"] = "down"
+    a.behaviour["Events"] = "down"
+    sever = threading.Event()
+    b.behaviour["Events"] = sever
+    severed: list = []
+    with Client([a.endpoint, b.endpoint], timeout=2, policy=FAST) as client:
+        session = client.session(ttl=3, on_severed=severed.append)
+        assert session.id == 77
+        deadline = time.monotonic() + 5
+        while not b.requests.get("KeepAlive") and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert b.requests["KeepAlive"][0].session_id == 77
+        assert not session.fenced.is_set()
+        sever.set()
+        assert session.fenced.wait(5)
+        assert session.ended is not None and session.ended.type == "severed"
+        assert eventually(lambda: severed)
+        assert [e.type for e in severed] == ["severed"] and severed[0].new_owner == 78
+        assert [e.type for e in session.events(timeout=1)] == ["severed"]
+        session.close()  # already over: no CloseSession needed, no error
+        assert "CloseSession" not in b.requests
+        assert len(severed) == 1
+
+
+def test_session_close_closes_on_server_and_keepalive_gone_fences(members):
+    a, b = members
+    with Client([a.endpoint], timeout=2, policy=FAST) as client:
+        with client.session(ttl=3) as s:
+            assert not s.fenced.is_set()
+        assert s.fenced.is_set()
+        assert a.requests["CloseSession"][0].session_id == 77
+        a.behaviour["KeepAlive"] = "gone"
+        gone: list = []
+        s2 = client.session(ttl=3, on_severed=gone.append)
+        assert s2.fenced.wait(5)
+        assert eventually(lambda: gone) and gone[0].type == "gone"
+        s2.close()
+
+
+def test_async_client_fails_over_and_watches(members):
+    a, b = members
+    a.behaviour["Put"] = "no_leader"
+    b.behaviour["Watch"] = [wresp((b"k1", 11))]
+
+    async def main() -> None:
+        async with AsyncClient([a.endpoint, b.endpoint], timeout=2, policy=FAST) as client:
+            assert (await client.put("k", "v")).header.member == "b"
+            async with client.watch("k1") as stream:
+                event = await stream.__anext__()
+                assert event.kv.key == b"k1"
+            sever = threading.Event()
+            b.behaviour["Events"] = sever
+            severed: list = []
+            async with client.session(ttl=3, on_severed=severed.append) as s:
+                assert s.id == 77
+                sever.set()
+                await asyncio.wait_for(s.fenced.wait(), 5)
+                assert [e.type async for e in s.events(timeout=1)] == ["severed"]
+            assert [e.type for e in severed] == ["severed"]
+
+    asyncio.run(main())
+    assert a.requests["Put"][0].request_id == b.requests["Put"][0].request_id

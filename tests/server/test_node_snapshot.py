@@ -1,0 +1,90 @@
+"""A snapshot is serialized a slice at a time from a capture of the state: the driver
+keeps ticking (so heartbeats go on) and applying in between, the snapshot holds the state
+as captured (not the writes applied meanwhile), and a restart from it has every write."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import Iterator
+
+from coord.server.node.driver import _SNAP_HEADER, Node, NodeOptions
+from coord.server.node.members import MemberInfo
+from coord.sm.commands import Put, Range, encode_command
+from coord.sm.machine import CoordMachine
+
+SNAPSHOT_S = 0.5
+
+
+class SlowSnapshots(CoordMachine):
+    """Takes SNAPSHOT_S to serialize, in slices of 10 ms, like a large state does."""
+
+    def capture(self) -> Iterator[bytes]:
+        return itertools.chain(_slices_of_10ms(), super().capture())
+
+
+def _slices_of_10ms() -> Iterator[bytes]:
+    for _ in range(int(SNAPSHOT_S / 0.01)):
+        time.sleep(0.01)
+        yield b""
+
+
+def _node(path, machine: CoordMachine) -> Node:
+    me = MemberInfo("solo", "127.0.0.1:1")
+    options = NodeOptions(tick_ms=10, election_ticks=4, snapshot_every=20, seed=1)
+    return Node(me, path, [me], machine, b"secret", options)
+
+
+async def _wait_leader(node: Node) -> None:
+    for _ in range(500):
+        if node.caught_up_leader:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the one-member cluster elected no leader")
+
+
+def _machine_of(snapshot: bytes) -> CoordMachine:
+    (n,) = _SNAP_HEADER.unpack_from(snapshot)  # the member list comes first
+    machine = CoordMachine()
+    machine.restore(snapshot[_SNAP_HEADER.size + n :])
+    return machine
+
+
+def _value(machine: CoordMachine, key: bytes) -> bytes | None:
+    kvs = machine.query(Range(key)).kvs
+    return kvs[0].value if kvs else None
+
+
+def test_writes_apply_while_a_slow_snapshot_is_serialized(tmp_path):
+    async def run() -> None:
+        node = _node(tmp_path, SlowSnapshots())
+        await node.start()
+        try:
+            await _wait_leader(node)
+            while not node._snaps.running:  # write until a snapshot starts
+                await node.propose(encode_command(Put(b"fill", b"x")))
+            ticks, t0 = node._raw.raft.now, time.monotonic()
+            applied = await node.propose(encode_command(Put(b"k", b"during")))
+            assert node._snaps.running  # applied before the snapshot was done
+            assert _value(node.sm, b"k") == b"during"
+            while node._snaps.running:
+                await asyncio.sleep(0.01)
+            assert time.monotonic() - t0 > SNAPSHOT_S / 2
+            assert node._raw.raft.now - ticks >= 10  # the core kept ticking throughout
+            status = node.status()
+            assert 0 < status.snapshot_index < applied.index  # as captured, before "k"
+            assert status.applied == node.applied_index >= applied.index
+            taken = _machine_of(node._raw.raft.log.snapshot.data)
+            assert _value(taken, b"fill") == b"x" and _value(taken, b"k") is None
+        finally:
+            await node.stop()
+        again = _node(tmp_path, CoordMachine())
+        await again.start()
+        try:
+            assert _value(again.sm, b"k") == b"during"
+            assert again.applied_index >= applied.index
+        finally:
+            await again.stop()
+
+    asyncio.run(run())

@@ -1,0 +1,211 @@
+"""Read-only degradation on real `coord serve` processes: two of three members are
+SIGSTOPped, the survivor serves stale-but-flagged reads to read-only clients, refuses
+writes, tells sessions and watches; SIGCONT brings read-write service back. And a
+minority member partitioned off (coord.testing.netfault gates) while the majority writes."""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable
+
+import grpc
+import pytest
+
+from coord.client import Client, CoordError, NoQuorumError, ReadOnlyError
+from coord.server.api.errors import reason_of
+from coord.testing import LocalCluster
+from coord.v1 import coord_pb2 as pb
+from coord.v1 import coord_pb2_grpc as pb_grpc
+
+
+def wait_until(what: str, check: Callable[[], bool], timeout: float = 10.0) -> float:
+    """Poll `check` every 20 ms; seconds it took. Fails the test after `timeout`."""
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        if check():
+            return time.monotonic() - start
+        time.sleep(0.02)
+    pytest.fail(f"{what}: not within {timeout}s")
+
+
+def mode_of(cluster, name: str) -> str:
+    try:
+        return cluster.status(name).mode
+    except grpc.RpcError:
+        return "?"
+
+
+def next_matching(items: queue.Queue, what: str, match: Callable, timeout: float = 5.0):
+    """The first item from `items` that `match`es, within `timeout` (else the test fails
+    naming what it saw)."""
+    seen = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            item = items.get(timeout=max(0.01, deadline - time.monotonic()))
+        except queue.Empty:
+            break
+        if match(item):
+            return item
+        seen.append(item)
+    pytest.fail(f"no {what} within {timeout}s (saw {seen})")
+
+
+def next_event(events: queue.Queue, kind: str, mode: str, timeout: float = 5.0):
+    return next_matching(events, f"{kind} {mode} event",
+                         lambda e: e.type == kind and e.mode == mode, timeout)
+
+
+@pytest.mark.parametrize("survivor_role", ["follower", "leader"])
+def test_survivor_serves_reads_read_only_and_comes_back(cluster3, survivor_role):
+    leader = cluster3.wait_for_leader()
+    names = list(cluster3.members)
+    survivor = leader if survivor_role == "leader" else next(n for n in names if n != leader)
+    others = [n for n in names if n != survivor]
+    first = cluster3.members[survivor].listen
+    rest = [cluster3.members[n].listen for n in others]
+
+    ro = Client([first, *rest], read_only_ok=True, timeout=2.0)
+    normal = Client([first], timeout=1.0)
+    raw = grpc.insecure_channel(first)
+    try:
+        ro.put(b"k", b"v1")
+        committed_rev = ro.range(b"k").header.revision
+        session_events: queue.Queue = queue.Queue()
+        session = ro.session(ttl=3.0, on_event=session_events.put)
+        watch = ro.watch(b"w", from_revision=committed_rev + 1)
+        watched: queue.Queue = queue.Queue()
+        threading.Thread(target=_pump, args=(watch, watched), daemon=True).start()
+        ro.put(b"w", b"ready")
+        assert watched.get(timeout=5).kv.value == b"ready"  # the watch is established
+        # A watch of a client that did not say it accepts read-only service.
+        plain_watch = pb_grpc.KVStub(raw).Watch(pb.WatchRequest(key=b"k"), timeout=30)
+        assert next(plain_watch).header.member == survivor  # created
+
+        for n in others:
+            cluster3.pause(n)
+        wait_until("survivor read-only", lambda: mode_of(cluster3, survivor) == "read-only")
+
+        # The session and the read-only watch are told; the other watch is cut off.
+        ev = next_event(session_events, "mode_changed", "read-only")
+        assert ev.member == survivor and ev.revision >= committed_rev
+        assert next_watch_mode(watched) == "read-only"
+        with pytest.raises(grpc.RpcError) as cut:
+            for _ in plain_watch:
+                pass
+        assert cut.value.code() == grpc.StatusCode.UNAVAILABLE
+        assert reason_of(cut.value) == "NO_QUORUM"
+
+        # Reads: the last committed value, flagged stale, with the applied revision.
+        res = ro.range(b"k")
+        assert res.kvs[0].value == b"v1"
+        assert res.header.read_only and res.header.member == survivor
+        assert res.header.revision >= committed_rev
+        # Writes: refused at once, and nothing is applied.
+        refused_at = time.monotonic()
+        with pytest.raises(ReadOnlyError) as ro_err:
+            ro.put(b"k", b"during-partition")
+        assert time.monotonic() - refused_at < 1.0
+        assert survivor in ro_err.value.message and "read-only" in ro_err.value.message
+        with pytest.raises(ReadOnlyError):
+            session.own("g", ["p0"])
+        # A normal client is told there is no quorum.
+        with pytest.raises(NoQuorumError):
+            normal.get(b"k")
+        with pytest.raises(NoQuorumError):
+            normal.put(b"k", b"normal-during-partition")
+        assert session.ended is None
+
+        for n in others:
+            cluster3.resume(n)
+        next_event(session_events, "mode_changed", "read-write", timeout=10.0)
+        # Back to read-write without restarting the client; nothing written meanwhile.
+        wait_until("a write through the read-only client", lambda: _put_ok(ro), 10.0)
+        kv = ro.range(b"k")
+        assert not kv.header.read_only
+        assert (kv.kvs[0].value, kv.kvs[0].version) == (b"v1", 1)  # nothing slipped through
+        assert session.ended is None, session.ended  # the partition expired nothing
+        session.own("g", ["p0"])
+        session.close()
+    finally:
+        for n in others:
+            if cluster3.members[n].paused:
+                cluster3.resume(n)
+        raw.close()
+        ro.close()
+        normal.close()
+
+
+def _pump(stream, out: queue.Queue) -> None:
+    """Stream items into `out`; the error that ends it, too (so a test can say why)."""
+    try:
+        for item in stream:
+            out.put(item)
+    except Exception as e:  # noqa: BLE001 - handed to the test
+        out.put(e)
+
+
+def _put_ok(client: Client) -> bool:
+    try:
+        client.put(b"after", b"healed")
+        return True
+    except CoordError:
+        return False
+
+
+def next_watch_mode(watched: queue.Queue, timeout: float = 5.0) -> str:
+    return next_matching(watched, "MODE watch event",
+                         lambda e: getattr(e, "type", None) == "MODE", timeout).mode
+
+
+def test_minority_member_cut_off_serves_stale_flagged_reads_then_catches_up(tmp_path):
+    with LocalCluster(3, data_dir=tmp_path / "c", partitionable=True) as cluster:
+        leader = cluster.wait_for_leader()
+        minority = next(n for n in cluster.members if n != leader)
+        majority = [cluster.members[n].listen for n in cluster.members if n != minority]
+        on_minority = cluster.members[minority].listen
+        pinned = Client([on_minority], read_only_ok=True, timeout=2.0)
+        writer = Client(majority, timeout=2.0)
+        mover = Client([on_minority, *majority], read_only_ok=True, timeout=2.0)
+        moves: queue.Queue = queue.Queue()
+        mover.add_mode_listener(moves.put)
+        try:
+            writer.put(b"k", b"v0")
+            wait_until("the minority has v0", lambda: _value(pinned, b"k") == b"v0")
+
+            cluster.cut_off(minority)
+            wait_until("minority read-only", lambda: mode_of(cluster, minority) == "read-only")
+            for i in range(1, 6):  # the majority keeps writing
+                writer.put(b"k", f"v{i}".encode())
+            latest = writer.range(b"k").header.revision
+
+            stale = pinned.range(b"k")
+            assert stale.header.read_only and stale.header.quorum_lost_ms > 0
+            assert stale.kvs[0].value == b"v0" and stale.header.revision < latest
+            with pytest.raises(ReadOnlyError):
+                pinned.put(b"k", b"from-the-minority")
+
+            # A read-only client that can reach the majority moves there by itself.
+            first = mover.range(b"k")
+            assert first.header.read_only and first.header.member == minority
+            change = moves.get(timeout=10)
+            assert change.moved and change.mode == "read-write" and change.member != minority
+            fresh = mover.range(b"k")
+            assert not fresh.header.read_only and fresh.kvs[0].value == b"v5"
+            mover.put(b"k2", b"written-after-moving")
+
+            cluster.heal(minority)
+            wait_until("minority read-write", lambda: mode_of(cluster, minority) == "read-write")
+            caught_up = pinned.range(b"k")
+            assert not caught_up.header.read_only
+            assert caught_up.kvs[0].value == b"v5" and caught_up.kvs[0].version == 6
+        finally:
+            for c in (pinned, writer, mover):
+                c.close()
+
+
+def _value(client: Client, key: bytes) -> bytes | None:
+    kv = client.get(key)
+    return None if kv is None else kv.value

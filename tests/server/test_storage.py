@@ -1,0 +1,383 @@
+"""Tests for coord.server.storage.log_store: durability, log rewriting and load-time validation."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from coord.raft.types import ConfState, Entry, EntryType, HardState, Snapshot, SnapshotMeta
+from coord.server.storage.log_store import LogStore, PersistedState, StorageError
+
+
+def ents(lo: int, hi: int, term: int = 1, tag: bytes = b"") -> list[Entry]:
+    """Entries lo..hi-1, all at `term`, with payloads that identify them."""
+    return [Entry(term=term, index=i, data=tag + b"e%d" % i) for i in range(lo, hi)]
+
+
+def snap(index: int, term: int, data: bytes = b"state") -> Snapshot:
+    conf = ConfState(voters=frozenset({1, 2, 3}), learners=frozenset({7}))
+    return Snapshot(meta=SnapshotMeta(index=index, term=term, conf_state=conf), data=data)
+
+
+def reopen(path: Path) -> PersistedState:
+    with LogStore(path) as store:
+        return store.load()
+
+
+def raw(path: Path, *statements: str) -> None:
+    """Edit the file behind the store's back, as a crash or an operator might."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        for statement in statements:
+            conn.execute(statement)
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "raft.db"
+
+
+def test_fresh_store_is_empty_and_creates_parent_dirs(tmp_path: Path) -> None:
+    path = tmp_path / "a" / "b" / "raft.db"
+    with LogStore(path) as store:
+        assert store.path == path
+        assert store.load() == PersistedState(HardState(), Snapshot(), [])
+    assert path.is_file()
+    assert reopen(path) == PersistedState(HardState(), Snapshot(), [])
+
+
+def test_round_trip(db: Path) -> None:
+    entries = [
+        Entry(term=1, index=1, type=EntryType.CONF_CHANGE, data=b"\x00conf"),
+        *ents(2, 50, term=1),
+        *ents(50, 60, term=3),
+        Entry(term=3, index=60, data=b""),
+    ]
+    hs = HardState(term=3, vote=2, commit=55)
+    store = LogStore(db)
+    store.save(hs, entries)
+    store.close()
+
+    state = reopen(db)
+    assert state == PersistedState(hard_state=hs, snapshot=Snapshot(), entries=entries)
+    assert state.entries[0].type is EntryType.CONF_CHANGE
+    assert isinstance(state.entries[0].data, bytes)
+
+
+def test_save_batches_accumulate_and_hard_state_is_replaced(db: Path) -> None:
+    with LogStore(db) as store:
+        store.save(HardState(term=1, vote=1, commit=0), ents(1, 4))
+        store.save(None, ents(4, 8))
+        store.save(HardState(term=2, vote=0, commit=7), [])
+    state = reopen(db)
+    assert state.entries == ents(1, 8)
+    assert state.hard_state == HardState(term=2, vote=0, commit=7)
+
+
+def test_save_of_1000_entries_is_one_transaction(db: Path) -> None:
+    with LogStore(db) as store:
+        statements: list[str] = []
+        store._conn.set_trace_callback(statements.append)  # white box: count transactions
+        store.save(HardState(term=1, commit=1000), ents(1, 1001))
+        store._conn.set_trace_callback(None)
+        assert [s for s in statements if s.startswith("BEGIN")] == ["BEGIN IMMEDIATE"]
+        assert [s for s in statements if s == "COMMIT"] == ["COMMIT"]
+    assert reopen(db).entries == ents(1, 1001)
+
+
+def test_suffix_overwrite(db: Path) -> None:
+    with LogStore(db) as store:
+        store.save(HardState(term=1, commit=3), ents(1, 11, term=1))
+        # A new leader at term 2 replaces 6..10 with a shorter, different suffix.
+        new = ents(6, 8, term=2, tag=b"new")
+        store.save(HardState(term=2, commit=3), new)
+        assert store.entries(1, 100) == ents(1, 6, term=1) + new
+    assert reopen(db).entries == ents(1, 6, term=1) + new
+
+
+def test_compact_removes_covered_entries(db: Path) -> None:
+    with LogStore(db) as store:
+        store.save(HardState(term=2, commit=20), ents(1, 11, term=1) + ents(11, 21, term=2))
+        store.compact(snap(15, 2))
+        assert store.entries(0, 100) == ents(16, 21, term=2)
+    state = reopen(db)
+    assert state.snapshot == snap(15, 2)
+    assert state.snapshot.meta.conf_state == ConfState(frozenset({1, 2, 3}), frozenset({7}))
+    assert state.entries == ents(16, 21, term=2)
+    assert state.hard_state.commit == 20
+
+    # Compacting again replaces the snapshot; compacting everything leaves no entries.
+    with LogStore(db) as store:
+        store.compact(snap(20, 2, data=b"newer"))
+    state = reopen(db)
+    assert state.snapshot == snap(20, 2, data=b"newer")
+    assert state.entries == []
+
+
+def test_snapshot_via_save_with_entries_after_it(db: Path) -> None:
+    with LogStore(db) as store:
+        store.save(HardState(term=1, commit=2), ents(1, 6, term=1))
+        # The leader sends a snapshot at 100 (our log is far behind), then entries after it.
+        store.save(HardState(term=4, vote=3, commit=102), ents(101, 104, term=4), snap(100, 4))
+    state = reopen(db)
+    assert state.snapshot == snap(100, 4)
+    assert state.entries == ents(101, 104, term=4)
+    assert state.hard_state == HardState(term=4, vote=3, commit=102)
+
+
+def test_snapshot_drops_a_diverged_suffix_but_keeps_a_matching_one(db: Path) -> None:
+    with LogStore(db) as store:
+        store.save(None, ents(1, 11, term=1))
+        # Our entry 5 has term 1, the snapshot says term 2: 6..10 cannot extend it.
+        store.save(HardState(term=2, commit=5), [], snap(5, 2))
+        assert store.entries(0, 100) == []
+        store.save(None, ents(6, 11, term=2))
+        # Entry 8 matches (term 2), so 9..10 survive.
+        store.save(None, [], snap(8, 2))
+        assert store.entries(0, 100) == ents(9, 11, term=2)
+    assert reopen(db).entries == ents(9, 11, term=2)
+
+
+def test_bad_batches_are_rejected_without_writing(db: Path) -> None:
+    with LogStore(db) as store:
+        store.save(HardState(term=1, commit=5), ents(1, 11))
+        store.compact(snap(5, 1))
+        with pytest.raises(ValueError, match="gap"):
+            store.save(None, ents(12, 14))
+        with pytest.raises(ValueError, match="not contiguous"):
+            store.save(None, [Entry(term=1, index=11), Entry(term=1, index=13)])
+        with pytest.raises(ValueError, match="snapshot"):
+            store.save(None, ents(3, 8))
+        with pytest.raises(ValueError, match="term"):
+            store.save(None, [Entry(term=0, index=11)])
+        with pytest.raises(ValueError, match="commit index 11"):
+            store.save(HardState(term=1, commit=11), [])
+        with pytest.raises(ValueError, match="older"):
+            store.compact(snap(4, 1))
+        # The failed batches left nothing behind, not even half a batch.
+        with pytest.raises(ValueError, match="commit index 99"):
+            store.save(HardState(term=1, commit=99), ents(11, 13))
+        assert store.entries(0, 100) == ents(6, 11)
+    state = reopen(db)
+    assert state.entries == ents(6, 11)
+    assert state.hard_state == HardState(term=1, commit=5)
+    assert state.snapshot == snap(5, 1)
+
+
+def test_meta_round_trip(db: Path) -> None:
+    with LogStore(db) as store:
+        assert store.get_meta("cluster_id") is None
+        store.set_meta("cluster_id", "c-1")
+        store.set_meta("node_id", "3")
+        store.set_meta("cluster_id", "c-2 ünïcode")
+        assert store.get_meta("cluster_id") == "c-2 ünïcode"
+    with LogStore(db) as store:
+        assert store.get_meta("cluster_id") == "c-2 ünïcode"
+        assert store.get_meta("node_id") == "3"
+        assert store.get_meta("missing") is None
+
+
+def test_entries_range_is_half_open(db: Path) -> None:
+    with LogStore(db) as store:
+        store.save(None, ents(1, 21))
+        assert store.entries(5, 9) == ents(5, 9)
+        assert store.entries(20, 30) == ents(20, 21)
+        assert store.entries(9, 9) == []
+
+
+def test_empty_save_does_nothing(db: Path) -> None:
+    with LogStore(db) as store:
+        store.save(HardState(term=1, commit=3), ents(1, 4))
+        statements: list[str] = []
+        store._conn.set_trace_callback(statements.append)  # white box: no transaction at all
+        store.save(None, [])
+        store.save(None, (), Snapshot())
+        store._conn.set_trace_callback(None)
+        assert statements == []
+        # Also black box: with another connection holding the write lock, an empty save
+        # must return at once instead of waiting for the lock (and failing).
+        other = sqlite3.connect(db, isolation_level=None, timeout=0)
+        try:
+            other.execute("BEGIN IMMEDIATE")
+            store.save(None, [])
+            other.execute("ROLLBACK")
+        finally:
+            other.close()
+    assert reopen(db) == PersistedState(HardState(term=1, commit=3), Snapshot(), ents(1, 4))
+
+
+def test_data_survives_process_kill(db: Path) -> None:
+    code = textwrap.dedent(
+        f"""
+        import os
+        from coord.raft.types import Entry, HardState
+        from coord.server.storage.log_store import LogStore
+        store = LogStore({str(db)!r})
+        entries = [Entry(term=2, index=i, data=b"x%d" % i) for i in range(1, 501)]
+        store.save(HardState(term=2, vote=1, commit=400), entries)
+        store.set_meta("cluster_id", "killed")
+        os._exit(0)  # no close(), no checkpoint, no interpreter cleanup
+        """
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+    assert Path(f"{db}-wal").exists()  # the batch is (only) in the WAL: recovery must run
+    with LogStore(db) as store:
+        state = store.load()
+        assert store.get_meta("cluster_id") == "killed"
+    assert state.hard_state == HardState(term=2, vote=1, commit=400)
+    assert state.entries == [Entry(term=2, index=i, data=b"x%d" % i) for i in range(1, 501)]
+
+
+def test_use_after_close_raises(db: Path) -> None:
+    store = LogStore(db)
+    store.close()
+    store.close()  # idempotent
+    with pytest.raises(StorageError, match="closed"):
+        store.load()
+    with pytest.raises(StorageError, match="closed"):
+        store.save(HardState(term=1), [])
+
+
+# -- corruption and inconsistency --------------------------------------------------------
+
+
+def test_garbage_file_is_rejected_naming_it(db: Path) -> None:
+    db.write_bytes(b"this is not a database, just some bytes\x00\xff" * 100)
+    with pytest.raises(StorageError) as info:
+        LogStore(db).load()
+    assert str(db) in str(info.value)
+    assert "not a SQLite database" in str(info.value)
+    assert info.value.path == db
+
+
+def test_truncated_database_is_rejected_naming_it(db: Path) -> None:
+    with LogStore(db) as store:
+        store.save(HardState(term=1, commit=3000), ents(1, 3001, tag=b"payload" * 20))
+    raw(db, "PRAGMA wal_checkpoint(TRUNCATE)")
+    assert not Path(f"{db}-wal").exists() or Path(f"{db}-wal").stat().st_size == 0
+    size = db.stat().st_size
+    assert size > 100_000
+    os.truncate(db, size // 2)
+    with pytest.raises(StorageError) as info:
+        LogStore(db).load()
+    assert str(db) in str(info.value)
+
+
+def test_gap_in_log_is_rejected(db: Path) -> None:
+    with LogStore(db) as store:
+        store.save(HardState(term=1, commit=5), ents(1, 11))
+    raw(db, "DELETE FROM log WHERE idx = 7")
+    with pytest.raises(StorageError, match="gap") as info:
+        reopen(db)
+    assert str(db) in str(info.value)
+    assert "expected entry 7" in str(info.value)
+
+
+def test_log_starting_beyond_snapshot_is_a_gap(db: Path) -> None:
+    with LogStore(db) as store:
+        store.save(HardState(term=1, commit=5), ents(1, 11))
+        store.compact(snap(5, 1))
+    raw(db, "DELETE FROM log WHERE idx = 6")
+    with pytest.raises(StorageError, match="gap.*snapshot 5"):
+        reopen(db)
+
+
+def test_decreasing_terms_are_rejected(db: Path) -> None:
+    with LogStore(db) as store:
+        store.save(HardState(term=3, commit=2), ents(1, 6, term=3))
+    raw(db, "UPDATE log SET term = 2 WHERE idx = 4")
+    with pytest.raises(StorageError, match="terms decrease"):
+        reopen(db)
+
+
+def test_commit_beyond_last_index_is_rejected(db: Path) -> None:
+    with LogStore(db) as store:
+        store.save(HardState(term=1, commit=10), ents(1, 11))
+    raw(db, "DELETE FROM log WHERE idx > 8")  # the tail of the log was lost
+    with pytest.raises(StorageError, match="committed entries were lost") as info:
+        reopen(db)
+    assert str(db) in str(info.value)
+    assert "commit index 10" in str(info.value)
+
+
+def test_commit_beyond_snapshot_with_empty_log_is_rejected(db: Path) -> None:
+    with LogStore(db) as store:
+        store.save(HardState(term=1, commit=10), ents(1, 11))
+        store.compact(snap(10, 1))
+    assert reopen(db).hard_state.commit == 10  # commit == snapshot index is fine
+    raw(db, "UPDATE hard_state SET commit_index = 11")
+    with pytest.raises(StorageError, match="last stored index 10"):
+        reopen(db)
+
+
+def test_unknown_schema_version_is_rejected(db: Path) -> None:
+    LogStore(db).close()
+    raw(db, "PRAGMA user_version = 7")
+    with pytest.raises(StorageError, match="unknown schema version 7") as info:
+        LogStore(db)
+    assert str(db) in str(info.value)
+
+
+def test_foreign_sqlite_database_is_rejected_untouched(db: Path) -> None:
+    raw(db, "CREATE TABLE users (name TEXT)")
+    with pytest.raises(StorageError, match="not a coord storage file"):
+        LogStore(db)
+    conn = sqlite3.connect(db)
+    try:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 0
+    finally:
+        conn.close()
+
+
+def test_unknown_entry_type_is_rejected(db: Path) -> None:
+    with LogStore(db) as store:
+        store.save(None, ents(1, 3))
+    raw(db, "UPDATE log SET type = 9 WHERE idx = 2")
+    with pytest.raises(StorageError, match="unknown type 9"):
+        reopen(db)
+
+
+def test_schema_is_plain_sqlite(db: Path) -> None:
+    with LogStore(db) as store:
+        store.save(HardState(term=2, vote=1, commit=1), ents(1, 3))
+        store.compact(snap(1, 1))
+        store.set_meta("k", "v")
+    conn = sqlite3.connect(db)
+    try:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 1
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert conn.execute("SELECT idx, term, type, data FROM log").fetchall() == [
+            (2, 1, 0, b"e2")
+        ]
+        assert conn.execute("SELECT term, vote, commit_index FROM hard_state").fetchall() == [
+            (2, 1, 1)
+        ]
+        assert conn.execute(
+            "SELECT idx, term, voters, learners, data FROM snapshot"
+        ).fetchall() == [(1, 1, "1,2,3", "7", b"state")]
+        assert conn.execute("SELECT key, value FROM meta").fetchall() == [("k", "v")]
+    finally:
+        conn.close()
+
+
+def test_unsynced_save_is_kept_and_later_saves_sync_again(tmp_path):
+    """`sync=False` (a commit-index-only batch) is still written: a reopen sees it, and
+    the connection is back to fsyncing every later commit."""
+    path = tmp_path / "raft.db"
+    store = LogStore(path)
+    store.save(HardState(1, 0, 0), [Entry(1, i) for i in range(1, 4)])
+    store.save(HardState(1, 0, 2), [], sync=False)
+    conn = store._connection()
+    assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    assert conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 1000  # the default
+    store.close()
+    assert LogStore(path).load().hard_state == HardState(1, 0, 2)

@@ -1,0 +1,563 @@
+"""coord.server.transport.codec and coord.server.transport.peer, over real gRPC servers on
+127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import grpc
+import pytest
+
+from coord.raft.confchange import decode_conf_change, encode_conf_change
+from coord.raft.types import (
+    ConfChange,
+    ConfChangeType,
+    ConfState,
+    Entry,
+    EntryType,
+    Message,
+    MessageType,
+    Snapshot,
+    SnapshotMeta,
+)
+from coord.server.transport import codec
+from coord.server.transport import peer as transport_mod
+from coord.server.transport.peer import SERVER_OPTIONS, PeerTransport, auth_token
+from coord.testing.ports import free_port
+from coord.v1 import raft_pb2, raft_pb2_grpc
+
+SECRET = b"s3cret-cluster-key"
+CLUSTER = 42
+TEST_TIMEOUT = 60.0
+
+
+def run(coro) -> None:
+    asyncio.run(asyncio.wait_for(coro, TEST_TIMEOUT))
+
+
+async def wait_until(pred: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not pred():
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(0.005)
+
+
+def app(frm: int, to: int, index: int) -> Message:
+    return Message(
+        MessageType.APP,
+        to=to,
+        frm=frm,
+        term=3,
+        log_term=3,
+        index=index,
+        entries=(Entry(3, index + 1, EntryType.NORMAL, f"{frm}->{to}#{index}".encode()),),
+        commit=index,
+    )
+
+
+class Member:
+    """One transport plus the gRPC server it is registered on; records what it receives."""
+
+    def __init__(self, node_id: int, secret: bytes = SECRET, cluster: int = CLUSTER, **kw):
+        self.node_id = node_id
+        self.batches: list[list[Message]] = []
+        self.unreachable: list[int] = []
+        self.transport = PeerTransport(
+            node_id, secret, cluster, self.batches.append, self.unreachable.append, **kw
+        )
+        self.server: grpc.aio.Server | None = None
+        self.port = 0
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def received(self) -> list[Message]:
+        return [m for batch in self.batches for m in batch]
+
+    def from_peer(self, frm: int) -> list[Message]:
+        return [m for m in self.received if m.frm == frm]
+
+    def stats(self, peer: int) -> dict:
+        return self.transport.stats()[peer]
+
+    async def start(self, port: int = 0) -> None:
+        self.server = grpc.aio.server(options=SERVER_OPTIONS)
+        self.transport.register(self.server)
+        bound = self.server.add_insecure_port(f"127.0.0.1:{port}")
+        assert bound, f"could not bind 127.0.0.1:{port}"
+        self.port = bound
+        await self.server.start()
+
+    async def stop(self) -> None:
+        await self.transport.close()
+        if self.server is not None:
+            await self.server.stop(0)
+            self.server = None
+
+
+async def stop_all(*members: Member) -> None:
+    for m in members:
+        await m.stop()
+
+
+async def raw_stream(address: str, metadata, batch: raft_pb2.MessageBatch):
+    """Open one Stream by hand; return (status code, details) once the server answers."""
+    async with grpc.aio.insecure_channel(address) as channel:
+        call = raft_pb2_grpc.RaftTransportStub(channel).Stream(metadata=metadata)
+        try:
+            await call.write(batch)
+            await call.done_writing()
+        except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
+            pass  # the server may refuse before our write; the status says why
+        try:
+            await asyncio.wait_for(asyncio.ensure_future(call), 10)
+        except grpc.aio.AioRpcError as exc:
+            return exc.code(), exc.details()
+        return grpc.StatusCode.OK, None
+
+
+# --- codec -----------------------------------------------------------------------------------
+
+
+def test_codec_round_trip() -> None:
+    cc = ConfChange(ConfChangeType.ADD_LEARNER, 7, b'{"name": "n7", "peer": "127.0.0.7:7001"}')
+    assert decode_conf_change(encode_conf_change(cc)) == cc
+    cc0 = ConfChange(ConfChangeType.ADD_VOTER, 3)  # all-default enum value survives too
+    assert decode_conf_change(encode_conf_change(cc0)) == cc0
+
+    snap = Snapshot(
+        meta=SnapshotMeta(
+            index=120,
+            term=4,
+            conf_state=ConfState(voters=frozenset({1, 2, 3}), learners=frozenset({7})),
+        ),
+        data=b"\x00state machine\xff" * 10,
+    )
+    entries = (
+        Entry(4, 121, EntryType.NORMAL, b"put a=1"),
+        Entry(4, 122, EntryType.CONF_CHANGE, encode_conf_change(cc)),
+        Entry(4, 123),  # empty entry, as a new leader appends
+    )
+    m = Message(
+        MessageType.APP,
+        to=2,
+        frm=1,
+        term=4,
+        log_term=4,
+        index=120,
+        entries=entries,
+        commit=121,
+        snapshot=snap,
+        reject=True,
+        reject_hint=99,
+        context=b"read-ctx-\x01",
+    )
+    wire = codec.message_to_pb(m).SerializeToString()
+    back = codec.message_from_pb(raft_pb2.Message.FromString(wire))
+    assert back == m
+    assert isinstance(back.entries, tuple)
+    assert type(back.type) is MessageType and back.entries[1].type is EntryType.CONF_CHANGE
+    assert isinstance(back.snapshot.meta.conf_state.voters, frozenset)
+    assert decode_conf_change(back.entries[1].data) == cc
+
+    # Absent snapshot stays None; an empty-but-present one stays present.
+    hb = Message(MessageType.HEARTBEAT, to=3, frm=1, term=4, commit=7)
+    pb = codec.message_to_pb(hb)
+    assert not pb.HasField("snapshot")
+    assert codec.message_from_pb(raft_pb2.Message.FromString(pb.SerializeToString())) == hb
+    empty = Message(MessageType.SNAP, to=3, frm=1, snapshot=Snapshot())
+    assert codec.message_from_pb(codec.message_to_pb(empty)).snapshot == Snapshot()
+
+    for e in entries:
+        assert codec.entry_from_pb(codec.entry_to_pb(e)) == e
+    assert codec.snapshot_from_pb(codec.snapshot_to_pb(snap)) == snap
+    cs = snap.meta.conf_state
+    assert codec.conf_state_from_pb(codec.conf_state_to_pb(cs)) == cs
+
+    with pytest.raises(ValueError):
+        codec.message_from_pb(raft_pb2.Message(type=200, to=1))
+    with pytest.raises(ValueError):
+        codec.message_from_pb(
+            raft_pb2.Message(type=3, to=1, entries=[raft_pb2.Entry(term=1, index=1, type=9)])
+        )
+
+
+# --- transport -------------------------------------------------------------------------------
+
+
+def test_three_transports_exchange_in_order() -> None:
+    async def main() -> None:
+        members = {i: Member(i) for i in (1, 2, 3)}
+        try:
+            for m in members.values():
+                await m.start()
+            for m in members.values():
+                for peer in members.values():
+                    m.transport.set_peer(peer.node_id, peer.address)  # own id is ignored
+            assert sorted(members[1].transport.stats()) == [2, 3]
+            await wait_until(
+                lambda: all(
+                    s["connected"] for m in members.values() for s in m.transport.stats().values()
+                ),
+                "all six streams to connect",
+            )
+
+            per_round, rounds = 25, 8
+            for r in range(rounds):
+                for m in members.values():
+                    out = [
+                        app(m.node_id, peer, r * per_round + k)
+                        for peer in members
+                        if peer != m.node_id
+                        for k in range(per_round)
+                    ]
+                    m.transport.send(out)
+                await asyncio.sleep(0)  # let the writers interleave with new sends
+
+            total = per_round * rounds
+            await wait_until(
+                lambda: all(len(m.received) == 2 * total for m in members.values()),
+                "every member to receive everything",
+            )
+            await wait_until(
+                lambda: all(
+                    s["sent"] == total
+                    for m in members.values()
+                    for s in m.transport.stats().values()
+                ),
+                "every write to complete",
+            )
+            for m in members.values():
+                assert all(msg.to == m.node_id for msg in m.received)
+                for sender in members:
+                    if sender == m.node_id:
+                        continue
+                    got = m.from_peer(sender)
+                    assert [msg.index for msg in got] == list(range(total))  # in order
+                    assert got[5] == app(sender, m.node_id, 5)  # content intact
+                    assert m.stats(sender)["received"] == total
+                    s = members[sender].stats(m.node_id)
+                    assert (s["sent"], s["dropped"], s["queued"]) == (total, 0, 0)
+                assert m.unreachable == []
+
+            # Batching: one send() to an idle stream is one write and one on_messages call.
+            before = len(members[2].batches)
+            writes_before = members[1].stats(2)["batches"]
+            members[1].transport.send([app(1, 2, 1000 + k) for k in range(50)])
+            await wait_until(lambda: len(members[2].from_peer(1)) == total + 50, "the batch")
+            new = members[2].batches[before:]
+            assert [len(b) for b in new if b[0].frm == 1] == [50]
+            # The sender counts the write once it completes, which may be after delivery.
+            await wait_until(lambda: members[1].stats(2)["sent"] == total + 50, "the write")
+            assert members[1].stats(2)["batches"] == writes_before + 1
+        finally:
+            await stop_all(*members.values())
+
+    run(main())
+
+
+def test_wrong_secret_is_refused() -> None:
+    async def main() -> None:
+        a = Member(1, secret=b"not-the-secret")
+        b = Member(2)
+        try:
+            await a.start()
+            await b.start()
+            a.transport.set_peer(2, b.address)
+            loop = asyncio.get_running_loop()
+
+            def refused() -> bool:
+                a.transport.send([app(1, 2, 0)])
+                return a.stats(2)["auth_failures"] >= 2  # refused, and again after retrying
+
+            await wait_until(refused, "the sender to see its stream refused")
+            s = a.stats(2)
+            assert s["last_error"] == "UNAUTHENTICATED"
+            assert not s["connected"] and s["sent"] == 0 and s["dropped"] > 0
+            await wait_until(lambda: 2 in a.unreachable, "on_unreachable(2)")
+            assert b.batches == []
+
+            # The server side, with a hand-made stream: bad MAC, other cluster, good MAC.
+            batch = raft_pb2.MessageBatch(
+                messages=[codec.message_to_pb(app(1, 2, 0)), codec.message_to_pb(app(1, 3, 1))]
+            )
+            good = auth_token(SECRET, CLUSTER, 1, 2)
+            bad_mac = (
+                ("coord-from", "1"),
+                ("coord-cluster", str(CLUSTER)),
+                ("coord-auth", "0" * 64),
+            )
+            code, _ = await raw_stream(b.address, bad_mac, batch)
+            assert code == grpc.StatusCode.UNAUTHENTICATED
+            code, _ = await raw_stream(b.address, (("coord-from", "1"),), batch)
+            assert code == grpc.StatusCode.UNAUTHENTICATED
+            # A MAC made for another receiver is not accepted either.
+            other_to = auth_token(SECRET, CLUSTER, 1, 3)
+            md = (("coord-from", "1"), ("coord-cluster", str(CLUSTER)), ("coord-auth", other_to))
+            code, _ = await raw_stream(b.address, md, batch)
+            assert code == grpc.StatusCode.UNAUTHENTICATED
+            md = (("coord-from", "1"), ("coord-cluster", "7"), ("coord-auth", good))
+            code, details = await raw_stream(b.address, md, batch)
+            assert code == grpc.StatusCode.PERMISSION_DENIED
+            assert details == f"message for cluster 7 received by cluster {CLUSTER}"
+            assert b.batches == []  # nothing was ever delivered
+
+            md = (("coord-from", "1"), ("coord-cluster", str(CLUSTER)), ("coord-auth", good))
+            code, _ = await raw_stream(b.address, md, batch)
+            assert code == grpc.StatusCode.OK
+            # Only the message addressed to node 2 is delivered.
+            assert [(m.to, m.index) for m in b.received] == [(2, 0)]
+            assert b.transport.dropped_inbound == 1
+            assert loop.is_running()
+        finally:
+            await stop_all(a, b)
+
+    run(main())
+
+
+def test_peer_down_then_up() -> None:
+    async def main() -> None:
+        a = Member(1)
+        b = Member(2)
+        port = free_port()
+        try:
+            await a.start()
+            a.transport.set_peer(2, f"127.0.0.1:{port}")  # nobody listens there yet
+
+            def failing() -> bool:
+                a.transport.send([app(1, 2, 0)])
+                return a.stats(2)["failures"] >= 2
+
+            await wait_until(failing, "connection attempts to fail")
+            s = a.stats(2)
+            assert not s["connected"]
+            assert s["dropped"] > 0 and s["sent"] == 0 and s["queued"] == 0
+            assert s["last_error"] == "UNAVAILABLE"
+            await wait_until(lambda: 2 in a.unreachable, "on_unreachable(2)")
+
+            await b.start(port)
+            i = 0
+
+            def delivered() -> bool:
+                nonlocal i
+                i += 1
+                a.transport.send([app(1, 2, i)])
+                return bool(b.received)
+
+            await wait_until(delivered, "messages to flow after the peer came up")
+            s = a.stats(2)
+            assert s["connected"] and s["connects"] == 1
+            indexes = [m.index for m in b.received]
+            assert indexes == sorted(indexes)
+
+            # The peer goes away again: noticed, and reconnected once it is back.
+            await b.server.stop(0)
+            await wait_until(lambda: not a.stats(2)["connected"], "the disconnect to be seen")
+            await b.start(port)
+            await wait_until(lambda: a.stats(2)["connected"], "a reconnect", timeout=15)
+            n = len(b.received)
+            a.transport.send([app(1, 2, 10_000)])
+            await wait_until(lambda: len(b.received) == n + 1, "delivery after reconnect")
+            assert a.stats(2)["connects"] == 2
+        finally:
+            await stop_all(a, b)
+
+    run(main())
+
+
+def test_a_peer_that_calls_us_is_reconnected_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A restarted peer opening its stream to us cuts our reconnect backoff short (here a
+    minute), so a leader reaches a restarted follower before that follower gives up."""
+    monkeypatch.setattr(transport_mod, "BACKOFF_MIN", 60.0)
+    monkeypatch.setattr(transport_mod, "BACKOFF_MAX", 60.0)
+
+    async def main() -> None:
+        a = Member(1)
+        b = Member(2)
+        port = free_port()
+        try:
+            await a.start()
+            a.transport.set_peer(2, f"127.0.0.1:{port}")  # nobody listens there yet
+            await wait_until(lambda: a.stats(2)["failures"] >= 1, "a failed attempt")
+            await b.start(port)
+            await asyncio.sleep(0.5)
+            assert not a.stats(2)["connected"]  # still backing off: b has not called us
+            b.transport.set_peer(1, a.address)
+            await wait_until(lambda: a.stats(2)["connected"], "the reconnect", timeout=10)
+            a.transport.send([app(1, 2, 7)])
+            await wait_until(lambda: bool(b.received), "delivery after the reconnect")
+            assert a.stats(2)["connects"] == 1
+        finally:
+            await stop_all(a, b)
+
+    run(main())
+
+
+def test_queue_limit_drops_and_reports() -> None:
+    async def main() -> None:
+        a = Member(1, queue_limit=10)
+        b = Member(2)
+        try:
+            await a.start()
+            await b.start()
+            a.transport.set_peer(2, b.address)
+            await wait_until(lambda: a.stats(2)["connected"], "the stream to connect")
+
+            # The writer cannot run during send(), so only queue_limit messages fit.
+            a.transport.send([app(1, 2, i) for i in range(25)])
+            s = a.stats(2)
+            assert (s["queued"], s["dropped"]) == (10, 15)
+            await wait_until(lambda: len(b.received) == 10, "the queued messages")
+            assert [m.index for m in b.received] == list(range(10))
+            await wait_until(lambda: a.stats(2)["sent"] == 10, "the writes to complete")
+            assert a.stats(2)["queued"] == 0
+            # Reported, and rate limited: 15 drops within 100 ms give one call.
+            assert a.unreachable == [2]
+
+            # Unknown destinations are dropped and reported too.
+            a.transport.send([app(1, 9, 0)])
+            await wait_until(lambda: 9 in a.unreachable, "on_unreachable(9)")
+            assert a.transport.dropped_unknown == 1
+
+            # Once drained, the queue takes messages again.
+            a.transport.send([app(1, 2, 100 + i) for i in range(10)])
+            await wait_until(lambda: len(b.received) == 20, "the second round")
+            assert a.stats(2)["dropped"] == 15
+        finally:
+            await stop_all(a, b)
+
+    run(main())
+
+
+def test_large_queues_are_split_into_bounded_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(transport_mod, "BATCH_SOFT_BYTES", 2_000)
+    monkeypatch.setattr(transport_mod, "MAX_MESSAGE_BYTES", 8_000)
+
+    async def main() -> None:
+        a = Member(1)
+        b = Member(2)
+        try:
+            await a.start()
+            await b.start()
+            a.transport.set_peer(2, b.address)
+            await wait_until(lambda: a.stats(2)["connected"], "the stream to connect")
+
+            msgs = [app(1, 2, i) for i in range(60)]  # ~60 bytes each on the wire
+            huge = Message(MessageType.SNAP, to=2, frm=1, snapshot=Snapshot(data=b"x" * 10_000))
+            a.transport.send([*msgs[:30], huge, *msgs[30:]])
+            await wait_until(lambda: len(b.received) == 60, "all but the oversized message")
+            assert [m.index for m in b.received] == list(range(60))
+            assert all(m.type is MessageType.APP for m in b.received)
+            assert len(b.batches) > 1  # split by size...
+            assert all(len(batch) < 60 for batch in b.batches)
+            await wait_until(lambda: a.stats(2)["sent"] == 60, "the writes to complete")
+            assert a.stats(2)["batches"] == len(b.batches)
+            assert a.stats(2)["dropped"] == 1  # ...and the message that can never fit dropped
+            await wait_until(lambda: 2 in a.unreachable, "the drop to be reported")
+        finally:
+            await stop_all(a, b)
+
+    run(main())
+
+
+def test_set_peer_new_address_and_remove() -> None:
+    async def main() -> None:
+        a = Member(1)
+        b_old = Member(2)
+        b_new = Member(2)
+        try:
+            await a.start()
+            await b_old.start()
+            await b_new.start()
+            a.transport.set_peer(2, b_old.address)
+            await wait_until(lambda: a.stats(2)["connected"], "the first stream")
+            a.transport.send([app(1, 2, 0)])
+            await wait_until(lambda: len(b_old.received) == 1, "delivery to the old address")
+
+            a.transport.set_peer(2, b_new.address)
+            await wait_until(lambda: a.stats(2)["connected"], "the stream to the new address")
+            a.transport.send([app(1, 2, 1)])
+            await wait_until(lambda: len(b_new.received) == 1, "delivery to the new address")
+            assert len(b_old.received) == 1
+
+            a.transport.remove_peer(2)
+            assert 2 not in a.transport.stats()
+            a.transport.send([app(1, 2, 2)])
+            assert a.transport.dropped_unknown == 1
+            await a.transport.close()
+            assert a.transport._retired == set()  # every peer task has finished
+        finally:
+            await stop_all(a, b_old, b_new)
+
+    run(main())
+
+
+class FreezableProxy:
+    """A loopback TCP proxy that can stop forwarding while keeping the connections open,
+    the way a hung or partitioned peer looks to the sender."""
+
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream_port = upstream_port
+        self.frozen = False
+        self.server: asyncio.Server | None = None
+        self.tasks: set[asyncio.Task] = set()
+        self.writers: list[asyncio.StreamWriter] = []
+        self.port = 0
+
+    async def start(self) -> None:
+        self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        self.port = self.server.sockets[0].getsockname()[1]
+
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while data := await reader.read(65536):
+            if not self.frozen:
+                writer.write(data)
+                await writer.drain()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+        self.writers += [writer, up_writer]
+        for coro in (self._pipe(reader, up_writer), self._pipe(up_reader, writer)):
+            task = asyncio.create_task(coro)
+            self.tasks.add(task)
+
+    async def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        for w in self.writers:
+            w.close()
+
+
+def test_keepalive_notices_a_silent_peer() -> None:
+    async def main() -> None:
+        a = Member(1)
+        b = Member(2)
+        await b.start()
+        proxy = FreezableProxy(b.port)
+        try:
+            await proxy.start()
+            a.transport.set_peer(2, f"127.0.0.1:{proxy.port}")
+            await wait_until(lambda: a.stats(2)["connected"], "the stream to connect")
+            a.transport.send([app(1, 2, 0)])
+            await wait_until(lambda: len(b.received) == 1, "delivery through the proxy")
+
+            proxy.frozen = True  # the TCP connection stays up; nothing gets through
+            loop = asyncio.get_running_loop()
+            frozen_at = loop.time()
+            await wait_until(lambda: not a.stats(2)["connected"], "keepalive to fail", timeout=10)
+            assert loop.time() - frozen_at < 8  # keepalive 2 s + ping timeout 1 s, not 1 min
+            assert a.stats(2)["last_error"] == "UNAVAILABLE"
+            await wait_until(lambda: 2 in a.unreachable, "on_unreachable(2)")
+        finally:
+            await stop_all(a, b)
+            await proxy.close()
+
+    run(main())
