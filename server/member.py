@@ -8,8 +8,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from dataclasses import dataclass, field
-from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -22,6 +20,7 @@ from coord.server.api.kv import KVService
 from coord.server.api.ownership import OwnershipService
 from coord.server.api.producers import ProducersService
 from coord.server.api.sessions import SessionsService
+from coord.server.config import MemberConfig
 from coord.server.core.coordinator import Coordinator
 from coord.server.core.events import EventHub
 from coord.server.core.forward import ForwardService, LeaderLink
@@ -29,31 +28,14 @@ from coord.server.core.session_tracker import SessionTracker
 from coord.server.etcd.cluster import EtcdClusterService, EtcdMaintenanceService
 from coord.server.etcd.kv import EtcdKVService
 from coord.server.etcd.lease import EtcdLeaseService
-from coord.server.etcd.watch import DEFAULT_PROGRESS_NOTIFY_S, EtcdWatchService
-from coord.server.node.driver import Node, NodeOptions
+from coord.server.etcd.watch import EtcdWatchService
+from coord.server.node.driver import Node
 from coord.server.node.members import MemberInfo
 from coord.server.transport.peer import EXCLUSIVE_BIND, SERVER_OPTIONS
 from coord.sm.machine import CoordMachine
 from coord.v1 import admin_pb2, admin_pb2_grpc, coord_pb2, coord_pb2_grpc
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(slots=True)
-class MemberConfig:
-    name: str
-    data_dir: Path
-    listen: str
-    peer_listen: str
-    initial_cluster: list[MemberInfo]
-    cluster_secret: bytes
-    options: NodeOptions = field(default_factory=NodeOptions)
-    join: bool = False
-    cluster_token: str = "coord"
-    read_only_mode: bool = True
-    etcd_listen: str = ""  # a second address for the etcd API (it is on `listen` too)
-    etcd_progress_notify_s: float = DEFAULT_PROGRESS_NOTIFY_S
-    etcd_only: bool = False  # clients get the etcd v3 API only (no native or Admin API)
 
 
 class Member:

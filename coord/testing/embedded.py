@@ -10,7 +10,8 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from coord.server.member import Member, MemberConfig
+from coord.server.config import MemberConfig
+from coord.server.member import Member
 
 T = TypeVar("T")
 

@@ -137,12 +137,13 @@ class LocalCluster:
         return self.endpoints
 
     def command(self, name: str) -> list[str]:
+        """The command line that runs member `name` as a process."""
+        return [sys.executable, "-m", "coord", "serve", *self.serve_args(name)]
+
+    def serve_args(self, name: str) -> list[str]:
+        """Member `name`'s `coord serve` flags, for a process and an in-process member."""
         m = self.members[name]
         return [
-            sys.executable,
-            "-m",
-            "coord",
-            "serve",
             "--name",
             name,
             "--data-dir",
@@ -197,12 +198,14 @@ class LocalCluster:
             self.wait_serving(name, timeout)
 
     def _start_embedded(self, m: MemberProcess, timeout: float) -> None:
-        """The same member `command()` would run, parsed by the same CLI, in this process."""
-        from coord.cli.main import build_parser, member_config
+        """The same member `command()` would run, its flags parsed and turned into a config
+        as `coord serve` does (coord.server.config), in this process. Imported here so that
+        process-only clusters never load the server."""
+        from coord.server.config import member_config, parse_serve_args
         from coord.testing.embedded import EmbeddedMember
 
         assert self._loop is not None
-        args = build_parser(client_commands=False).parse_args(self.command(m.name)[3:])
+        args = parse_serve_args(self.serve_args(m.name))
         m.embedded = EmbeddedMember(self._loop, member_config(args))
         m.embedded.start(timeout)
 

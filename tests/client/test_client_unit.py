@@ -20,6 +20,7 @@ from grpc_status import rpc_status
 
 from coord.cli import main as cli
 from coord.cli.client_commands import TxnSyntaxError, parse_txn
+from coord.cli.status import cmd_status
 from coord.client import (
     AsyncClient,
     Client,
@@ -585,7 +586,7 @@ def test_cli_bad_usage_exits_2(capsys):
 
 def test_cli_keeps_existing_commands():
     p = cli.build_parser()
-    assert p.parse_args(["status", "--endpoints", "x:1"]).func is cli.cmd_status
+    assert p.parse_args(["status", "--endpoints", "x:1"]).func is cmd_status
     for argv in (["own", "g", "r"], ["owners", "g"], ["watch-owners", "g"],
                  ["release", "g", "r", "--session", "1"], ["pid", "block"],
                  ["pid", "init", "k"], ["kv", "put", "k", "v"], ["kv", "del", "k"],

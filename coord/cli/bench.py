@@ -1,0 +1,71 @@
+"""`coord bench TARGET`: the command-line face of coord.bench (each target is a module
+there that starts its own clusters and prints its figures)."""
+
+from __future__ import annotations
+
+import argparse
+
+TARGETS = ["raft", "own", "pid", "kv", "etcd", "startup", "readonly"]
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    b = sub.add_parser("bench", help="benchmarks")
+    b.add_argument(
+        "target",
+        choices=TARGETS,
+        help="etcd: coord and a real etcd 3.4 side by side (put, get, claim txns); "
+        "startup: a fresh member's time to first served request, coord and etcd; "
+        "readonly: read-only mode vs ZooKeeper 3.8",
+    )
+    b.add_argument("--resources", type=int, default=10_000, help="own: resources to claim")
+    b.add_argument("--concurrency", default="1,16,256")
+    b.add_argument("--seconds", type=float, default=5.0)
+    b.add_argument("--failover-trials", type=int, default=10)
+    b.add_argument("--claims", type=int, default=10_000, help="etcd: keys claimed per level")
+    b.add_argument("--members", type=int, default=3, help="etcd: members per cluster")
+    b.add_argument(
+        "--trials", type=int, default=10, help="readonly, startup: trials per system and row"
+    )
+    b.add_argument(
+        "--zk",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="readonly: also run ZooKeeper 3.8 (Debian's zookeeper + kazoo) side by side",
+    )
+    b.add_argument(
+        "--survivor", default="follower,leader", help="readonly: which member survives"
+    )
+    b.add_argument("--zk-tick-ms", type=int, default=200, help="readonly: ZooKeeper tickTime")
+    b.add_argument(
+        "--zk-sync-limit",
+        type=int,
+        default=3,
+        help="readonly: ZooKeeper syncLimit (ticks); x tickTime is its failure detection",
+    )
+    b.add_argument("--zk-init-limit", type=int, default=10, help="readonly: ZooKeeper initLimit")
+    b.add_argument("--json", action="store_true")
+    b.set_defaults(func=cmd_bench)
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    # Only the chosen benchmark is imported: they bring clusters, etcd and ZooKeeper
+    # drivers that the others (and the parser) have no use for.
+    if args.target == "readonly":
+        from coord.bench.readonly import run_readonly_bench
+
+        return run_readonly_bench(args)
+    if args.target == "raft":
+        from coord.bench.raft import run_raft_bench
+
+        return run_raft_bench(args)
+    if args.target == "etcd":
+        from coord.bench.etcd import run_etcd_bench
+
+        return run_etcd_bench(args)
+    if args.target == "startup":
+        from coord.bench.startup import run_startup_bench
+
+        return run_startup_bench(args)
+    from coord.bench.api import run_api_bench
+
+    return run_api_bench(args)

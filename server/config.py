@@ -1,0 +1,157 @@
+"""How a member is configured: `MemberConfig`, the `coord serve` flags that fill it, and
+`member_config(args)`, the one translation from those flags to a config.
+
+It lives with the server, not the command line, so that everything that starts a member
+— `coord serve`, `coord.testing`'s in-process members, the benchmark's member — builds it
+the same way without importing the CLI (the CLI imports the tools that start members, so
+the reverse would be an import cycle). Bad input raises ValueError (a missing or
+malformed flag) or SystemExit (the cluster secret), with a message that names the flag.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from coord.server.etcd.watch import DEFAULT_PROGRESS_NOTIFY_S
+from coord.server.node.driver import NodeOptions
+from coord.server.node.members import MemberInfo, parse_initial_cluster, validate_address
+
+SERVE_REQUIRED = ("name", "data_dir", "listen", "peer_listen", "initial_cluster")
+LOG_LEVELS = ["debug", "info", "warning", "error"]
+MIN_SECRET_BYTES = 16
+
+
+@dataclass(slots=True)
+class MemberConfig:
+    name: str
+    data_dir: Path
+    listen: str
+    peer_listen: str
+    initial_cluster: list[MemberInfo]
+    cluster_secret: bytes
+    options: NodeOptions = field(default_factory=NodeOptions)
+    join: bool = False
+    cluster_token: str = "coord"
+    read_only_mode: bool = True
+    etcd_listen: str = ""  # a second address for the etcd API (it is on `listen` too)
+    etcd_progress_notify_s: float = DEFAULT_PROGRESS_NOTIFY_S
+    etcd_only: bool = False  # clients get the etcd v3 API only (no native or Admin API)
+
+
+def add_serve_flags(s: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Every `coord serve` flag, on `s` (the `serve` subcommand, or the parser of another
+    entry point that runs a member); returns `s`."""
+    s.add_argument(
+        "--etcd-only",
+        action="store_true",
+        help="serve only the etcd v3 API (for etcd test rigs); every other flag is optional:"
+        " a single member on 127.0.0.1:2379 with its data in a temp dir removed at exit",
+    )
+    s.add_argument("--name")
+    s.add_argument("--data-dir")
+    s.add_argument("--listen", help="client address HOST:PORT")
+    s.add_argument("--peer-listen", help="peer address HOST:PORT")
+    s.add_argument("--initial-cluster", help="n1=HOST:PEERPORT,n2=...")
+    s.add_argument("--initial-cluster-state", choices=["new", "existing"], default="new")
+    s.add_argument(
+        "--initial-cluster-token",
+        default="coord",
+        help="names the cluster (its id); the same for every member, joiners included",
+    )
+    s.add_argument("--cluster-secret-file", help="file holding the shared cluster secret")
+    s.add_argument(
+        "--etcd-listen",
+        default="",
+        help="also serve the etcd v3 API on HOST:PORT (it is always on --listen)",
+    )
+    s.add_argument(
+        "--etcd-progress-notify-ms",
+        type=int,
+        default=600_000,
+        help="etcd watch progress notifications, for watchers that ask, at most this often",
+    )
+    s.add_argument("--tick-ms", type=int, default=50)
+    s.add_argument("--election-ticks", type=int, default=12)
+    s.add_argument("--heartbeat-ticks", type=int, default=2)
+    s.add_argument("--snapshot-every", type=int, default=20_000)
+    s.add_argument(
+        "--read-only-mode",
+        choices=["enabled", "disabled"],
+        default="enabled",
+        help="without quorum, keep serving (stale, flagged) reads to read-only clients",
+    )
+    s.add_argument("--log-level", default="info", choices=LOG_LEVELS)
+    return s
+
+
+def configure_logging(level: str) -> None:
+    """A member's log lines on stdout (test rigs and `coord dev` read them there)."""
+    logging.basicConfig(
+        level=getattr(logging, level.upper()),
+        format="%(asctime)s.%(msecs)03d %(levelname)-5s %(message)s",
+        datefmt="%H:%M:%S",
+        stream=sys.stdout,
+    )
+
+
+def read_secret(args: argparse.Namespace) -> bytes:
+    """The cluster secret from --cluster-secret-file, else $COORD_CLUSTER_SECRET; exits
+    with a message saying how to give one when it is missing or too short."""
+    if args.cluster_secret_file:
+        path = Path(args.cluster_secret_file)
+        try:
+            secret = path.read_bytes().strip()
+        except OSError as e:
+            raise SystemExit(
+                f"coord: cannot read --cluster-secret-file {path}: {e.strerror}"
+            ) from None
+    else:
+        secret = os.environ.get("COORD_CLUSTER_SECRET", "").encode()
+    if len(secret) < MIN_SECRET_BYTES:
+        raise SystemExit(
+            "coord: members authenticate each other with a shared secret of at least 16 bytes:"
+            " pass --cluster-secret-file FILE or set COORD_CLUSTER_SECRET"
+        )
+    return secret
+
+
+def member_config(args: argparse.Namespace) -> MemberConfig:
+    """The MemberConfig that `coord serve ARGS` runs, for processes and in-process members
+    alike (coord.testing.embedded). Bad arguments raise ValueError."""
+    missing = [f"--{a.replace('_', '-')}" for a in SERVE_REQUIRED if not getattr(args, a)]
+    if missing:
+        raise ValueError(f"{', '.join(missing)} required (or --etcd-only for a throwaway member)")
+    initial = parse_initial_cluster(args.initial_cluster)
+    for address in (args.listen, args.peer_listen, *([args.etcd_listen] * bool(args.etcd_listen))):
+        validate_address(address)
+    options = NodeOptions(
+        tick_ms=args.tick_ms,
+        election_ticks=args.election_ticks,
+        heartbeat_ticks=args.heartbeat_ticks,
+        snapshot_every=args.snapshot_every,
+    )
+    return MemberConfig(
+        name=args.name,
+        data_dir=Path(args.data_dir),
+        listen=args.listen,
+        peer_listen=args.peer_listen,
+        initial_cluster=initial,
+        cluster_secret=read_secret(args),
+        options=options,
+        join=args.initial_cluster_state == "existing",
+        cluster_token=args.initial_cluster_token,
+        read_only_mode=args.read_only_mode == "enabled",
+        etcd_listen=args.etcd_listen,
+        etcd_progress_notify_s=args.etcd_progress_notify_ms / 1000,
+        etcd_only=args.etcd_only,
+    )
+
+
+def parse_serve_args(argv: list[str]) -> argparse.Namespace:
+    """`argv` (the flags after `coord serve`) parsed exactly as `coord serve` parses them."""
+    return add_serve_flags(argparse.ArgumentParser(prog="coord serve")).parse_args(argv)
