@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 
 import grpc
 
-from coord.server.api.admin import percentile
+from coord.bench.stats import latency_ms
 from coord.testing import LocalCluster
 from coord.v1 import coord_pb2 as pb
 from coord.v1 import coord_pb2_grpc as rpc
@@ -42,13 +42,11 @@ async def closed_loop(
     t0 = time.perf_counter()
     await asyncio.gather(*(worker(w) for w in range(clients)))
     elapsed = time.perf_counter() - t0
-    latencies.sort()
     return {
         "clients": clients,
         "ops": len(latencies),
         "per_s": len(latencies) / elapsed,
-        "p50_ms": percentile(latencies, 0.5) * 1000,
-        "p99_ms": percentile(latencies, 0.99) * 1000,
+        **latency_ms(latencies),
     }
 
 
@@ -112,10 +110,8 @@ async def bench_own(channel: grpc.aio.Channel, resources: int, levels: list[int]
             *(_claim_one_by_one(own, s.session_id, group, queue, latencies) for _ in range(n))
         )
         dt = time.perf_counter() - t0
-        latencies.sort()
         rows.append({"op": "own-single", "resources": resources, "clients": n, "seconds": dt,
-                     "claims_per_s": resources / dt, "p50_ms": percentile(latencies, .5) * 1000,
-                     "p99_ms": percentile(latencies, .99) * 1000})
+                     "claims_per_s": resources / dt, **latency_ms(latencies)})
         _log(f"  {resources / dt:.0f} claims/s")
     return rows
 

@@ -18,9 +18,9 @@ import time
 import grpc
 
 from coord.bench.api import bench_kv, closed_loop
+from coord.bench.stats import latency_ms
 from coord.etcdpb import rpc_pb2 as epb
 from coord.etcdpb import rpc_pb2_grpc as erpc
-from coord.server.api.admin import percentile
 from coord.testing import LocalCluster
 from coord.testing.peer_etcd import EtcdCluster
 
@@ -95,11 +95,9 @@ async def _claims(kv: erpc.KVStub, lease_id: int, prefix: str, total: int, clien
     t0 = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(clients)))
     elapsed = time.perf_counter() - t0
-    latencies.sort()
     return {"clients": clients, "ops": len(latencies), "succeeded": won,
-            "unavailable": unavailable,
-            "per_s": len(latencies) / elapsed, "p50_ms": percentile(latencies, 0.5) * 1000,
-            "p99_ms": percentile(latencies, 0.99) * 1000}
+            "unavailable": unavailable, "per_s": len(latencies) / elapsed,
+            **latency_ms(latencies)}
 
 
 async def coord_native(endpoint: str, levels: list[int], seconds: float) -> list[dict]:

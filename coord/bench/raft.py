@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 
 import grpc
 
+from coord.bench.stats import summarize
 from coord.testing import LocalCluster
 
 
@@ -99,12 +99,13 @@ def run_raft_bench(args: argparse.Namespace) -> int:
     with LocalCluster(3) as cluster:
         throughput = measure_throughput(cluster, levels, args.seconds)
         failover = measure_failover(cluster, args.failover_trials)
+    st = summarize(list(failover))
     result = {
         "throughput": throughput,
         "failover_s": {
-            "trials": len(failover),
-            "median": statistics.median(failover) if failover else None,
-            "max": max(failover) if failover else None,
+            "trials": st["n"],
+            "median": st["median"],
+            "max": st["max"],
             "all": [round(x, 3) for x in failover],
         },
     }

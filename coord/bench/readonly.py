@@ -40,7 +40,6 @@ import re
 import shutil
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -53,6 +52,7 @@ from pathlib import Path
 
 import grpc
 
+from coord.bench.stats import ratio, summarize
 from coord.testing import ClusterError, LocalCluster
 from coord.testing.ports import free_ports
 from coord.v1 import coord_pb2 as pb
@@ -105,27 +105,7 @@ def _ms(start: float, end: float | None) -> float | None:
     return None if end is None else round((end - start) * 1000, 1)
 
 
-# -- pure helpers: statistics, table, log parsing -------------------------------------------
-
-
-def summarize(values: list[float | None]) -> dict[str, float | int | None]:
-    """n, median and max of the observed values (None = not observed, left out and
-    counted as `missing` so a failed trial is visible rather than silently dropped)."""
-    seen = [v for v in values if v is not None]
-    return {
-        "n": len(seen),
-        "missing": len(values) - len(seen),
-        "median": statistics.median(seen) if seen else None,
-        "max": max(seen) if seen else None,
-    }
-
-
-def ratio(a: float | None, b: float | None) -> float | None:
-    """a / b, or None when either is missing or b is not a positive number (a ratio of
-    medians only means something for positive durations)."""
-    if a is None or b is None or b <= 0 or a < 0:
-        return None
-    return a / b
+# -- pure helpers: the table, log parsing (statistics are coord.bench.stats) ---------------
 
 
 def _fmt(v: float | int | None, width: int = 7) -> str:

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import subprocess
 import sys
 import time
 from collections.abc import Callable
+from typing import Any
 
 import grpc
 
+from coord.bench.stats import summarize
 from coord.etcdpb import rpc_pb2 as epb
 from coord.etcdpb import rpc_pb2_grpc as erpc
 from coord.testing import cluster
@@ -87,6 +88,13 @@ SYSTEMS: dict[str, Callable[[], float]] = {
 }
 
 
+def _row(system: str, times: list[float]) -> dict[str, Any]:
+    """One system's line: its median, max and min start-up over the trials, in ms."""
+    st = summarize(list(times))
+    return {"system": system, "trials": st["n"], "median_ms": st["median"] * 1000,
+            "max_ms": st["max"] * 1000, "min_ms": min(times) * 1000}
+
+
 def run_startup_bench(args: argparse.Namespace) -> int:
     coord_in_process()  # warm-up: imports and the shared loop, paid once per test session
     times: dict[str, list[float]] = {name: [] for name in SYSTEMS}
@@ -95,8 +103,7 @@ def run_startup_bench(args: argparse.Namespace) -> int:
             times[name].append(start())
         _log(f"trial {trial + 1}/{args.trials}: " + ", ".join(
             f"{name.split()[0]} {t[-1] * 1000:.0f} ms" for name, t in times.items()))
-    rows = [{"system": name, "trials": len(t), "median_ms": statistics.median(t) * 1000,
-             "max_ms": max(t) * 1000, "min_ms": min(t) * 1000} for name, t in times.items()]
+    rows = [_row(name, t) for name, t in times.items()]
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0

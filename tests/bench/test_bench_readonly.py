@@ -11,11 +11,10 @@ from coord.bench.readonly import (
     Trial,
     clock_to_epoch,
     coord_switch_time,
-    ratio,
     render_table,
-    summarize,
     zk_switch_time,
 )
+from coord.bench.stats import ratio, summarize
 
 
 def test_summarize_counts_missing_trials_and_ignores_them_for_median_and_max():
