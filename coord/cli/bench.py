@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-TARGETS = ["raft", "own", "pid", "kv", "etcd", "startup", "readonly"]
+TARGETS = ["raft", "own", "pid", "kv", "etcd", "startup", "readonly", "machine"]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -15,7 +15,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         choices=TARGETS,
         help="etcd: coord and a real etcd 3.4 side by side (put, get, claim txns); "
         "startup: a fresh member's time to first served request, coord and etcd; "
-        "readonly: read-only mode vs ZooKeeper 3.8",
+        "readonly: read-only mode vs ZooKeeper 3.8; "
+        "machine: the state machine alone, one own() of 10,000 resources",
     )
     b.add_argument("--resources", type=int, default=10_000, help="own: resources to claim")
     b.add_argument("--concurrency", default="1,16,256")
@@ -66,6 +67,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from coord.bench.startup import run_startup_bench
 
         return run_startup_bench(args)
+    if args.target == "machine":
+        from coord.bench.machine import run_machine_bench
+
+        return run_machine_bench(args)
     from coord.bench.api import run_api_bench
 
     return run_api_bench(args)

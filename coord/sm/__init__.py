@@ -6,17 +6,6 @@ wire format), `results`, `records` (shared value types), `kv`, `sessions`, `owne
 pieces they share: `codec`, `ledger` (the one revision), `dedup`, `errors`, `limits`.
 """
 
-from __future__ import annotations
-
-from typing import Any
+from coord.sm.machine import CoordMachine
 
 __all__ = ["CoordMachine"]
-
-
-def __getattr__(name: str) -> Any:
-    # Lazy, so `python -m coord.sm.machine` (the micro-benchmark) runs the module once.
-    if name == "CoordMachine":
-        from coord.sm.machine import CoordMachine
-
-        return CoordMachine
-    raise AttributeError(name)

@@ -310,28 +310,3 @@ def _compressed(pieces: Iterator[str]) -> Iterator[bytes]:
         yield z.compress(piece.encode())
     yield z.flush()
 
-
-if __name__ == "__main__":  # micro-measure: one own() of 10,000 resources
-    import time
-
-    m = CoordMachine()
-    session = m.execute(c.OpenSession("bench", 60_000), 1).session_id
-    claims = tuple(c.Claim(f"topic-{i // 64}/{i % 64}", 0) for i in range(10_000))
-    payload = c.encode_command(c.Own(session, "g", claims))
-    t0 = time.perf_counter()
-    cmd = c.decode_command(payload)
-    t1 = time.perf_counter()
-    result = m.ownership.own(cmd.session_id, cmd.group, cmd.claims)
-    t2 = time.perf_counter()
-    out = encode_result(result)
-    t3 = time.perf_counter()
-    m.drain_events()
-    assert result.ok and len(result.grants) == 10_000
-    second = CoordMachine()
-    second.execute(c.OpenSession("bench", 60_000), 1)
-    t4 = time.perf_counter()
-    second.apply(2, 1, 2, payload)
-    t5 = time.perf_counter()
-    print(f"own(10,000 resources): decode {1e3 * (t1 - t0):.1f} ms, apply {1e3 * (t2 - t1):.1f}"
-          f" ms, encode result {1e3 * (t3 - t2):.1f} ms ({len(out)} bytes); "
-          f"whole apply() {1e3 * (t5 - t4):.1f} ms; payload {len(payload)} bytes")
