@@ -38,11 +38,6 @@ class AdminClient:
     def remove_member(self, name: str) -> admin_pb2.MembershipResponse:
         return self._stub.RemoveMember(admin_pb2.RemoveMemberRequest(name=name), timeout=15.0)
 
-    def bench(self, concurrency: int, duration_ms: int):
-        """In-leader proposers of no-op commands (see Admin.Bench)."""
-        req = admin_pb2.BenchRequest(concurrency=concurrency, duration_ms=duration_ms)
-        return self._stub.Bench(req, timeout=duration_ms / 1000 + 30)
-
     def watch_status(self, timeout: float | None = None):
         return self._stub.WatchStatus(admin_pb2.WatchStatusRequest(), timeout=timeout)
 

@@ -1,9 +1,11 @@
 """`coord bench raft`: replicated-log throughput and leader failover on a real 3-member
 loopback cluster. Prints figures; asserts nothing.
 
-Throughput runs the proposers inside the leader (Admin.Bench), so it measures the log —
-batching, fsync, replication, apply — and not the Python gRPC client stack. Failover is
-measured from outside: kill -9 the leader, then time until a write commits again."""
+Throughput runs the proposers inside the leader, so it measures the log — batching,
+fsync, replication, apply — and not the Python gRPC client stack: every member is
+`python -m coord.bench.raft_member`, a normal member plus the RaftBench service on a
+port of its own, and the benchmark asks the leader's. Failover is measured from
+outside: kill -9 the leader, then time until a write commits again."""
 
 from __future__ import annotations
 
@@ -14,35 +16,65 @@ import time
 
 import grpc
 
+from coord.bench import raft_bench_pb2 as pb
+from coord.bench import raft_bench_pb2_grpc as rpc
 from coord.bench.stats import summarize
 from coord.testing import LocalCluster
+from coord.testing.ports import free_ports
 
 
 def _log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def measure_throughput(cluster: LocalCluster, levels: list[int], seconds: float):
+class BenchCluster(LocalCluster):
+    """A LocalCluster (not started) whose members are benchmark members, each serving
+    RaftBench on `bench_listen[name]`, a port distinct from the cluster's own: of
+    `members + taken` free ports, at least `members` are not among the `taken`."""
+
+    def __init__(self, members: int = 3) -> None:
+        self.bench_listen: dict[str, str] = {}
+        super().__init__(members, member_command=self._bench_member)
+        taken = {int(a.rsplit(":", 1)[1])
+                 for m in self.members.values() for a in (m.listen, m.peer_listen)}
+        ports = [p for p in free_ports(members + len(taken)) if p not in taken]
+        self.bench_listen.update(
+            {name: f"127.0.0.1:{port}" for name, port in zip(self.members, ports, strict=False)}
+        )
+
+    def _bench_member(self, name: str) -> list[str]:
+        return [sys.executable, "-m", "coord.bench.raft_member",
+                "--bench-listen", self.bench_listen[name]]
+
+    def propose_load(self, name: str, concurrency: int,
+                     duration_ms: int) -> pb.ProposeLoadResponse:
+        """`concurrency` proposers inside member `name` for `duration_ms`."""
+        with grpc.insecure_channel(self.bench_listen[name]) as channel:
+            return rpc.RaftBenchStub(channel).ProposeLoad(
+                pb.ProposeLoadRequest(concurrency=concurrency, duration_ms=duration_ms),
+                timeout=duration_ms / 1000 + 30)
+
+
+def measure_throughput(cluster: BenchCluster, levels: list[int], seconds: float) -> list[dict]:
     leader = cluster.wait_for_leader(timeout=15)
     rows = []
-    with cluster.client(leader, timeout=seconds + 30) as c:
-        c.bench(16, 1000)  # warm-up
-        for n in levels:
-            _log(f"throughput: {n} concurrent proposers for {seconds:.0f}s on leader {leader} ...")
-            r = c.bench(n, int(seconds * 1000))
-            rows.append(
-                {
-                    "concurrency": n,
-                    "committed": r.committed,
-                    "per_s": r.committed / r.seconds,
-                    "p50_ms": r.p50_ms,
-                    "p99_ms": r.p99_ms,
-                }
-            )
-            _log(
-                f"  {rows[-1]['per_s']:9.0f} proposals/s  p50 {r.p50_ms:6.2f} ms"
-                f"  p99 {r.p99_ms:6.2f} ms"
-            )
+    cluster.propose_load(leader, 16, 1000)  # warm-up
+    for n in levels:
+        _log(f"throughput: {n} concurrent proposers for {seconds:.0f}s on leader {leader} ...")
+        r = cluster.propose_load(leader, n, int(seconds * 1000))
+        rows.append(
+            {
+                "concurrency": n,
+                "committed": r.committed,
+                "per_s": r.committed / r.seconds,
+                "p50_ms": r.p50_ms,
+                "p99_ms": r.p99_ms,
+            }
+        )
+        _log(
+            f"  {rows[-1]['per_s']:9.0f} proposals/s  p50 {r.p50_ms:6.2f} ms"
+            f"  p99 {r.p99_ms:6.2f} ms"
+        )
     return rows
 
 
@@ -96,7 +128,7 @@ def _wait_caught_up(cluster: LocalCluster, name: str, timeout: float = 20) -> No
 def run_raft_bench(args: argparse.Namespace) -> int:
     levels = [int(x) for x in args.concurrency.split(",") if x]
     _log("starting a 3-member cluster on 127.0.0.1 (default timeouts) ...")
-    with LocalCluster(3) as cluster:
+    with BenchCluster(3) as cluster:
         throughput = measure_throughput(cluster, levels, args.seconds)
         failover = measure_failover(cluster, args.failover_trials)
     st = summarize(list(failover))

@@ -76,12 +76,19 @@ class LocalCluster:
         echo: Callable[[str, str], None] | None = None,
         partitionable: bool = False,
         in_process: bool = False,
+        member_command: Callable[[str], list[str]] | None = None,
     ) -> None:
         """`partitionable`: members reach each other through TCP gates, so `cut_off()`
         and `heal()` can partition a member (coord.testing.netfault). `in_process`: members run in
-        this process (coord.testing.embedded) instead of as `coord serve` processes."""
+        this process (coord.testing.embedded) instead of as `coord serve` processes.
+        `member_command(name)`: the program member `name` runs instead of `python -m coord
+        serve` (the serve flags follow it), for an entry point that runs a member plus
+        something of its own (the raft benchmark's); processes only."""
         if not 1 <= members <= 9:
             raise ValueError("members must be 1..9")
+        if in_process and member_command is not None:
+            raise ValueError("member_command runs processes: it cannot go with in_process")
+        self.member_command = member_command
         self._tmp = data_dir is None
         self.root = Path(data_dir or tempfile.mkdtemp(prefix="coord-cluster-"))
         self.root.mkdir(parents=True, exist_ok=True)
@@ -138,6 +145,8 @@ class LocalCluster:
 
     def command(self, name: str) -> list[str]:
         """The command line that runs member `name` as a process."""
+        if self.member_command is not None:
+            return [*self.member_command(name), *self.serve_args(name)]
         return [sys.executable, "-m", "coord", "serve", *self.serve_args(name)]
 
     def serve_args(self, name: str) -> list[str]:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
 
 import grpc
 
@@ -13,17 +11,10 @@ from coord.server.api.errors import abort, abort_node_error
 from coord.server.core.mode import ModeMonitor
 from coord.server.node.driver import Node, NodeError, NotLeader
 from coord.server.node.members import MemberInfo, member_id, validate_address
-from coord.sm.commands import Barrier, encode_command
 from coord.v1 import admin_pb2, admin_pb2_grpc
 
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
 MAX_PROPOSAL_BYTES = 1 << 20
-
-
-def percentile(sorted_values: list[float], q: float) -> float:
-    if not sorted_values:
-        return 0.0
-    return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
 
 
 class AdminService(admin_pb2_grpc.AdminServicer):
@@ -170,31 +161,3 @@ class AdminService(admin_pb2_grpc.AdminServicer):
 
     def _membership(self) -> admin_pb2.MembershipResponse:
         return admin_pb2.MembershipResponse(members=self.status_response().members)
-
-    async def Bench(self, request, context):  # noqa: N802
-        concurrency = request.concurrency or 1
-        if not 1 <= concurrency <= 4096 or not 0 < request.duration_ms <= 120_000:
-            await abort(context, INVALID, "BAD_BENCH", "concurrency 1..4096, duration 1..120000 ms")
-        payload = encode_command(Barrier())
-        latencies: list[float] = []
-        deadline = time.monotonic() + request.duration_ms / 1000
-
-        async def proposer() -> None:
-            while time.monotonic() < deadline:
-                t0 = time.perf_counter()
-                await self.node.propose(payload)
-                latencies.append(time.perf_counter() - t0)
-
-        t0 = time.perf_counter()
-        try:
-            await asyncio.gather(*(proposer() for _ in range(concurrency)))
-        except NodeError as e:
-            await abort_node_error(context, e)
-        seconds = time.perf_counter() - t0
-        latencies.sort()
-        return admin_pb2.BenchResponse(
-            committed=len(latencies),
-            seconds=seconds,
-            p50_ms=percentile(latencies, 0.50) * 1000,
-            p99_ms=percentile(latencies, 0.99) * 1000,
-        )
