@@ -79,12 +79,7 @@ async def serve(member: Member, bench_listen: str) -> int:
     """The member until SIGINT/SIGTERM (as `coord serve`), with RaftBench beside it."""
     server = grpc.aio.server(options=[EXCLUSIVE_BIND])
     rpc.add_RaftBenchServicer_to_server(RaftBenchService(member.node), server)
-    try:
-        port = server.add_insecure_port(bench_listen)
-    except RuntimeError as e:
-        raise OSError(f"cannot listen on {bench_listen} (--bench-listen): {e}") from None
-    if port == 0:
-        raise OSError(f"cannot listen on {bench_listen} (--bench-listen): address in use?")
+    Member._bind(server, bench_listen, "--bench-listen")  # as the member binds its own
     await server.start()
     try:
         return await member.serve_until_signalled()
