@@ -8,28 +8,19 @@
             s.own("partitions", ["p0", "p1"])
             ...  # stop writing the moment s.fenced is set
 
-`AsyncClient` has the same surface on asyncio. Errors are typed (`CoordError` and its
-subclasses); branch on the class or on `.reason`.
+`AsyncClient` has the same surface on asyncio; it is the one implementation, and `Client`
+is a blocking facade over it. Errors are typed (`CoordError` and its subclasses); branch
+on the class or on `.reason`. Modules: `results` (what calls return), `calls` (request
+building), `txn`, `keys`, `endpoints`, `retry`, `cursors` (resumable streams),
+`session_state`, `read_only` (read-only service and the prober), `transport` (with
+`aio_transport` and `thread_transport`), `aio`, `aio_stream`, `aio_session`, `sync`,
+`loop_thread`, `errors`, `sequence`, `admin`.
 """
 
-from coord.client._common import (
-    Conflict,
-    Grant,
-    Header,
-    KeyValue,
-    Owner,
-    OwnerChange,
-    OwnResult,
-    PidBlock,
-    PidLease,
-    Producer,
-    RetryPolicy,
-    SessionEvent,
-    TxnBuilder,
-    WatchEvent,
-)
 from coord.client.admin import AdminClient
-from coord.client.aio import AsyncClient, AsyncSession, AsyncStream, AsyncTxn
+from coord.client.aio import AsyncClient, AsyncTxn
+from coord.client.aio_session import AsyncSession
+from coord.client.aio_stream import AsyncStream
 from coord.client.errors import (
     CompactedError,
     CoordError,
@@ -45,8 +36,32 @@ from coord.client.errors import (
     UnavailableError,
     from_rpc_error,
 )
+from coord.client.read_only import ModeChange
+from coord.client.results import (
+    CasResult,
+    Conflict,
+    DeleteResult,
+    Grant,
+    Header,
+    KeyValue,
+    Owner,
+    OwnerChange,
+    OwnResult,
+    PidBlock,
+    PidLease,
+    Producer,
+    PutResult,
+    RangeResult,
+    ReleaseResult,
+    SessionEvent,
+    SessionInfo,
+    TxnResult,
+    WatchEvent,
+)
+from coord.client.retry import RetryPolicy
 from coord.client.sequence import SequenceValidator
 from coord.client.sync import Client, Session, Stream, Txn
+from coord.client.txn import TxnBuilder
 
 __all__ = [
     "AdminClient",
@@ -54,35 +69,43 @@ __all__ = [
     "AsyncSession",
     "AsyncStream",
     "AsyncTxn",
+    "CasResult",
     "Client",
     "CompactedError",
     "Conflict",
     "CoordError",
     "DeadlineError",
+    "DeleteResult",
     "FutureRevisionError",
     "Grant",
     "Header",
     "InvalidArgumentError",
     "KeyValue",
+    "ModeChange",
     "NoQuorumError",
     "OutOfRangeError",
-    "Owner",
-    "OwnerChange",
     "OwnResult",
     "OwnedByHigherGenerationError",
+    "Owner",
+    "OwnerChange",
     "PidBlock",
     "PidLease",
     "Producer",
     "ProducerFencedError",
+    "PutResult",
+    "RangeResult",
     "ReadOnlyError",
+    "ReleaseResult",
     "RetryPolicy",
     "SequenceValidator",
     "Session",
     "SessionEvent",
     "SessionGoneError",
+    "SessionInfo",
     "Stream",
     "Txn",
     "TxnBuilder",
+    "TxnResult",
     "UnavailableError",
     "WatchEvent",
     "from_rpc_error",

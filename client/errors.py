@@ -1,10 +1,11 @@
 """Typed client errors.
 
 The server reports every failure as a gRPC status code plus a google.rpc.ErrorInfo whose
-`reason` is machine-readable (domain "coord.dev"). Callers should branch on the exception
-type (or `.reason`), never on message text; `from_rpc_error` is the single place that maps
-a failed call to one of these classes, by reason first and status code as a fallback (a
-connection failure carries no ErrorInfo at all).
+`reason` is machine-readable (domain "coord.dev"; the contract is `coord.wire`). Callers
+should branch on the exception type (or `.reason`), never on message text;
+`from_rpc_error` is the single place that maps a failed call to one of these classes, by
+reason first and status code as a fallback (a connection failure carries no ErrorInfo at
+all).
 """
 
 from __future__ import annotations
@@ -13,10 +14,8 @@ from collections.abc import Mapping
 from typing import ClassVar
 
 import grpc
-from google.rpc import error_details_pb2
-from grpc_status import rpc_status
 
-from coord.server.api.errors import reason_of
+from coord.wire import error_info
 
 __all__ = [
     "CoordError",
@@ -184,29 +183,16 @@ def from_rpc_error(e: grpc.RpcError) -> CoordError:
     details = _call_attr(e, "details")
     message = details if isinstance(details, str) else ""
     try:
-        reason = reason_of(e)
+        info = error_info(e)
     except (AttributeError, TypeError, ValueError):  # not a Call, or a malformed status
-        reason = None
+        info = None
+    reason = info.reason if info is not None else None
     if not isinstance(code, grpc.StatusCode):
         code = grpc.StatusCode.UNKNOWN
-    err = error_for(reason or code.name, message, code, _error_metadata(e) if reason else None)
+    metadata = dict(info.metadata) if info is not None and reason else None
+    err = error_for(reason or code.name, message, code, metadata)
     err.__cause__ = e
     return err
-
-
-def _error_metadata(e: grpc.RpcError) -> dict[str, str]:
-    """ErrorInfo.metadata of a failed call (reason_of gives only the reason)."""
-    try:
-        status = rpc_status.from_call(e)  # type: ignore[arg-type]
-    except (AttributeError, TypeError, ValueError):
-        return {}
-    if status is None:
-        return {}
-    for detail in status.details:
-        info = error_details_pb2.ErrorInfo()
-        if detail.Unpack(info):
-            return dict(info.metadata)
-    return {}
 
 
 def _call_attr(e: grpc.RpcError, name: str) -> object:

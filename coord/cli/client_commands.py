@@ -20,20 +20,12 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
-from coord.client._common import (
-    BARE_CLAIM_GENERATION,
-    DEFAULT_ENDPOINTS,
-    ENDPOINTS_ENV,
-    DeleteResult,
-    KeyValue,
-    PutResult,
-    RangeResult,
-    TxnBuilder,
-    TxnResult,
-    describe_end,
-    parse_endpoints,
-)
+from coord.client.calls import BARE_CLAIM_GENERATION
+from coord.client.endpoints import DEFAULT_ENDPOINTS, ENDPOINTS_ENV, parse_endpoints
 from coord.client.errors import CoordError
+from coord.client.results import DeleteResult, KeyValue, PutResult, RangeResult, TxnResult
+from coord.client.session_state import describe_end
+from coord.client.txn import TxnBuilder
 
 B = TypeVar("B", bound=TxnBuilder)
 

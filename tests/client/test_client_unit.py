@@ -36,8 +36,38 @@ from coord.client import (
     UnavailableError,
     from_rpc_error,
 )
-from coord.client import _common as c
+from coord.client.calls import (
+    allocate_pid_block_call,
+    check_producer_call,
+    claims_pb,
+    close_session_call,
+    compact_call,
+    compare_and_set_call,
+    delete_call,
+    finish,
+    get_call,
+    get_owner_call,
+    init_producer_call,
+    lease_pid_call,
+    list_owners_call,
+    open_session_call,
+    own_call,
+    put_call,
+    put_if_absent_call,
+    range_call,
+    release_call,
+    session_id_of,
+    txn_call,
+)
+from coord.client.cursors import OwnersCursor, WatchCursor
+from coord.client.endpoints import DEFAULT_ENDPOINTS, EndpointRing, parse_endpoints
 from coord.client.errors import FutureRevisionError
+from coord.client.keys import key_range, prefix_end
+from coord.client.read_only import ModeChange
+from coord.client.results import Header, RangeResult, SessionEvent, lease_result
+from coord.client.retry import Attempts, RetryPolicy
+from coord.client.session_state import SessionCore
+from coord.client.txn import TxnBuilder
 from coord.v1 import coord_pb2 as pb
 from coord.v1 import coord_pb2_grpc as pb_grpc
 
@@ -179,7 +209,7 @@ def test_error_mapping_plain_rpc_error():
 
 def test_txn_builder_builds_request():
     req = (
-        c.TxnBuilder()
+        TxnBuilder()
         .if_version("k", "=", 0)
         .if_value(b"v", "!=", "x")
         .if_mod("m", ">", 5)
@@ -212,44 +242,44 @@ def test_txn_builder_builds_request():
 
 
 def test_txn_builder_fresh_request_id_and_validation():
-    t = c.TxnBuilder().if_version("k", "==", 0).then_put("k", "v")
+    t = TxnBuilder().if_version("k", "==", 0).then_put("k", "v")
     a, b = t.build(), t.build()
     assert a.request_id and b.request_id and a.request_id != b.request_id
     assert a.compares[0].op == "="
     with pytest.raises(ValueError):
-        c.TxnBuilder().if_version("k", "<=", 1)
+        TxnBuilder().if_version("k", "<=", 1)
     with pytest.raises(TypeError):
-        c.TxnBuilder().if_version("k", "=", "1")  # type: ignore[arg-type]
+        TxnBuilder().if_version("k", "=", "1")  # type: ignore[arg-type]
     with pytest.raises(ValueError):
-        c.TxnBuilder().compare("k", "lease", "=", 1)
+        TxnBuilder().compare("k", "lease", "=", 1)
     with pytest.raises(ValueError):
-        c.txn_call(pb.TxnRequest())
+        txn_call(pb.TxnRequest())
 
 
 def test_session_object_accepted_wherever_an_id_is():
     class S:
         id = 12
 
-    assert c.put_call("k", "v", session=S()).request.session_id == 12
-    assert c.own_call(S(), "g", ["a"]).request.session_id == 12
+    assert put_call("k", "v", session=S()).request.session_id == 12
+    assert own_call(S(), "g", ["a"]).request.session_id == 12
     with pytest.raises(TypeError):
-        c.session_id_of("12")  # type: ignore[arg-type]
+        session_id_of("12")  # type: ignore[arg-type]
 
 
 # -- keys ---------------------------------------------------------------------------------
 
 
 def test_prefix_end_and_key_range():
-    assert c.prefix_end(b"a") == b"b"
-    assert c.prefix_end(b"a\xff") == b"b"
-    assert c.prefix_end(b"\xff\xff") == b"\0"
-    assert c.key_range(prefix="") == (b"\0", b"\0")
-    assert c.key_range("k") == (b"k", b"")
-    assert c.key_range("a", "\0") == (b"a", b"\0")
+    assert prefix_end(b"a") == b"b"
+    assert prefix_end(b"a\xff") == b"b"
+    assert prefix_end(b"\xff\xff") == b"\0"
+    assert key_range(prefix="") == (b"\0", b"\0")
+    assert key_range("k") == (b"k", b"")
+    assert key_range("a", "\0") == (b"a", b"\0")
     with pytest.raises(ValueError):
-        c.key_range("a", prefix="b")
+        key_range("a", prefix="b")
     with pytest.raises(ValueError):
-        c.key_range()
+        key_range()
 
 
 # -- endpoints and retry policy -----------------------------------------------------------
@@ -257,16 +287,16 @@ def test_prefix_end_and_key_range():
 
 def test_parse_endpoints(monkeypatch):
     monkeypatch.delenv("COORD_ENDPOINTS", raising=False)
-    assert c.parse_endpoints(None) == list(c.DEFAULT_ENDPOINTS)
+    assert parse_endpoints(None) == list(DEFAULT_ENDPOINTS)
     monkeypatch.setenv("COORD_ENDPOINTS", "h1:1, h2:2,h1:1")
-    assert c.parse_endpoints(None) == ["h1:1", "h2:2"]
-    assert c.parse_endpoints(["a:1", "b:2,c:3"]) == ["a:1", "b:2", "c:3"]
+    assert parse_endpoints(None) == ["h1:1", "h2:2"]
+    assert parse_endpoints(["a:1", "b:2,c:3"]) == ["a:1", "b:2", "c:3"]
     with pytest.raises(ValueError):
-        c.parse_endpoints(" , ")
+        parse_endpoints(" , ")
 
 
 def test_endpoint_ring_rotates_once_per_failure_of_the_current_member():
-    ring = c.EndpointRing(["a", "b", "c"])
+    ring = EndpointRing(["a", "b", "c"])
     i, ep = ring.current()
     assert (i, ep) == (0, "a")
     ring.failed(0)
@@ -278,7 +308,7 @@ def test_endpoint_ring_rotates_once_per_failure_of_the_current_member():
 
 
 def test_retry_policy_is_bounded():
-    p = c.RetryPolicy(rounds=2, min_attempts=3, backoff=0.05, max_backoff=1.0)
+    p = RetryPolicy(rounds=2, min_attempts=3, backoff=0.05, max_backoff=1.0)
     assert p.attempts(3) == 6
     assert p.attempts(1) == 3
     delays = [p.delay(f, 3) for f in range(1, 40)]
@@ -300,10 +330,10 @@ def test_attempts_only_repeat_what_is_safe():
     no_leader = UnavailableError("NO_LEADER", "")
     deadline = DeadlineError("TIMEOUT", "")
     invalid = InvalidArgumentError("INVALID_ARGUMENT", "")
-    policy = c.RetryPolicy()
+    policy = RetryPolicy()
 
-    def fresh() -> c.Attempts:
-        return c.Attempts(policy, 3, timeout=5.0, clock=FakeClock())
+    def fresh() -> Attempts:
+        return Attempts(policy, 3, timeout=5.0, clock=FakeClock())
 
     assert fresh().next_delay(unavailable, safe=True) is not None
     assert fresh().next_delay(deadline, safe=True) is not None
@@ -318,24 +348,24 @@ def test_attempts_only_repeat_what_is_safe():
 
 
 def test_giving_up_after_no_quorum_says_no_quorum():
-    a = c.Attempts(c.RetryPolicy(), 3, timeout=5.0, clock=FakeClock())
+    a = Attempts(RetryPolicy(), 3, timeout=5.0, clock=FakeClock())
     a.next_delay(NoQuorumError("NO_QUORUM", "member n1 has no quorum"), safe=True)
     final = a.final(DeadlineError("TIMEOUT", "n2 did not answer"))
     assert isinstance(final, NoQuorumError)
     assert "n1 has no quorum" in final.message and "n2 did not answer" in final.message
     # Without a NO_QUORUM answer, the last error stands.
-    b = c.Attempts(c.RetryPolicy(), 3, timeout=5.0, clock=FakeClock())
+    b = Attempts(RetryPolicy(), 3, timeout=5.0, clock=FakeClock())
     unavailable = UnavailableError("UNAVAILABLE", "down")
     assert b.final(unavailable) is unavailable
 
 
 def test_attempts_run_out_by_count_and_by_time():
-    a = c.Attempts(c.RetryPolicy(rounds=2), 3, timeout=5.0, clock=FakeClock())
+    a = Attempts(RetryPolicy(rounds=2), 3, timeout=5.0, clock=FakeClock())
     err = UnavailableError("UNAVAILABLE", "")
     delays = [a.next_delay(err, True) for _ in range(10)]
     assert delays.count(None) == 5 and delays[:5] == [d for d in delays[:5] if d is not None]
     clock = FakeClock()
-    b = c.Attempts(c.RetryPolicy(rounds=100), 3, timeout=1.0, clock=clock)
+    b = Attempts(RetryPolicy(rounds=100), 3, timeout=1.0, clock=clock)
     assert b.call_timeout() == 1.0
     clock.now = 2.5
     assert b.call_timeout() == pytest.approx(0.5)
@@ -345,15 +375,15 @@ def test_attempts_run_out_by_count_and_by_time():
 
 def test_attempts_ride_out_an_election_within_the_time_budget():
     clock = FakeClock()
-    a = c.Attempts(c.RetryPolicy(rounds=2), 3, timeout=5.0, clock=clock)
+    a = Attempts(RetryPolicy(rounds=2), 3, timeout=5.0, clock=clock)
     no_quorum = NoQuorumError("NO_QUORUM", "")
     delays = [a.next_delay(no_quorum, True) for _ in range(30)]
     assert None not in delays[:23] and delays[23:] == [None] * 7  # 4 x 6 tries, not 6
-    b = c.Attempts(c.RetryPolicy(rounds=2), 3, timeout=1.0, clock=clock)
+    b = Attempts(RetryPolicy(rounds=2), 3, timeout=1.0, clock=clock)
     clock.now += 3.0
     assert b.next_delay(no_quorum, True) is None  # still bounded by 3 x timeout
     # The dead leader refusing connections does not cut the patience short.
-    mixed = c.Attempts(c.RetryPolicy(rounds=2), 3, timeout=5.0, clock=FakeClock())
+    mixed = Attempts(RetryPolicy(rounds=2), 3, timeout=5.0, clock=FakeClock())
     refused = UnavailableError("UNAVAILABLE", "connection refused")
     errors = [no_quorum, refused, no_quorum] * 7
     assert None not in [mixed.next_delay(e, True) for e in errors[:20]]
@@ -362,24 +392,24 @@ def test_attempts_ride_out_an_election_within_the_time_budget():
 # -- request ids --------------------------------------------------------------------------
 
 WRITES = [
-    lambda: c.put_call("k", "v"),
-    lambda: c.delete_call("k"),
-    lambda: c.txn_call(c.TxnBuilder().then_put("k", "v").build()),
-    lambda: c.put_if_absent_call("k", "v"),
-    lambda: c.compare_and_set_call("k", 0, "v"),
-    lambda: c.open_session_call("n", 10, False),
-    lambda: c.own_call(1, "g", ["r"]),
-    lambda: c.release_call(1, "g", ["r"]),
-    lambda: c.allocate_pid_block_call("me", 10),
-    lambda: c.lease_pid_call("t", 0),
-    lambda: c.init_producer_call("pk"),
+    lambda: put_call("k", "v"),
+    lambda: delete_call("k"),
+    lambda: txn_call(TxnBuilder().then_put("k", "v").build()),
+    lambda: put_if_absent_call("k", "v"),
+    lambda: compare_and_set_call("k", 0, "v"),
+    lambda: open_session_call("n", 10, False),
+    lambda: own_call(1, "g", ["r"]),
+    lambda: release_call(1, "g", ["r"]),
+    lambda: allocate_pid_block_call("me", 10),
+    lambda: lease_pid_call("t", 0),
+    lambda: init_producer_call("pk"),
 ]
 READS = [
-    lambda: c.get_call("k"),
-    lambda: c.range_call(prefix="k"),
-    lambda: c.get_owner_call("g", "r"),
-    lambda: c.list_owners_call("g"),
-    lambda: c.check_producer_call("pk", 1, 1),
+    lambda: get_call("k"),
+    lambda: range_call(prefix="k"),
+    lambda: get_owner_call("g", "r"),
+    lambda: list_owners_call("g"),
+    lambda: check_producer_call("pk", 1, 1),
 ]
 
 
@@ -398,33 +428,33 @@ def test_reads_carry_no_request_id_and_are_safe(make):
 
 
 def test_writes_without_request_id():
-    compact = c.compact_call(5)
+    compact = compact_call(5)
     assert not compact.safe  # repeated only when the error proves it was not applied
     assert "request_id" not in compact.request.DESCRIPTOR.fields_by_name
-    assert c.close_session_call(3).safe  # a repeat answers UNKNOWN_SESSION: treated as closed
-    assert not c.range_call("k", serializable=True).linearizable
+    assert close_session_call(3).safe  # a repeat answers UNKNOWN_SESSION: treated as closed
+    assert not range_call("k", serializable=True).linearizable
 
 
 def test_stale_linearizable_read_fails_over_unless_read_only_ok():
-    call = c.get_call("k")
+    call = get_call("k")
     resp = pb.RangeResponse(header=pb.ResponseHeader(read_only=True, member="n3"))
     with pytest.raises(NoQuorumError):
-        c.finish(call, resp, read_only_ok=False)
-    assert c.finish(call, resp, read_only_ok=True) is None
+        finish(call, resp, read_only_ok=False)
+    assert finish(call, resp, read_only_ok=True) is None
 
 
 def test_claims_forms():
     # A bare name claims at generation 1 (never the resetting generation 0).
-    assert c.claims_pb("a") == [pb.Claim(resource="a", generation=1)]
-    assert c.claims_pb(["a", ("b", 3)]) == [pb.Claim(resource="a", generation=1),
+    assert claims_pb("a") == [pb.Claim(resource="a", generation=1)]
+    assert claims_pb(["a", ("b", 3)]) == [pb.Claim(resource="a", generation=1),
                                              pb.Claim(resource="b", generation=3)]
-    assert c.claims_pb([("z", 0)]) == [pb.Claim(resource="z", generation=0)]
-    assert c.claims_pb({"x": 2}) == [pb.Claim(resource="x", generation=2)]
+    assert claims_pb([("z", 0)]) == [pb.Claim(resource="z", generation=0)]
+    assert claims_pb({"x": 2}) == [pb.Claim(resource="x", generation=2)]
 
 
 def test_lease_error_in_body_raises():
     with pytest.raises(CoordError) as e:
-        c.lease_result(pb.LeasePidResponse(error="UNKNOWN_PID"))
+        lease_result(pb.LeasePidResponse(error="UNKNOWN_PID"))
     assert e.value.reason == "UNKNOWN_PID"
 
 
@@ -440,10 +470,10 @@ def wresp(*events: tuple[bytes, int]) -> pb.WatchResponse:
 
 
 def test_watch_cursor_pins_start_and_resumes_without_loss_or_repeat():
-    cur = c.WatchCursor(b"a", b"b")
+    cur = WatchCursor(b"a", b"b")
     start = cur.start_call()
     assert start is not None and start.request.limit == 1
-    cur.started(c.RangeResult(c.Header(revision=10)))
+    cur.started(RangeResult(Header(revision=10)))
     assert cur.request().from_revision == 11
     assert cur.start_call() is None
     got = cur.feed(wresp((b"a1", 11), (b"a2", 12)))
@@ -458,7 +488,7 @@ def test_watch_cursor_pins_start_and_resumes_without_loss_or_repeat():
 
 
 def test_owners_cursor_relists_until_a_change_then_resumes():
-    cur = c.OwnersCursor("g")
+    cur = OwnersCursor("g")
     snap = pb.OwnerChange(group="g", owner=pb.Owner(resource="r", session_id=1, revision=4),
                           snapshot=True)
     assert len(cur.feed(snap)) == 1
@@ -475,7 +505,7 @@ def test_owners_cursor_relists_until_a_change_then_resumes():
 
 def test_session_core():
     clock = FakeClock()
-    core = c.SessionCore(5, ttl=9.0, clock=clock)
+    core = SessionCore(5, ttl=9.0, clock=clock)
     assert core.interval == 3.0
     assert core.remaining() == 9.0
     clock.now = 4.0
@@ -488,19 +518,19 @@ def test_session_core():
     assert core.acked(5.0, pb.KeepAliveResponse(session_id=5, ttl_ms=12000, read_only=True)) is None
     assert core.remaining() == 10.0 and core.mode == "read-only"
     core.mode = "read-write"
-    assert core.moved(c.ModeChange("read-write", "n2", "e", True)) is None  # knew already
+    assert core.moved(ModeChange("read-write", "n2", "e", True)) is None  # knew already
     core.mode = "read-only"
-    moved = core.moved(c.ModeChange("read-write", "n2", "e", True))
+    moved = core.moved(ModeChange("read-write", "n2", "e", True))
     assert moved is not None and (moved.type, moved.mode, moved.member) == (
         "mode_changed", "read-write", "n2")
     clock.now = 8.0
     assert core.stalled(3.0)
     gone = core.acked(8.0, pb.KeepAliveResponse(session_id=5, gone=True))
     assert gone is not None and gone.type == "gone"
-    assert core.observe(c.SessionEvent("mode_changed", 5, mode="read-only")) is False
+    assert core.observe(SessionEvent("mode_changed", 5, mode="read-only")) is False
     assert core.mode == "read-only"
-    assert core.observe(c.SessionEvent("severed", 5))
-    assert core.observe(c.SessionEvent("released", 5))  # closed by another client
+    assert core.observe(SessionEvent("severed", 5))
+    assert core.observe(SessionEvent("released", 5))  # closed by another client
     assert core.end(gone) and not core.end(gone)
 
 
@@ -524,7 +554,7 @@ def test_parse_txn_full_script():
     )
     got = parse_txn(script).build(request_id="r")
     expected = (
-        c.TxnBuilder()
+        TxnBuilder()
         .if_version("lock", "=", 0)
         .if_value("cfg", "!=", "old value")
         .if_mod("counter", ">", 3)
@@ -540,7 +570,7 @@ def test_parse_txn_full_script():
 
 def test_parse_txn_without_compares_or_failure_ops():
     got = parse_txn("\nput k v\ndel --prefix old/\n").build(request_id="r")
-    assert got == c.TxnBuilder().then_put("k", "v").then_delete(prefix="old/").build(
+    assert got == TxnBuilder().then_put("k", "v").then_delete(prefix="old/").build(
         request_id="r")
 
 
@@ -691,7 +721,7 @@ def members() -> Iterator[list[FakeMember]]:
         m.stop()
 
 
-FAST = c.RetryPolicy(backoff=0.01, max_backoff=0.05)
+FAST = RetryPolicy(backoff=0.01, max_backoff=0.05)
 
 
 def eventually(predicate, timeout: float = 5.0) -> bool:

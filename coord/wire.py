@@ -1,0 +1,93 @@
+"""What coord's client and server agree on about errors on the wire.
+
+Every failure crosses the wire as a gRPC status code plus a `google.rpc.ErrorInfo` in
+domain `coord.dev` whose `reason` is machine-readable. The server picks the code from
+the reason (the tables below); the client reads the reason back (`error_info`,
+`reason_of`) and maps it to a typed exception. Both sides import this module, so the
+contract is written once and the client library does not import the server (which would
+drag the Raft core, its SQLite log and the peer transport into every client process).
+
+Only plain data and protobuf live here: no server or client classes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+
+import grpc
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
+
+__all__ = [
+    "DOMAIN",
+    "NODE_ERROR_CODES",
+    "RESULT_CODES",
+    "error_info",
+    "node_error_code",
+    "reason_of",
+    "result_code",
+]
+
+DOMAIN = "coord.dev"
+"""The ErrorInfo domain of every coord error."""
+
+NODE_ERROR_CODES: Mapping[str, grpc.StatusCode] = MappingProxyType({
+    "NOT_LEADER": grpc.StatusCode.FAILED_PRECONDITION,
+    "NO_LEADER": grpc.StatusCode.UNAVAILABLE,
+    "PROPOSAL_LOST": grpc.StatusCode.UNAVAILABLE,
+    "OUTCOME_UNKNOWN": grpc.StatusCode.UNAVAILABLE,
+    "TIMEOUT": grpc.StatusCode.DEADLINE_EXCEEDED,
+    "STOPPED": grpc.StatusCode.UNAVAILABLE,
+    "UNAVAILABLE": grpc.StatusCode.UNAVAILABLE,
+})
+"""Reasons a member's Raft node fails a request with (the request never reached the state
+machine, or its outcome is unknown), and their status codes."""
+
+RESULT_CODES: Mapping[str, grpc.StatusCode] = MappingProxyType({
+    "INVALID_ARGUMENT": grpc.StatusCode.INVALID_ARGUMENT,
+    "TOO_LARGE": grpc.StatusCode.INVALID_ARGUMENT,
+    "UNKNOWN_SESSION": grpc.StatusCode.NOT_FOUND,
+    "UNKNOWN_PRODUCER": grpc.StatusCode.NOT_FOUND,
+    "UNKNOWN_PID": grpc.StatusCode.NOT_FOUND,
+    "OWNED_BY_HIGHER_GENERATION": grpc.StatusCode.FAILED_PRECONDITION,
+    "PRODUCER_FENCED": grpc.StatusCode.FAILED_PRECONDITION,
+    "COMPACTED": grpc.StatusCode.OUT_OF_RANGE,
+    "FUTURE_REVISION": grpc.StatusCode.OUT_OF_RANGE,
+    "PID_CAPACITY_EXHAUSTED": grpc.StatusCode.RESOURCE_EXHAUSTED,
+    "REQUEST_ID_REUSED": grpc.StatusCode.ALREADY_EXISTS,
+    "SESSION_EXISTS": grpc.StatusCode.ALREADY_EXISTS,
+    "KEY_NOT_FOUND": grpc.StatusCode.NOT_FOUND,
+})
+"""Error reasons of state-machine results (the command was applied and refused), and
+their status codes; any other result reason is FAILED_PRECONDITION."""
+
+
+def node_error_code(reason: str) -> grpc.StatusCode:
+    """The gRPC code for a node error's reason (UNAVAILABLE for one not listed)."""
+    return NODE_ERROR_CODES.get(reason, grpc.StatusCode.UNAVAILABLE)
+
+
+def result_code(reason: str) -> grpc.StatusCode:
+    """The gRPC code for a state-machine result's error reason."""
+    return RESULT_CODES.get(reason, grpc.StatusCode.FAILED_PRECONDITION)
+
+
+def error_info(err: grpc.RpcError) -> error_details_pb2.ErrorInfo | None:
+    """The ErrorInfo carried by a failed call, if any. Raises what `rpc_status.from_call`
+    raises for a call that is not a Call (AttributeError) or whose status details
+    contradict its code or message (ValueError)."""
+    status = rpc_status.from_call(err)  # type: ignore[arg-type]
+    if status is None:
+        return None
+    for detail in status.details:
+        info = error_details_pb2.ErrorInfo()
+        if detail.Unpack(info):
+            return info
+    return None
+
+
+def reason_of(err: grpc.RpcError) -> str | None:
+    """The ErrorInfo reason carried by a failed call, if any (see `error_info`)."""
+    info = error_info(err)
+    return None if info is None else info.reason
