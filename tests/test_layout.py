@@ -349,16 +349,7 @@ def test_no_import_cycles():
         " -> ".join(c) for c in found)
 
 
-CLIENT_SLICE = ("coord.client still imports the server's error mapping (client/errors.py ->"
-                " coord.server.api.errors); the client slice (branch layout-client) removes"
-                " it: flip this when it lands")
-
-
-@pytest.mark.parametrize("own", [
-    pytest.param("coord.client", marks=pytest.mark.xfail(strict=True, reason=CLIENT_SLICE)),
-    *(c for c in CONTRACTS if c != "coord.client"),
-    "new surfaces",
-])
+@pytest.mark.parametrize("own", [*CONTRACTS, "new surfaces"])
 def test_every_layer_keeps_its_contract(own: str):
     """One layer's imports at a time (`new surfaces`: every layer not in ALLOWED_LAYERS),
     so one layer's known debt does not hide another's."""
@@ -373,7 +364,6 @@ def test_the_allow_list_names_what_exists():
     assert set(CONTRACTS) <= set(ALLOWED_LAYERS)
 
 
-@pytest.mark.xfail(strict=True, reason=CLIENT_SLICE)
 def test_importing_the_client_loads_no_server_raft_or_sqlite():
     loaded = loaded_by("import coord.client")
     assert not (bad := heavy(loaded, ("coord.server", "coord.raft", "sqlite3"))), bad
@@ -408,7 +398,7 @@ def test_the_serve_parser_loads_no_client_commands():
 
 
 def test_client_commands_load_nothing_of_the_server_beyond_the_client_library():
-    """Once coord.client is light (the xfail above), the client commands are too."""
+    """coord.client is light (above), and so are the client commands."""
     loaded = loaded_by(
         "from coord.cli.main import main\n"
         "main(['kv', 'get', 'k', '--endpoints', '127.0.0.1:1', '--timeout', '0.2'])",
