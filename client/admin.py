@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import grpc
 
 from coord.v1 import admin_pb2, admin_pb2_grpc
@@ -38,7 +40,8 @@ class AdminClient:
     def remove_member(self, name: str) -> admin_pb2.MembershipResponse:
         return self._stub.RemoveMember(admin_pb2.RemoveMemberRequest(name=name), timeout=15.0)
 
-    def watch_status(self, timeout: float | None = None):
+    def watch_status(self, timeout: float | None = None) -> Iterator[admin_pb2.StatusEvent]:
+        """The member's status events as they happen (a server stream)."""
         return self._stub.WatchStatus(admin_pb2.WatchStatusRequest(), timeout=timeout)
 
     def close(self) -> None:

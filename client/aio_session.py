@@ -126,8 +126,10 @@ class AsyncSession(SessionFacts):
         self.client = client
         self.core = SessionCore(session_id, ttl, name)
         self.fenced = asyncio.Event()
-        self._own_output = AsyncOutput(on_severed, on_event) if output is None else None
-        self._output: SessionOutput = output or self._own_output  # type: ignore[assignment]
+        self._own_output: AsyncOutput | None = None
+        if output is None:
+            output = self._own_output = AsyncOutput(on_severed, on_event)
+        self._output: SessionOutput = output
         self._stopping = False
         self._closed = False
         self._ka_call: BidiCall | None = None

@@ -29,14 +29,20 @@ class LoopClosed(RuntimeError):
 
 
 class LoopThread:
-    """An asyncio event loop on a daemon thread of its own."""
+    """An asyncio event loop on a daemon thread of its own, started on first use (a
+    client made and never used, or inherited by a forked child that never uses it,
+    costs no thread)."""
 
     def __init__(self, name: str) -> None:
         self._loop = asyncio.new_event_loop()
         self._lock = threading.Lock()  # orders submissions before stop()
         self._stopping = False
         self._thread = threading.Thread(target=self._main, name=name, daemon=True)
-        self._thread.start()
+
+    def _start(self) -> None:
+        """Start the thread if it is not running yet (hold `_lock`)."""
+        if self._thread.ident is None:
+            self._thread.start()
 
     def _main(self) -> None:
         asyncio.set_event_loop(self._loop)
@@ -72,6 +78,7 @@ class LoopThread:
             if self._stopping:
                 coro.close()  # never started: no "never awaited" warning
                 raise LoopClosed("the client's loop is stopped")
+            self._start()
             return asyncio.run_coroutine_threadsafe(coro, self._loop)
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
@@ -91,6 +98,7 @@ class LoopThread:
         """Run `fn(*args)` on the loop (dropped once the loop is stopped)."""
         with self._lock:
             if not self._stopping:
+                self._start()
                 self._loop.call_soon_threadsafe(fn, *args)
 
     def stop(self, timeout: float = 5.0) -> None:
@@ -99,6 +107,9 @@ class LoopThread:
             if self._stopping:
                 return
             self._stopping = True
+            if self._thread.ident is None:  # never used
+                self._loop.close()
+                return
             self._loop.call_soon_threadsafe(self._loop.stop)
         if not self.in_loop_thread():
             self._thread.join(timeout)

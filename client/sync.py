@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+import os
 import queue
 import threading
+import weakref
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
@@ -29,7 +31,7 @@ from coord.client.aio_stream import AsyncStream
 from coord.client.calls import ClaimLike, SessionRef
 from coord.client.cursors import Cursor, OwnersCursor, WatchCursor
 from coord.client.endpoints import EndpointRing
-from coord.client.errors import CoordError
+from coord.client.errors import CoordError, error_for
 from coord.client.keys import Bytesish, key_range
 from coord.client.loop_thread import CallbackThread, LoopClosed, LoopThread
 from coord.client.read_only import ModeChange, ModeListener
@@ -68,6 +70,20 @@ SessionCallback = Callable[[SessionEvent], Any]
 CALLBACK_DRAIN_S = 2.0
 """How long `Client.close()` waits for callbacks it caused (sessions told `gone`)."""
 
+_OPEN: weakref.WeakSet[Client] = weakref.WeakSet()  # for the fork hook below
+
+
+def _restart_clients_in_child() -> None:
+    """After fork(), in the child: a client's loop and callback threads did not survive,
+    and the parent's loop must not run here (its epoll instance is the parent's too), so
+    each open client starts afresh — as the threaded client before the facade simply
+    kept working in a child."""
+    for client in list(_OPEN):
+        client._start_afresh()
+
+
+os.register_at_fork(after_in_child=_restart_clients_in_child)
+
 
 class Client:
     """A client of a coord cluster. Thread-safe; use as a context manager or `close()`.
@@ -97,6 +113,19 @@ class Client:
         self._loop = LoopThread("coord-client")
         self._lock = threading.Lock()
         self._closed = False
+        _OPEN.add(self)
+
+    def _start_afresh(self) -> None:
+        """In a forked child: a new AsyncClient, loop and callback thread, same settings
+        and mode listeners. Streams and sessions made before the fork stay the parent's."""
+        old = self._aio
+        self._aio = AsyncClient(old.endpoints, old.timeout, old.read_only_ok, old.policy,
+                                connect=thread_transport.connect)
+        self._callbacks = CallbackThread("coord-callbacks")
+        self._loop = LoopThread("coord-client")
+        self._lock = threading.Lock()
+        for listener in self.mode_listeners:
+            self._listen(listener)
 
     @property
     def ring(self) -> EndpointRing:
@@ -139,6 +168,9 @@ class Client:
         """Called (on the client's callback thread) when the client finds a read-write
         member."""
         self.mode_listeners.append(listener)
+        self._listen(listener)
+
+    def _listen(self, listener: ModeListener) -> None:
         self._aio.add_mode_listener(
             lambda change: self._callbacks.submit(listener, change, what="mode listener"))
 
@@ -153,6 +185,19 @@ class Client:
             return self._loop.run(coro)
         except (LoopClosed, concurrent.futures.CancelledError):
             raise closed_error() from None
+
+    def _wait_for(self, owner: AsyncClient, coro: Coroutine[Any, Any, T]) -> T:
+        """`_wait` for a stream's or session's coroutine, made on `owner`: one made
+        before a fork() belongs to the parent's loop and cannot run here."""
+        self._check_owner(owner, coro)
+        return self._wait(coro)
+
+    def _check_owner(self, owner: AsyncClient, coro: Coroutine[Any, Any, Any]) -> None:
+        if owner is not self._aio:
+            coro.close()
+            raise error_for("CLOSED", "this stream or session was opened before fork(), in "
+                            "the parent process; open a new one here",
+                            grpc.StatusCode.CANCELLED)
 
     def _channel(self, endpoint: str) -> tuple[grpc.Channel, Stubs]:
         """The client's own gRPC channel to `endpoint` and its stubs (`coord bench
@@ -298,6 +343,7 @@ class Client:
             if self._closed:
                 return
             self._closed = True
+        _OPEN.discard(self)
         try:
             self._loop.run(self._aio.close())
         except (LoopClosed, concurrent.futures.CancelledError):
@@ -340,6 +386,7 @@ class Stream(Generic[T]):
 
     def __init__(self, client: Client, cursor: Cursor[T]) -> None:
         self._client = client
+        self._owner = client._aio
         self._aio = AsyncStream(client._aio, cursor)
         self._cancelled = threading.Event()
         self._lock = threading.Lock()
@@ -351,8 +398,10 @@ class Stream(Generic[T]):
     def __next__(self) -> T:
         if self._cancelled.is_set():
             raise StopIteration
+        coro = _next_item(self._aio)
+        self._client._check_owner(self._owner, coro)
         try:
-            future = self._client._loop.submit(_next_item(self._aio))
+            future = self._client._loop.submit(coro)
         except LoopClosed:
             raise closed_error() from None
         with self._lock:
@@ -389,7 +438,7 @@ class Stream(Generic[T]):
     def __enter__(self) -> Stream[T]:
         """Entering starts the watch: "from now" means from here, so changes made in the
         block before the first read are delivered too (the stream opens lazily)."""
-        self._client._wait(self._aio.__aenter__())
+        self._client._wait_for(self._owner, self._aio.__aenter__())
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -468,6 +517,7 @@ class Session(SessionFacts):
         self._events: queue.Queue[Any] = queue.Queue()
         output = _ThreadOutput(self.fenced, self._events, on_severed, on_event,
                                client._callbacks)
+        self._owner = client._aio
         self._aio = client._wait(_start_session(client._aio, session_id, ttl, name, output))
         self.core = self._aio.core
 
@@ -508,7 +558,7 @@ class Session(SessionFacts):
 
     def _finish(self, coro: Coroutine[Any, Any, None]) -> None:
         try:
-            self.client._wait(coro)
+            self.client._wait_for(self._owner, coro)
         except CoordError as e:
             if e.reason == "CLOSED" and self.client.closed and self.core.ended is not None:
                 return  # the client's close ended the session already
