@@ -353,8 +353,7 @@ class Raft:
         if self.pending_conf_index <= self.log.applied:
             return False  # any unapplied change is at or before pending_conf_index
         log = self.log
-        for i in range(max(log.applied + 1, log.first_index()), self.pending_conf_index + 1):
-            e = log.entries[i - log.offset - 1]
+        for e in log.slice(max(log.applied + 1, log.first_index()), self.pending_conf_index + 1):
             if e.type is EntryType.CONF_CHANGE:
                 cc = decode_conf_change(e.data)
                 if cc.type is ConfChangeType.REMOVE_NODE and cc.node_id == self.id:
@@ -436,10 +435,8 @@ class Raft:
 
     def _has_unapplied_conf_change(self) -> bool:
         lo = max(self.log.applied + 1, self.log.first_index())
-        hi = min(self.log.committed, self.log.last_index())
         return any(
-            self.log.entries[i - self.log.offset - 1].type is EntryType.CONF_CHANGE
-            for i in range(lo, hi + 1)
+            e.type is EntryType.CONF_CHANGE for e in self.log.slice(lo, self.log.committed + 1)
         )
 
     def _campaign(self, pre: bool, transfer: bool) -> None:

@@ -23,6 +23,7 @@ from .types import (
     Role,
     Snapshot,
     SnapshotMeta,
+    SoftState,
 )
 
 
@@ -197,6 +198,8 @@ class RawNode:
             progress=progress,
         )
 
+    # Cheap reads for the driver's hot path (`status()` builds a whole Status; these read
+    # one field each). The driver never touches `self.raft`: this is its whole view.
     @property
     def leader(self) -> int:
         return self.raft.lead
@@ -204,6 +207,54 @@ class RawNode:
     @property
     def is_leader(self) -> bool:
         return self.raft.role is Role.LEADER and self.raft.lead == self.raft.id
+
+    @property
+    def term(self) -> int:
+        return self.raft.term
+
+    @property
+    def now(self) -> int:
+        """Ticks since this node started: the core's clock, for timeouts kept in ticks."""
+        return self.raft.now
+
+    @property
+    def committed(self) -> int:
+        return self.raft.log.committed
+
+    @property
+    def applied(self) -> int:
+        return self.raft.log.applied
+
+    @property
+    def snapshot_index(self) -> int:
+        """The index the log was last compacted to (0: never)."""
+        return self.raft.log.offset
+
+    @property
+    def conf_state(self) -> ConfState:
+        """The configuration in force (the last applied conf change)."""
+        return self.raft.conf
+
+    def soft_state(self) -> SoftState:
+        return self.raft.soft_state()
+
+    def committed_in_current_term(self) -> bool:
+        """Has the leader committed an entry of its own term? Until then what it has
+        applied may lag what an earlier leader committed (Raft §8)."""
+        return self.raft.committed_in_current_term()
+
+    def awaiting_first_election(self) -> bool:
+        """A voter of a new cluster that has not seen a leader yet (term at most 1)."""
+        r = self.raft
+        return r.lead == NONE and r.term <= 1 and r.promotable
+
+    def tick_to_election(self) -> None:
+        """Tick until one tick short of the election timeout, so the first election waits
+        only for its random part (etcd's initial election tick advance: a new cluster has
+        no leader to hear from first)."""
+        r = self.raft
+        for _ in range(max(0, r.cfg.election_tick - 1 - r.election_elapsed)):
+            r.tick()
 
 
 def conf_change_of(entry: Entry) -> ConfChange:
