@@ -1,13 +1,19 @@
-"""One coord member: the node plus its two gRPC servers (clients on
+"""One coord member, wired: the storage, the peer transport, the state machine and the
+node that drives them, the request core on top, and the two gRPC servers (clients on
 --listen, peers on --peer-listen), started and stopped in the right order. The client
 server also serves the etcd v3 API (etcdserverpb.*), on --listen and, if given, on
---etcd-listen too (with --etcd-only, that API alone)."""
+--etcd-listen too (with --etcd-only, that API alone).
+
+This module only builds and connects; every part gets what it needs from here rather
+than reaching through another part for it."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import signal
+from dataclasses import dataclass
+from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -29,13 +35,60 @@ from coord.server.etcd.cluster import EtcdClusterService, EtcdMaintenanceService
 from coord.server.etcd.kv import EtcdKVService
 from coord.server.etcd.lease import EtcdLeaseService
 from coord.server.etcd.watch import EtcdWatchService
-from coord.server.node.driver import Node
+from coord.server.node.driver import Node, NodeOptions
+from coord.server.node.identity import claim_data_dir
 from coord.server.node.members import MemberInfo
-from coord.server.transport.peer import EXCLUSIVE_BIND, SERVER_OPTIONS
+from coord.server.node.statemachine import StateMachine
+from coord.server.storage.log_store import LogStore
+from coord.server.transport.auth import PeerAuth
+from coord.server.transport.peer import EXCLUSIVE_BIND, SERVER_OPTIONS, PeerTransport
 from coord.sm.machine import CoordMachine
 from coord.v1 import admin_pb2, admin_pb2_grpc, coord_pb2, coord_pb2_grpc
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class NodeParts:
+    """A node and the parts it was given, kept so the rest of the member can be handed
+    the ones it needs (the peer server the transport, forwarding the credentials, etcd's
+    Status the store) and so they are closed after the node, by their owner."""
+
+    node: Node
+    store: LogStore
+    auth: PeerAuth
+    transport: PeerTransport
+
+    async def close(self) -> None:
+        """Stop the node, then close what it drove."""
+        await self.node.stop()
+        await self.transport.close()
+        self.store.close()
+
+
+def open_node(
+    me: MemberInfo,
+    data_dir: Path,
+    machine: StateMachine,
+    initial_cluster: list[MemberInfo],
+    cluster_secret: bytes,
+    options: NodeOptions,
+    join: bool = False,
+    cluster_token: str = "coord",
+) -> NodeParts:
+    """Open member `me`'s storage in `data_dir`, check it is this member's, and build the
+    peer transport and the node over them (not started: `await parts.node.start()`)."""
+    store = LogStore(data_dir / "raft.db")
+    try:
+        cluster_id = claim_data_dir(store, me.name, cluster_token)
+        auth = PeerAuth(me.id, cluster_secret, cluster_id)
+        transport = PeerTransport(auth)
+        node = Node(me, store, transport, machine, initial_cluster, cluster_id, options,
+                    join=join)
+    except BaseException:
+        store.close()
+        raise
+    return NodeParts(node, store, auth, transport)
 
 
 class Member:
@@ -53,19 +106,15 @@ class Member:
             )
         self.me = MemberInfo(me.name, me.peer_address, config.listen)
         self.machine = CoordMachine()
-        self.node = Node(
-            self.me,
-            config.data_dir,
-            config.initial_cluster,
-            self.machine,
-            config.cluster_secret,
-            config.options,
-            join=config.join,
+        self.parts = open_node(
+            self.me, config.data_dir, self.machine, config.initial_cluster,
+            config.cluster_secret, config.options, join=config.join,
             cluster_token=config.cluster_token,
         )
+        self.node, self.store, self.auth = self.parts.node, self.parts.store, self.parts.auth
         self.hub = EventHub(self.machine)
         self.node.apply_listeners.append(self.hub.publish)
-        self.link = LeaderLink(self.node)
+        self.link = LeaderLink(self.auth)
         self.coordinator = Coordinator(self.node, self.machine, self.link)
         self.tracker = SessionTracker(self.node, self.machine, self.coordinator.write)
         self.mode = self.coordinator.mode
@@ -79,11 +128,11 @@ class Member:
 
     async def start(self) -> None:
         peer_server = grpc.aio.server(options=SERVER_OPTIONS)
-        self.node.transport.register(peer_server)
+        self.parts.transport.register(peer_server)
         coord_pb2_grpc.add_ForwardServicer_to_server(
-            ForwardService(self.node, self.tracker), peer_server
+            ForwardService(self.node, self.tracker, self.auth), peer_server
         )
-        self._bind(peer_server, self.config.peer_listen, "--peer-listen")
+        listen(peer_server, self.config.peer_listen, "--peer-listen")
         client_server = grpc.aio.server(options=[EXCLUSIVE_BIND])
         services = [] if self.config.etcd_only else self._add_coord_services(client_server)
         self._add_etcd_services(client_server)
@@ -94,9 +143,9 @@ class Member:
             reflection.SERVICE_NAME,
         ]
         reflection.enable_server_reflection(services, client_server)
-        self._bind(client_server, self.config.listen, "--listen")
+        listen(client_server, self.config.listen, "--listen")
         if self.config.etcd_listen:
-            self._bind(client_server, self.config.etcd_listen, "--etcd-listen")
+            listen(client_server, self.config.etcd_listen, "--etcd-listen")
         self._servers = [peer_server, client_server]
         for s in self._servers:
             await s.start()
@@ -116,7 +165,9 @@ class Member:
     def _add_coord_services(self, server: grpc.aio.Server) -> list[str]:
         """coord's native API and Admin; returns their service names."""
         coord, hub = self.coordinator, self.hub
-        admin_pb2_grpc.add_AdminServicer_to_server(AdminService(self.node, self.mode), server)
+        admin_pb2_grpc.add_AdminServicer_to_server(
+            AdminService(self.node, self.machine, self.mode), server
+        )
         coord_pb2_grpc.add_SessionsServicer_to_server(
             SessionsService(coord, hub, self.tracker), server
         )
@@ -136,16 +187,9 @@ class Member:
         )
         etcd_grpc.add_LeaseServicer_to_server(EtcdLeaseService(coord, self.tracker), server)
         etcd_grpc.add_ClusterServicer_to_server(EtcdClusterService(coord), server)
-        etcd_grpc.add_MaintenanceServicer_to_server(EtcdMaintenanceService(coord), server)
-
-    @staticmethod
-    def _bind(server: grpc.aio.Server, address: str, flag: str) -> None:
-        try:
-            port = server.add_insecure_port(address)
-        except RuntimeError as e:
-            raise OSError(f"cannot listen on {address} ({flag}): {e}") from None
-        if port == 0:
-            raise OSError(f"cannot listen on {address} ({flag}): address in use?")
+        etcd_grpc.add_MaintenanceServicer_to_server(
+            EtcdMaintenanceService(coord, self.store), server
+        )
 
     async def stop(self, grace: float = 1.0) -> None:
         await self.health.enter_graceful_shutdown()
@@ -154,7 +198,7 @@ class Member:
         for s in self._servers:
             await s.stop(grace)
         await self.link.close()
-        await self.node.stop()
+        await self.parts.close()
 
     async def serve_until_signalled(self) -> int:
         """Run until SIGINT/SIGTERM (clean stop, exit 0) or a fatal driver error (exit 1)."""
@@ -173,3 +217,14 @@ class Member:
         stopper.cancel()
         await self.stop()
         return code
+
+
+def listen(server: grpc.aio.Server, address: str, flag: str) -> None:
+    """Bind `server` to `address`, or fail with an error naming the flag that asked for
+    it (gRPC reports a taken port only by returning 0)."""
+    try:
+        port = server.add_insecure_port(address)
+    except RuntimeError as e:
+        raise OSError(f"cannot listen on {address} ({flag}): {e}") from None
+    if port == 0:
+        raise OSError(f"cannot listen on {address} ({flag}): address in use?")

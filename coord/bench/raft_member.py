@@ -23,8 +23,9 @@ from coord.bench import raft_bench_pb2_grpc as rpc
 from coord.bench.stats import latency_ms
 from coord.server.api.errors import abort, abort_node_error
 from coord.server.config import add_serve_flags, configure_logging, member_config
-from coord.server.member import Member
-from coord.server.node.driver import Node, NodeError
+from coord.server.member import Member, listen
+from coord.server.node.driver import Node
+from coord.server.node.errors import NodeError
 from coord.server.storage.log_store import StorageError
 from coord.server.transport.peer import EXCLUSIVE_BIND
 from coord.sm.commands import Barrier, encode_command
@@ -79,7 +80,7 @@ async def serve(member: Member, bench_listen: str) -> int:
     """The member until SIGINT/SIGTERM (as `coord serve`), with RaftBench beside it."""
     server = grpc.aio.server(options=[EXCLUSIVE_BIND])
     rpc.add_RaftBenchServicer_to_server(RaftBenchService(member.node), server)
-    Member._bind(server, bench_listen, "--bench-listen")  # as the member binds its own
+    listen(server, bench_listen, "--bench-listen")  # as the member binds its own
     await server.start()
     try:
         return await member.serve_until_signalled()

@@ -9,8 +9,10 @@ import grpc
 from coord.raft import ConfChange, ConfChangeType
 from coord.server.api.errors import abort, abort_node_error
 from coord.server.core.mode import ModeMonitor
-from coord.server.node.driver import Node, NodeError, NotLeader
+from coord.server.node.driver import Node
+from coord.server.node.errors import NodeError, NotLeader
 from coord.server.node.members import MemberInfo, member_id, validate_address
+from coord.server.node.statemachine import StateMachine
 from coord.v1 import admin_pb2, admin_pb2_grpc
 
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
@@ -18,8 +20,10 @@ MAX_PROPOSAL_BYTES = 1 << 20
 
 
 class AdminService(admin_pb2_grpc.AdminServicer):
-    def __init__(self, node: Node, mode: ModeMonitor | None = None) -> None:
+    def __init__(self, node: Node, machine: StateMachine, mode: ModeMonitor | None = None
+                 ) -> None:
         self.node = node
+        self.machine = machine
         self.mode = mode
 
     def status_response(self) -> admin_pb2.StatusResponse:
@@ -40,7 +44,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
             has_quorum=st.has_quorum,
             snapshot_index=st.snapshot_index,
             quorum_lost_ms=int(node.quorum_lost_for() * 1000),
-            state_machine=json.dumps(node.sm.describe(), sort_keys=True),
+            state_machine=json.dumps(self.machine.describe(), sort_keys=True),
             cluster_id=node.cluster_id,
             mode=self.mode.mode if self.mode is not None else "",
         )

@@ -14,7 +14,7 @@ import grpc
 from coord.server.api.errors import abort, abort_node_error, result_code
 from coord.server.core.coordinator import Coordinator, ForwardedError
 from coord.server.core.mode import Refused
-from coord.server.node.driver import NodeError
+from coord.server.node.errors import NodeError
 
 DETAILS_KEY = "grpc-status-details-bin"
 READ_ONLY_OK_KEY = "coord-read-only-ok"

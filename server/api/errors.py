@@ -9,7 +9,7 @@ from google.protobuf import any_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
-from coord.server.node.driver import NodeError, NotLeader
+from coord.server.node.errors import NodeError, NotLeader
 from coord.wire import DOMAIN, node_error_code
 from coord.wire import reason_of as reason_of  # re-exported: server modules read it here
 from coord.wire import result_code as result_code  # re-exported for the API services

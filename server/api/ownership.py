@@ -11,7 +11,7 @@ from coord.server.api.errors import abort_node_error
 from coord.server.core.coordinator import Coordinator
 from coord.server.core.events import EventHub
 from coord.server.core.mode import READ_WRITE, ModeChange
-from coord.server.node.driver import NodeError
+from coord.server.node.errors import NodeError
 from coord.sm import commands as c
 from coord.sm.records import Claim, Owner, OwnershipEvent
 from coord.v1 import coord_pb2 as pb

@@ -15,7 +15,7 @@ from coord.server.core.events import EventHub
 from coord.server.core.liveness import GONE
 from coord.server.core.mode import READ_WRITE, ModeChange
 from coord.server.core.session_tracker import SessionTracker
-from coord.server.node.driver import NodeError
+from coord.server.node.errors import NodeError
 from coord.sm import commands as c
 from coord.sm.records import SessionEvent
 from coord.v1 import coord_pb2 as pb

@@ -16,8 +16,8 @@ import grpc
 from coord.server.api.errors import reason_of
 from coord.server.core.forward import LeaderLink
 from coord.server.core.mode import READ_WRITE, ModeChange, ModeMonitor, Refused
-from coord.server.node.driver import (
-    Node,
+from coord.server.node.driver import Node
+from coord.server.node.errors import (
     NodeError,
     NoLeader,
     NotLeader,

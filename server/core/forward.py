@@ -7,20 +7,25 @@ import grpc
 
 from coord.server.api.errors import abort, abort_node_error
 from coord.server.core.session_tracker import SessionTracker
-from coord.server.node.driver import Node, NodeError
+from coord.server.node.driver import Node
+from coord.server.node.errors import NodeError
 from coord.server.node.members import MemberInfo
+from coord.server.transport.auth import PeerAuth
 from coord.server.transport.peer import CHANNEL_OPTIONS
 from coord.v1 import coord_pb2 as pb
 from coord.v1 import coord_pb2_grpc
 
 
 class ForwardService(coord_pb2_grpc.ForwardServicer):
-    def __init__(self, node: Node, tracker: SessionTracker) -> None:
+    """The leader's side: only members of this cluster may call (`auth`)."""
+
+    def __init__(self, node: Node, tracker: SessionTracker, auth: PeerAuth) -> None:
         self.node = node
         self.tracker = tracker
+        self.auth = auth
 
     async def Propose(self, request, context):  # noqa: N802
-        await self.node.transport.authenticate(context)
+        await self.auth.authenticate(context)
         try:
             applied = await self.node.propose(request.command)
         except NodeError as e:
@@ -28,7 +33,7 @@ class ForwardService(coord_pb2_grpc.ForwardServicer):
         return pb.ForwardResponse(result=applied.result, index=applied.index, term=applied.term)
 
     async def KeepAlive(self, request, context):  # noqa: N802
-        await self.node.transport.authenticate(context)
+        await self.auth.authenticate(context)
         if not self.node.is_leader:
             await abort(
                 context, grpc.StatusCode.FAILED_PRECONDITION, "NOT_LEADER", "not the leader"
@@ -37,7 +42,7 @@ class ForwardService(coord_pb2_grpc.ForwardServicer):
         return pb.ForwardKeepAliveResponse(ttl_ms=[0 if t is None else t for t in ttls])
 
     async def Remaining(self, request, context):  # noqa: N802
-        await self.node.transport.authenticate(context)
+        await self.auth.authenticate(context)
         if not self.node.is_leader:
             await abort(
                 context, grpc.StatusCode.FAILED_PRECONDITION, "NOT_LEADER", "not the leader"
@@ -49,8 +54,8 @@ class ForwardService(coord_pb2_grpc.ForwardServicer):
 class LeaderLink:
     """Cached channels to other members' peer ports, with the cluster credentials."""
 
-    def __init__(self, node: Node) -> None:
-        self.node = node
+    def __init__(self, auth: PeerAuth) -> None:
+        self.auth = auth
         self._channels: dict[str, grpc.aio.Channel] = {}
 
     def stub(self, member: MemberInfo) -> coord_pb2_grpc.ForwardStub:
@@ -61,7 +66,7 @@ class LeaderLink:
         return coord_pb2_grpc.ForwardStub(channel)
 
     def metadata(self, member: MemberInfo) -> tuple[tuple[str, str], ...]:
-        return self.node.transport.metadata_for(member.id)
+        return self.auth.metadata_for(member.id)
 
     async def close(self) -> None:
         for channel in self._channels.values():

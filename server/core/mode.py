@@ -18,7 +18,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from coord.server.core.periodic import Periodic
-from coord.server.node.driver import Node, NodeError
+from coord.server.node.driver import Node
+from coord.server.node.errors import NodeError
 from coord.sm.machine import CoordMachine
 
 log = logging.getLogger(__name__)

@@ -19,7 +19,8 @@ import time
 from collections.abc import Awaitable, Callable
 
 from coord.server.core.periodic import Periodic
-from coord.server.node.driver import Node, NodeError
+from coord.server.node.driver import Node
+from coord.server.node.errors import NodeError
 from coord.sm.commands import ExpireSessions
 from coord.sm.machine import CoordMachine
 from coord.sm.sessions import Session

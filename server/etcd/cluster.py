@@ -12,6 +12,7 @@ from coord.etcdpb import rpc_pb2_grpc
 from coord.server.core.coordinator import Coordinator
 from coord.server.etcd import convert as conv
 from coord.server.etcd.errors import etcd_call
+from coord.server.storage.log_store import LogStore
 
 VERSION = "3.4.0"  # the etcd API version served (clients read it as the server version)
 
@@ -37,15 +38,18 @@ class EtcdClusterService(rpc_pb2_grpc.ClusterServicer):
 
 
 class EtcdMaintenanceService(rpc_pb2_grpc.MaintenanceServicer):
-    def __init__(self, coord: Coordinator) -> None:
+    """Status reports the size of the member's log store as etcd's dbSize."""
+
+    def __init__(self, coord: Coordinator, store: LogStore) -> None:
         self.coord = coord
+        self.store = store
 
     @etcd_call
     async def Status(self, request, context):  # noqa: N802
         node = self.coord.node
         st = node.status()
         try:
-            db_size = os.path.getsize(node.store.path)
+            db_size = os.path.getsize(self.store.path)
         except OSError:
             db_size = 0
         return pb.StatusResponse(

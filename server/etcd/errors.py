@@ -17,7 +17,7 @@ import grpc
 
 from coord.server.api.errors import reason_of
 from coord.server.core.coordinator import ForwardedError
-from coord.server.node.driver import NodeError
+from coord.server.node.errors import NodeError
 
 Code = grpc.StatusCode
 

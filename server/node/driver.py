@@ -16,7 +16,6 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from coord.raft import (
     NONE,
@@ -38,7 +37,16 @@ from coord.raft import (
     conf_change_of,
 )
 from coord.raft.quorum import quorum_size
-from coord.server.node.members import MemberInfo, cluster_id
+from coord.server.node.errors import (
+    NodeError,
+    NoLeader,
+    NotLeader,
+    OutcomeUnknown,
+    ProposalLost,
+    Stopped,
+    Timeout,
+)
+from coord.server.node.members import MemberInfo
 from coord.server.node.snapshots import BackgroundSnapshot
 from coord.server.node.statemachine import StateMachine
 from coord.server.storage.log_store import LogStore
@@ -48,44 +56,6 @@ log = logging.getLogger(__name__)
 
 _TIME = struct.Struct(">Q")
 _SNAP_HEADER = struct.Struct(">I")
-
-
-class NodeError(Exception):
-    """A request the node could not carry out; `reason` is machine-readable."""
-
-    reason = "UNAVAILABLE"
-
-
-class NotLeader(NodeError):
-    reason = "NOT_LEADER"
-
-    def __init__(self, leader: MemberInfo | None) -> None:
-        where = f"{leader.name} at {leader.peer_address}" if leader else "unknown"
-        super().__init__(f"this member is not the leader (leader: {where})")
-        self.leader = leader
-
-
-class OutcomeUnknown(NodeError):
-    """The command may or may not have been applied (e.g. a snapshot replaced the log
-    while it was pending): retry only with a request id."""
-
-    reason = "OUTCOME_UNKNOWN"
-
-
-class NoLeader(NodeError):
-    reason = "NO_LEADER"
-
-
-class ProposalLost(NodeError):
-    reason = "PROPOSAL_LOST"
-
-
-class Timeout(NodeError):
-    reason = "TIMEOUT"
-
-
-class Stopped(NodeError):
-    reason = "STOPPED"
 
 
 @dataclass(slots=True)
@@ -146,38 +116,40 @@ def decode_command(data: bytes) -> tuple[int, bytes]:
 
 
 class Node:
-    """One member's replicated log and state machine."""
+    """One member's replicated log and state machine.
+
+    It is given its parts — the member's storage, its peer transport, the state machine
+    and a snapshotter — by whoever wires the member (`coord.server.member`), drives the
+    Raft core only through `RawNode`, and hands out nothing of them: callers ask the node
+    (`status`, `propose`, `read_index`, ...), never its parts. The transport delivers
+    received messages here from construction on; `stop` ends the driver and its storage
+    thread, and the owner of the parts closes them afterwards."""
 
     def __init__(
         self,
         me: MemberInfo,
-        data_dir: str | Path,
-        initial_cluster: list[MemberInfo],
+        store: LogStore,
+        transport: PeerTransport,
         state_machine: StateMachine,
-        cluster_secret: bytes,
+        initial_cluster: list[MemberInfo],
+        cluster_id: int,
         options: NodeOptions | None = None,
         join: bool = False,
-        cluster_token: str = "coord",
+        snapshots: BackgroundSnapshot | None = None,
     ) -> None:
         self.me = me
         self.id = me.id
         self.options = options or NodeOptions()
-        self.sm = state_machine
-        self.data_dir = Path(data_dir)
-        self.store = LogStore(self.data_dir / "raft.db")
-        self.cluster_id = cluster_id(cluster_token)
+        self.cluster_id = cluster_id
+        self._sm = state_machine
+        self._store = store
+        self._transport = transport
         self.members: dict[int, MemberInfo] = {}
         self._known_addresses = {m.id: m for m in initial_cluster}
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"store-{me.name}")
-        self._snaps = BackgroundSnapshot(me.name)
+        self._snaps = snapshots or BackgroundSnapshot(me.name)
         self._raw = self._open(initial_cluster, join)
-        self.transport = PeerTransport(
-            self.id,
-            cluster_secret,
-            self.cluster_id,
-            on_messages=self._on_messages,
-            on_unreachable=self._on_unreachable,
-        )
+        transport.receive_with(self._on_messages, self._on_unreachable)
         self._peer_addresses: dict[int, str] = {}
         self._inbox: list[Message] = []
         self._unreachable: set[int] = set()
@@ -194,37 +166,26 @@ class Node:
         self._tasks: list[asyncio.Task] = []
         self._subscribers: list[asyncio.Queue[StatusEvent]] = []
         self.apply_listeners: list[Callable[[], None]] = []
-        self._soft = self._raw.raft.soft_state()
+        self._soft = self._raw.soft_state()
         self._quorum_lost_at: float | None = time.monotonic()
         self.quorum_losses = 0  # times the quorum went away (a leader that had none may
         # have missed keepalives: see SessionTracker)
         self._stopped = False
-        self.applied_index = self._raw.raft.log.applied
+        self.applied_index = self._raw.applied
 
     # -- start-up -------------------------------------------------------------------------
     def _open(self, initial_cluster: list[MemberInfo], join: bool) -> RawNode:
-        st = self.store.load()
-        stored_name = self.store.get_meta("name")
-        if stored_name is not None and stored_name != self.me.name:
-            raise NodeError(
-                f"{self.store.path} belongs to member {stored_name!r}, not {self.me.name!r}"
-            )
-        stored_cluster = self.store.get_meta("cluster_id")
-        if stored_cluster is not None:
-            self.cluster_id = int(stored_cluster)  # the token only matters at first start
+        st = self._store.load()
         fresh = not st.entries and st.snapshot.is_empty and st.hard_state == HardState()
         self._bootstrapping = fresh and not join
         hard, entries = st.hard_state, st.entries
-        if fresh:
-            self.store.set_meta("name", self.me.name)
-            self.store.set_meta("cluster_id", str(self.cluster_id))
-            if not join:
-                ordered = sorted(initial_cluster, key=lambda m: m.id)
-                entries = bootstrap_entries(
-                    [m.id for m in ordered], {m.id: m.encode() for m in ordered}
-                )
-                hard = HardState(1, NONE, len(entries))
-                self.store.save(hard, entries)
+        if fresh and not join:
+            ordered = sorted(initial_cluster, key=lambda m: m.id)
+            entries = bootstrap_entries(
+                [m.id for m in ordered], {m.id: m.encode() for m in ordered}
+            )
+            hard = HardState(1, NONE, len(entries))
+            self._store.save(hard, entries)
         seed = self.options.seed if self.options.seed is not None else time.time_ns()
         config = Config(
             self.id,
@@ -243,7 +204,7 @@ class Node:
         self._sync_peers()
         while self._raw.has_ready():
             await self._handle_ready(self._raw.ready())
-        if set(self._raw.raft.conf.voters) == {self.id}:
+        if set(self._raw.conf_state.voters) == {self.id}:
             # A sole voter needs nobody's vote: elect itself now rather than after an
             # election timeout, so a single-member cluster serves at once.
             self._raw.campaign()
@@ -276,10 +237,8 @@ class Node:
                 await t
             except (asyncio.CancelledError, Exception):
                 pass
-        await self.transport.close()
         self._fail_all(Stopped("member is shutting down"))
-        self._io.submit(self.store.close).result()
-        self._io.shutdown(wait=True)
+        self._io.shutdown(wait=True)  # the storage call in flight, if any, finishes
         self._snaps.discard()
 
     # -- inputs ---------------------------------------------------------------------------
@@ -406,13 +365,13 @@ class Node:
         if not self._read_waiters:
             return
         if self._read_round is not None and (
-            self._raw.raft.now - self._read_round_tick < max(1, self.options.election_ticks // 2)
+            self._raw.now - self._read_round_tick < max(1, self.options.election_ticks // 2)
         ):
             return
         ctx = next(self._ctx).to_bytes(8, "big")
         self._read_contexts[ctx] = _Reads(self._read_waiters)
         self._read_waiters = []
-        self._read_round, self._read_round_tick = ctx, self._raw.raft.now
+        self._read_round, self._read_round_tick = ctx, self._raw.now
         self._raw.read_index(ctx)
 
     def _advance_first_election(self) -> None:
@@ -420,15 +379,14 @@ class Node:
         for a quorum, it starts one tick short of the election timeout, so the first
         election waits only for its random part (etcd's initial election tick advance).
         Not before: a vote asked of peers not yet connected is lost, and costs a round."""
-        raft = self._raw.raft
-        if raft.lead != NONE or raft.term > 1 or not raft.promotable:
+        raw = self._raw
+        if not raw.awaiting_first_election():
             self._bootstrapping = False
             return
-        reached = 1 + sum(1 for s in self.transport.stats().values() if s["connected"])
-        if reached >= quorum_size(raft.conf.voters):
+        reached = 1 + sum(1 for s in self._transport.stats().values() if s["connected"])
+        if reached >= quorum_size(raw.conf_state.voters):
             self._bootstrapping = False
-            for _ in range(max(0, self.options.election_ticks - 1 - raft.election_elapsed)):
-                self._raw.tick()
+            raw.tick_to_election()
 
     def _submit_proposals(self) -> None:
         proposals, self._proposals = self._proposals, []
@@ -473,18 +431,18 @@ class Node:
         # first, since what it sends (votes, acks) promises that it did.
         early = not rd.vote_changed and self._raw.is_leader
         if early and rd.messages:
-            self.transport.send(rd.messages)
+            self._transport.send(rd.messages)
         if rd.must_sync:
             await asyncio.get_running_loop().run_in_executor(
-                self._io, self.store.save, hard, rd.entries, rd.snapshot
+                self._io, self._store.save, hard, rd.entries, rd.snapshot
             )
         elif hard is not None:
             # Only the commit index moved: written, not fsync'd (see Ready.must_sync), in
             # tens of microseconds with no disk wait and never a checkpoint, so cheaper
             # here than a round trip to the storage thread (idle: Readies go one by one).
-            self.store.save(hard, [], sync=False)
+            self._store.save(hard, [], sync=False)
         if not early and rd.messages:
-            self.transport.send(rd.messages)
+            self._transport.send(rd.messages)
         if rd.snapshot is not None:
             self._restore_snapshot(rd.snapshot)
             self._sync_peers()
@@ -522,7 +480,7 @@ class Node:
             self._apply_membership(cc)
         elif e.data:
             time_ms, payload = decode_command(e.data)
-            result = self.sm.apply(e.index, e.term, time_ms, payload)
+            result = self._sm.apply(e.index, e.term, time_ms, payload)
         pending = self._pending.pop(e.index, None)
         if pending is not None and not pending.future.done():
             if pending.term == e.term:
@@ -537,7 +495,7 @@ class Node:
             self.members.pop(cc.node_id, None)
             self._known_addresses.pop(cc.node_id, None)
             if self._peer_addresses.pop(cc.node_id, None) is not None:
-                self.transport.remove_peer(cc.node_id)
+                self._transport.remove_peer(cc.node_id)
             return
         info = MemberInfo.decode(cc.context) if cc.context else self._known_addresses.get(
             cc.node_id
@@ -553,7 +511,7 @@ class Node:
         for m in self._known_addresses.values():
             if m.id != self.id and self._peer_addresses.get(m.id) != m.peer_address:
                 self._peer_addresses[m.id] = m.peer_address
-                self.transport.set_peer(m.id, m.peer_address)
+                self._transport.set_peer(m.id, m.peer_address)
 
     def _release_applied_waiters(self) -> None:
         if not self._applied_waiters:
@@ -590,7 +548,7 @@ class Node:
     def _capture_snapshot(self) -> Iterator[bytes]:
         """The members and the state machine as they are now; the bytes come later."""
         members = b"\n".join(m.encode() for _, m in sorted(self.members.items()))
-        return itertools.chain((_SNAP_HEADER.pack(len(members)) + members,), self.sm.capture())
+        return itertools.chain((_SNAP_HEADER.pack(len(members)) + members,), self._sm.capture())
 
     def _restore_snapshot(self, snap: Snapshot) -> None:
         data = snap.data
@@ -601,28 +559,28 @@ class Node:
             info = MemberInfo.decode(line)
             self.members[info.id] = info
             self._known_addresses[info.id] = info
-        self.sm.restore(data[_SNAP_HEADER.size + n :])
+        self._sm.restore(data[_SNAP_HEADER.size + n :])
 
     async def _maybe_snapshot(self) -> None:
         if self._snaps.running:
             if self._snaps.done:
                 await self._end_snapshot()
             return
-        if self.applied_index - self._raw.raft.log.offset < self.options.snapshot_every:
+        if self.applied_index - self._raw.snapshot_index < self.options.snapshot_every:
             return
         self._snaps.start(
-            self.applied_index, self._raw.raft.conf, self._capture_snapshot(), self._wake.set
+            self.applied_index, self._raw.conf_state, self._capture_snapshot(), self._wake.set
         )
 
     async def _end_snapshot(self) -> None:
         """Compact the log to the snapshot taken in the background."""
         index, conf, data = await self._snaps.result()
         snap = self._raw.compact(index, data, conf)
-        await asyncio.get_running_loop().run_in_executor(self._io, self.store.compact, snap)
+        await asyncio.get_running_loop().run_in_executor(self._io, self._store.compact, snap)
 
     # -- status ---------------------------------------------------------------------------
     def _note_soft_state(self) -> None:
-        soft = self._raw.raft.soft_state()
+        soft = self._raw.soft_state()
         if soft == self._soft:
             return
         self._soft = soft
@@ -645,7 +603,7 @@ class Node:
 
     def _event(self, soft) -> StatusEvent:
         now_ms = time.time_ns() // 1_000_000
-        return StatusEvent(self._raw.raft.term, soft.leader, soft.role, soft.has_quorum, now_ms)
+        return StatusEvent(self._raw.term, soft.leader, soft.role, soft.has_quorum, now_ms)
 
     def name_of(self, node: int) -> str:
         m = self.members.get(node) or self._known_addresses.get(node)
@@ -662,11 +620,11 @@ class Node:
     def caught_up_leader(self) -> bool:
         """Leader, with an entry of its own term committed and everything committed
         applied: only then is a missing session/key really missing."""
-        raft = self._raw.raft
+        raw = self._raw
         return (
-            self._raw.is_leader
-            and raft.committed_in_current_term()
-            and self.applied_index >= raft.log.committed
+            raw.is_leader
+            and raw.committed_in_current_term()
+            and self.applied_index >= raw.committed
         )
 
     @property
@@ -675,7 +633,7 @@ class Node:
 
     @property
     def term(self) -> int:
-        return self._raw.raft.term
+        return self._raw.term
 
     def quorum_lost_for(self) -> float:
         """Seconds since this member last saw a working quorum (0 while it sees one)."""

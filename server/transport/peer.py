@@ -13,11 +13,10 @@ it grew while it was down. gRPC keepalive notices dead peers.
 Inbound: the servicer authenticates each stream from its metadata, then decodes each batch
 and hands the messages to ``on_messages`` synchronously in the event loop.
 
-Authentication: every stream carries ``coord-from`` (sender id), ``coord-cluster`` (cluster
-id) and ``coord-auth`` = hex HMAC-SHA256(cluster_secret, f"{cluster_id}:{from_id}:{to_id}").
-A stream from another cluster is refused with PERMISSION_DENIED, a bad or missing MAC with
-UNAUTHENTICATED. Once accepted, the server sends initial metadata ``coord-accepted``; the
-client only counts a peer as connected after seeing it. Only protobuf crosses the wire.
+Authentication: every stream carries the member's credentials (`auth.PeerAuth`: the
+sender, the cluster and an HMAC under the cluster secret); a stream that fails the check is
+refused. Once accepted, the server sends initial metadata ``coord-accepted``; the client
+only counts a peer as connected after seeing it. Only protobuf crosses the wire.
 
 Everything runs on the caller's event loop; there are no threads.
 """
@@ -25,8 +24,6 @@ Everything runs on the caller's event loop; there are no threads.
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import hmac
 import logging
 import math
 from collections import deque
@@ -35,10 +32,11 @@ from collections.abc import Callable, Iterable
 import grpc
 
 from coord.raft.types import LOCAL_MESSAGES, Message, MessageType
+from coord.server.transport.auth import PeerAuth
 from coord.server.transport.codec import fill_message_pb, message_from_pb
 from coord.v1 import raft_pb2, raft_pb2_grpc
 
-__all__ = ["CHANNEL_OPTIONS", "SERVER_OPTIONS", "PeerTransport", "auth_token"]
+__all__ = ["CHANNEL_OPTIONS", "EXCLUSIVE_BIND", "SERVER_OPTIONS", "PeerTransport"]
 
 log = logging.getLogger(__name__)
 
@@ -56,9 +54,6 @@ HANDSHAKE_TIMEOUT = 5.0
 UNREACHABLE_INTERVAL = 0.1
 """``on_unreachable`` is called at most once per this many seconds per peer."""
 
-MD_FROM = "coord-from"
-MD_CLUSTER = "coord-cluster"
-MD_AUTH = "coord-auth"
 MD_ACCEPTED = "coord-accepted"
 
 _KEEPALIVE_OPTIONS: list[tuple[str, int]] = [
@@ -104,12 +99,6 @@ SERVER_OPTIONS: list[tuple[str, int]] = [
 
 _AUTH_CODES = (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED)
 _SNAP = MessageType.SNAP
-
-
-def auth_token(cluster_secret: bytes, cluster_id: int, from_id: int, to_id: int) -> str:
-    """The ``coord-auth`` value a stream from `from_id` to `to_id` must carry."""
-    msg = f"{cluster_id}:{from_id}:{to_id}".encode()
-    return hmac.new(cluster_secret, msg, hashlib.sha256).hexdigest()
 
 
 def _log_task_failure(task: asyncio.Task[None]) -> None:
@@ -167,33 +156,25 @@ class _Peer:
         self.lost_snapshot = False  # a snapshot went down with the last stream
 
 
+def _nowhere(_messages: list[Message]) -> None:
+    """Where received messages go until `receive_with` names the receiver."""
+
+
 class PeerTransport:
-    """Sends Raft messages to peers and delivers the ones received from them.
+    """Sends Raft messages to peers and delivers the ones received from them (to the
+    receiver named by `receive_with`: the node, which is built after its transport).
 
     ``send``, ``set_peer`` and ``remove_peer`` must be called from the event loop thread,
     ``set_peer`` from inside a running loop (it starts the peer's task).
     """
 
-    def __init__(
-        self,
-        node_id: int,
-        cluster_secret: bytes,
-        cluster_id: int,
-        on_messages: Callable[[list[Message]], None],
-        on_unreachable: Callable[[int], None] = lambda _id: None,
-        queue_limit: int = 4096,
-    ) -> None:
-        if node_id <= 0:
-            raise ValueError("node_id must be positive")
+    def __init__(self, auth: PeerAuth, queue_limit: int = 4096) -> None:
         if queue_limit <= 0:
             raise ValueError("queue_limit must be positive")
-        if not cluster_secret:
-            raise ValueError("cluster_secret must not be empty")
-        self.node_id = node_id
-        self.cluster_id = cluster_id
-        self._secret = bytes(cluster_secret)
-        self._on_messages = on_messages
-        self._on_unreachable = on_unreachable
+        self.auth = auth
+        self.node_id = auth.node_id
+        self._on_messages: Callable[[list[Message]], None] = _nowhere
+        self._on_unreachable: Callable[[int], None] = lambda _id: None
         self._queue_limit = queue_limit
         self._peers: dict[int, _Peer] = {}
         self._last_unreachable: dict[int, float] = {}
@@ -205,6 +186,20 @@ class PeerTransport:
         self.dropped_inbound = 0  # inbound messages not for us, undecodable, or local-only
 
     # --- configuration ------------------------------------------------------------------
+
+    def receive_with(
+        self,
+        on_messages: Callable[[list[Message]], None],
+        on_unreachable: Callable[[int], None] = lambda _id: None,
+    ) -> None:
+        """Deliver received messages to `on_messages` (synchronously, on the loop) and
+        report peers that cannot be reached to `on_unreachable`."""
+        self._on_messages = on_messages
+        self._on_unreachable = on_unreachable
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def register(self, server: grpc.aio.Server) -> None:
         """Add the RaftTransport servicer to the member's peer server (built with
@@ -318,7 +313,7 @@ class PeerTransport:
 
     async def _run_peer(self, peer: _Peer, address: str, generation: int) -> None:
         to_id = peer.node_id
-        metadata = self.metadata_for(to_id)
+        metadata = self.auth.metadata_for(to_id)
         channel = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
         open_stream = raft_pb2_grpc.RaftTransportStub(channel).Stream
         backoff = BACKOFF_MIN
@@ -485,38 +480,42 @@ class PeerTransport:
 
     # --- inbound ------------------------------------------------------------------------
 
-    def metadata_for(self, to_id: int) -> tuple[tuple[str, str], ...]:
-        """Credentials for a call from this member to member `to_id` (any peer-port RPC)."""
-        return (
-            (MD_FROM, str(self.node_id)),
-            (MD_CLUSTER, str(self.cluster_id)),
-            (MD_AUTH, auth_token(self._secret, self.cluster_id, self.node_id, to_id)),
-        )
+    def peer_came_back(self, from_id: int) -> None:
+        """`from_id` opened a stream to us: if ours to it is down, reconnect now rather
+        than after the backoff it grew while the peer was away."""
+        back = self._peers.get(from_id)
+        if back is not None and not back.connected:
+            back.came_back.set()
 
-    async def authenticate(self, context: grpc.aio.ServicerContext) -> int:
-        """Return the calling member's id, or abort the RPC (any peer-port RPC)."""
-        md: dict[str, str] = {}
-        for key, value in context.invocation_metadata() or ():
-            if isinstance(value, str):
-                md[key] = value
+    def deliver(self, from_id: int, batch: raft_pb2.MessageBatch) -> None:
+        """Decode a batch received from `from_id` and hand what is for us to the receiver;
+        anything else (for another member, undecodable, local-only) is counted and dropped."""
+        me = self.node_id
+        local = LOCAL_MESSAGES
+        out: list[Message] = []
+        for p in batch.messages:
+            if p.to != me:
+                self.dropped_inbound += 1
+                continue
+            try:
+                m = message_from_pb(p)
+            except ValueError as exc:
+                self.dropped_inbound += 1
+                log.warning("dropping undecodable message from %d: %s", from_id, exc)
+                continue
+            if m.type in local:
+                self.dropped_inbound += 1
+                continue
+            out.append(m)
+        if not out:
+            return
+        peer = self._peers.get(from_id)
+        if peer is not None:
+            peer.received += len(out)
         try:
-            from_id = int(md[MD_FROM])
-            cluster_id = int(md[MD_CLUSTER])
-            token = md[MD_AUTH]
-        except (KeyError, ValueError):
-            from_id, cluster_id, token = 0, self.cluster_id, ""  # refused below
-        if cluster_id != self.cluster_id:
-            await context.abort(
-                grpc.StatusCode.PERMISSION_DENIED,
-                f"message for cluster {cluster_id} received by cluster {self.cluster_id}",
-            )
-        expected = auth_token(self._secret, self.cluster_id, from_id, self.node_id)
-        if from_id <= 0 or not hmac.compare_digest(
-            expected.encode(), token.encode("utf-8", "replace")
-        ):
-            log.warning("refused stream claiming to be from %d: bad cluster secret", from_id)
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED, "bad cluster secret")
-        return from_id
+            self._on_messages(out)
+        except Exception:
+            log.exception("on_messages failed for a batch from %d", from_id)
 
 
 class _Servicer(raft_pb2_grpc.RaftTransportServicer):
@@ -525,41 +524,13 @@ class _Servicer(raft_pb2_grpc.RaftTransportServicer):
 
     async def Stream(self, request_iterator, context):  # noqa: N802 - gRPC method name
         t = self._t
-        if t._closed:
+        if t.closed:
             await context.abort(grpc.StatusCode.UNAVAILABLE, "transport closed")
-        from_id = await t.authenticate(context)
+        from_id = await t.auth.authenticate(context)
         await context.send_initial_metadata(((MD_ACCEPTED, "1"),))
-        back = t._peers.get(from_id)
-        if back is not None and not back.connected:
-            back.came_back.set()
-        me = t.node_id
-        local = LOCAL_MESSAGES
-        decode = message_from_pb
+        t.peer_came_back(from_id)
         async for batch in request_iterator:
-            if t._closed:
+            if t.closed:
                 await context.abort(grpc.StatusCode.UNAVAILABLE, "transport closed")
-            out: list[Message] = []
-            for p in batch.messages:
-                if p.to != me:
-                    t.dropped_inbound += 1
-                    continue
-                try:
-                    m = decode(p)
-                except ValueError as exc:
-                    t.dropped_inbound += 1
-                    log.warning("dropping undecodable message from %d: %s", from_id, exc)
-                    continue
-                if m.type in local:
-                    t.dropped_inbound += 1
-                    continue
-                out.append(m)
-            if not out:
-                continue
-            peer = t._peers.get(from_id)
-            if peer is not None:
-                peer.received += len(out)
-            try:
-                t._on_messages(out)
-            except Exception:
-                log.exception("on_messages failed for a batch from %d", from_id)
+            t.deliver(from_id, batch)
         return raft_pb2.StreamAck()

@@ -6,21 +6,23 @@ from __future__ import annotations
 
 import asyncio
 
+from coord.server.member import NodeParts, open_node
 from coord.server.node.driver import Node, NodeOptions
 from coord.server.node.members import MemberInfo
 from coord.sm.commands import Put, encode_command
 from coord.sm.machine import CoordMachine
 
 
-async def _leader(tmp_path) -> Node:
+async def _leader(tmp_path) -> NodeParts:
     me = MemberInfo("solo", "127.0.0.1:1")
-    node = Node(me, tmp_path, [me], CoordMachine(), b"secret",
-                NodeOptions(tick_ms=10, election_ticks=4, seed=1))
-    await node.start()
+    parts = open_node(me, tmp_path, CoordMachine(), [me], b"secret",
+                      NodeOptions(tick_ms=10, election_ticks=4, seed=1))
+    await parts.node.start()
     for _ in range(500):
-        if node.is_leader and node.caught_up_leader:
-            return node
+        if parts.node.is_leader and parts.node.caught_up_leader:
+            return parts
         await asyncio.sleep(0.01)
+    await parts.close()
     raise AssertionError("the one-member cluster elected no leader")
 
 
@@ -28,11 +30,11 @@ def _on_leader(tmp_path, body) -> None:
     """Run `body(node)` on a fresh one-member leader, then stop it."""
 
     async def run() -> None:
-        node = await _leader(tmp_path)
+        parts = await _leader(tmp_path)
         try:
-            await body(node)
+            await body(parts.node)
         finally:
-            await node.stop()
+            await parts.close()
 
     asyncio.run(run())
 
@@ -64,7 +66,7 @@ def test_concurrent_reads_share_one_round_and_see_prior_writes(tmp_path):
 def _hold_round_open(node: Node, ctx: bytes, for_ticks: int) -> None:
     """Make `ctx` look like a round still unanswered, as one would be mid-flight."""
     node._read_round = ctx
-    node._read_round_tick = node._raw.raft.now + for_ticks
+    node._read_round_tick = node._raw.now + for_ticks
 
 
 def test_reads_arriving_during_a_round_wait_for_the_next_one(tmp_path):

@@ -9,6 +9,7 @@ import itertools
 import time
 from collections.abc import Iterator
 
+from coord.server.member import NodeParts, open_node
 from coord.server.node.driver import _SNAP_HEADER, Node, NodeOptions
 from coord.server.node.members import MemberInfo
 from coord.sm.commands import Put, Range, encode_command
@@ -30,10 +31,10 @@ def _slices_of_10ms() -> Iterator[bytes]:
         yield b""
 
 
-def _node(path, machine: CoordMachine) -> Node:
+def _node(path, machine: CoordMachine) -> NodeParts:
     me = MemberInfo("solo", "127.0.0.1:1")
     options = NodeOptions(tick_ms=10, election_ticks=4, snapshot_every=20, seed=1)
-    return Node(me, path, [me], machine, b"secret", options)
+    return open_node(me, path, machine, [me], b"secret", options)
 
 
 async def _wait_leader(node: Node) -> None:
@@ -58,33 +59,36 @@ def _value(machine: CoordMachine, key: bytes) -> bytes | None:
 
 def test_writes_apply_while_a_slow_snapshot_is_serialized(tmp_path):
     async def run() -> None:
-        node = _node(tmp_path, SlowSnapshots())
+        machine = SlowSnapshots()
+        parts = _node(tmp_path, machine)
+        node = parts.node
         await node.start()
         try:
             await _wait_leader(node)
             while not node._snaps.running:  # write until a snapshot starts
                 await node.propose(encode_command(Put(b"fill", b"x")))
-            ticks, t0 = node._raw.raft.now, time.monotonic()
+            ticks, t0 = node._raw.now, time.monotonic()
             applied = await node.propose(encode_command(Put(b"k", b"during")))
             assert node._snaps.running  # applied before the snapshot was done
-            assert _value(node.sm, b"k") == b"during"
+            assert _value(machine, b"k") == b"during"
             while node._snaps.running:
                 await asyncio.sleep(0.01)
             assert time.monotonic() - t0 > SNAPSHOT_S / 2
-            assert node._raw.raft.now - ticks >= 10  # the core kept ticking throughout
+            assert node._raw.now - ticks >= 10  # the core kept ticking throughout
             status = node.status()
             assert 0 < status.snapshot_index < applied.index  # as captured, before "k"
             assert status.applied == node.applied_index >= applied.index
             taken = _machine_of(node._raw.raft.log.snapshot.data)
             assert _value(taken, b"fill") == b"x" and _value(taken, b"k") is None
         finally:
-            await node.stop()
-        again = _node(tmp_path, CoordMachine())
-        await again.start()
+            await parts.close()
+        restored = CoordMachine()
+        again = _node(tmp_path, restored)
+        await again.node.start()
         try:
-            assert _value(again.sm, b"k") == b"during"
-            assert again.applied_index >= applied.index
+            assert _value(restored, b"k") == b"during"
+            assert again.node.applied_index >= applied.index
         finally:
-            await again.stop()
+            await again.close()
 
     asyncio.run(run())

@@ -23,7 +23,8 @@ from coord.raft.types import (
 )
 from coord.server.transport import codec
 from coord.server.transport import peer as transport_mod
-from coord.server.transport.peer import SERVER_OPTIONS, PeerTransport, auth_token
+from coord.server.transport.auth import PeerAuth, auth_token
+from coord.server.transport.peer import SERVER_OPTIONS, PeerTransport
 from coord.testing.ports import free_port
 from coord.v1 import raft_pb2, raft_pb2_grpc
 
@@ -65,9 +66,8 @@ class Member:
         self.node_id = node_id
         self.batches: list[list[Message]] = []
         self.unreachable: list[int] = []
-        self.transport = PeerTransport(
-            node_id, secret, cluster, self.batches.append, self.unreachable.append, **kw
-        )
+        self.transport = PeerTransport(PeerAuth(node_id, secret, cluster), **kw)
+        self.transport.receive_with(self.batches.append, self.unreachable.append)
         self.server: grpc.aio.Server | None = None
         self.port = 0
 
