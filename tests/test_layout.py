@@ -369,6 +369,15 @@ def test_importing_the_client_loads_no_server_raft_or_sqlite():
     assert not (bad := heavy(loaded, ("coord.server", "coord.raft", "sqlite3"))), bad
 
 
+def test_the_pytest_plugin_loads_no_cluster_code_until_a_test_asks():
+    """pytest imports the plugin at every start of every project that has coord
+    installed: it must not bring grpc, the client or the server with it."""
+    loaded = loaded_by("import coord.testing.pytest_plugin")
+    assert "coord.testing.pytest_plugin" in loaded  # the check below is live
+    bad = heavy(loaded, ("grpc", "coord.client", "coord.server", "coord.testing.local_cluster"))
+    assert not bad, bad
+
+
 def test_pyproject_lists_exactly_the_packages():
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     assert config["package-dir"] == SOURCES

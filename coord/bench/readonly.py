@@ -53,6 +53,7 @@ from pathlib import Path
 import grpc
 
 from coord.bench.stats import ratio, summarize
+from coord.client import Client, CoordError
 from coord.testing import ClusterError, LocalCluster
 from coord.testing.ports import free_ports
 from coord.v1 import coord_pb2 as pb
@@ -270,8 +271,6 @@ def _coord_ready(cluster: LocalCluster, timeout: float = READY_S) -> str:
 
 def coord_trial(cluster: LocalCluster, role: str, index: int) -> Trial:
     """One trial on a running coord cluster (see the module docstring)."""
-    from coord.client import Client, CoordError
-
     leader = _coord_ready(cluster)
     names = sorted(cluster.members)
     survivor = leader if role == "leader" else next(n for n in names if n != leader)
