@@ -46,6 +46,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # The server itself is imported here, not at the top, so `coord serve --help` and the
     # whole parser (`coord --help`) stay light.
     from coord.server.member import Member
+    from coord.server.node.errors import NodeError
     from coord.server.storage.log_store import StorageError
 
     configure_logging(args.log_level)
@@ -61,7 +62,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
         try:
             return asyncio.run(run())
-        except (StorageError, OSError, ValueError) as e:
+        except (StorageError, NodeError, OSError, ValueError) as e:
             logging.getLogger("coord").error("%s: cannot start: %s", args.name, e)
             return 2
     finally:

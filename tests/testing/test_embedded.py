@@ -135,6 +135,28 @@ def test_a_port_another_grpc_server_serves_is_a_start_up_error():
     assert f"cannot listen on 127.0.0.1:{port} (--listen)" in out.stdout + out.stderr
 
 
+def test_a_data_dir_of_another_member_is_a_start_up_error(tmp_path):
+    """Starting `b` on `a`'s data dir must refuse with a one-line reason, not a traceback,
+    and leave `a`'s files as they were."""
+    data = tmp_path / "a"
+    first = LineProcess([sys.executable, "-m", "coord", "serve", "--etcd-only", "--name",
+                         "a", "--data-dir", str(data), "--listen", f"127.0.0.1:{free_port()}"])
+    try:
+        first.read_until(lambda s: "serving the etcd v3 API" in s, timeout=30)
+    finally:
+        first.proc.send_signal(signal.SIGTERM)
+        assert first.proc.wait(15) == 0
+    before = {p.name: p.stat().st_size for p in data.iterdir()}
+    out = subprocess.run(
+        [sys.executable, "-m", "coord", "serve", "--etcd-only", "--name", "b",
+         "--data-dir", str(data), "--listen", f"127.0.0.1:{free_port()}"],
+        capture_output=True, text=True, timeout=30)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "belongs to member 'a', not 'b'" in out.stdout + out.stderr
+    assert "Traceback" not in out.stdout + out.stderr
+    assert {p.name: p.stat().st_size for p in data.iterdir()} == before
+
+
 def test_free_ports_are_distinct_and_unbound():
     ports = free_ports(64)
     assert len(set(ports)) == 64
