@@ -190,6 +190,11 @@ class Raft:
             if self.promotable and self.election_elapsed >= self.randomized_election_timeout:
                 self.election_elapsed = 0
                 self.step(Message(MT.HUP))
+            elif (
+                self.role is Role.PRE_CANDIDATE
+                and self.election_elapsed % self.cfg.heartbeat_tick == 0
+            ):
+                self._resend_pre_votes()
 
     def _tick_leader(self) -> None:
         self.heartbeat_elapsed += 1
@@ -380,9 +385,14 @@ class Raft:
         elif m.term > self.term:
             if m.type in (MT.VOTE, MT.PRE_VOTE):
                 force = m.context == TRANSFER_CONTEXT
+                # The lease protects the leader we hear from against a disruptive
+                # candidate; when the candidate IS that leader (it stepped down, cut off,
+                # and its links are back) there is nobody to protect, and making it wait
+                # out our lease only keeps the cluster leaderless for an election timeout.
                 in_lease = (
                     self.cfg.check_quorum
                     and self.lead != NONE
+                    and self.lead != m.frm
                     and self.election_elapsed < self.cfg.election_tick
                 )
                 if in_lease and not force:
@@ -450,18 +460,23 @@ class Raft:
         if self._poll() is quorum.VoteResult.WON:
             return
         for node in self.conf.voters:
-            if node == self.id:
-                continue
-            self._send(
-                Message(
-                    vote_type,
-                    to=node,
-                    term=term,
-                    index=self.log.last_index(),
-                    log_term=self.log.last_term(),
-                    context=TRANSFER_CONTEXT if transfer else b"",
-                )
-            )
+            if node != self.id:
+                self._ask_vote(node, vote_type, term, TRANSFER_CONTEXT if transfer else b"")
+
+    def _ask_vote(self, to: int, vote_type: MT, term: int, context: bytes = b"") -> None:
+        self._send(
+            Message(vote_type, to=to, term=term, index=self.log.last_index(),
+                    log_term=self.log.last_term(), context=context)
+        )
+
+    def _resend_pre_votes(self) -> None:
+        """A pre-candidate asks again, at heartbeat cadence, every voter that has not
+        granted its pre-vote: a cut-off member finds its quorum again within a heartbeat
+        of the links coming back instead of a randomized election timeout later. A
+        pre-vote changes nobody's term or vote, so asking again disrupts nothing."""
+        for node in self.conf.voters:
+            if node != self.id and not self.votes.get(node, False):
+                self._ask_vote(node, MT.PRE_VOTE, self.term + 1)
 
     def _poll(self) -> quorum.VoteResult:
         result = quorum.vote_result(self.conf.voters, self.votes)
@@ -619,7 +634,10 @@ class Raft:
         elif (t is MT.PRE_VOTE_RESP and self.role is Role.PRE_CANDIDATE) or (
             t is MT.VOTE_RESP and self.role is Role.CANDIDATE
         ):
-            self.votes.setdefault(m.frm, not m.reject)
+            if self.role is Role.PRE_CANDIDATE and not m.reject:
+                self.votes[m.frm] = True  # asked again (above): a later grant counts
+            else:
+                self.votes.setdefault(m.frm, not m.reject)
             self._poll()
 
     # -- follower -------------------------------------------------------------------------
