@@ -106,9 +106,14 @@ class AsyncClient:
         """Called (on the client's loop) when the client finds a read-write member."""
         self.mode_listeners.append(listener)
 
-    def saw_read_only(self) -> None:
-        """A member answered read-only: look for a read-write one in the background."""
+    def saw_read_only(self, member: str = "") -> None:
+        """A member answered read-only: tell every session that does not know yet (now,
+        before the answer reaches the caller, so a session never learns of read-only
+        mode after a read-only answer), and look for a read-write member in the
+        background."""
         if self.read_only_ok and not self._closed:
+            for session in list(self.sessions):
+                session.heard_read_only(member)
             self._prober.kick()
 
     # -- plumbing -----------------------------------------------------------------------
@@ -137,7 +142,7 @@ class AsyncClient:
                     timeout=attempts.call_timeout(), metadata=self.metadata,
                 )
                 if served_read_only(response):
-                    self.saw_read_only()
+                    self.saw_read_only(response.header.member)
                 return finish(call, response, self.read_only_ok)
             except grpc.RpcError as e:
                 err = from_rpc_error(e)
@@ -148,7 +153,7 @@ class AsyncClient:
             except TransportClosed:
                 raise closed_error() from None
             if err.reason == "READ_ONLY":
-                self.saw_read_only()
+                self.saw_read_only(err.metadata.get("member", ""))
             delay = attempts.next_delay(err, call.safe)
             if delay is None:
                 raise attempts.final(err)

@@ -272,11 +272,21 @@ class AsyncSession(SessionFacts):
                 if call is not None:
                     call.cancel()  # each loop reconnects to the (new) current member
 
+    def heard_read_only(self, member: str) -> None:
+        """The client got an answer from a read-only member (any call, any stream): say
+        mode_changed now if this session has not heard it from the member yet."""
+        event = self.core.entered_read_only(member)
+        if event is not None:
+            self.core.observe(event)
+            self._output.deliver(event, notify=True)
+
     def _deliver(self, event: SessionEvent) -> None:
-        if event.type == "mode_changed" and event.mode != READ_WRITE:
-            self.client.saw_read_only()
+        if self.core.already_told(event):
+            return
         terminal = self.core.observe(event)
         self._output.deliver(event, notify=True)
+        if event.type == "mode_changed" and event.mode != READ_WRITE:
+            self.client.saw_read_only(event.member)  # the client's other sessions too
         if terminal:
             self._end(event)
 

@@ -88,7 +88,7 @@ class AsyncStream(Generic[T]):
                 continue
             self._failures = 0
             if served_read_only(response):
-                self._client.saw_read_only()
+                self._client.saw_read_only(response.header.member)
             try:
                 self._pending.extend(self._cursor.feed(response))
             except CoordError:

@@ -65,8 +65,10 @@ class SessionCore:
         if response.gone:
             return self.gone("keepalive: the server reports the session gone")
         if response.read_only:
-            self.mode = "read-only"
-            return None  # answered, not renewed: the TTL keeps running down
+            # Answered, not renewed: the TTL keeps running down. The mode is not recorded
+            # here: the caller reports the read-only answer to the client, which tells
+            # every session at once (`entered_read_only`).
+            return None
         if response.pending:
             return None  # the member is alive but no leader renewed it (yet)
         if response.ttl_ms > 0:
@@ -84,6 +86,19 @@ class SessionCore:
 
     def gone(self, message: str) -> SessionEvent:
         return SessionEvent(GONE, self.session_id, message=message)
+
+    def entered_read_only(self, member: str) -> SessionEvent | None:
+        """An answer from a read-only member reached the client: the mode_changed event
+        to deliver, if this session did not know yet (None once it ended)."""
+        if self.ended is not None or self.mode == "read-only":
+            return None
+        return SessionEvent("mode_changed", self.session_id, mode="read-only", member=member)
+
+    def already_told(self, event: SessionEvent) -> bool:
+        """A mode_changed event for the mode this session already reported (the member's
+        own event arriving after the client told the session, or a reconnect's "where it
+        stands now"): not worth telling twice."""
+        return event.type == "mode_changed" and bool(event.mode) and event.mode == self.mode
 
     def moved(self, change: ModeChange) -> SessionEvent | None:
         """The client found a read-write member: the mode_changed event to deliver, if

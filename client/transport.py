@@ -170,5 +170,5 @@ class ClientLink(Protocol):
     async def send(self, call: Call[T]) -> T:
         """One request with failover (`AsyncClient.send`)."""
 
-    def saw_read_only(self) -> None:
-        """A member answered read-only: start looking for a read-write one."""
+    def saw_read_only(self, member: str = "") -> None:
+        """A member answered read-only: tell the sessions, look for a read-write one."""

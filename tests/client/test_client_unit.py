@@ -516,7 +516,14 @@ def test_session_core():
     assert core.acked(5.0, pb.KeepAliveResponse(session_id=5, pending=True)) is None
     assert core.remaining() == 10.0 and core.mode == "read-write"
     assert core.acked(5.0, pb.KeepAliveResponse(session_id=5, ttl_ms=12000, read_only=True)) is None
-    assert core.remaining() == 10.0 and core.mode == "read-only"
+    assert core.remaining() == 10.0 and core.mode == "read-write"  # the client tells it
+    told = core.entered_read_only("n1")
+    assert told is not None and (told.type, told.mode, told.member) == (
+        "mode_changed", "read-only", "n1")
+    core.observe(told)
+    assert core.mode == "read-only" and core.entered_read_only("n1") is None
+    assert core.already_told(SessionEvent("mode_changed", 5, mode="read-only", member="n1"))
+    assert not core.already_told(SessionEvent("mode_changed", 5, mode="read-write"))
     core.mode = "read-write"
     assert core.moved(ModeChange("read-write", "n2", "e", True)) is None  # knew already
     core.mode = "read-only"

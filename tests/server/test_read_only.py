@@ -5,6 +5,7 @@ minority member partitioned off (coord.testing.netfault gates) while the majorit
 
 from __future__ import annotations
 
+import asyncio
 import queue
 import threading
 import time
@@ -209,3 +210,47 @@ def test_minority_member_cut_off_serves_stale_flagged_reads_then_catches_up(tmp_
 def _value(client: Client, key: bytes) -> bytes | None:
     kv = client.get(key)
     return None if kv is None else kv.value
+
+
+@pytest.mark.parametrize("survivor_role", ["follower", "leader"])
+def test_a_session_hears_read_only_mode_no_later_than_the_first_read_only_answer(
+        cluster3, survivor_role):
+    """The ordering the issue asks for, on real processes: whichever arrives first at the
+    client, the member's own mode event or a read-only answer to some call, the session
+    has said mode_changed(read-only) by the time that answer reaches the caller, and says
+    it once."""
+    from coord.client import AsyncClient
+
+    leader = cluster3.wait_for_leader()
+    names = list(cluster3.members)
+    survivor = leader if survivor_role == "leader" else next(n for n in names if n != leader)
+    others = [n for n in names if n != survivor]
+    endpoints = [cluster3.members[n].listen for n in [survivor, *others]]
+
+    async def run() -> None:
+        async with AsyncClient(endpoints, read_only_ok=True, timeout=1.0) as client:
+            events: list = []
+            session = await client.session(ttl=3.0, on_event=events.append)
+            await client.put(b"k", b"v")
+            for n in others:
+                cluster3.pause(n)
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline:
+                res = await client.range(b"k")
+                if res.header.read_only:
+                    break
+            else:
+                pytest.fail("no read-only answer within 15 s")
+            told = [e for e in events if e.type == "mode_changed"]
+            assert [e.mode for e in told] == ["read-only"], events
+            assert told[0].member == survivor
+            await asyncio.sleep(0.5)  # the member's own event comes too: not said twice
+            assert [e.mode for e in events if e.type == "mode_changed"] == ["read-only"]
+            assert session.ended is None
+
+    try:
+        asyncio.run(asyncio.wait_for(run(), 60))
+    finally:
+        for n in others:
+            if cluster3.members[n].paused:
+                cluster3.resume(n)
