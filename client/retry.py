@@ -65,6 +65,10 @@ class RetryPolicy:
     backoff: float = 0.05
     max_backoff: float = 1.0
     budget_factor: float = 3.0
+    no_quorum_patience: float = 1.2
+    """Give up once every member that answers has said NO_QUORUM for this long (a longest
+    default election timeout): an election would have ended by then, the cluster has
+    lost its majority, and the caller is better told so than kept waiting."""
 
     def attempts(self, endpoints: int) -> int:
         return max(self.min_attempts, self.rounds * max(1, endpoints))
@@ -77,6 +81,8 @@ class RetryPolicy:
 
 
 WAIT_REASONS: frozenset[str] = frozenset({"NO_LEADER", "NO_QUORUM"})
+ELECTING_REASONS: frozenset[str] = frozenset({"NO_LEADER", "NOT_LEADER", "PROPOSAL_LOST"})
+"""Answers that say an election is under way or over: a NO_QUORUM streak starts again."""
 ELECTION_PATIENCE = 4  # x the usual number of tries, still within the time budget
 
 
@@ -98,6 +104,9 @@ class Attempts:
         self._max = policy.attempts(endpoints)
         self._deadline = clock() + timeout * policy.budget_factor
         self._no_quorum: CoordError | None = None
+        self._no_quorum_since: float | None = None  # since when every answer said so
+        self._no_quorum_members: dict[str, str] = {}  # member -> what it said
+        self._quorumless_for: float | None = None  # set when that streak ended the try
         self._electing = False
 
     def call_timeout(self) -> float:
@@ -107,23 +116,43 @@ class Attempts:
     def final(self, err: CoordError) -> CoordError:
         """The error to raise on giving up: NoQuorumError if a member said it has no quorum
         and no other member did better (the rest unreachable or stuck)."""
-        if self._no_quorum is not None and isinstance(err, (UnavailableError, DeadlineError)):
-            if err.reason != "NO_QUORUM":
-                return error_for(
-                    "NO_QUORUM",
-                    f"no member with a quorum reachable ({self._no_quorum.message}; "
-                    f"last: {err.message})",
-                    grpc.StatusCode.UNAVAILABLE,
-                )
+        if self._no_quorum is None or not isinstance(err, (UnavailableError, DeadlineError)):
+            return err
+        if self._quorumless_for is not None:
+            said = "; ".join(f"{m}: {msg}" for m, msg in self._no_quorum_members.items())
+            return error_for(
+                "NO_QUORUM",
+                f"the cluster has no quorum: for {self._quorumless_for:.1f}s every member "
+                f"that answered said so ({said})",
+                grpc.StatusCode.UNAVAILABLE,
+            )
+        if err.reason != "NO_QUORUM":
+            return error_for(
+                "NO_QUORUM",
+                f"no member with a quorum reachable ({self._no_quorum.message}; "
+                f"last: {err.message})",
+                grpc.StatusCode.UNAVAILABLE,
+            )
         return err
 
     def next_delay(self, err: CoordError, safe: bool) -> float | None:
         """Seconds to wait before trying the next member, or None: give up and raise."""
         if err.reason == "NO_QUORUM":
             self._no_quorum = err
+            if self._no_quorum_since is None:
+                self._no_quorum_since = self._clock()
+            self._no_quorum_members[err.metadata.get("member", "?")] = err.message
+        elif err.reason in ELECTING_REASONS:
+            self._no_quorum_since = None
+            self._no_quorum_members.clear()
         self._electing = self._electing or err.reason in WAIT_REASONS
         if not may_fail_over(err, safe):
             return None
+        if self._no_quorum_since is not None:
+            lasted = self._clock() - self._no_quorum_since
+            if lasted >= self.policy.no_quorum_patience:
+                self._quorumless_for = lasted
+                return None  # no majority anywhere for an election timeout: say so now
         self.failures += 1
         # Once a member said it has no leader or quorum, an election may be under way (a
         # leader died, and is refusing connections): ride it out for the whole time

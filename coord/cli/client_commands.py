@@ -233,13 +233,18 @@ def parse_txn(script: str, txn: B | None = None) -> B | TxnBuilder:
 
 
 def _client(args: argparse.Namespace) -> Any:
+    from coord.client.retry import RetryPolicy
     from coord.client.sync import Client
 
     try:
         endpoints = parse_endpoints(args.endpoints)
     except ValueError as e:
         raise UsageError(f"--endpoints: {e}") from None
-    return Client(endpoints, timeout=args.timeout, read_only_ok=args.read_only_ok)
+    if args.timeout <= 0:
+        raise UsageError(f"--timeout must be positive, not {args.timeout}")
+    # --timeout bounds each command, failover included (etcdctl's --command-timeout).
+    return Client(endpoints, timeout=args.timeout, read_only_ok=args.read_only_ok,
+                  policy=RetryPolicy(budget_factor=1.0))
 
 
 def _command(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
@@ -548,7 +553,9 @@ def _common_parser() -> argparse.ArgumentParser:
         help=f"client endpoints HOST:PORT,... (default ${ENDPOINTS_ENV}, else "
              f"{','.join(DEFAULT_ENDPOINTS)})")
     p.add_argument("--json", action="store_true", help="print results as JSON")
-    p.add_argument("--timeout", type=float, default=5.0, help="seconds per try (default 5)")
+    p.add_argument("--timeout", type=float, default=5.0,
+                   help="seconds for the whole command, failover to other members included "
+                        "(etcdctl's --command-timeout; default 5)")
     p.add_argument("--read-only-ok", action="store_true",
                    help="accept read-only service: a member cut off from a quorum keeps "
                         "answering reads (flagged stale); sessions stay usable")

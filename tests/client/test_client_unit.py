@@ -389,6 +389,34 @@ def test_attempts_ride_out_an_election_within_the_time_budget():
     assert None not in [mixed.next_delay(e, True) for e in errors[:20]]
 
 
+def test_attempts_give_up_once_every_answer_says_no_quorum_for_an_election_timeout():
+    clock = FakeClock()
+    a = Attempts(RetryPolicy(), 2, timeout=5.0, clock=clock)
+
+    def no_quorum(member: str) -> NoQuorumError:
+        return NoQuorumError("NO_QUORUM", f"member {member} has no quorum",
+                             metadata={"member": member})
+
+    refused = UnavailableError("UNAVAILABLE", "connection refused")
+    delays = []
+    for err in [no_quorum("n1"), refused, no_quorum("n2")] * 3:
+        delays.append(a.next_delay(err, True))
+        if delays[-1] is None:
+            break
+        clock.now += 0.25
+    # 0.0 .. 1.0 s: still riding it out; at 1.25 s (>= 1.2 s of NO_QUORUM) it gives up.
+    assert len(delays) == 6 and None not in delays[:5]
+    final = a.final(no_quorum("n2"))
+    assert isinstance(final, NoQuorumError)
+    assert final.message.startswith("the cluster has no quorum: for 1.2s")  # 1.25 s
+    assert "n1: member n1 has no quorum" in final.message and "n2:" in final.message
+    # An election under way (NO_LEADER) starts the streak again: no early give-up.
+    b = Attempts(RetryPolicy(), 2, timeout=5.0, clock=clock)
+    for err in [no_quorum("n1"), UnavailableError("NO_LEADER", "")] * 4:
+        assert b.next_delay(err, True) is not None
+        clock.now += 0.25
+
+
 # -- request ids --------------------------------------------------------------------------
 
 WRITES = [

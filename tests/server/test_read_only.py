@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import queue
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -187,6 +189,15 @@ def test_minority_member_cut_off_serves_stale_flagged_reads_then_catches_up(tmp_
             assert stale.kvs[0].value == b"v0" and stale.header.revision < latest
             with pytest.raises(ReadOnlyError):
                 pinned.put(b"k", b"from-the-minority")
+            # The CLI's normal client, given only the cut-off member, says there is no
+            # quorum and who said so once that has lasted an election timeout, instead
+            # of riding out its whole --timeout.
+            cli = subprocess.run(
+                [sys.executable, "-m", "coord", "kv", "get", "k", "--endpoints", on_minority,
+                 "--timeout", "30"], capture_output=True, text=True, timeout=60)
+            assert cli.returncode == 1, cli.stdout + cli.stderr
+            assert cli.stderr.startswith("coord: NO_QUORUM: the cluster has no quorum: for ")
+            assert f"{minority}: member {minority} has no quorum" in cli.stderr
 
             # A read-only client that can reach the majority moves there by itself.
             first = mover.range(b"k")
