@@ -201,6 +201,10 @@ class Raft:
         self.election_elapsed += 1
         if self.cfg.check_quorum and not self.quorum_active():
             self.become_follower(self.term, NONE)
+            # It has just gone a whole election timeout without a quorum, as long as a
+            # follower waits before campaigning: ask for pre-votes from the next tick on
+            # (they disrupt nobody), so that it leads again as soon as its links return.
+            self.election_elapsed = self.randomized_election_timeout - 1
             return
         if self.election_elapsed >= self.cfg.election_tick:
             self.election_elapsed = 0
