@@ -22,7 +22,14 @@ import grpc
 from coord.client import aio_transport, calls
 from coord.client.aio_session import AsyncSession, Callback
 from coord.client.aio_stream import AsyncStream
-from coord.client.calls import Call, ClaimLike, SessionRef, finish, served_read_only
+from coord.client.calls import (
+    Call,
+    ClaimLike,
+    SessionRef,
+    finish,
+    header_facts,
+    served_read_only,
+)
 from coord.client.cursors import OwnersCursor, WatchCursor
 from coord.client.endpoints import EndpointRing, parse_endpoints
 from coord.client.errors import CoordError, error_for, from_rpc_error
@@ -106,14 +113,14 @@ class AsyncClient:
         """Called (on the client's loop) when the client finds a read-write member."""
         self.mode_listeners.append(listener)
 
-    def saw_read_only(self, member: str = "") -> None:
+    def saw_read_only(self, member: str = "", term: int = 0, revision: int = 0) -> None:
         """A member answered read-only: tell every session that does not know yet (now,
         before the answer reaches the caller, so a session never learns of read-only
         mode after a read-only answer), and look for a read-write member in the
         background."""
         if self.read_only_ok and not self._closed:
             for session in list(self.sessions):
-                session.heard_read_only(member)
+                session.heard_read_only(member, term, revision)
             self._prober.kick()
 
     # -- plumbing -----------------------------------------------------------------------
@@ -142,7 +149,7 @@ class AsyncClient:
                     timeout=attempts.call_timeout(), metadata=self.metadata,
                 )
                 if served_read_only(response):
-                    self.saw_read_only(response.header.member)
+                    self.saw_read_only(*header_facts(response.header))
                 return finish(call, response, self.read_only_ok)
             except grpc.RpcError as e:
                 err = from_rpc_error(e)

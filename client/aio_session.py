@@ -272,10 +272,10 @@ class AsyncSession(SessionFacts):
                 if call is not None:
                     call.cancel()  # each loop reconnects to the (new) current member
 
-    def heard_read_only(self, member: str) -> None:
+    def heard_read_only(self, member: str, term: int = 0, revision: int = 0) -> None:
         """The client got an answer from a read-only member (any call, any stream): say
         mode_changed now if this session has not heard it from the member yet."""
-        event = self.core.entered_read_only(member)
+        event = self.core.entered_read_only(member, term, revision)
         if event is not None:
             self.core.observe(event)
             self._output.deliver(event, notify=True)

@@ -15,7 +15,7 @@ from typing import Generic, TypeVar
 
 import grpc
 
-from coord.client.calls import served_read_only
+from coord.client.calls import header_facts, served_read_only
 from coord.client.cursors import Cursor
 from coord.client.errors import CoordError, error_for, from_rpc_error
 from coord.client.transport import (
@@ -88,7 +88,7 @@ class AsyncStream(Generic[T]):
                 continue
             self._failures = 0
             if served_read_only(response):
-                self._client.saw_read_only(response.header.member)
+                self._client.saw_read_only(*header_facts(response.header))
             try:
                 self._pending.extend(self._cursor.feed(response))
             except CoordError:

@@ -103,6 +103,11 @@ def finish(call: Call[T], response: Any, read_only_ok: bool) -> T:
     return call.convert(response)
 
 
+def header_facts(header: Any) -> tuple[str, int, int]:
+    """(member, term, revision) of a response header, for a mode_changed event."""
+    return header.member, header.raft_term, header.revision
+
+
 def served_read_only(response: Any) -> bool:
     """Whether a response came from a read-only member (it carries a header saying so)."""
     header = getattr(response, "header", None)

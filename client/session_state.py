@@ -87,12 +87,14 @@ class SessionCore:
     def gone(self, message: str) -> SessionEvent:
         return SessionEvent(GONE, self.session_id, message=message)
 
-    def entered_read_only(self, member: str) -> SessionEvent | None:
+    def entered_read_only(self, member: str, term: int = 0,
+                          revision: int = 0) -> SessionEvent | None:
         """An answer from a read-only member reached the client: the mode_changed event
         to deliver, if this session did not know yet (None once it ended)."""
         if self.ended is not None or self.mode == "read-only":
             return None
-        return SessionEvent("mode_changed", self.session_id, mode="read-only", member=member)
+        return SessionEvent("mode_changed", self.session_id, mode="read-only", member=member,
+                            term=term, revision=revision)
 
     def already_told(self, event: SessionEvent) -> bool:
         """A mode_changed event for the mode this session already reported (the member's

@@ -174,9 +174,9 @@ class Client:
         self._aio.add_mode_listener(
             lambda change: self._callbacks.submit(listener, change, what="mode listener"))
 
-    def saw_read_only(self, member: str = "") -> None:
+    def saw_read_only(self, member: str = "", term: int = 0, revision: int = 0) -> None:
         """A member answered read-only: tell the sessions, look for a read-write one."""
-        self._loop.call_soon(self._aio.saw_read_only, member)
+        self._loop.call_soon(self._aio.saw_read_only, member, term, revision)
 
     # -- plumbing -----------------------------------------------------------------------
     def _wait(self, coro: Coroutine[Any, Any, T]) -> T:

@@ -170,5 +170,5 @@ class ClientLink(Protocol):
     async def send(self, call: Call[T]) -> T:
         """One request with failover (`AsyncClient.send`)."""
 
-    def saw_read_only(self, member: str = "") -> None:
+    def saw_read_only(self, member: str = "", term: int = 0, revision: int = 0) -> None:
         """A member answered read-only: tell the sessions, look for a read-write one."""

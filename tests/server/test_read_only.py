@@ -255,6 +255,8 @@ def test_a_session_hears_read_only_mode_no_later_than_the_first_read_only_answer
             told = [e for e in events if e.type == "mode_changed"]
             assert [e.mode for e in told] == ["read-only"], events
             assert told[0].member == survivor
+            assert told[0].term == res.header.raft_term > 0
+            assert 0 < told[0].revision <= res.header.revision
             await asyncio.sleep(0.5)  # the member's own event comes too: not said twice
             assert [e.mode for e in events if e.type == "mode_changed"] == ["read-only"]
             assert session.ended is None
