@@ -17,6 +17,12 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from coord.server.core.compaction import (
+    DEFAULT_MODE,
+    DEFAULT_RETENTION,
+    MODES,
+    CompactionPolicy,
+)
 from coord.server.etcd.watch import DEFAULT_PROGRESS_NOTIFY_S
 from coord.server.node.driver import NodeOptions
 from coord.server.node.members import MemberInfo, parse_initial_cluster, validate_address
@@ -41,6 +47,8 @@ class MemberConfig:
     etcd_listen: str = ""  # a second address for the etcd API (it is on `listen` too)
     etcd_progress_notify_s: float = DEFAULT_PROGRESS_NOTIFY_S
     etcd_only: bool = False  # clients get the etcd v3 API only (no native or Admin API)
+    compaction: CompactionPolicy = field(
+        default_factory=lambda: CompactionPolicy.parse(DEFAULT_MODE, DEFAULT_RETENTION))
 
 
 def add_serve_flags(s: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -84,6 +92,19 @@ def add_serve_flags(s: argparse.ArgumentParser) -> argparse.ArgumentParser:
         choices=["enabled", "disabled"],
         default="enabled",
         help="without quorum, keep serving (stale, flagged) reads to read-only clients",
+    )
+    s.add_argument(
+        "--auto-compaction-mode",
+        choices=list(MODES),
+        default=DEFAULT_MODE,
+        help="etcd's: compact the KV and ownership history by age (periodic) or by count"
+        " of revisions (revision)",
+    )
+    s.add_argument(
+        "--auto-compaction-retention",
+        default=DEFAULT_RETENTION,
+        help="history to keep: periodic, hours or a duration (1, 5m, 30s); revision, a count"
+        f" (100000); 0 turns auto-compaction off (default {DEFAULT_RETENTION})",
     )
     s.add_argument("--log-level", default="info", choices=LOG_LEVELS)
     return s
@@ -149,6 +170,8 @@ def member_config(args: argparse.Namespace) -> MemberConfig:
         etcd_listen=args.etcd_listen,
         etcd_progress_notify_s=args.etcd_progress_notify_ms / 1000,
         etcd_only=args.etcd_only,
+        compaction=CompactionPolicy.parse(args.auto_compaction_mode,
+                                          args.auto_compaction_retention),
     )
 
 

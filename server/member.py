@@ -27,6 +27,7 @@ from coord.server.api.ownership import OwnershipService
 from coord.server.api.producers import ProducersService
 from coord.server.api.sessions import SessionsService
 from coord.server.config import MemberConfig
+from coord.server.core.compaction import AutoCompactor
 from coord.server.core.coordinator import Coordinator
 from coord.server.core.events import EventHub
 from coord.server.core.forward import ForwardService, LeaderLink
@@ -117,6 +118,13 @@ class Member:
         self.link = LeaderLink(self.auth)
         self.coordinator = Coordinator(self.node, self.machine, self.link)
         self.tracker = SessionTracker(self.node, self.machine, self.coordinator.write)
+        self.compactor = AutoCompactor(
+            config.compaction,
+            leading=lambda: self.node.caught_up_leader,
+            revisions=lambda: (self.machine.revision, self.machine.kv.compact_revision),
+            propose=self.coordinator.write,
+            name=config.name,
+        )
         self.mode = self.coordinator.mode
         self.mode.enabled = config.read_only_mode
         # Read-only half an election timeout after the Raft signal says the quorum is gone:
@@ -151,6 +159,7 @@ class Member:
             await s.start()
         await self.node.start()
         self.tracker.start()
+        self.compactor.start()
         self.mode.start()
         await self.health.set("", health_pb2.HealthCheckResponse.SERVING)
         log.info(
@@ -194,6 +203,7 @@ class Member:
     async def stop(self, grace: float = 1.0) -> None:
         await self.health.enter_graceful_shutdown()
         await self.tracker.stop()
+        await self.compactor.stop()
         await self.mode.stop()
         for s in self._servers:
             await s.stop(grace)
