@@ -1,6 +1,8 @@
 """An etcd-like MVCC-lite key space.
 
-Current values live in a dict plus a sorted key list (for ranges). Every change is also
+Current values live in a dict plus a sorted key container (`SortedList`: insert, delete
+and the bounds of a range in O(log n), where a plain list shifts every later key on each
+insert — a million keys made each new key cost milliseconds). Every change is also
 appended to a history of `WatchEvent`s carrying the previous value, which serves both
 watches that start in the past and reads at a past revision (undo the events after it,
 newest first). History is bounded by compaction only: `compact(rev)` forgets events
@@ -13,6 +15,8 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
+
+from sortedcontainers import SortedList
 
 from coord.sm import codec, limits
 from coord.sm.commands import (
@@ -148,7 +152,7 @@ class KVStore:
         self.sessions = SessionTable() if sessions is None else sessions
         self.ledger = self.sessions.ledger
         self._kvs: dict[bytes, KeyValue] = {}
-        self._keys: list[bytes] = []  # sorted
+        self._keys: SortedList = SortedList()  # of bytes
         self._history: list[WatchEvent] = []
         self._history_revs: list[int] = []  # parallel to _history, for bisect
         self.compact_revision = 0
@@ -171,22 +175,34 @@ class KVStore:
         return self._range(key, range_end, limit, revision)
 
     def _range(self, key: bytes, range_end: bytes, limit: int, revision: int) -> RangeResult:
-        if revision == 0 or revision >= self.ledger.head:
-            kvs = [self._kvs[k] for k in self._keys_in(key, range_end)]
-        else:
+        if revision and revision < self.ledger.head:
             kvs = self._state_at(revision, key, range_end)
-        count = len(kvs)
-        if limit:
-            kvs = kvs[:limit]
+            count = len(kvs)
+            kvs = kvs[:limit] if limit else kvs
+        elif range_end == b"":
+            kv = self._kvs.get(key)
+            kvs, count = ([kv] if kv is not None else []), int(kv is not None)
+        else:  # the count from the bounds; records only for what is returned
+            lo, hi = self._span(key, range_end)
+            count = hi - lo
+            kvs = [self._kvs[k] for k in self._slice(lo, min(hi, lo + limit) if limit else hi)]
         return RangeResult(revision=self.ledger.head, kvs=tuple(kvs), count=count,
                            more=len(kvs) < count)
+
+    def _span(self, key: bytes, range_end: bytes) -> tuple[int, int]:
+        """Positions in the sorted keys of the first key of a range (range_end not b"")
+        and one past its last, in O(log n)."""
+        lo = self._keys.bisect_left(key)
+        hi = len(self._keys) if range_end == ALL_KEYS else self._keys.bisect_left(range_end)
+        return lo, max(lo, hi)
+
+    def _slice(self, lo: int, hi: int) -> list[bytes]:
+        return list(self._keys.islice(lo, hi)) if hi > lo else []
 
     def _keys_in(self, key: bytes, range_end: bytes) -> list[bytes]:
         if range_end == b"":
             return [key] if key in self._kvs else []
-        lo = bisect_left(self._keys, key)
-        hi = len(self._keys) if range_end == ALL_KEYS else bisect_left(self._keys, range_end)
-        return self._keys[lo:hi]
+        return self._slice(*self._span(key, range_end))
 
     def _state_at(self, revision: int, key: bytes, range_end: bytes) -> list[KeyValue]:
         """The range as it was at `revision`: undo later events, newest first."""
@@ -468,7 +484,7 @@ class KVStore:
         value, session_id = op.value, op.session_id
         if prev is None:
             kv = KeyValue(op.key, value, revision, revision, 1, session_id)
-            self._keys.insert(bisect_left(self._keys, op.key), op.key)
+            self._keys.add(op.key)
         else:
             if op.ignore_value:
                 value = prev.value
@@ -495,7 +511,7 @@ class KVStore:
 
     def _delete(self, key: bytes, revision: int) -> KeyValue:
         prev = self._kvs.pop(key)
-        del self._keys[bisect_left(self._keys, key)]
+        self._keys.remove(key)
         if prev.session_id:
             self._unbind(prev)
         self._record(WatchEvent(DELETE, KeyValue(key, b"", 0, revision, 0), prev, revision))
@@ -525,7 +541,7 @@ class KVStore:
         return {
             "compact_revision": self.compact_revision,
             "compacted": self.compacted,
-            "kvs": codec.Lazy(self._keys.copy(), lambda k: enc_kv(kvs[k])),
+            "kvs": codec.Lazy(list(self._keys), lambda k: enc_kv(kvs[k])),
             "history": codec.Lazy(self._history.copy(), codec.encoder(WatchEvent)),
         }
 
@@ -545,7 +561,7 @@ class KVStore:
             raise ValueError("bad compacted flag")
         self.compact_revision, self.compacted = compact_revision, compacted
         self._kvs = {kv.key: kv for kv in kvs}
-        self._keys = keys
+        self._keys = SortedList(keys)
         self._history, self._history_revs = history, revs
         for kv in kvs:
             if kv.session_id:

@@ -48,7 +48,7 @@ from coord.sm.results import (
     TxnResult,
     encode_result,
 )
-from coord.sm.sessions import SessionTable
+from coord.sm.sessions import Session, SessionTable
 
 SNAPSHOT_FORMAT = 1
 DEFAULT_REQUEST_CAPACITY = 100_000
@@ -79,12 +79,16 @@ class CoordMachine:
         self.config = {"pid_lifetime_ms": pid_lifetime_ms, "pid_capacity": pid_capacity,
                        "request_capacity": request_capacity, "request_bytes": request_bytes,
                        "owner_history_limit": owner_history_limit}
+        # told of every session opened, across restores (which rebuild the tables): the
+        # leader's session tracker starts its clock from here (see SessionTable.add_opener)
+        self.session_openers: list[Callable[[Session], None]] = []
         self._build(self.config)
 
     def _build(self, config: dict[str, int]) -> None:
         self.config = dict(config)
         self.ledger = Ledger()
         self.sessions = SessionTable(self.ledger)
+        self.sessions.add_opener(self._session_opened)
         self.kv = KVStore(self.sessions)
         self.ownership = OwnershipTable(self.sessions, config["owner_history_limit"])
         self.pids = PidAllocator(self.ledger, pid_lifetime_ms=config["pid_lifetime_ms"],
@@ -97,6 +101,10 @@ class CoordMachine:
     @property
     def revision(self) -> int:
         return self.ledger.revision
+
+    def _session_opened(self, session: Session) -> None:
+        for opener in self.session_openers:
+            opener(session)
 
     # -- the StateMachine protocol -------------------------------------------------------
 

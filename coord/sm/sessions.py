@@ -49,6 +49,9 @@ class Session:
 # Called with (session, the event ending it) when a session ends, to release what it
 # holds at the event's revision (the event's type says why, for those who record it).
 Releaser = Callable[[Session, SessionEvent], None]
+# Called with a session just opened: the leader's expiry clock starts it without
+# scanning every session (it must not read clocks or do I/O: it runs inside apply).
+Opener = Callable[[Session], None]
 
 
 class SessionTable:
@@ -57,9 +60,13 @@ class SessionTable:
         self.next_id = 1
         self._sessions: dict[int, Session] = {}
         self._releasers: list[Releaser] = []
+        self._openers: list[Opener] = []
 
     def add_releaser(self, releaser: Releaser) -> None:
         self._releasers.append(releaser)
+
+    def add_opener(self, opener: Opener) -> None:
+        self._openers.append(opener)
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -72,6 +79,10 @@ class SessionTable:
 
     def ids(self) -> list[int]:
         return sorted(self._sessions)
+
+    def all(self) -> list[Session]:
+        """Every live session, in no particular order (cheaper than `ids` + `get`)."""
+        return list(self._sessions.values())
 
     def require(self, session_id: Any) -> Session:
         """The live session `session_id`, or a refusal."""
@@ -111,6 +122,8 @@ class SessionTable:
             self.next_id += 1
         session = Session(session_id, name, ttl_ms, read_only_ok, now_ms)
         self._sessions[session.id] = session
+        for opener in self._openers:
+            opener(session)
         return SessionResult(revision=self.ledger.head, session_id=session.id, ttl_ms=ttl_ms)
 
     @operation(SessionResult)
