@@ -23,6 +23,7 @@ from coord.server.core.compaction import (
     MODES,
     CompactionPolicy,
 )
+from coord.server.core.quota import DEFAULT_QUOTA_BYTES
 from coord.server.etcd.watch import DEFAULT_PROGRESS_NOTIFY_S
 from coord.server.node.driver import NodeOptions
 from coord.server.node.members import MemberInfo, parse_initial_cluster, validate_address
@@ -47,6 +48,7 @@ class MemberConfig:
     etcd_listen: str = ""  # a second address for the etcd API (it is on `listen` too)
     etcd_progress_notify_s: float = DEFAULT_PROGRESS_NOTIFY_S
     etcd_only: bool = False  # clients get the etcd v3 API only (no native or Admin API)
+    quota_bytes: int = DEFAULT_QUOTA_BYTES  # 0: no space quota
     compaction: CompactionPolicy = field(
         default_factory=lambda: CompactionPolicy.parse(DEFAULT_MODE, DEFAULT_RETENTION))
 
@@ -106,6 +108,14 @@ def add_serve_flags(s: argparse.ArgumentParser) -> argparse.ArgumentParser:
         help="history to keep: periodic, hours or a duration (1, 5m, 30s); revision, a count"
         f" (100000); 0 turns auto-compaction off (default {DEFAULT_RETENTION})",
     )
+    s.add_argument(
+        "--quota-backend-bytes",
+        type=int,
+        default=DEFAULT_QUOTA_BYTES,
+        help="etcd's: over this many bytes (state, or the store's log and snapshot), the"
+        " member raises NOSPACE and writes that add state are refused until space is freed"
+        " (default 2 GiB; 0: no quota)",
+    )
     s.add_argument("--log-level", default="info", choices=LOG_LEVELS)
     return s
 
@@ -150,6 +160,8 @@ def member_config(args: argparse.Namespace) -> MemberConfig:
     initial = parse_initial_cluster(args.initial_cluster)
     for address in (args.listen, args.peer_listen, *([args.etcd_listen] * bool(args.etcd_listen))):
         validate_address(address)
+    if args.quota_backend_bytes < 0:
+        raise ValueError("--quota-backend-bytes must be >= 0 (0: no quota)")
     options = NodeOptions(
         tick_ms=args.tick_ms,
         election_ticks=args.election_ticks,
@@ -170,6 +182,7 @@ def member_config(args: argparse.Namespace) -> MemberConfig:
         etcd_listen=args.etcd_listen,
         etcd_progress_notify_s=args.etcd_progress_notify_ms / 1000,
         etcd_only=args.etcd_only,
+        quota_bytes=args.quota_backend_bytes,
         compaction=CompactionPolicy.parse(args.auto_compaction_mode,
                                           args.auto_compaction_retention),
     )

@@ -31,6 +31,7 @@ from coord.server.core.compaction import AutoCompactor
 from coord.server.core.coordinator import Coordinator
 from coord.server.core.events import EventHub
 from coord.server.core.forward import ForwardService, LeaderLink
+from coord.server.core.quota import SpaceGuard
 from coord.server.core.session_tracker import SessionTracker
 from coord.server.etcd.cluster import EtcdClusterService, EtcdMaintenanceService
 from coord.server.etcd.kv import EtcdKVService
@@ -125,6 +126,14 @@ class Member:
             propose=self.coordinator.write,
             name=config.name,
         )
+        store = self.store
+        self.space = SpaceGuard(
+            config.quota_bytes, self.me.id, self.machine,
+            disk_bytes=lambda: asyncio.to_thread(lambda: store.space().used_bytes),
+            propose=self.coordinator.write,
+            request_snapshot=self.node.request_snapshot,
+            name=config.name,
+        )
         self.mode = self.coordinator.mode
         self.mode.enabled = config.read_only_mode
         # Read-only half an election timeout after the Raft signal says the quorum is gone:
@@ -160,6 +169,7 @@ class Member:
         await self.node.start()
         self.tracker.start()
         self.compactor.start()
+        self.space.start()
         self.mode.start()
         await self.health.set("", health_pb2.HealthCheckResponse.SERVING)
         log.info(
@@ -204,6 +214,7 @@ class Member:
         await self.health.enter_graceful_shutdown()
         await self.tracker.stop()
         await self.compactor.stop()
+        await self.space.stop()
         await self.mode.stop()
         for s in self._servers:
             await s.stop(grace)

@@ -76,24 +76,29 @@ async def soak(run: Running, seconds: float, sample_s: float, clients: int) -> l
     """Puts on one key for `seconds`; a footprint row every `sample_s`."""
     rows: list[dict] = []
     t0 = time.monotonic()
-    puts = 0
+    puts = errors = 0
     async with grpc.aio.insecure_channel(run.leader) as ch:
         kv = erpc.KVStub(ch)
 
         async def writer() -> None:
-            nonlocal puts
+            nonlocal puts, errors
             while time.monotonic() - t0 < seconds:
-                await kv.Put(epb.PutRequest(key=b"soak/hot", value=VALUE))
-                puts += 1
+                try:
+                    await kv.Put(epb.PutRequest(key=b"soak/hot", value=VALUE), timeout=10)
+                    puts += 1
+                except grpc.RpcError as e:  # counted and shown: a stall is a finding
+                    errors += 1
+                    _log(f"  {run.system}: put failed: {e.code().name} {e.details()}")
+                    await asyncio.sleep(0.1)
 
         tasks = [asyncio.ensure_future(writer()) for _ in range(clients)]
         try:
             while time.monotonic() - t0 < seconds:
                 await asyncio.sleep(min(sample_s, max(0.0, seconds - (time.monotonic() - t0))))
                 row = {"system": run.system, "t_s": round(time.monotonic() - t0, 1),
-                       "puts": puts, **run.footprint()}
+                       "puts": puts, "errors": errors, **run.footprint()}
                 rows.append(row)
-                _log(f"  {run.system} t={row['t_s']:7.1f}s puts={puts:9d} "
+                _log(f"  {run.system} t={row['t_s']:7.1f}s puts={puts:9d} errors={errors} "
                      f"rss MiB {' '.join(mib(v) for v in row['rss'].values())} "
                      f"disk MiB {' '.join(mib(v) for v in row['disk'].values())}")
         finally:
@@ -168,9 +173,10 @@ async def probe(op: Callable[[int, int], Awaitable[object]], clients: int, per: 
 
 
 def soak_table(rows: list[dict]) -> list[str]:
-    lines = ["system    t_s       puts  rss MiB (per member)         disk MiB (per member)"]
+    lines = ["system    t_s       puts errors  rss MiB (per member)         "
+             "disk MiB (per member)"]
     for r in rows:
-        lines.append(f"{r['system']:6} {r['t_s']:7.1f} {r['puts']:9d}  "
+        lines.append(f"{r['system']:6} {r['t_s']:7.1f} {r['puts']:9d} {r['errors']:6d}  "
                      f"{' '.join(f'{mib(v):>7}' for v in r['rss'].values()):27}  "
                      f"{' '.join(f'{mib(v):>7}' for v in r['disk'].values())}")
     for system in sorted({r["system"] for r in rows}):

@@ -55,6 +55,18 @@ from coord.sm.results import (
 from coord.sm.sessions import Session, SessionTable
 
 ALL_KEYS = b"\0"  # as range_end: every key >= key
+KEY_OVERHEAD = 160  # bytes a current key costs beyond its key and value (record, dict, index)
+EVENT_OVERHEAD = 120  # bytes a history event costs beyond the bytes it holds
+
+
+def _kv_bytes(kv: KeyValue) -> int:
+    return KEY_OVERHEAD + len(kv.key) + len(kv.value)
+
+
+def _event_bytes(e: WatchEvent) -> int:
+    """An event's own bytes: its previous value is a record shared with the event or
+    current value before it, so it is counted there."""
+    return EVENT_OVERHEAD + len(e.kv.key) + len(e.kv.value)
 
 
 def in_range(key: bytes, range_end: bytes) -> Callable[[bytes], bool]:
@@ -157,10 +169,19 @@ class KVStore:
         self._history_revs: list[int] = []  # parallel to _history, for bisect
         self.compact_revision = 0
         self.compacted = False  # etcd: until the first compaction, even Compact(0) works
+        # the estimated memory of current values and history, kept as they change (the
+        # space quota's state measure; derived, so not in the snapshot)
+        self._live_bytes = 0
+        self._history_bytes = 0
         self.sessions.add_releaser(self._release_session)
 
     def __len__(self) -> int:
         return len(self._kvs)
+
+    @property
+    def bytes(self) -> int:
+        """Estimated bytes of current values and history (see KEY_OVERHEAD)."""
+        return self._live_bytes + self._history_bytes
 
     def get(self, key: bytes) -> KeyValue | None:
         return self._kvs.get(key)
@@ -335,6 +356,7 @@ class KVStore:
                                f"(current {self.ledger.revision})",
                                compact_revision=self.compact_revision)
         cut = bisect_left(self._history_revs, revision)
+        self._history_bytes -= sum(map(_event_bytes, self._history[:cut]))
         del self._history[:cut]
         del self._history_revs[:cut]
         # etcd keeps, of the compact revision, only each key's value as it stands there:
@@ -342,6 +364,8 @@ class KVStore:
         at = bisect_right(self._history_revs, revision)
         final = {e.kv.key: e for e in self._history[:at]}
         kept = [e for e in self._history[:at] if e.type == PUT and final[e.kv.key] is e]
+        self._history_bytes += (sum(map(_event_bytes, kept))
+                                - sum(map(_event_bytes, self._history[:at])))
         self._history[:at] = kept
         self._history_revs[:at] = [revision] * len(kept)
         self.compact_revision = revision
@@ -486,6 +510,7 @@ class KVStore:
             kv = KeyValue(op.key, value, revision, revision, 1, session_id)
             self._keys.add(op.key)
         else:
+            self._live_bytes -= _kv_bytes(prev)
             if op.ignore_value:
                 value = prev.value
             if op.ignore_lease:
@@ -497,6 +522,7 @@ class KVStore:
         if session_id:
             self.sessions.require(session_id).keys.add(op.key)
         self._kvs[op.key] = kv
+        self._live_bytes += _kv_bytes(kv)
         self._record(WatchEvent(PUT, kv, prev, revision))
         return PutResult(revision=revision, prev_kv=prev if op.prev_kv else None)
 
@@ -512,6 +538,7 @@ class KVStore:
     def _delete(self, key: bytes, revision: int) -> KeyValue:
         prev = self._kvs.pop(key)
         self._keys.remove(key)
+        self._live_bytes -= _kv_bytes(prev)
         if prev.session_id:
             self._unbind(prev)
         self._record(WatchEvent(DELETE, KeyValue(key, b"", 0, revision, 0), prev, revision))
@@ -523,6 +550,7 @@ class KVStore:
             session.keys.discard(kv.key)
 
     def _record(self, event: WatchEvent) -> None:
+        self._history_bytes += _event_bytes(event)
         self._history.append(event)
         self._history_revs.append(event.revision)
         self.ledger.emit(event)
@@ -563,6 +591,8 @@ class KVStore:
         self._kvs = {kv.key: kv for kv in kvs}
         self._keys = SortedList(keys)
         self._history, self._history_revs = history, revs
+        self._live_bytes = sum(map(_kv_bytes, kvs))
+        self._history_bytes = sum(map(_event_bytes, history))
         for kv in kvs:
             if kv.session_id:
                 session = self.sessions.get(kv.session_id)

@@ -25,6 +25,7 @@ from coord.sm import limits
 from coord.sm.codec import INT64_MAX
 from coord.sm.errors import (
     INVALID_ARGUMENT,
+    LIMIT_EXCEEDED,
     SESSION_EXISTS,
     TOO_LARGE,
     UNKNOWN_SESSION,
@@ -114,6 +115,9 @@ class SessionTable:
                                f"got {session_id!r:.40}")
         if session_id in self._sessions:
             raise CommandError(SESSION_EXISTS, f"session {session_id} already exists")
+        if len(self._sessions) >= limits.MAX_SESSIONS:
+            raise CommandError(LIMIT_EXCEEDED, f"{len(self._sessions)} sessions are open, the "
+                               f"limit is {limits.MAX_SESSIONS}: close unused ones first")
         self.ledger.mark()  # a change of state, but not of the revision (etcd's LeaseGrant)
         if session_id == 0:
             while self.next_id in self._sessions:  # taken by an asked-for id

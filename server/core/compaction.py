@@ -31,8 +31,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from coord.server.core.periodic import Periodic
-from coord.server.node.errors import NodeError
+from coord.server.core.periodic import Periodic, deferring
 from coord.sm.commands import Compact
 
 log = logging.getLogger(__name__)
@@ -171,22 +170,15 @@ class AutoCompactor:
         self.clock = clock
         self.planner = CompactionPlanner(policy, clock())
         self.compactions = 0
-        self._loop = (Periodic("auto-compaction", policy.check_interval_s, self.step_logged)
-                      if policy.enabled else None)
+        self._loop = Periodic("auto-compaction", policy.check_interval_s,
+                              deferring(self.step, name, "auto-compaction"),
+                              enabled=policy.enabled)
 
     def start(self) -> None:
-        if self._loop is not None:
-            self._loop.start()
+        self._loop.start()
 
     async def stop(self) -> None:
-        if self._loop is not None:
-            await self._loop.stop()
-
-    async def step_logged(self) -> None:
-        try:
-            await self.step()
-        except NodeError as e:
-            log.warning("%s: auto-compaction deferred: %s", self.name, e)
+        await self._loop.stop()
 
     async def step(self) -> int | None:
         """One check; the revision compacted to, if this step compacted."""

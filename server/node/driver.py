@@ -148,6 +148,7 @@ class Node:
         self._known_addresses = {m.id: m for m in initial_cluster}
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"store-{me.name}")
         self._snaps = snapshots or BackgroundSnapshot(me.name)
+        self._snapshot_asked = False
         self._raw = self._open(initial_cluster, join)
         transport.receive_with(self._on_messages, self._on_unreachable)
         self._peer_addresses: dict[int, str] = {}
@@ -566,11 +567,21 @@ class Node:
             if self._snaps.done:
                 await self._end_snapshot()
             return
-        if self.applied_index - self._raw.snapshot_index < self.options.snapshot_every:
+        due = self.applied_index - self._raw.snapshot_index >= self.options.snapshot_every
+        asked = self._snapshot_asked and self.applied_index > self._raw.snapshot_index
+        if not (due or asked):
             return
+        self._snapshot_asked = False
         self._snaps.start(
             self.applied_index, self._raw.conf_state, self._capture_snapshot(), self._wake.set
         )
+
+    def request_snapshot(self) -> None:
+        """Take a snapshot (and so truncate the log) at the next chance rather than after
+        `snapshot_every` entries: the space guard asks when the log is what holds a
+        member over its quota."""
+        self._snapshot_asked = True
+        self._wake.set()
 
     async def _end_snapshot(self) -> None:
         """Compact the log to the snapshot taken in the background."""
