@@ -33,9 +33,10 @@ from coord.server.core.events import EventHub
 from coord.server.core.forward import ForwardService, LeaderLink
 from coord.server.core.quota import SpaceGuard
 from coord.server.core.session_tracker import SessionTracker
-from coord.server.etcd.cluster import EtcdClusterService, EtcdMaintenanceService
+from coord.server.etcd.cluster import EtcdClusterService
 from coord.server.etcd.kv import EtcdKVService
 from coord.server.etcd.lease import EtcdLeaseService
+from coord.server.etcd.maintenance import EtcdMaintenanceService
 from coord.server.etcd.watch import EtcdWatchService
 from coord.server.node.driver import Node, NodeOptions
 from coord.server.node.identity import claim_data_dir

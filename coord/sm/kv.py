@@ -42,6 +42,7 @@ from coord.sm.errors import (
     TOO_LARGE,
     CommandError,
 )
+from coord.sm.kv_hash import KVView
 from coord.sm.ledger import operation
 from coord.sm.records import DELETE, PUT, KeyValue, SessionEvent, WatchEvent
 from coord.sm.results import (
@@ -572,6 +573,12 @@ class KVStore:
             "kvs": codec.Lazy(list(self._keys), lambda k: enc_kv(kvs[k])),
             "history": codec.Lazy(self._history.copy(), codec.encoder(WatchEvent)),
         }
+
+    def view(self) -> KVView:
+        """Copies of the containers (the records are frozen), for hashing off the loop's
+        critical path (coord.sm.kv_hash)."""
+        return KVView(self._kvs.copy(), self._history.copy(), self.compact_revision,
+                      self.ledger.revision)
 
     def load_state(self, state: dict) -> None:
         dec_kv, dec_ev = codec.decoder(KeyValue), codec.decoder(WatchEvent)
