@@ -13,7 +13,7 @@ import asyncio
 import hashlib
 import logging
 import zlib
-from collections.abc import Generator, Iterator
+from collections.abc import Generator
 
 import grpc
 
@@ -23,6 +23,7 @@ from coord.server.core.coordinator import Coordinator
 from coord.server.etcd import convert as conv
 from coord.server.etcd.cluster import VERSION
 from coord.server.etcd.errors import COMPACTED, FUTURE_REV, EtcdError, check, etcd_call
+from coord.server.node.snapshots import join_pieces
 from coord.server.storage.log_store import LogStore, StorageError, StoreSpace
 from coord.sm.alarms import ACTIVATE, DEACTIVATE
 from coord.sm.commands import Alarm
@@ -42,14 +43,6 @@ async def _run(steps: Generator[None, None, int]) -> int:
         except StopIteration as done:
             return done.value
         await asyncio.sleep(0)
-
-
-async def _joined(pieces: Iterator[bytes]) -> bytes:
-    out = []
-    for piece in pieces:
-        out.append(piece)
-        await asyncio.sleep(0)
-    return b"".join(out)
 
 
 class EtcdMaintenanceService(rpc_pb2_grpc.MaintenanceServicer):
@@ -134,7 +127,7 @@ class EtcdMaintenanceService(rpc_pb2_grpc.MaintenanceServicer):
         SHA-256 of what came before — the shape `etcdctl snapshot save` checks for — so a
         copy can be verified; `remaining_bytes` counts down to 0."""
         revision = self.coord.machine.revision
-        data = await _joined(self.coord.machine.capture())
+        data = await join_pieces(self.coord.machine.capture())
         data += b"\0" * (-len(data) % SECTOR)  # the zlib stream ends before the padding
         data += hashlib.sha256(data).digest()
         header = conv.header(self.coord, revision)
