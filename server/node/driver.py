@@ -445,7 +445,10 @@ class Node:
         if not early and rd.messages:
             self._transport.send(rd.messages)
         if rd.snapshot is not None:
+            started = time.monotonic()
             self._restore_snapshot(rd.snapshot)
+            log.info("%s: restored a snapshot of %d bytes at index %d in %.2fs", self.me.name,
+                     len(rd.snapshot.data), rd.snapshot.meta.index, time.monotonic() - started)
             self._sync_peers()
             self.applied_index = rd.snapshot.meta.index
             self._fail_pending_upto(rd.snapshot.meta.index)
