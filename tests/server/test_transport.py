@@ -100,6 +100,16 @@ class Member:
             self.server = None
 
 
+async def connected_pair() -> tuple[Member, Member]:
+    """Members 1 and 2, started, 1's stream to 2 open."""
+    a, b = Member(1), Member(2)
+    await a.start()
+    await b.start()
+    a.transport.set_peer(2, b.address)
+    await wait_until(lambda: a.stats(2)["connected"], "the stream to connect")
+    return a, b
+
+
 async def stop_all(*members: Member) -> None:
     for m in members:
         await m.stop()
@@ -439,13 +449,8 @@ def test_large_queues_are_split_into_bounded_batches(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(transport_mod, "MAX_MESSAGE_BYTES", 8_000)
 
     async def main() -> None:
-        a = Member(1)
-        b = Member(2)
+        a, b = await connected_pair()
         try:
-            await a.start()
-            await b.start()
-            a.transport.set_peer(2, b.address)
-            await wait_until(lambda: a.stats(2)["connected"], "the stream to connect")
 
             msgs = [app(1, 2, i) for i in range(60)]  # ~60 bytes each on the wire
             huge = Message(MessageType.SNAP, to=2, frm=1, snapshot=Snapshot(data=b"x" * 10_000))
@@ -571,13 +576,8 @@ def test_a_big_snapshot_goes_in_pieces_and_arrives_whole(monkeypatch: pytest.Mon
     monkeypatch.setattr(transport_mod, "MAX_MESSAGE_BYTES", 8_000)
 
     async def main() -> None:
-        a = Member(1)
-        b = Member(2)
+        a, b = await connected_pair()
         try:
-            await a.start()
-            await b.start()
-            a.transport.set_peer(2, b.address)
-            await wait_until(lambda: a.stats(2)["connected"], "the stream to connect")
             data = bytes(range(256)) * 100  # 25,600 bytes: 26 pieces, 3x the message limit
             meta = SnapshotMeta(index=9, term=3, conf_state=ConfState(voters=frozenset({1, 2})))
             snap = Message(MessageType.SNAP, to=2, frm=1, term=3,
