@@ -117,10 +117,29 @@ def decades(total: int) -> list[int]:
     return [*out, total]
 
 
+RETRIES = 50
+
+
+async def _retrying(call: Callable[[], Awaitable[object]], errors: list[int]) -> None:
+    """`call()` until it succeeds (puts of a fixed value and reads are safe to repeat);
+    each failure is counted in errors[0] and shown, the 50th is raised."""
+    for attempt in range(RETRIES):
+        try:
+            await call()
+            return
+        except grpc.RpcError as e:
+            errors[0] += 1
+            _log(f"  call failed ({e.code().name}: {e.details()}); again")
+            if attempt == RETRIES - 1:
+                raise
+            await asyncio.sleep(0.1)
+
+
 async def grow(run: Running, total: int, clients: int, probe_ops: int) -> list[dict]:
     rows: list[dict] = []
     base = run.footprint()
     written = 0
+    errors = [0]
     async with grpc.aio.insecure_channel(run.leader) as ch:
         kv = erpc.KVStub(ch)
         for target in decades(total):
@@ -129,7 +148,8 @@ async def grow(run: Running, total: int, clients: int, probe_ops: int) -> list[d
 
             async def loader(todo: Iterator[int] = todo) -> None:
                 for i in todo:
-                    await kv.Put(epb.PutRequest(key=b"keys/%09d" % i, value=VALUE))
+                    await _retrying(lambda i=i: kv.Put(
+                        epb.PutRequest(key=b"keys/%09d" % i, value=VALUE), timeout=10), errors)
 
             await asyncio.gather(*(loader() for _ in range(clients)))
             load_s = time.monotonic() - t0
@@ -138,11 +158,13 @@ async def grow(run: Running, total: int, clients: int, probe_ops: int) -> list[d
             per = max(1, probe_ops // clients)
 
             async def put(w: int, i: int, per: int = per, target: int = target) -> None:
-                await kv.Put(epb.PutRequest(key=b"keys/%09d" % ((w * per + i) % target),
-                                            value=VALUE))
+                key = b"keys/%09d" % ((w * per + i) % target)
+                await _retrying(lambda: kv.Put(epb.PutRequest(key=key, value=VALUE),
+                                               timeout=10), errors)
 
             async def get(w: int, i: int, per: int = per, target: int = target) -> None:
-                await kv.Range(epb.RangeRequest(key=b"keys/%09d" % ((w * per + i) % target)))
+                key = b"keys/%09d" % ((w * per + i) % target)
+                await _retrying(lambda: kv.Range(epb.RangeRequest(key=key), timeout=10), errors)
 
             puts = await probe(put, clients, per)
             gets = await probe(get, clients, per)
@@ -150,7 +172,7 @@ async def grow(run: Running, total: int, clients: int, probe_ops: int) -> list[d
             row = {"system": run.system, "keys": target, "load_per_s": (target - (rows[-1][
                 "keys"] if rows else 0)) / load_s, **fp, "bytes_per_key": grown / target,
                 "put_p50_ms": puts["p50_ms"], "put_p99_ms": puts["p99_ms"],
-                "get_p50_ms": gets["p50_ms"], "get_p99_ms": gets["p99_ms"]}
+                "get_p50_ms": gets["p50_ms"], "get_p99_ms": gets["p99_ms"], "errors": errors[0]}
             rows.append(row)
             _log(f"  {run.system} {target:>9d} keys: rss max {mib(fp['rss_max'])} MiB "
                  f"({row['bytes_per_key']:.0f} B/key), disk max {mib(fp['disk_max'])} MiB, "
@@ -190,12 +212,13 @@ def soak_table(rows: list[dict]) -> list[str]:
 
 
 def keys_table(rows: list[dict]) -> list[str]:
-    lines = ["system      keys  load/s  rss MiB  B/key  disk MiB  put p50/p99 ms  get p50/p99 ms"]
+    lines = ["system      keys  load/s  rss MiB  B/key  disk MiB  put p50/p99 ms  get p50/p99 ms"
+             "  errors"]
     for r in rows:
         lines.append(f"{r['system']:6} {r['keys']:>9d} {r['load_per_s']:7.0f} "
                      f"{mib(r['rss_max']):>8} {r['bytes_per_key']:6.0f} {mib(r['disk_max']):>9} "
                      f"{r['put_p50_ms']:6.2f}/{r['put_p99_ms']:<7.2f} "
-                     f"{r['get_p50_ms']:6.2f}/{r['get_p99_ms']:<7.2f}")
+                     f"{r['get_p50_ms']:6.2f}/{r['get_p99_ms']:<7.2f} {r.get('errors', 0):7d}")
     etcd = {r["keys"]: r for r in rows if r["system"] == "etcd"}
     for r in rows:
         e = etcd.get(r["keys"])
