@@ -30,13 +30,24 @@ def alarms(cluster: LocalCluster, name: str) -> list[str]:
     return json.loads(cluster.status(name).state_machine)["alarms"]
 
 
-def wait_for(what: str, cond, limit_s: float) -> None:
+def usage(cluster: LocalCluster) -> dict[str, tuple]:
+    """Each member's alarms, state estimate and store bytes in use (for failures)."""
+    out = {}
+    for name, m in cluster.members.items():
+        sm = json.loads(cluster.status(name).state_machine)
+        with grpc.insecure_channel(m.listen) as ch:
+            st = stubs.MaintenanceStub(ch).Status(pb.StatusRequest(), timeout=10)
+        out[name] = (sm["alarms"], sm["state_bytes"], st.dbSizeInUse)
+    return out
+
+
+def wait_for(what: str, cond, limit_s: float, cluster: LocalCluster) -> None:
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline:
         if cond():
             return
         time.sleep(0.1)
-    raise AssertionError(f"{what} not within {limit_s}s")
+    raise AssertionError(f"{what} not within {limit_s}s: {usage(cluster)}")
 
 
 def test_fill_to_quota_refuse_free_and_resume(tmp_path):
@@ -89,7 +100,7 @@ def test_fill_to_quota_refuse_free_and_resume(tmp_path):
             assert c.delete(prefix="big/").deleted == len(acked)
             c.compact(c.range(prefix="keep/").header.revision)  # and the history with it
             wait_for("the alarm lowered on every member",
-                     lambda: all(not alarms(cluster, n) for n in cluster.members), 30)
+                     lambda: all(not alarms(cluster, n) for n in cluster.members), 60, cluster)
             c.put("after", "the alarm")
             for name, member in cluster.members.items():
                 with Client([member.listen]) as one:
