@@ -1,7 +1,8 @@
-"""`coord snapshot save FILE` / `coord snapshot status FILE`: a consistent point-in-time
+"""`coord snapshot save FILE` / `status FILE` / `restore FILE`: a consistent point-in-time
 backup of the replicated state through etcd's Maintenance.Snapshot (so `etcdctl snapshot
-save` gets the same bytes), checked by the SHA-256 that ends the stream, and a reading
-of what a backup holds."""
+save` gets the same bytes), checked by the SHA-256 that ends the stream; a reading of
+what a backup holds; and a new cluster's data dirs seeded from it (etcd's `snapshot
+restore`: run it once per member with the same --initial-cluster, then start them)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     status = ops.add_parser("status", help="check FILE's digest and show what it holds")
     status.add_argument("file")
     status.add_argument("--json", action="store_true")
+    restore = ops.add_parser("restore", help="seed one member of a NEW cluster from FILE")
+    restore.add_argument("file")
+    restore.add_argument("--name", required=True)
+    restore.add_argument("--data-dir", required=True, help="must not hold a log yet")
+    restore.add_argument("--initial-cluster", required=True, help="n1=HOST:PEERPORT,...")
+    restore.add_argument("--initial-cluster-token", default="coord")
     s.set_defaults(func=cmd_snapshot)
 
 
@@ -78,8 +85,39 @@ def describe(path: Path) -> dict:
     return {"file": str(path), "bytes": path.stat().st_size, **machine.describe()}
 
 
+def restore(args: argparse.Namespace) -> str:
+    """Seed `--data-dir` for member `--name` of the cluster `--initial-cluster` from the
+    backup (checked first); the line to print. The server is imported only here."""
+    from coord.server.node.driver import seed_from_state
+    from coord.server.node.identity import claim_data_dir
+    from coord.server.node.members import parse_initial_cluster
+    from coord.server.storage.log_store import LogStore, StorageError
+    from coord.sm.machine import CoordMachine
+
+    state = verified(Path(args.file).read_bytes())
+    machine = CoordMachine()
+    machine.restore(state)  # a backup that does not load is refused before any write
+    members = parse_initial_cluster(args.initial_cluster)
+    if args.name not in {m.name for m in members}:
+        raise ValueError(f"--initial-cluster does not name {args.name!r}")
+    try:
+        with LogStore(Path(args.data_dir) / "raft.db") as store:
+            seed_from_state(store, members, state)
+            claim_data_dir(store, args.name, args.initial_cluster_token)
+    except StorageError as e:
+        raise ValueError(str(e)) from None
+    return (f"{args.data_dir}: member {args.name} of a {len(members)}-member cluster, "
+            f"from revision {machine.revision} ({len(machine.kv)} keys)")
+
+
 def cmd_snapshot(args: argparse.Namespace) -> int:
     path = Path(args.file)
+    if args.op == "restore":
+        try:
+            print(restore(args))
+        except (OSError, ValueError) as e:
+            raise SystemExit(f"coord snapshot restore: {e}") from None
+        return 0
     if args.op == "save":
         total, revision, endpoint = save(
             [e.strip() for e in args.endpoints.split(",") if e.strip()], path, args.timeout)

@@ -22,6 +22,7 @@ from coord.raft import (
     ConfChange,
     ConfChangeType,
     Config,
+    ConfState,
     Entry,
     EntryType,
     HardState,
@@ -32,6 +33,7 @@ from coord.raft import (
     Ready,
     Role,
     Snapshot,
+    SnapshotMeta,
     Status,
     bootstrap_entries,
     conf_change_of,
@@ -56,6 +58,27 @@ log = logging.getLogger(__name__)
 
 _TIME = struct.Struct(">Q")
 _SNAP_HEADER = struct.Struct(">I")
+
+
+def members_header(members: dict[int, MemberInfo]) -> bytes:
+    """The start of a node snapshot's data: its members; the state machine's bytes follow."""
+    encoded = b"\n".join(m.encode() for _, m in sorted(members.items()))
+    return _SNAP_HEADER.pack(len(encoded)) + encoded
+
+
+def seed_from_state(store: LogStore, initial_cluster: list[MemberInfo], state: bytes) -> None:
+    """Make an empty store start from a backup of the state machine (`state`, as its
+    snapshot() gives it) in a new cluster of `initial_cluster`: a snapshot at the index the
+    bootstrap entries would end at, term 1, every member a voter. Every member seeded from
+    the same backup holds the same log, so they elect a leader and go on from there
+    (etcd's `snapshot restore`). ValueError if the store holds anything."""
+    st = store.load()
+    if st.entries or not st.snapshot.is_empty or st.hard_state != HardState():
+        raise ValueError(f"{store.path} already holds a log: restore into an empty data dir")
+    members = {m.id: m for m in initial_cluster}
+    index = len(members)
+    meta = SnapshotMeta(index, 1, ConfState(voters=frozenset(members)))
+    store.save(HardState(1, NONE, index), [], Snapshot(meta, members_header(members) + state))
 
 
 @dataclass(slots=True)
@@ -551,8 +574,7 @@ class Node:
     # -- snapshots ------------------------------------------------------------------------
     def _capture_snapshot(self) -> Iterator[bytes]:
         """The members and the state machine as they are now; the bytes come later."""
-        members = b"\n".join(m.encode() for _, m in sorted(self.members.items()))
-        return itertools.chain((_SNAP_HEADER.pack(len(members)) + members,), self._sm.capture())
+        return itertools.chain((members_header(self.members),), self._sm.capture())
 
     def _restore_snapshot(self, snap: Snapshot) -> None:
         data = snap.data
