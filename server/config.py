@@ -90,6 +90,13 @@ def add_serve_flags(s: argparse.ArgumentParser) -> argparse.ArgumentParser:
     s.add_argument("--heartbeat-ticks", type=int, default=2)
     s.add_argument("--snapshot-every", type=int, default=20_000)
     s.add_argument(
+        "--snapshot-bytes",
+        type=int,
+        default=64 << 20,
+        help="also snapshot after this many bytes of log entries (default 64 MiB), so"
+        " batched writes do not leave a long log to replay at restart",
+    )
+    s.add_argument(
         "--read-only-mode",
         choices=["enabled", "disabled"],
         default="enabled",
@@ -160,6 +167,8 @@ def member_config(args: argparse.Namespace) -> MemberConfig:
     initial = parse_initial_cluster(args.initial_cluster)
     for address in (args.listen, args.peer_listen, *([args.etcd_listen] * bool(args.etcd_listen))):
         validate_address(address)
+    if args.snapshot_bytes < 1 or args.snapshot_every < 1:
+        raise ValueError("--snapshot-every and --snapshot-bytes must be positive")
     if args.quota_backend_bytes < 0:
         raise ValueError("--quota-backend-bytes must be >= 0 (0: no quota)")
     options = NodeOptions(
@@ -167,6 +176,7 @@ def member_config(args: argparse.Namespace) -> MemberConfig:
         election_ticks=args.election_ticks,
         heartbeat_ticks=args.heartbeat_ticks,
         snapshot_every=args.snapshot_every,
+        snapshot_bytes=args.snapshot_bytes,
     )
     return MemberConfig(
         name=args.name,

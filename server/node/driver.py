@@ -87,6 +87,9 @@ class NodeOptions:
     election_ticks: int = 12
     heartbeat_ticks: int = 2
     snapshot_every: int = 20_000
+    # ...or after this many bytes of entries: big entries (txns of many puts) would
+    # otherwise leave a long log to replay at restart before the member serves
+    snapshot_bytes: int = 64 << 20
     max_inflight: int = 256
     max_batch: int = 4096
     seed: int | None = None
@@ -172,6 +175,7 @@ class Node:
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"store-{me.name}")
         self._snaps = snapshots or BackgroundSnapshot(me.name)
         self._snapshot_asked = False
+        self._log_bytes = 0  # of entries applied since the last snapshot started
         self._raw = self._open(initial_cluster, join)
         transport.receive_with(self._on_messages, self._on_unreachable)
         self._peer_addresses: dict[int, str] = {}
@@ -491,8 +495,11 @@ class Node:
         await self._maybe_snapshot()
 
     def _apply_all(self, entries: list[Entry], restored: bool = False) -> None:
+        if restored:
+            self._log_bytes = 0
         for e in entries:
             self._apply(e)
+            self._log_bytes += len(e.data)
         if entries:
             self.applied_index = entries[-1].index
         if entries or restored:
@@ -592,11 +599,13 @@ class Node:
             if self._snaps.done:
                 await self._end_snapshot()
             return
-        due = self.applied_index - self._raw.snapshot_index >= self.options.snapshot_every
+        due = (self.applied_index - self._raw.snapshot_index >= self.options.snapshot_every
+               or self._log_bytes >= self.options.snapshot_bytes)
         asked = self._snapshot_asked and self.applied_index > self._raw.snapshot_index
-        if not (due or asked):
+        if not (due or asked) or self.applied_index <= self._raw.snapshot_index:
             return
         self._snapshot_asked = False
+        self._log_bytes = 0
         self._snaps.start(
             self.applied_index, self._raw.conf_state, self._capture_snapshot(), self._wake.set
         )
