@@ -7,7 +7,7 @@ PROTOS := $(wildcard proto/coord/v1/*.proto proto/coord/etcdpb/*.proto proto/coo
 SEEDS  ?= 10000
 NODES  ?= 3
 
-.PHONY: all venv proto run test lint soak diff bench bench-readonly clean etcd-tools
+.PHONY: all venv proto run test lint soak diff bench bench-readonly bench-scale clean etcd-tools
 
 all: test
 
@@ -69,6 +69,11 @@ bench: venv
 bench-readonly: venv
 	$(PY) -m pip install -q -e '.[bench]'
 	$(VENV)/bin/coord bench readonly
+
+# Memory and disk over a 30-minute hot-key soak and a growth to 1M keys, beside etcd 3.4
+# (about an hour on this box; `coord bench scale --help` for smaller runs).
+bench-scale: venv
+	$(VENV)/bin/coord bench scale --seconds 1800 --sample-s 60 --keys 1000000
 
 clean:
 	rm -rf $(VENV) coord/v1/*_pb2*.py coord/v1/*_pb2.pyi coord/v1/.generated

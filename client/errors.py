@@ -23,7 +23,9 @@ __all__ = [
     "DeadlineError",
     "FutureRevisionError",
     "InvalidArgumentError",
+    "LimitExceededError",
     "NoQuorumError",
+    "NoSpaceError",
     "OutOfRangeError",
     "OwnedByHigherGenerationError",
     "ProducerFencedError",
@@ -137,7 +139,23 @@ class DeadlineError(CoordError):
     default_code = grpc.StatusCode.DEADLINE_EXCEEDED
 
 
+class NoSpaceError(CoordError):
+    """A member is over its space quota (the NOSPACE alarm): writes that add state are
+    refused, whole, until space is freed (delete, compact, `coord defrag`); reads and
+    deletes still work."""
+
+    default_code = grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+class LimitExceededError(CoordError):
+    """Too many sessions, or too many resources owned by one session: nothing was done."""
+
+    default_code = grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
 _BY_REASON: dict[str, type[CoordError]] = {
+    "NO_SPACE": NoSpaceError,
+    "LIMIT_EXCEEDED": LimitExceededError,
     "UNKNOWN_SESSION": SessionGoneError,
     "OWNED_BY_HIGHER_GENERATION": OwnedByHigherGenerationError,
     "INVALID_ARGUMENT": InvalidArgumentError,

@@ -58,6 +58,8 @@ RESULT_CODES: Mapping[str, grpc.StatusCode] = MappingProxyType({
     "REQUEST_ID_REUSED": grpc.StatusCode.ALREADY_EXISTS,
     "SESSION_EXISTS": grpc.StatusCode.ALREADY_EXISTS,
     "KEY_NOT_FOUND": grpc.StatusCode.NOT_FOUND,
+    "NO_SPACE": grpc.StatusCode.RESOURCE_EXHAUSTED,
+    "LIMIT_EXCEEDED": grpc.StatusCode.RESOURCE_EXHAUSTED,
 })
 """Error reasons of state-machine results (the command was applied and refused), and
 their status codes; any other result reason is FAILED_PRECONDITION."""

@@ -17,6 +17,13 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from coord.server.core.compaction import (
+    DEFAULT_MODE,
+    DEFAULT_RETENTION,
+    MODES,
+    CompactionPolicy,
+)
+from coord.server.core.quota import DEFAULT_QUOTA_BYTES
 from coord.server.etcd.watch import DEFAULT_PROGRESS_NOTIFY_S
 from coord.server.node.driver import NodeOptions
 from coord.server.node.members import MemberInfo, parse_initial_cluster, validate_address
@@ -41,6 +48,9 @@ class MemberConfig:
     etcd_listen: str = ""  # a second address for the etcd API (it is on `listen` too)
     etcd_progress_notify_s: float = DEFAULT_PROGRESS_NOTIFY_S
     etcd_only: bool = False  # clients get the etcd v3 API only (no native or Admin API)
+    quota_bytes: int = DEFAULT_QUOTA_BYTES  # 0: no space quota
+    compaction: CompactionPolicy = field(
+        default_factory=lambda: CompactionPolicy.parse(DEFAULT_MODE, DEFAULT_RETENTION))
 
 
 def add_serve_flags(s: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -80,10 +90,38 @@ def add_serve_flags(s: argparse.ArgumentParser) -> argparse.ArgumentParser:
     s.add_argument("--heartbeat-ticks", type=int, default=2)
     s.add_argument("--snapshot-every", type=int, default=20_000)
     s.add_argument(
+        "--snapshot-bytes",
+        type=int,
+        default=64 << 20,
+        help="also snapshot after this many bytes of log entries (default 64 MiB), so"
+        " batched writes do not leave a long log to replay at restart",
+    )
+    s.add_argument(
         "--read-only-mode",
         choices=["enabled", "disabled"],
         default="enabled",
         help="without quorum, keep serving (stale, flagged) reads to read-only clients",
+    )
+    s.add_argument(
+        "--auto-compaction-mode",
+        choices=list(MODES),
+        default=DEFAULT_MODE,
+        help="etcd's: compact the KV and ownership history by age (periodic) or by count"
+        " of revisions (revision)",
+    )
+    s.add_argument(
+        "--auto-compaction-retention",
+        default=DEFAULT_RETENTION,
+        help="history to keep: periodic, hours or a duration (1, 5m, 30s); revision, a count"
+        f" (100000); 0 turns auto-compaction off (default {DEFAULT_RETENTION})",
+    )
+    s.add_argument(
+        "--quota-backend-bytes",
+        type=int,
+        default=DEFAULT_QUOTA_BYTES,
+        help="etcd's: over this many bytes (state, or the store's log and snapshot), the"
+        " member raises NOSPACE and writes that add state are refused until space is freed"
+        " (default 2 GiB; 0: no quota)",
     )
     s.add_argument("--log-level", default="info", choices=LOG_LEVELS)
     return s
@@ -129,11 +167,16 @@ def member_config(args: argparse.Namespace) -> MemberConfig:
     initial = parse_initial_cluster(args.initial_cluster)
     for address in (args.listen, args.peer_listen, *([args.etcd_listen] * bool(args.etcd_listen))):
         validate_address(address)
+    if args.snapshot_bytes < 1 or args.snapshot_every < 1:
+        raise ValueError("--snapshot-every and --snapshot-bytes must be positive")
+    if args.quota_backend_bytes < 0:
+        raise ValueError("--quota-backend-bytes must be >= 0 (0: no quota)")
     options = NodeOptions(
         tick_ms=args.tick_ms,
         election_ticks=args.election_ticks,
         heartbeat_ticks=args.heartbeat_ticks,
         snapshot_every=args.snapshot_every,
+        snapshot_bytes=args.snapshot_bytes,
     )
     return MemberConfig(
         name=args.name,
@@ -149,6 +192,9 @@ def member_config(args: argparse.Namespace) -> MemberConfig:
         etcd_listen=args.etcd_listen,
         etcd_progress_notify_s=args.etcd_progress_notify_ms / 1000,
         etcd_only=args.etcd_only,
+        quota_bytes=args.quota_backend_bytes,
+        compaction=CompactionPolicy.parse(args.auto_compaction_mode,
+                                          args.auto_compaction_retention),
     )
 
 

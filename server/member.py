@@ -27,13 +27,16 @@ from coord.server.api.ownership import OwnershipService
 from coord.server.api.producers import ProducersService
 from coord.server.api.sessions import SessionsService
 from coord.server.config import MemberConfig
+from coord.server.core.compaction import AutoCompactor
 from coord.server.core.coordinator import Coordinator
 from coord.server.core.events import EventHub
 from coord.server.core.forward import ForwardService, LeaderLink
+from coord.server.core.quota import SpaceGuard
 from coord.server.core.session_tracker import SessionTracker
-from coord.server.etcd.cluster import EtcdClusterService, EtcdMaintenanceService
+from coord.server.etcd.cluster import EtcdClusterService
 from coord.server.etcd.kv import EtcdKVService
 from coord.server.etcd.lease import EtcdLeaseService
+from coord.server.etcd.maintenance import EtcdMaintenanceService
 from coord.server.etcd.watch import EtcdWatchService
 from coord.server.node.driver import Node, NodeOptions
 from coord.server.node.identity import claim_data_dir
@@ -117,6 +120,21 @@ class Member:
         self.link = LeaderLink(self.auth)
         self.coordinator = Coordinator(self.node, self.machine, self.link)
         self.tracker = SessionTracker(self.node, self.machine, self.coordinator.write)
+        self.compactor = AutoCompactor(
+            config.compaction,
+            leading=lambda: self.node.caught_up_leader,
+            revisions=lambda: (self.machine.revision, self.machine.kv.compact_revision),
+            propose=self.coordinator.write,
+            name=config.name,
+        )
+        store = self.store
+        self.space = SpaceGuard(
+            config.quota_bytes, self.me.id, self.machine,
+            disk_bytes=lambda: asyncio.to_thread(lambda: store.space().used_bytes),
+            propose=self.coordinator.write,
+            request_snapshot=self.node.request_snapshot,
+            name=config.name,
+        )
         self.mode = self.coordinator.mode
         self.mode.enabled = config.read_only_mode
         # Read-only half an election timeout after the Raft signal says the quorum is gone:
@@ -151,6 +169,8 @@ class Member:
             await s.start()
         await self.node.start()
         self.tracker.start()
+        self.compactor.start()
+        self.space.start()
         self.mode.start()
         await self.health.set("", health_pb2.HealthCheckResponse.SERVING)
         log.info(
@@ -194,6 +214,8 @@ class Member:
     async def stop(self, grace: float = 1.0) -> None:
         await self.health.enter_graceful_shutdown()
         await self.tracker.stop()
+        await self.compactor.stop()
+        await self.space.stop()
         await self.mode.stop()
         for s in self._servers:
             await s.stop(grace)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-TARGETS = ["raft", "own", "pid", "kv", "etcd", "startup", "readonly", "machine"]
+TARGETS = ["raft", "own", "pid", "kv", "etcd", "startup", "readonly", "machine", "scale"]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -16,7 +16,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="etcd: coord and a real etcd 3.4 side by side (put, get, claim txns); "
         "startup: a fresh member's time to first served request, coord and etcd; "
         "readonly: read-only mode vs ZooKeeper 3.8; "
-        "machine: the state machine alone, one own() of 10,000 resources",
+        "machine: the state machine alone, one own() of 10,000 resources; "
+        "scale: memory and disk over a hot-key soak and a growing key space, beside etcd",
     )
     b.add_argument("--resources", type=int, default=10_000, help="own: resources to claim")
     b.add_argument("--concurrency", default="1,16,256")
@@ -44,6 +45,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="readonly: ZooKeeper syncLimit (ticks); x tickTime is its failure detection",
     )
     b.add_argument("--zk-init-limit", type=int, default=10, help="readonly: ZooKeeper initLimit")
+    b.add_argument("--phases", default="soak,keys", help="scale: soak, keys or both")
+    b.add_argument("--keys", type=int, default=1_000_000, help="scale: keys to grow to")
+    b.add_argument("--probe-ops", type=int, default=2_000,
+                   help="scale: put and get latency samples at each decade of keys")
+    b.add_argument("--sample-s", type=float, default=30.0, help="scale: soak sample period")
+    b.add_argument("--auto-compaction-mode", default="periodic",
+                   help="scale: given to both systems")
+    b.add_argument("--auto-compaction-retention", default="5m",
+                   help="scale: given to both systems (0: off)")
+    b.add_argument("--etcd", action=argparse.BooleanOptionalAction, default=True,
+                   help="scale: also run etcd 3.4 beside coord")
     b.add_argument("--json", action="store_true")
     b.set_defaults(func=cmd_bench)
 
@@ -67,6 +79,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from coord.bench.startup import run_startup_bench
 
         return run_startup_bench(args)
+    if args.target == "scale":
+        from coord.bench.scale import run_scale_bench
+
+        return run_scale_bench(args)
     if args.target == "machine":
         from coord.bench.machine import run_machine_bench
 

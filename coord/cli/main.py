@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-SERVER_COMMANDS = ("serve", "dev", "status", "bench")
+SERVER_COMMANDS = ("serve", "dev", "status", "bench", "defrag", "snapshot")
 CLIENT_COMMANDS = ("own", "release", "owners", "watch-owners", "pid", "kv", "session")
 """The names `coord.cli.client_commands.register` adds (tests/test_layout.py checks)."""
 
@@ -34,6 +34,14 @@ def _register(sub: argparse._SubParsersAction, command: str | None) -> None:
         from coord.cli import status
 
         status.register(sub)
+    if command in (None, "defrag"):
+        from coord.cli import defrag
+
+        defrag.register(sub)
+    if command in (None, "snapshot"):
+        from coord.cli import snapshot
+
+        snapshot.register(sub)
     if command in (None, "bench"):
         from coord.cli import bench
 

@@ -64,6 +64,7 @@ def render(rows: list[dict[str, Any]]) -> list[str]:
         "  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
         for row in table
     ]
+    lines += alarm_lines(rows)
     for r in rows:
         for p in r.get("progress", []):
             if p["name"] == r["name"]:
@@ -73,6 +74,18 @@ def render(rows: list[dict[str, Any]]) -> list[str]:
                 f" {p['next_index']} {p['state']}{'' if p['recent_active'] else ' (inactive)'}"
             )
     return lines
+
+
+def alarm_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """One line per active alarm (they are replicated: every member reports the same)."""
+    names = {m["id"]: m["name"] for r in rows for m in r.get("members", [])}
+    alarms = sorted({a for r in rows for a in r.get("state_machine", {}).get("alarms", [])})
+    out = []
+    for alarm in alarms:
+        member, _, kind = alarm.partition(":")
+        out.append(f"ALARM {kind}: member {names.get(member, member)} is over its space quota;"
+                   " writes that add state are refused (NO_SPACE) until space is freed")
+    return out
 
 
 def cmd_status(args: argparse.Namespace) -> int:

@@ -19,6 +19,7 @@ from coord.sm.results import decode_result, encode_result
 
 __all__ = [
     "FORMAT_VERSION",
+    "Alarm",
     "AllocatePidBlock",
     "Barrier",
     "CheckProducer",
@@ -278,10 +279,23 @@ class Barrier:
     applied" linearizable read."""
 
 
+# -- alarms ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Alarm:
+    """Raise ("activate") or lower ("deactivate") an alarm of a member (etcd's Alarm; kind
+    "NOSPACE"): proposed by a member over its space quota, or by an operator."""
+
+    action: str
+    member_id: int
+    kind: str = "NOSPACE"
+
+
 Command = (
     Put | Range | DeleteRange | Txn | Compact | EventsSince | OpenSession | CloseSession
     | ExpireSessions | Own | Release | GetOwner | ListOwners | OwnerEventsSince
-    | AllocatePidBlock | LeasePid | InitProducer | CheckProducer | Barrier
+    | AllocatePidBlock | LeasePid | InitProducer | CheckProducer | Barrier | Alarm
 )
 
 _TAGS: dict[type, int] = {
@@ -304,6 +318,7 @@ _TAGS: dict[type, int] = {
     InitProducer: 32,
     CheckProducer: 33,
     Barrier: 40,
+    Alarm: 41,
 }
 _BY_TAG: dict[int, type] = {tag: cls for cls, tag in _TAGS.items()}
 

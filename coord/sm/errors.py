@@ -22,6 +22,8 @@ PID_CAPACITY_EXHAUSTED = "PID_CAPACITY_EXHAUSTED"
 REQUEST_ID_REUSED = "REQUEST_ID_REUSED"
 SESSION_EXISTS = "SESSION_EXISTS"  # an OpenSession asked for the id of a live session
 KEY_NOT_FOUND = "KEY_NOT_FOUND"  # a Put with ignore_value/ignore_lease on a missing key
+NO_SPACE = "NO_SPACE"  # a member is over its space quota: writes that add state wait
+LIMIT_EXCEEDED = "LIMIT_EXCEEDED"  # too many sessions, or resources owned by one session
 
 ALL = frozenset(
     {
@@ -38,6 +40,8 @@ ALL = frozenset(
         REQUEST_ID_REUSED,
         SESSION_EXISTS,
         KEY_NOT_FOUND,
+        NO_SPACE,
+        LIMIT_EXCEEDED,
     }
 )
 

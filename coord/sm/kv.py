@@ -1,6 +1,8 @@
 """An etcd-like MVCC-lite key space.
 
-Current values live in a dict plus a sorted key list (for ranges). Every change is also
+Current values live in a dict plus a sorted key container (`SortedList`: insert, delete
+and the bounds of a range in O(log n), where a plain list shifts every later key on each
+insert — a million keys made each new key cost milliseconds). Every change is also
 appended to a history of `WatchEvent`s carrying the previous value, which serves both
 watches that start in the past and reads at a past revision (undo the events after it,
 newest first). History is bounded by compaction only: `compact(rev)` forgets events
@@ -13,6 +15,8 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
+
+from sortedcontainers import SortedList
 
 from coord.sm import codec, limits
 from coord.sm.commands import (
@@ -38,6 +42,7 @@ from coord.sm.errors import (
     TOO_LARGE,
     CommandError,
 )
+from coord.sm.kv_hash import KVView
 from coord.sm.ledger import operation
 from coord.sm.records import DELETE, PUT, KeyValue, SessionEvent, WatchEvent
 from coord.sm.results import (
@@ -51,6 +56,18 @@ from coord.sm.results import (
 from coord.sm.sessions import Session, SessionTable
 
 ALL_KEYS = b"\0"  # as range_end: every key >= key
+KEY_OVERHEAD = 160  # bytes a current key costs beyond its key and value (record, dict, index)
+EVENT_OVERHEAD = 120  # bytes a history event costs beyond the bytes it holds
+
+
+def _kv_bytes(kv: KeyValue) -> int:
+    return KEY_OVERHEAD + len(kv.key) + len(kv.value)
+
+
+def _event_bytes(e: WatchEvent) -> int:
+    """An event's own bytes: its previous value is a record shared with the event or
+    current value before it, so it is counted there."""
+    return EVENT_OVERHEAD + len(e.kv.key) + len(e.kv.value)
 
 
 def in_range(key: bytes, range_end: bytes) -> Callable[[bytes], bool]:
@@ -148,15 +165,24 @@ class KVStore:
         self.sessions = SessionTable() if sessions is None else sessions
         self.ledger = self.sessions.ledger
         self._kvs: dict[bytes, KeyValue] = {}
-        self._keys: list[bytes] = []  # sorted
+        self._keys: SortedList = SortedList()  # of bytes
         self._history: list[WatchEvent] = []
         self._history_revs: list[int] = []  # parallel to _history, for bisect
         self.compact_revision = 0
         self.compacted = False  # etcd: until the first compaction, even Compact(0) works
+        # the estimated memory of current values and history, kept as they change (the
+        # space quota's state measure; derived, so not in the snapshot)
+        self._live_bytes = 0
+        self._history_bytes = 0
         self.sessions.add_releaser(self._release_session)
 
     def __len__(self) -> int:
         return len(self._kvs)
+
+    @property
+    def bytes(self) -> int:
+        """Estimated bytes of current values and history (see KEY_OVERHEAD)."""
+        return self._live_bytes + self._history_bytes
 
     def get(self, key: bytes) -> KeyValue | None:
         return self._kvs.get(key)
@@ -171,22 +197,34 @@ class KVStore:
         return self._range(key, range_end, limit, revision)
 
     def _range(self, key: bytes, range_end: bytes, limit: int, revision: int) -> RangeResult:
-        if revision == 0 or revision >= self.ledger.head:
-            kvs = [self._kvs[k] for k in self._keys_in(key, range_end)]
-        else:
+        if revision and revision < self.ledger.head:
             kvs = self._state_at(revision, key, range_end)
-        count = len(kvs)
-        if limit:
-            kvs = kvs[:limit]
+            count = len(kvs)
+            kvs = kvs[:limit] if limit else kvs
+        elif range_end == b"":
+            kv = self._kvs.get(key)
+            kvs, count = ([kv] if kv is not None else []), int(kv is not None)
+        else:  # the count from the bounds; records only for what is returned
+            lo, hi = self._span(key, range_end)
+            count = hi - lo
+            kvs = [self._kvs[k] for k in self._slice(lo, min(hi, lo + limit) if limit else hi)]
         return RangeResult(revision=self.ledger.head, kvs=tuple(kvs), count=count,
                            more=len(kvs) < count)
+
+    def _span(self, key: bytes, range_end: bytes) -> tuple[int, int]:
+        """Positions in the sorted keys of the first key of a range (range_end not b"")
+        and one past its last, in O(log n)."""
+        lo = self._keys.bisect_left(key)
+        hi = len(self._keys) if range_end == ALL_KEYS else self._keys.bisect_left(range_end)
+        return lo, max(lo, hi)
+
+    def _slice(self, lo: int, hi: int) -> list[bytes]:
+        return list(self._keys.islice(lo, hi)) if hi > lo else []
 
     def _keys_in(self, key: bytes, range_end: bytes) -> list[bytes]:
         if range_end == b"":
             return [key] if key in self._kvs else []
-        lo = bisect_left(self._keys, key)
-        hi = len(self._keys) if range_end == ALL_KEYS else bisect_left(self._keys, range_end)
-        return self._keys[lo:hi]
+        return self._slice(*self._span(key, range_end))
 
     def _state_at(self, revision: int, key: bytes, range_end: bytes) -> list[KeyValue]:
         """The range as it was at `revision`: undo later events, newest first."""
@@ -319,6 +357,7 @@ class KVStore:
                                f"(current {self.ledger.revision})",
                                compact_revision=self.compact_revision)
         cut = bisect_left(self._history_revs, revision)
+        self._history_bytes -= sum(map(_event_bytes, self._history[:cut]))
         del self._history[:cut]
         del self._history_revs[:cut]
         # etcd keeps, of the compact revision, only each key's value as it stands there:
@@ -326,6 +365,8 @@ class KVStore:
         at = bisect_right(self._history_revs, revision)
         final = {e.kv.key: e for e in self._history[:at]}
         kept = [e for e in self._history[:at] if e.type == PUT and final[e.kv.key] is e]
+        self._history_bytes += (sum(map(_event_bytes, kept))
+                                - sum(map(_event_bytes, self._history[:at])))
         self._history[:at] = kept
         self._history_revs[:at] = [revision] * len(kept)
         self.compact_revision = revision
@@ -468,8 +509,9 @@ class KVStore:
         value, session_id = op.value, op.session_id
         if prev is None:
             kv = KeyValue(op.key, value, revision, revision, 1, session_id)
-            self._keys.insert(bisect_left(self._keys, op.key), op.key)
+            self._keys.add(op.key)
         else:
+            self._live_bytes -= _kv_bytes(prev)
             if op.ignore_value:
                 value = prev.value
             if op.ignore_lease:
@@ -481,6 +523,7 @@ class KVStore:
         if session_id:
             self.sessions.require(session_id).keys.add(op.key)
         self._kvs[op.key] = kv
+        self._live_bytes += _kv_bytes(kv)
         self._record(WatchEvent(PUT, kv, prev, revision))
         return PutResult(revision=revision, prev_kv=prev if op.prev_kv else None)
 
@@ -495,7 +538,8 @@ class KVStore:
 
     def _delete(self, key: bytes, revision: int) -> KeyValue:
         prev = self._kvs.pop(key)
-        del self._keys[bisect_left(self._keys, key)]
+        self._keys.remove(key)
+        self._live_bytes -= _kv_bytes(prev)
         if prev.session_id:
             self._unbind(prev)
         self._record(WatchEvent(DELETE, KeyValue(key, b"", 0, revision, 0), prev, revision))
@@ -507,6 +551,7 @@ class KVStore:
             session.keys.discard(kv.key)
 
     def _record(self, event: WatchEvent) -> None:
+        self._history_bytes += _event_bytes(event)
         self._history.append(event)
         self._history_revs.append(event.revision)
         self.ledger.emit(event)
@@ -525,9 +570,15 @@ class KVStore:
         return {
             "compact_revision": self.compact_revision,
             "compacted": self.compacted,
-            "kvs": codec.Lazy(self._keys.copy(), lambda k: enc_kv(kvs[k])),
+            "kvs": codec.Lazy(list(self._keys), lambda k: enc_kv(kvs[k])),
             "history": codec.Lazy(self._history.copy(), codec.encoder(WatchEvent)),
         }
+
+    def view(self) -> KVView:
+        """Copies of the containers (the records are frozen), for hashing off the loop's
+        critical path (coord.sm.kv_hash)."""
+        return KVView(self._kvs.copy(), self._history.copy(), self.compact_revision,
+                      self.ledger.revision)
 
     def load_state(self, state: dict) -> None:
         dec_kv, dec_ev = codec.decoder(KeyValue), codec.decoder(WatchEvent)
@@ -545,8 +596,10 @@ class KVStore:
             raise ValueError("bad compacted flag")
         self.compact_revision, self.compacted = compact_revision, compacted
         self._kvs = {kv.key: kv for kv in kvs}
-        self._keys = keys
+        self._keys = SortedList(keys)
         self._history, self._history_revs = history, revs
+        self._live_bytes = sum(map(_kv_bytes, kvs))
+        self._history_bytes = sum(map(_event_bytes, history))
         for kv in kvs:
             if kv.session_id:
                 session = self.sessions.get(kv.session_id)

@@ -22,7 +22,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from coord.sm import codec, limits
-from coord.sm.errors import INVALID_ARGUMENT, OWNED_BY_HIGHER_GENERATION, TOO_LARGE, CommandError
+from coord.sm.errors import (
+    INVALID_ARGUMENT,
+    LIMIT_EXCEEDED,
+    OWNED_BY_HIGHER_GENERATION,
+    TOO_LARGE,
+    CommandError,
+)
 from coord.sm.ledger import operation
 from coord.sm.owner_history import DEFAULT_HISTORY_LIMIT, OwnerHistory
 from coord.sm.records import (
@@ -141,6 +147,11 @@ class OwnershipTable:
                 f"{first.generation}; nothing was claimed",
                 revision=self.ledger.revision, group=group, conflicts=tuple(conflicts))
 
+        if len(requester.owned) + len(plan) > limits.MAX_OWNED_PER_SESSION:
+            raise CommandError(LIMIT_EXCEEDED, f"session {session_id} owns "
+                               f"{len(requester.owned)} resources and claims {len(plan)} "
+                               f"more; one session may own at most "
+                               f"{limits.MAX_OWNED_PER_SESSION}: nothing was claimed")
         revision = self.ledger.touch() if plan else self.ledger.revision
         if plan:
             slots = self._groups.setdefault(group, slots)
@@ -221,6 +232,11 @@ class OwnershipTable:
         events = self.history.since(revision, group, prefix)
         return OwnerEventsResult(revision=self.ledger.head, group=group, events=events,
                                  compact_revision=self.history.compact_revision)
+
+    def slot_count(self) -> int:
+        """Resources with a slot (owned or freed: both are kept, with their generation),
+        counted per group, not per resource."""
+        return sum(len(slots) for slots in self._groups.values())
 
     def owned_count(self) -> int:
         return sum(1 for slots in self._groups.values() for s in slots.values() if s.owner)

@@ -132,6 +132,11 @@ class ProducerResult(Result):
     generation: int = 0
 
 
+@dataclass(frozen=True, kw_only=True)
+class AlarmResult(Result):
+    alarms: tuple[str, ...] = ()  # "member_id:KIND", every alarm active after the command
+
+
 _TAGS: dict[type, int] = {
     Result: 0,
     PutResult: 1,
@@ -150,6 +155,7 @@ _TAGS: dict[type, int] = {
     PidBlockResult: 30,
     LeasePidResult: 31,
     ProducerResult: 32,
+    AlarmResult: 41,
 }
 _BY_TAG: dict[int, type] = {tag: cls for cls, tag in _TAGS.items()}
 

@@ -25,6 +25,7 @@ from coord.sm import limits
 from coord.sm.codec import INT64_MAX
 from coord.sm.errors import (
     INVALID_ARGUMENT,
+    LIMIT_EXCEEDED,
     SESSION_EXISTS,
     TOO_LARGE,
     UNKNOWN_SESSION,
@@ -49,6 +50,9 @@ class Session:
 # Called with (session, the event ending it) when a session ends, to release what it
 # holds at the event's revision (the event's type says why, for those who record it).
 Releaser = Callable[[Session, SessionEvent], None]
+# Called with a session just opened: the leader's expiry clock starts it without
+# scanning every session (it must not read clocks or do I/O: it runs inside apply).
+Opener = Callable[[Session], None]
 
 
 class SessionTable:
@@ -57,9 +61,13 @@ class SessionTable:
         self.next_id = 1
         self._sessions: dict[int, Session] = {}
         self._releasers: list[Releaser] = []
+        self._openers: list[Opener] = []
 
     def add_releaser(self, releaser: Releaser) -> None:
         self._releasers.append(releaser)
+
+    def add_opener(self, opener: Opener) -> None:
+        self._openers.append(opener)
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -72,6 +80,10 @@ class SessionTable:
 
     def ids(self) -> list[int]:
         return sorted(self._sessions)
+
+    def all(self) -> list[Session]:
+        """Every live session, in no particular order (cheaper than `ids` + `get`)."""
+        return list(self._sessions.values())
 
     def require(self, session_id: Any) -> Session:
         """The live session `session_id`, or a refusal."""
@@ -103,6 +115,9 @@ class SessionTable:
                                f"got {session_id!r:.40}")
         if session_id in self._sessions:
             raise CommandError(SESSION_EXISTS, f"session {session_id} already exists")
+        if len(self._sessions) >= limits.MAX_SESSIONS:
+            raise CommandError(LIMIT_EXCEEDED, f"{len(self._sessions)} sessions are open, the "
+                               f"limit is {limits.MAX_SESSIONS}: close unused ones first")
         self.ledger.mark()  # a change of state, but not of the revision (etcd's LeaseGrant)
         if session_id == 0:
             while self.next_id in self._sessions:  # taken by an asked-for id
@@ -111,6 +126,8 @@ class SessionTable:
             self.next_id += 1
         session = Session(session_id, name, ttl_ms, read_only_ok, now_ms)
         self._sessions[session.id] = session
+        for opener in self._openers:
+            opener(session)
         return SessionResult(revision=self.ledger.head, session_id=session.id, ttl_ms=ttl_ms)
 
     @operation(SessionResult)

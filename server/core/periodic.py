@@ -1,20 +1,45 @@
-"""A member's background loops (session sweep, mode monitor): one step every interval,
-started with the member and cancelled with it."""
+"""A member's background loops (session sweep, mode monitor, auto-compaction, space
+guard): one step every interval, started with the member and cancelled with it."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
+from typing import Any
+
+from coord.server.node.errors import NodeError
+
+log = logging.getLogger(__name__)
+
+
+def deferring(step: Callable[[], Awaitable[Any]], who: str, what: str
+              ) -> Callable[[], Awaitable[None]]:
+    """`step`, with a NodeError (no leader, a lost proposal, ...) logged as `what`
+    deferred to the next step instead of ending the loop."""
+
+    async def run() -> None:
+        try:
+            await step()
+        except NodeError as e:
+            log.warning("%s: %s deferred: %s", who, what, e)
+
+    return run
 
 
 class Periodic:
-    def __init__(self, name: str, interval_s: float, step: Callable[[], Awaitable[None]]) -> None:
+    def __init__(self, name: str, interval_s: float, step: Callable[[], Awaitable[None]],
+                 enabled: bool = True) -> None:
+        """`enabled` False: start and stop do nothing (a loop turned off by a flag)."""
         self.name = name
         self.interval_s = interval_s
         self.step = step
+        self.enabled = enabled
         self._task: asyncio.Task | None = None
 
     def start(self) -> None:
+        if not self.enabled:
+            return
         self._task = asyncio.get_running_loop().create_task(self._run(), name=self.name)
 
     async def stop(self) -> None:

@@ -10,10 +10,17 @@ by up to one TTL (etcd's leases behave the same way; coord says so up front).
 The same holds whenever the leader may have missed keepalives through no fault of the
 clients: after it lost and regained its quorum (clients may have been talking to a
 read-only member meanwhile), and after its own process stalled (SIGSTOP, a long GC or
-swap): a sweep that runs late restarts every clock instead of expiring on stale ones."""
+swap): a sweep that runs late restarts every clock instead of expiring on stale ones.
+
+Costs: a sweep looks only at what is due — deadlines sit in a heap (a keepalive pushes
+its new one; superseded ones are skipped when they surface, and the heap is rebuilt
+when they outnumber the live ones), and new sessions arrive through the machine's
+opener hook — so 100k idle sessions cost nothing per sweep. Only a restart of every
+clock (new term, stall, quorum regained) walks all sessions, once."""
 
 from __future__ import annotations
 
+import heapq
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -22,6 +29,7 @@ from coord.server.core.periodic import Periodic
 from coord.server.node.driver import Node
 from coord.server.node.errors import NodeError
 from coord.sm.commands import ExpireSessions
+from coord.sm.limits import MAX_EXPIRE_IDS
 from coord.sm.machine import CoordMachine
 from coord.sm.sessions import Session
 
@@ -46,6 +54,9 @@ class SessionTracker:
         # whose deadline each is: an ended session's id may be asked for again (etcd
         # clients choose lease ids), and the new session must not inherit the deadline
         self._owners: dict[int, Session] = {}
+        self._heap: list[tuple[float, int]] = []  # (deadline, id); stale entries skipped
+        self._fresh: list[Session] = []  # opened since the last sweep
+        machine.session_openers.append(self._fresh.append)
         self._led_term = 0
         self._quorum_losses = node.quorum_losses
         self._last_sweep = time.monotonic()
@@ -86,6 +97,38 @@ class SessionTracker:
     def _track(self, session_id: int, session: Session, deadline: float) -> None:
         self.deadlines[session_id] = deadline
         self._owners[session_id] = session
+        heapq.heappush(self._heap, (deadline, session_id))
+
+    def _forget_all(self) -> None:
+        self.deadlines.clear()
+        self._owners.clear()
+        self._heap.clear()
+        self._fresh.clear()
+
+    def _restart_clocks(self, now: float) -> None:
+        """Every live session gets its full TTL from now (one walk of all of them)."""
+        self._forget_all()
+        for session in self.machine.sessions.all():
+            self.deadlines[session.id] = deadline = now + session.ttl_ms / 1000
+            self._owners[session.id] = session
+            self._heap.append((deadline, session.id))
+        heapq.heapify(self._heap)
+
+    def _due(self, now: float) -> list[int]:
+        """Pop the sessions whose deadline passed (forgetting their deadlines)."""
+        sessions, heap, due = self.machine.sessions, self._heap, []
+        while heap and heap[0][0] <= now:
+            deadline, sid = heapq.heappop(heap)
+            if self.deadlines.get(sid) != deadline:
+                continue  # renewed since, or forgotten
+            session = self._owners.pop(sid, None)
+            del self.deadlines[sid]
+            if session is not None and sessions.get(sid) is session:
+                due.append(sid)
+        if len(heap) > 2 * len(self.deadlines) + 1024:  # mostly superseded entries
+            self._heap = [(d, sid) for sid, d in self.deadlines.items()]
+            heapq.heapify(self._heap)
+        return due
 
     def start(self) -> None:
         self._loop.start()
@@ -102,8 +145,7 @@ class SessionTracker:
     async def sweep(self) -> None:
         if not self.node.caught_up_leader:
             if not self.node.is_leader:
-                self.deadlines.clear()
-                self._owners.clear()
+                self._forget_all()
                 self._led_term = 0
             return  # a new leader expires nothing before it has applied what it inherited
         now = time.monotonic()
@@ -112,18 +154,21 @@ class SessionTracker:
         if self._led_term != self.node.term or stalled or quorum_lost:
             self._led_term = self.node.term
             self._quorum_losses = self.node.quorum_losses
-            self.deadlines.clear()  # every session gets its full TTL back
-            self._owners.clear()
-        sessions = self.machine.sessions
-        live = set(sessions.ids())
-        for sid in live:
-            session = sessions.get(sid)
-            if self._deadline(sid, session) is None:
-                self._track(sid, session, now + session.ttl_ms / 1000)
-        for sid in set(self.deadlines).difference(live):
-            del self.deadlines[sid]
-            self._owners.pop(sid, None)
-        expired = tuple(sorted(sid for sid, d in self.deadlines.items() if d <= now))
-        if expired:
-            log.info("%s: expiring sessions %s", self.node.me.name, list(expired))
-            await self.propose(ExpireSessions(expired))
+            self._restart_clocks(now)  # every session gets its full TTL back
+        sessions, fresh = self.machine.sessions, self._fresh
+        while fresh:
+            session = fresh.pop()
+            if sessions.get(session.id) is session and self._owners.get(session.id) is not session:
+                self._track(session.id, session, now + session.ttl_ms / 1000)
+        expired = sorted(self._due(now))
+        for i in range(0, len(expired), MAX_EXPIRE_IDS):
+            chunk = tuple(expired[i:i + MAX_EXPIRE_IDS])
+            log.info("%s: expiring sessions %s", self.node.me.name, list(chunk[:20]))
+            try:
+                await self.propose(ExpireSessions(chunk))
+            except BaseException:
+                for sid in expired[i:]:  # not expired yet: due again at the next sweep
+                    session = sessions.get(sid)
+                    if session is not None and sid not in self.deadlines:
+                        self._track(sid, session, now)
+                raise

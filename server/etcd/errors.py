@@ -50,6 +50,7 @@ NOT_LEADER = EtcdError(Code.FAILED_PRECONDITION, "etcdserver: not leader")
 LEADER_CHANGED = EtcdError(Code.UNAVAILABLE, "etcdserver: leader changed")
 STOPPED = EtcdError(Code.UNAVAILABLE, "etcdserver: server stopped")
 TIMEOUT = EtcdError(Code.UNAVAILABLE, "etcdserver: request timed out")
+NO_SPACE = EtcdError(Code.RESOURCE_EXHAUSTED, "etcdserver: mvcc: database space exceeded")
 
 # coord state-machine refusals (result.error) in etcd's words. UNKNOWN_SESSION is
 # "lease not found" because an etcd lease is a coord session.
@@ -60,6 +61,7 @@ _RESULT_ERRORS: dict[str, EtcdError] = {
     "COMPACTED": COMPACTED,
     "FUTURE_REVISION": FUTURE_REV,
     "TOO_LARGE": REQUEST_TOO_LARGE,
+    "NO_SPACE": NO_SPACE,
 }
 
 # coord node errors (NodeError.reason, or a forwarded status's ErrorInfo reason).

@@ -22,6 +22,7 @@ from coord.raft import (
     ConfChange,
     ConfChangeType,
     Config,
+    ConfState,
     Entry,
     EntryType,
     HardState,
@@ -32,6 +33,7 @@ from coord.raft import (
     Ready,
     Role,
     Snapshot,
+    SnapshotMeta,
     Status,
     bootstrap_entries,
     conf_change_of,
@@ -58,12 +60,36 @@ _TIME = struct.Struct(">Q")
 _SNAP_HEADER = struct.Struct(">I")
 
 
+def members_header(members: dict[int, MemberInfo]) -> bytes:
+    """The start of a node snapshot's data: its members; the state machine's bytes follow."""
+    encoded = b"\n".join(m.encode() for _, m in sorted(members.items()))
+    return _SNAP_HEADER.pack(len(encoded)) + encoded
+
+
+def seed_from_state(store: LogStore, initial_cluster: list[MemberInfo], state: bytes) -> None:
+    """Make an empty store start from a backup of the state machine (`state`, as its
+    snapshot() gives it) in a new cluster of `initial_cluster`: a snapshot at the index the
+    bootstrap entries would end at, term 1, every member a voter. Every member seeded from
+    the same backup holds the same log, so they elect a leader and go on from there
+    (etcd's `snapshot restore`). ValueError if the store holds anything."""
+    st = store.load()
+    if st.entries or not st.snapshot.is_empty or st.hard_state != HardState():
+        raise ValueError(f"{store.path} already holds a log: restore into an empty data dir")
+    members = {m.id: m for m in initial_cluster}
+    index = len(members)
+    meta = SnapshotMeta(index, 1, ConfState(voters=frozenset(members)))
+    store.save(HardState(1, NONE, index), [], Snapshot(meta, members_header(members) + state))
+
+
 @dataclass(slots=True)
 class NodeOptions:
     tick_ms: int = 50
     election_ticks: int = 12
     heartbeat_ticks: int = 2
     snapshot_every: int = 20_000
+    # ...or after this many bytes of entries: big entries (txns of many puts) would
+    # otherwise leave a long log to replay at restart before the member serves
+    snapshot_bytes: int = 64 << 20
     max_inflight: int = 256
     max_batch: int = 4096
     seed: int | None = None
@@ -148,6 +174,8 @@ class Node:
         self._known_addresses = {m.id: m for m in initial_cluster}
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"store-{me.name}")
         self._snaps = snapshots or BackgroundSnapshot(me.name)
+        self._snapshot_asked = False
+        self._log_bytes = 0  # of entries applied since the last snapshot started
         self._raw = self._open(initial_cluster, join)
         transport.receive_with(self._on_messages, self._on_unreachable)
         self._peer_addresses: dict[int, str] = {}
@@ -444,7 +472,10 @@ class Node:
         if not early and rd.messages:
             self._transport.send(rd.messages)
         if rd.snapshot is not None:
+            started = time.monotonic()
             self._restore_snapshot(rd.snapshot)
+            log.info("%s: restored a snapshot of %d bytes at index %d in %.2fs", self.me.name,
+                     len(rd.snapshot.data), rd.snapshot.meta.index, time.monotonic() - started)
             self._sync_peers()
             self.applied_index = rd.snapshot.meta.index
             self._fail_pending_upto(rd.snapshot.meta.index)
@@ -464,8 +495,11 @@ class Node:
         await self._maybe_snapshot()
 
     def _apply_all(self, entries: list[Entry], restored: bool = False) -> None:
+        if restored:
+            self._log_bytes = 0
         for e in entries:
             self._apply(e)
+            self._log_bytes += len(e.data)
         if entries:
             self.applied_index = entries[-1].index
         if entries or restored:
@@ -547,8 +581,7 @@ class Node:
     # -- snapshots ------------------------------------------------------------------------
     def _capture_snapshot(self) -> Iterator[bytes]:
         """The members and the state machine as they are now; the bytes come later."""
-        members = b"\n".join(m.encode() for _, m in sorted(self.members.items()))
-        return itertools.chain((_SNAP_HEADER.pack(len(members)) + members,), self._sm.capture())
+        return itertools.chain((members_header(self.members),), self._sm.capture())
 
     def _restore_snapshot(self, snap: Snapshot) -> None:
         data = snap.data
@@ -566,11 +599,23 @@ class Node:
             if self._snaps.done:
                 await self._end_snapshot()
             return
-        if self.applied_index - self._raw.snapshot_index < self.options.snapshot_every:
+        due = (self.applied_index - self._raw.snapshot_index >= self.options.snapshot_every
+               or self._log_bytes >= self.options.snapshot_bytes)
+        asked = self._snapshot_asked and self.applied_index > self._raw.snapshot_index
+        if not (due or asked) or self.applied_index <= self._raw.snapshot_index:
             return
+        self._snapshot_asked = False
+        self._log_bytes = 0
         self._snaps.start(
             self.applied_index, self._raw.conf_state, self._capture_snapshot(), self._wake.set
         )
+
+    def request_snapshot(self) -> None:
+        """Take a snapshot (and so truncate the log) at the next chance rather than after
+        `snapshot_every` entries: the space guard asks when the log is what holds a
+        member over its quota."""
+        self._snapshot_asked = True
+        self._wake.set()
 
     async def _end_snapshot(self) -> None:
         """Compact the log to the snapshot taken in the background."""

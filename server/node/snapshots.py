@@ -45,7 +45,7 @@ class BackgroundSnapshot:
         configuration was `conf`), one per loop iteration; `on_done` runs at the end."""
         self._index, self._conf = index, conf
         self._task = asyncio.get_running_loop().create_task(
-            _join(pieces), name=f"snapshot-{self.name}"
+            join_pieces(pieces), name=f"snapshot-{self.name}"
         )
         self._task.add_done_callback(lambda _: on_done())
 
@@ -62,7 +62,8 @@ class BackgroundSnapshot:
             task.cancel()
 
 
-async def _join(pieces: Iterator[bytes]) -> bytes:
+async def join_pieces(pieces: Iterator[bytes]) -> bytes:
+    """The pieces joined, the loop running between them (one slice each)."""
     out = []
     for piece in pieces:
         out.append(piece)

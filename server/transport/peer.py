@@ -24,6 +24,7 @@ Everything runs on the caller's event loop; there are no threads.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import math
 from collections import deque
@@ -44,6 +45,10 @@ MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 """Largest gRPC message either side will send or accept."""
 
 BATCH_SOFT_BYTES = 32 * 1024 * 1024
+CHUNK_BYTES = 4 * 1024 * 1024
+"""A snapshot message bigger than this goes as pieces of this size, one per batch: no
+message of hundreds of MiB to build, hold twice and push through gRPC in one piece, and
+heartbeats interleave with the pieces instead of queueing behind one huge write."""
 """A batch stops growing once it would pass this size (a single larger message still goes)."""
 
 BACKOFF_MIN = 0.05
@@ -115,6 +120,28 @@ class _StreamEnded(Exception):
         self.details = details
 
 
+@dataclasses.dataclass(slots=True)
+class _Chunk:
+    """A queued piece of a snapshot message (see CHUNK_BYTES); `type` lets the queue's
+    snapshot bookkeeping count it as the snapshot it is part of."""
+
+    to: int
+    offset: int
+    total: int
+    data: bytes
+    message: Message | None  # on the last piece: the message, its snapshot data empty
+    type: MessageType = MessageType.SNAP
+
+
+def _chunks(m: Message) -> list[_Chunk]:
+    assert m.snapshot is not None
+    data = m.snapshot.data
+    bare = dataclasses.replace(m, snapshot=dataclasses.replace(m.snapshot, data=b""))
+    starts = range(0, len(data), CHUNK_BYTES)
+    return [_Chunk(m.to, i, len(data), data[i:i + CHUNK_BYTES],
+                   bare if i == starts[-1] else None) for i in starts]
+
+
 class _Peer:
     __slots__ = (
         "node_id",
@@ -141,7 +168,7 @@ class _Peer:
         self.address = address
         self.generation = 0  # bumped whenever the owning task is replaced or stopped
         self.task: asyncio.Task[None] | None = None
-        self.queue: deque[Message] = deque()
+        self.queue: deque[Message | _Chunk] = deque()
         self.wakeup = asyncio.Event()
         self.came_back = asyncio.Event()  # the peer opened a stream to us: stop backing off
         self.connected = False
@@ -383,7 +410,7 @@ class PeerTransport:
                 except BaseException:
                     # Maybe delivered, maybe not: count it lost, and remember a snapshot in it.
                     peer.dropped += n
-                    if any(x.type == _SNAP for x in batch.messages):
+                    if batch.HasField("chunk") or any(x.type == _SNAP for x in batch.messages):
                         peer.lost_snapshot = True
                     raise
                 peer.sent += n
@@ -397,7 +424,16 @@ class PeerTransport:
         n = 0
         size = 0
         while queue:
-            m = queue.popleft()
+            m = queue[0]
+            if type(m) is _Chunk or (m.type is _SNAP and m.snapshot is not None
+                                     and len(m.snapshot.data) > CHUNK_BYTES):
+                if n:
+                    break  # a piece goes in a batch of its own
+                if type(m) is not _Chunk:
+                    queue.popleft()
+                    queue.extendleft(reversed(_chunks(m)))
+                return self._fill_chunk(queue.popleft(), batch)
+            queue.popleft()
             x = add()
             fill_message_pb(x, m)
             s = x.ByteSize() + 8
@@ -414,6 +450,14 @@ class PeerTransport:
             size += s
             n += 1
         return n
+
+    @staticmethod
+    def _fill_chunk(c: _Chunk, batch: raft_pb2.MessageBatch) -> int:
+        chunk = batch.chunk
+        chunk.offset, chunk.total, chunk.data = c.offset, c.total, c.data
+        if c.message is not None:
+            fill_message_pb(chunk.message, c.message)
+        return 1
 
     async def _note_failure(
         self, peer: _Peer, call: grpc.aio.StreamUnaryCall, exc: Exception
@@ -487,13 +531,44 @@ class PeerTransport:
         if back is not None and not back.connected:
             back.came_back.set()
 
-    def deliver(self, from_id: int, batch: raft_pb2.MessageBatch) -> None:
+    def deliver(self, from_id: int, batch: raft_pb2.MessageBatch,
+                pieces: _Pieces | None = None) -> None:
         """Decode a batch received from `from_id` and hand what is for us to the receiver;
-        anything else (for another member, undecodable, local-only) is counted and dropped."""
+        anything else (for another member, undecodable, local-only) is counted and dropped.
+        A snapshot piece is kept in `pieces` (the stream's) until its message completes it."""
+        if batch.HasField("chunk"):
+            self._deliver_piece(from_id, batch.chunk, pieces or _Pieces())
+            return
+        self._hand_over(from_id, batch.messages)
+
+    def _deliver_piece(self, from_id: int, chunk: raft_pb2.SnapshotChunk,
+                       pieces: _Pieces) -> None:
+        if chunk.offset != pieces.received:  # a piece went missing: drop the snapshot
+            pieces.parts.clear()
+            pieces.received = 0
+            if chunk.offset != 0:
+                self.dropped_inbound += 1
+                return
+        pieces.parts.append(chunk.data)
+        pieces.received += len(chunk.data)
+        if not chunk.HasField("message"):
+            return
+        data, complete = b"".join(pieces.parts), pieces.received == chunk.total
+        pieces.parts.clear()
+        pieces.received = 0
+        if not complete:
+            self.dropped_inbound += 1
+            log.warning("dropping a snapshot from %d: %d of %d bytes arrived", from_id,
+                        len(data), chunk.total)
+            return
+        self._hand_over(from_id, [chunk.message], data)
+
+    def _hand_over(self, from_id: int, messages: Iterable[raft_pb2.Message],
+                   snapshot_data: bytes | None = None) -> None:
         me = self.node_id
         local = LOCAL_MESSAGES
         out: list[Message] = []
-        for p in batch.messages:
+        for p in messages:
             if p.to != me:
                 self.dropped_inbound += 1
                 continue
@@ -506,6 +581,9 @@ class PeerTransport:
             if m.type in local:
                 self.dropped_inbound += 1
                 continue
+            if snapshot_data is not None and m.snapshot is not None:
+                m = dataclasses.replace(m, snapshot=dataclasses.replace(m.snapshot,
+                                                                        data=snapshot_data))
             out.append(m)
         if not out:
             return
@@ -516,6 +594,14 @@ class PeerTransport:
             self._on_messages(out)
         except Exception:
             log.exception("on_messages failed for a batch from %d", from_id)
+
+
+@dataclasses.dataclass(slots=True)
+class _Pieces:
+    """The pieces of a snapshot received so far on one stream."""
+
+    parts: list[bytes] = dataclasses.field(default_factory=list)
+    received: int = 0
 
 
 class _Servicer(raft_pb2_grpc.RaftTransportServicer):
@@ -529,8 +615,9 @@ class _Servicer(raft_pb2_grpc.RaftTransportServicer):
         from_id = await t.auth.authenticate(context)
         await context.send_initial_metadata(((MD_ACCEPTED, "1"),))
         t.peer_came_back(from_id)
+        pieces = _Pieces()  # of a snapshot arriving on this stream
         async for batch in request_iterator:
             if t.closed:
                 await context.abort(grpc.StatusCode.UNAVAILABLE, "transport closed")
-            t.deliver(from_id, batch)
+            t.deliver(from_id, batch, pieces)
         return raft_pb2.StreamAck()

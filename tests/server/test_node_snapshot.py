@@ -92,3 +92,31 @@ def test_writes_apply_while_a_slow_snapshot_is_serialized(tmp_path):
             await again.close()
 
     asyncio.run(run())
+
+
+def test_big_entries_snapshot_by_bytes_before_the_entry_count(tmp_path):
+    """Entries of many bytes (txns of many puts) snapshot after `snapshot_bytes` of log,
+    long before `snapshot_every` entries: the log a restart replays stays short."""
+
+    async def run() -> None:
+        me = MemberInfo("solo", "127.0.0.1:1")
+        options = NodeOptions(tick_ms=10, election_ticks=4, snapshot_every=1_000_000,
+                              snapshot_bytes=20_000, seed=1)
+        parts = open_node(me, tmp_path, CoordMachine(), [me], b"secret", options)
+        node = parts.node
+        await node.start()
+        try:
+            await _wait_leader(node)
+            for i in range(40):  # 40 KB of log: at least one snapshot by bytes
+                await node.propose(encode_command(Put(b"big%d" % i, b"x" * 1_000)))
+                if node.status().snapshot_index:
+                    break
+            for _ in range(200):
+                if node.status().snapshot_index:
+                    break
+                await asyncio.sleep(0.01)
+            assert 0 < node.status().snapshot_index < 40, "no snapshot by bytes"
+        finally:
+            await parts.close()
+
+    asyncio.run(run())

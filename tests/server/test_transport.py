@@ -100,6 +100,16 @@ class Member:
             self.server = None
 
 
+async def connected_pair() -> tuple[Member, Member]:
+    """Members 1 and 2, started, 1's stream to 2 open."""
+    a, b = Member(1), Member(2)
+    await a.start()
+    await b.start()
+    a.transport.set_peer(2, b.address)
+    await wait_until(lambda: a.stats(2)["connected"], "the stream to connect")
+    return a, b
+
+
 async def stop_all(*members: Member) -> None:
     for m in members:
         await m.stop()
@@ -439,13 +449,8 @@ def test_large_queues_are_split_into_bounded_batches(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(transport_mod, "MAX_MESSAGE_BYTES", 8_000)
 
     async def main() -> None:
-        a = Member(1)
-        b = Member(2)
+        a, b = await connected_pair()
         try:
-            await a.start()
-            await b.start()
-            a.transport.set_peer(2, b.address)
-            await wait_until(lambda: a.stats(2)["connected"], "the stream to connect")
 
             msgs = [app(1, 2, i) for i in range(60)]  # ~60 bytes each on the wire
             huge = Message(MessageType.SNAP, to=2, frm=1, snapshot=Snapshot(data=b"x" * 10_000))
@@ -561,3 +566,56 @@ def test_keepalive_notices_a_silent_peer() -> None:
             await proxy.close()
 
     run(main())
+
+
+def test_a_big_snapshot_goes_in_pieces_and_arrives_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A snapshot message over CHUNK_BYTES crosses as pieces, one per batch, with other
+    messages before and after it in order; it arrives as the one message it was, bytes
+    intact — even when it is bigger than the largest message gRPC would carry."""
+    monkeypatch.setattr(transport_mod, "CHUNK_BYTES", 1_000)
+    monkeypatch.setattr(transport_mod, "MAX_MESSAGE_BYTES", 8_000)
+
+    async def main() -> None:
+        a, b = await connected_pair()
+        try:
+            data = bytes(range(256)) * 100  # 25,600 bytes: 26 pieces, 3x the message limit
+            meta = SnapshotMeta(index=9, term=3, conf_state=ConfState(voters=frozenset({1, 2})))
+            snap = Message(MessageType.SNAP, to=2, frm=1, term=3,
+                           snapshot=Snapshot(meta=meta, data=data))
+            a.transport.send([app(1, 2, 0), snap, app(1, 2, 1)])
+            await wait_until(lambda: len(b.received) == 3, "the three messages")
+            got = b.received
+            assert [m.type for m in got] == [MessageType.APP, MessageType.SNAP, MessageType.APP]
+            assert got[1].snapshot == Snapshot(meta=meta, data=data)
+            assert len(b.batches) == 3  # the pieces became one delivery
+            assert a.stats(2)["batches"] == 2 + 26
+            assert a.stats(2)["dropped"] == 0
+        finally:
+            await stop_all(a, b)
+
+    run(main())
+
+
+def test_a_snapshot_missing_a_piece_is_dropped_not_delivered() -> None:
+    """The receiving side of a broken transfer: pieces out of order, or a last piece
+    that does not complete the total, deliver nothing (the leader sends it again)."""
+    t = PeerTransport(PeerAuth(2, SECRET, CLUSTER))
+    got: list = []
+    t.receive_with(got.extend)
+    pieces = transport_mod._Pieces()
+    last = raft_pb2.MessageBatch()
+    last.chunk.offset, last.chunk.total, last.chunk.data = 4, 8, b"5678"
+    codec.fill_message_pb(last.chunk.message, Message(MessageType.SNAP, to=2, frm=1,
+                                                      snapshot=Snapshot()))
+    t.deliver(1, last, pieces)  # the first piece never came
+    assert got == [] and t.dropped_inbound == 1
+    first = raft_pb2.MessageBatch()
+    first.chunk.offset, first.chunk.total, first.chunk.data = 0, 9, b"1234"
+    last.chunk.total = 9
+    t.deliver(1, first, pieces)
+    t.deliver(1, last, pieces)  # 8 of 9 bytes
+    assert got == [] and t.dropped_inbound == 2
+    first.chunk.total = last.chunk.total = 8
+    t.deliver(1, first, pieces)
+    t.deliver(1, last, pieces)
+    assert [m.snapshot.data for m in got] == [b"12345678"]

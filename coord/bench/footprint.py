@@ -1,0 +1,37 @@
+"""What a member process costs the machine, read from outside it: resident memory from
+/proc and disk as the bytes of the files under its data dir. The same reading for coord
+and etcd members, so the two are compared one way."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def rss_bytes(pid: int) -> int:
+    """Resident set size of process `pid` (0 if it is gone)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except (FileNotFoundError, ProcessLookupError):
+        return 0
+    return 0
+
+
+def dir_bytes(path: Path) -> int:
+    """Bytes of the regular files under `path` (apparent sizes; files that vanish while
+    counting, as SQLite's journals do, are skipped)."""
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.stat(os.path.join(root, name)).st_size
+            except FileNotFoundError:
+                continue
+    return total
+
+
+def mib(n: float) -> str:
+    return f"{n / (1 << 20):.1f}"
