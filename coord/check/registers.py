@@ -1,0 +1,31 @@
+"""Every register key of a history through the per-key linearizability check
+(coord.check.linearizable.check_key), gathered into one CheckResult."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from coord.check.history import by_key
+from coord.check.linearizable import FUNCTIONS, check_key
+from coord.check.result import CheckResult
+
+
+def check_registers(rows: Iterable[dict[str, Any]], *, time_limit_s: float = 10.0,
+                    max_states: int = 2_000_000) -> CheckResult:
+    res = CheckResult("linearizable")
+    unknown: list[str] = []
+    n_ops = n_keys = 0
+    for key, key_rows in sorted(by_key(rows, FUNCTIONS).items()):
+        r = check_key(key_rows, time_limit_s=time_limit_s, max_states=max_states)
+        n_ops += r.ops
+        n_keys += 1
+        if r.verdict == "illegal":
+            res.violation(f"key {key!r}: {r.anomaly['message']}", key=key, anomaly=r.anomaly)
+        elif r.verdict == "unknown":
+            unknown.append(f"{key}: {r.reason}")
+    if unknown and res.verdict == "ok":
+        res.verdict = "unknown"
+        res.reason = f"{len(unknown)} key(s) undecided: " + "; ".join(unknown[:3])
+    res.stats = {"keys": n_keys, "ops": n_ops, "undecided_keys": len(unknown)}
+    return res
