@@ -1,0 +1,141 @@
+"""Faults against real member processes (coord.testing.LocalCluster), one at a time, on
+a schedule drawn from the run's seed.
+
+- kill: kill -9 a member, restart it after the fault's duration.
+- pause: SIGSTOP a member (a GC pause, a stalled VM), SIGCONT after the duration.
+- partition: cut a member off with its TCP gate (coord.testing.netfault): no peer's
+  message reaches it while its own still go out (one-way loss at the Raft level);
+  half the time the member cut off is the current leader.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+from coord.testing import LocalCluster
+
+NEMESES = ("kill", "pause", "partition")
+
+
+@dataclass
+class Fault:
+    kind: str
+    member: str
+    start_s: float  # seconds since the run started
+    end_s: float | None = None
+    note: str = ""
+    error: str = ""
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Schedule:
+    """Drawn from the seed up front: (pause before, kind, duration, pick) per fault;
+    `pick` chooses the target among the running members (the leader, for a leader
+    partition, is whoever leads at that moment)."""
+
+    steps: list[tuple[float, str, float, float]] = field(default_factory=list)
+
+    @classmethod
+    def draw(cls, seed: int, kinds: list[str], seconds: float,
+             interval: tuple[float, float] = (1.0, 3.0),
+             duration: tuple[float, float] = (1.0, 4.0)) -> Schedule:
+        rng = random.Random(f"nemesis-{seed}")
+        steps, t = [], 0.0
+        while kinds and t < seconds:
+            gap, dur = rng.uniform(*interval), rng.uniform(*duration)
+            steps.append((gap, rng.choice(kinds), dur, rng.random()))
+            t += gap + dur
+        return cls(steps)
+
+
+class Nemesis:
+    def __init__(self, cluster: LocalCluster, schedule: Schedule, t0: float,
+                 on_fault: Callable[[Fault], None] | None = None) -> None:
+        self.cluster = cluster
+        self.schedule = schedule
+        self.t0 = t0
+        self.faults: list[Fault] = []
+        self.on_fault = on_fault
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="nemesis", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout: float = 60.0) -> None:
+        """Stop injecting, heal what is broken (always: even after an error)."""
+        self._stop.set()
+        self._thread.join(timeout)
+        self.heal_all()
+
+    def _now(self) -> float:
+        return time.monotonic() - self.t0
+
+    def _run(self) -> None:
+        for gap, kind, dur, pick in self.schedule.steps:
+            if self._stop.wait(gap):
+                return
+            fault = self._inject(kind, pick)
+            if fault is None:
+                continue
+            self._stop.wait(dur)
+            self._heal(fault)
+
+    def _target(self, kind: str, pick: float) -> tuple[str, str]:
+        running = [n for n, m in self.cluster.members.items() if m.running and not m.paused]
+        if kind == "partition" and pick < 0.5:
+            leader = self._leader()
+            if leader:
+                return leader, "the leader"
+        return running[int(pick * len(running)) % len(running)], ""
+
+    def _leader(self) -> str | None:
+        for name, st in self.cluster.statuses().items():
+            if st.role == "leader":
+                return name
+        return None
+
+    def _inject(self, kind: str, pick: float) -> Fault | None:
+        member, note = self._target(kind, pick)
+        fault = Fault(kind, member, self._now(), note=note)
+        try:
+            if kind == "kill":
+                self.cluster.kill(member)
+            elif kind == "pause":
+                self.cluster.pause(member)
+            else:
+                self.cluster.cut_off(member)
+        except Exception as e:  # noqa: BLE001 - a fault that could not start is recorded
+            fault.error = repr(e)
+        self.faults.append(fault)
+        if self.on_fault:
+            self.on_fault(fault)
+        return None if fault.error else fault
+
+    def _heal(self, fault: Fault) -> None:
+        try:
+            if fault.kind == "kill":
+                self.cluster.start_member(fault.member, wait=True, timeout=30)
+            elif fault.kind == "pause":
+                self.cluster.resume(fault.member)
+            else:
+                self.cluster.heal(fault.member)
+        except Exception as e:  # noqa: BLE001 - recorded; heal_all retries at the end
+            fault.error = repr(e)
+        fault.end_s = self._now()
+
+    def heal_all(self) -> None:
+        for name, m in self.cluster.members.items():
+            if m.paused:
+                self.cluster.resume(name)
+            if m.gate is not None and not m.gate.is_open:
+                self.cluster.heal(name)
+            if not m.running:
+                self.cluster.start_member(name, wait=True, timeout=30)
