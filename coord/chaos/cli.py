@@ -25,6 +25,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"comma-separated: {', '.join(WORKLOADS)}")
     p.add_argument("--workers", type=int, default=8, help="concurrent client processes")
     p.add_argument("--members", type=int, default=3, choices=(3, 5))
+    p.add_argument("--netns", choices=("auto", "on", "off"), default="auto",
+                   help="partitions in network namespaces the run creates (needs root; "
+                   "auto: when root), else TCP gates on loopback")
     p.add_argument("--out", type=Path, help="run directory (default chaos-runs/TIME-seedS)")
     p.add_argument("--check", type=Path, metavar="HISTORY",
                    help="only check an existing history JSONL and print the verdicts")
@@ -44,7 +47,7 @@ def main(args: argparse.Namespace) -> int:
         return 2
     cfg = RunConfig(seconds=args.seconds, seed=args.seed, workloads=_names(args.workload),
                     nemeses=_names(args.nemesis), workers=args.workers,
-                    members=args.members, out=args.out)
+                    members=args.members, out=args.out, netns=args.netns)
     try:
         result = run(cfg, console)
     except ValueError as e:

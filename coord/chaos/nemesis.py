@@ -3,8 +3,11 @@ a schedule drawn from the run's seed.
 
 - kill: kill -9 a member, restart it after the fault's duration.
 - pause: SIGSTOP a member (a GC pause, a stalled VM), SIGCONT after the duration.
-- partition: cut a member off with its TCP gate (coord.testing.netfault): no peer's
-  message reaches it while its own still go out (one-way loss at the Raft level);
+- partition, with network namespaces (coord.chaos.netns; root): one of a
+  majority/minority split, the leader isolated, a bridge (one member sees both sides,
+  which do not see each other) or a one-way cut (a's messages to b dropped, b's to a
+  delivered). Without namespaces: a member cut off with its TCP gate
+  (coord.testing.netfault): no peer's message reaches it while its own still go out;
   half the time the member cut off is the current leader.
 """
 
@@ -13,12 +16,13 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
+from coord.chaos.netns import Network
 from coord.testing import LocalCluster
 
 NEMESES = ("kill", "pause", "partition")
+PARTITIONS = ("split", "isolate-leader", "bridge", "one-way")
 
 
 @dataclass
@@ -57,12 +61,12 @@ class Schedule:
 
 class Nemesis:
     def __init__(self, cluster: LocalCluster, schedule: Schedule, t0: float,
-                 on_fault: Callable[[Fault], None] | None = None) -> None:
+                 network: Network | None = None) -> None:
         self.cluster = cluster
+        self.network = network
         self.schedule = schedule
         self.t0 = t0
         self.faults: list[Fault] = []
-        self.on_fault = on_fault
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="nemesis", daemon=True)
 
@@ -102,7 +106,36 @@ class Nemesis:
                 return name
         return None
 
+    def _partition(self, pick: float) -> tuple[str, str]:
+        """Cut links in the namespaces; returns (what was cut, which variant)."""
+        assert self.network is not None
+        rng = random.Random(pick)
+        names = list(self.cluster.members)
+        variant = PARTITIONS[int(pick * len(PARTITIONS)) % len(PARTITIONS)]
+        rng.shuffle(names)
+        if variant == "isolate-leader":
+            leader = self._leader() or names[0]
+            self.network.split([leader], [n for n in names if n != leader])
+        elif variant == "split":
+            minority = (len(names) - 1) // 2
+            self.network.split(names[:minority], names[minority:])
+        elif variant == "bridge":
+            rest = names[1:]
+            self.network.split(rest[:len(rest) // 2], rest[len(rest) // 2:])
+        else:
+            self.network.cut(names[0], names[1], one_way=True)
+        return self.network.describe(), variant
+
     def _inject(self, kind: str, pick: float) -> Fault | None:
+        if kind == "partition" and self.network is not None:
+            fault = Fault(kind, "", self._now())
+            try:
+                fault.member, fault.note = self._partition(pick)
+            except Exception as e:  # noqa: BLE001 - recorded
+                fault.error = repr(e)
+                self.network.heal()
+            self.faults.append(fault)
+            return None if fault.error else fault
         member, note = self._target(kind, pick)
         fault = Fault(kind, member, self._now(), note=note)
         try:
@@ -115,8 +148,6 @@ class Nemesis:
         except Exception as e:  # noqa: BLE001 - a fault that could not start is recorded
             fault.error = repr(e)
         self.faults.append(fault)
-        if self.on_fault:
-            self.on_fault(fault)
         return None if fault.error else fault
 
     def _heal(self, fault: Fault) -> None:
@@ -125,6 +156,8 @@ class Nemesis:
                 self.cluster.start_member(fault.member, wait=True, timeout=30)
             elif fault.kind == "pause":
                 self.cluster.resume(fault.member)
+            elif self.network is not None:
+                self.network.heal()
             else:
                 self.cluster.heal(fault.member)
         except Exception as e:  # noqa: BLE001 - recorded; heal_all retries at the end
@@ -132,6 +165,8 @@ class Nemesis:
         fault.end_s = self._now()
 
     def heal_all(self) -> None:
+        if self.network is not None:
+            self.network.heal()
         for name, m in self.cluster.members.items():
             if m.paused:
                 self.cluster.resume(name)

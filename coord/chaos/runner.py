@@ -20,8 +20,10 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from coord.chaos import netns
 from coord.chaos.history import Process, Recorder
 from coord.chaos.nemesis import NEMESES, Fault, Nemesis, Schedule
+from coord.chaos.netns import Network
 from coord.chaos.sink import FencedSink
 from coord.chaos.workloads import Workload, make_workloads
 from coord.check import CheckResult, check_all
@@ -44,12 +46,14 @@ class RunConfig:
     members: int = 3
     out: Path | None = None
     client_timeout: float = 3.0
+    netns: str = "auto"  # partitions in network namespaces: auto (if root), on, off
 
     def command(self) -> str:
         return shlex.join(["coord", "chaos", "--seconds", f"{self.seconds:g}",
                            "--seed", str(self.seed), "--workload", ",".join(self.workloads),
                            "--nemesis", ",".join(self.nemeses) or "none",
-                           "--workers", str(self.workers), "--members", str(self.members)])
+                           "--workers", str(self.workers), "--members", str(self.members),
+                           "--netns", self.netns])
 
 
 @dataclass
@@ -78,21 +82,26 @@ def run(cfg: RunConfig, console: Console | None = None) -> RunResult:
     out = cfg.out or Path("chaos-runs") / time.strftime(f"%Y%m%d-%H%M%S-seed{cfg.seed}")
     out.mkdir(parents=True, exist_ok=True)
     (out / "command.txt").write_text(cfg.command() + "\n")
+    network = _network(cfg)
     recorder = Recorder(out / "history.jsonl")
     cluster = LocalCluster(cfg.members, data_dir=out / "cluster",
-                           partitionable="partition" in cfg.nemeses)
+                           partitionable="partition" in cfg.nemeses and network is None)
     faults_file = open(out / "faults.jsonl", "w", encoding="utf-8")  # noqa: SIM115
     nemesis: Nemesis | None = None
     t0 = time.monotonic()
     try:
+        if network is not None:
+            network.create().attach(cluster)
         console.print(f"[bold]coord chaos[/] seed {cfg.seed}: {cfg.members} members, "
                       f"{cfg.workers} workers ({', '.join(cfg.workloads)}), nemeses "
-                      f"{', '.join(cfg.nemeses) or 'none'}, {cfg.seconds:g} s → {out}")
+                      f"{', '.join(cfg.nemeses) or 'none'}"
+                      f"{' (partitions in network namespaces)' if network else ''}, "
+                      f"{cfg.seconds:g} s → {out}")
         cluster.start(timeout=30)
         cluster.wait_for_leader(30)
         t0 = time.monotonic()
         schedule = Schedule.draw(cfg.seed, cfg.nemeses, cfg.seconds)
-        nemesis = Nemesis(cluster, schedule, t0, on_fault=lambda f: None)
+        nemesis = Nemesis(cluster, schedule, t0, network=network)
         stop = threading.Event()
         threads = [threading.Thread(target=_worker, name=f"chaos-worker-{i}", daemon=True,
                                     args=(i, cfg, workloads[i % len(workloads)], recorder,
@@ -128,6 +137,8 @@ def run(cfg: RunConfig, console: Console | None = None) -> RunResult:
         faults_file.close()
         recorder.close()
         cluster.stop()
+        if network is not None:
+            network.destroy()
     elapsed = time.monotonic() - t0
     console.print("checking the history…")
     checks = check_all(read_jsonl(out / "history.jsonl"))
@@ -140,6 +151,15 @@ def run(cfg: RunConfig, console: Console | None = None) -> RunResult:
         "checks": [c.to_json() for c in checks]}, indent=2, default=str))
     _report(console, cfg, result)
     return result
+
+
+def _network(cfg: RunConfig) -> Network | None:
+    if "partition" not in cfg.nemeses or cfg.netns == "off":
+        return None
+    why = netns.available()
+    if why and cfg.netns == "on":
+        raise ValueError(f"--netns on: {why}")
+    return None if why else Network(list(f"n{i + 1}" for i in range(cfg.members)))
 
 
 def _worker(i: int, cfg: RunConfig, workload: Workload, recorder: Recorder,

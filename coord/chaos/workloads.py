@@ -116,13 +116,14 @@ class Register(Workload):
     def read(self, proc: Process, client: Client, key: str) -> None:
         proc.invoke("read", key)
         try:
-            kv = client.get(key)
+            res = client.range(key)
         except CoordError as e:
             proc.fail(_why(e))
             return
-        value = None if kv is None else int(kv.value)
+        value = int(res.kvs[0].value) if res.kvs else None
         self._last_seen[(proc.worker, key)] = value
-        proc.ok(value)
+        flags = {"read_only": True} if res.header.read_only else {}
+        proc.ok(value, revision=res.header.revision, endpoint=res.header.member, **flags)
 
     def finish(self, proc: Process, client: Client) -> None:
         for key in sorted(self.keys):
@@ -212,19 +213,20 @@ class Producers(Workload):
 
     def __init__(self, producers: int = 3) -> None:
         self.producers = producers
-        # Each worker's own view: another worker's init fences it, so its checks then
-        # carry a fenced identity (a zombie producer) the cluster must refuse.
-        self._known: dict[tuple[int, str], tuple[int, int]] = {}
+        # Every identity handed out per producer key: a check sends the newest one or,
+        # a third of the time, an older one (a zombie producer the cluster must refuse).
+        self._known: dict[str, list[tuple[int, int]]] = {}
+        self._lock = threading.Lock()
 
     def step(self, proc: Process, client: Client, rng: random.Random) -> None:
         f = rng.choices(("allocate_pid_block", "lease_pid", "init_producer",
                          "check_producer"), (2, 1, 2, 3))[0]
         key = f"chaos-producer-{rng.randrange(self.producers)}"
         if f == "check_producer":
-            if (proc.worker, key) not in self._known:
+            if key not in self._known:
                 f = "init_producer"
             else:
-                self._check(proc, client, key)
+                self._check(proc, client, key, rng)
                 return
         try:
             if f == "allocate_pid_block":
@@ -239,13 +241,16 @@ class Producers(Workload):
             else:
                 proc.invoke(f, key, None)
                 producer = client.init_producer(key)
-                self._known[(proc.worker, key)] = (producer.pid, producer.generation)
+                with self._lock:
+                    self._known.setdefault(key, []).append((producer.pid, producer.generation))
                 proc.ok(None, pid=producer.pid, epoch=producer.generation)
         except CoordError as e:
             write_failed(proc, e)
 
-    def _check(self, proc: Process, client: Client, key: str) -> None:
-        pid, epoch = self._known[(proc.worker, key)]
+    def _check(self, proc: Process, client: Client, key: str, rng: random.Random) -> None:
+        with self._lock:
+            seen = sorted(self._known[key])
+        pid, epoch = seen[-1] if rng.random() < 0.67 else rng.choice(seen)
         proc.invoke("check_producer", key, None, pid=pid, epoch=epoch)
         try:
             client.check_producer(key, pid, epoch)

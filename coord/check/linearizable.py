@@ -10,7 +10,9 @@ and in the number of such pairs: past either bound the verdict is "unknown", nev
 guess.
 
 Semantics of the rows (see coord.check.history):
-- read ok: `value` is what was read (None/null: the key was absent).
+- read ok: `value` is what was read (None/null: the key was absent). A read answered by
+  a member in read-only mode carries `"read_only": true`: it promised no recency (it is
+  stale by contract, and flagged), so it is left out.
 - write: `value` was written. cas: `value` is [old, new]; ok means it swapped; a cas
   that did not swap is a "fail" and did nothing.
 - fail: the op did not take effect. info, or no completion: it may have taken effect at
@@ -100,7 +102,7 @@ def _calls(ops: Sequence[Op]) -> list[_Call]:
         if op.status == "fail":
             continue
         if f == "read":
-            if op.status != "ok":
+            if op.status != "ok" or op.completion.get("read_only"):
                 continue
             calls.append(_Call(op, f, None, frozen(op.completion.get("value"))))
         elif f == "write":
