@@ -9,8 +9,11 @@ The run directory keeps everything: `history.jsonl` (the client history),
 from __future__ import annotations
 
 import json
+import os
 import random
 import shlex
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -25,7 +28,7 @@ from coord.chaos.history import Process, Recorder
 from coord.chaos.nemesis import NEMESES, Fault, Nemesis, Schedule
 from coord.chaos.netns import Network
 from coord.chaos.sink import FencedSink
-from coord.chaos.workloads import Workload, make_workloads
+from coord.chaos.workloads import WORKLOADS, Workload, make_workloads
 from coord.check import CheckResult, check_all
 from coord.check.history import read_jsonl
 from coord.client import Client
@@ -40,7 +43,7 @@ timeout and a session TTL stall)."""
 class RunConfig:
     seconds: float = 60.0
     seed: int = 0
-    workloads: list[str] = field(default_factory=lambda: ["register", "set", "own", "pid"])
+    workloads: list[str] = field(default_factory=lambda: list(WORKLOADS))
     nemeses: list[str] = field(default_factory=lambda: list(NEMESES))
     workers: int = 8
     members: int = 3
@@ -78,7 +81,7 @@ def run(cfg: RunConfig, console: Console | None = None) -> RunResult:
     if bad:
         raise ValueError(f"unknown nemesis {', '.join(bad)}; choose from {', '.join(NEMESES)}")
     sink = FencedSink()
-    workloads = make_workloads(cfg.workloads, sink)
+    workloads = make_workloads([w for w in cfg.workloads if w != "etcd"], sink)
     out = cfg.out or Path("chaos-runs") / time.strftime(f"%Y%m%d-%H%M%S-seed{cfg.seed}")
     out.mkdir(parents=True, exist_ok=True)
     (out / "command.txt").write_text(cfg.command() + "\n")
@@ -88,6 +91,7 @@ def run(cfg: RunConfig, console: Console | None = None) -> RunResult:
                            partitionable="partition" in cfg.nemeses and network is None)
     faults_file = open(out / "faults.jsonl", "w", encoding="utf-8")  # noqa: SIM115
     nemesis: Nemesis | None = None
+    etcd: EtcdProcess | None = None
     t0 = time.monotonic()
     try:
         if network is not None:
@@ -106,9 +110,11 @@ def run(cfg: RunConfig, console: Console | None = None) -> RunResult:
         threads = [threading.Thread(target=_worker, name=f"chaos-worker-{i}", daemon=True,
                                     args=(i, cfg, workloads[i % len(workloads)], recorder,
                                           cluster.endpoints, stop))
-                   for i in range(cfg.workers)]
+                   for i in range(cfg.workers if workloads else 0)]
         for t in threads:
             t.start()
+        if "etcd" in cfg.workloads:
+            etcd = EtcdProcess(cfg, cluster.endpoints, out / "history-etcd.jsonl")
         nemesis.start()
         with Live(_live(cfg, recorder, nemesis, t0), console=console,
                   refresh_per_second=2, transient=False) as live:
@@ -116,6 +122,8 @@ def run(cfg: RunConfig, console: Console | None = None) -> RunResult:
                 time.sleep(0.5)
                 live.update(_live(cfg, recorder, nemesis, t0))
             stop.set()
+            if etcd is not None:
+                etcd.send("stop")
             nemesis.stop()
             for t in threads:
                 t.join(JOIN_S)
@@ -126,7 +134,12 @@ def run(cfg: RunConfig, console: Console | None = None) -> RunResult:
                           f"{', '.join(stuck)}[/]")
         cluster.wait_for_leader(30)
         _final_reads(cfg, workloads, recorder, cluster.endpoints)
+        if etcd is not None:
+            etcd.send("final")
+            etcd.wait()
     finally:
+        if etcd is not None:
+            etcd.kill()
         if nemesis is not None:
             for f in nemesis.faults:
                 faults_file.write(json.dumps(f.to_json()) + "\n")
@@ -141,8 +154,9 @@ def run(cfg: RunConfig, console: Console | None = None) -> RunResult:
             network.destroy()
     elapsed = time.monotonic() - t0
     console.print("checking the history…")
-    checks = check_all(read_jsonl(out / "history.jsonl"))
-    counts = _counts(recorder)
+    rows = _merge(out)
+    checks = check_all(rows)
+    counts = _counts(rows)
     result = RunResult(out, checks, nemesis.faults if nemesis else [], counts, elapsed)
     (out / "verdict.json").write_text(json.dumps({
         "verdict": result.verdict, "seed": cfg.seed, "command": cfg.command(),
@@ -186,11 +200,59 @@ def _final_reads(cfg: RunConfig, workloads: list[Workload], recorder: Recorder,
             w.finish(proc, client)
 
 
-def _counts(recorder: Recorder) -> dict[str, int]:
+def _counts(rows: list[dict]) -> dict[str, int]:
     out = {"ok": 0, "fail": 0, "info": 0}
-    for (_, kind), n in recorder.counts.items():
-        out[kind] += n
+    for row in rows:
+        if row["type"] in out:
+            out[row["type"]] += 1
     return out
+
+
+def _merge(out: Path) -> list[dict]:
+    """history.jsonl and the etcd worker's history as one, in time order (one host's
+    monotonic clock), re-indexed; written back to history.jsonl."""
+    rows = read_jsonl(out / "history.jsonl")
+    extra = out / "history-etcd.jsonl"
+    if not extra.exists():
+        return rows
+    rows += [dict(r, index=r["index"] + 1_000_000_000) for r in read_jsonl(extra)]
+    rows.sort(key=lambda r: (r["time_ns"], r["index"]))
+    with open(out / "history.jsonl", "w", encoding="utf-8") as f:
+        for i, row in enumerate(rows):
+            row["index"] = i
+            f.write(json.dumps(row, separators=(",", ":")) + "\n")
+    extra.unlink()
+    return rows
+
+
+class EtcdProcess:
+    """The etcd3 workers' process (coord.chaos.etcd_worker), driven over its stdin."""
+
+    def __init__(self, cfg: RunConfig, endpoints: list[str], path: Path) -> None:
+        env = dict(os.environ, PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION="python")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "coord.chaos.etcd_worker", "--endpoints",
+             ",".join(endpoints), "--workers", str(max(2, cfg.workers // 4)), "--seed",
+             str(cfg.seed), "--process-base", str(cfg.workers * 2_000_000), "--out",
+             str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=open(path.with_suffix(".log"), "w"), text=True, env=env)  # noqa: SIM115
+        line = self.proc.stdout.readline()
+        if line.strip() != "ready":
+            self.kill()
+            raise RuntimeError(f"the etcd worker did not start; see {path.with_suffix('.log')}")
+
+    def send(self, line: str) -> None:
+        if self.proc.poll() is None:
+            self.proc.stdin.write(line + "\n")
+            self.proc.stdin.flush()
+
+    def wait(self, timeout: float = 120.0) -> None:
+        self.proc.wait(timeout)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
 
 
 def _live(cfg: RunConfig, recorder: Recorder, nemesis: Nemesis, t0: float) -> Table:

@@ -260,7 +260,8 @@ class Producers(Workload):
         proc.ok()
 
 
-WORKLOADS = ("register", "set", "own", "pid")
+WORKLOADS = ("register", "set", "own", "pid", "etcd")
+"""etcd: the register workload through the etcd3 package (coord.chaos.etcd_worker)."""
 
 
 def make_workloads(names: list[str], sink: FencedSink) -> list[Workload]:
