@@ -51,7 +51,7 @@ def test_the_schedule_is_the_seeds():
 
 @pytest.mark.cluster
 def test_a_short_chaos_run_finds_no_violation(tmp_path):
-    cfg = RunConfig(seconds=25, seed=3, workers=8, out=tmp_path / "run")
+    cfg = RunConfig(seconds=20, seed=3, workers=8, out=tmp_path / "run")
     result = run(cfg)
     verdict = json.loads((tmp_path / "run" / "verdict.json").read_text())
     checks = {c["checker"]: c for c in verdict["checks"]}
