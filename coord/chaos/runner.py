@@ -155,15 +155,18 @@ def run(cfg: RunConfig, console: Console | None = None) -> RunResult:
     elapsed = time.monotonic() - t0
     console.print("checking the history…")
     rows = _merge(out)
+    t_check = time.monotonic()
     checks = check_all(rows)
+    check_s = time.monotonic() - t_check
     counts = _counts(rows)
     result = RunResult(out, checks, nemesis.faults if nemesis else [], counts, elapsed)
     (out / "verdict.json").write_text(json.dumps({
         "verdict": result.verdict, "seed": cfg.seed, "command": cfg.command(),
-        "elapsed_s": round(elapsed, 1), "ops": counts,
+        "elapsed_s": round(elapsed, 1), "ops": counts, "check_s": round(check_s, 2),
         "faults": [f.to_json() for f in result.faults],
         "checks": [c.to_json() for c in checks]}, indent=2, default=str))
     _report(console, cfg, result)
+    console.print(f"checked {len(rows):,} history rows in {check_s:.1f} s")
     return result
 
 
