@@ -3,6 +3,8 @@ a schedule drawn from the run's seed.
 
 - kill: kill -9 a member, restart it after the fault's duration.
 - pause: SIGSTOP a member (a GC pause, a stalled VM), SIGCONT after the duration.
+- member: membership churn: a follower is removed, killed, wiped, added back as a
+  learner and started; after the fault's duration it is promoted to a voter again.
 - partition, with network namespaces (coord.chaos.netns; root): one of a
   majority/minority split, the leader isolated, a bridge (one member sees both sides,
   which do not see each other) or a one-way cut (a's messages to b dropped, b's to a
@@ -21,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from coord.chaos.netns import Network
 from coord.testing import LocalCluster
 
-NEMESES = ("kill", "pause", "partition")
+NEMESES = ("kill", "pause", "partition", "member")
 PARTITIONS = ("split", "isolate-leader", "bridge", "one-way")
 
 
@@ -94,6 +96,9 @@ class Nemesis:
 
     def _target(self, kind: str, pick: float) -> tuple[str, str]:
         running = [n for n, m in self.cluster.members.items() if m.running and not m.paused]
+        if kind == "member":
+            leader = self._leader()
+            running = [n for n in running if n != leader] or running
         if kind == "partition" and pick < 0.5:
             leader = self._leader()
             if leader:
@@ -143,6 +148,8 @@ class Nemesis:
                 self.cluster.kill(member)
             elif kind == "pause":
                 self.cluster.pause(member)
+            elif kind == "member":
+                self.cluster.rejoin_member(member)
             else:
                 self.cluster.cut_off(member)
         except Exception as e:  # noqa: BLE001 - a fault that could not start is recorded
@@ -156,6 +163,8 @@ class Nemesis:
                 self.cluster.start_member(fault.member, wait=True, timeout=30)
             elif fault.kind == "pause":
                 self.cluster.resume(fault.member)
+            elif fault.kind == "member":
+                self.cluster.promote(fault.member)
             elif self.network is not None:
                 self.network.heal()
             else:
