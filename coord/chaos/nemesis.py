@@ -35,6 +35,8 @@ class Fault:
     end_s: float | None = None
     note: str = ""
     error: str = ""
+    start_ns: int = 0  # time.monotonic_ns(), the history's clock
+    end_ns: int = 0
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -42,7 +44,8 @@ class Fault:
 
 @dataclass
 class Schedule:
-    """Drawn from the seed up front: (pause before, kind, duration, pick) per fault;
+    """Drawn from the seed up front: (pause before, kind, duration, pick) per fault,
+    each kind once per round of len(kinds) faults;
     `pick` chooses the target among the running members (the leader, for a leader
     partition, is whoever leads at that moment)."""
 
@@ -54,9 +57,12 @@ class Schedule:
              duration: tuple[float, float] = (1.0, 4.0)) -> Schedule:
         rng = random.Random(f"nemesis-{seed}")
         steps, t = [], 0.0
+        order: list[str] = []
         while kinds and t < seconds:
+            if not order:  # every kind once per round, in a random order
+                order = rng.sample(kinds, len(kinds))
             gap, dur = rng.uniform(*interval), rng.uniform(*duration)
-            steps.append((gap, rng.choice(kinds), dur, rng.random()))
+            steps.append((gap, order.pop(), dur, rng.random()))
             t += gap + dur
         return cls(steps)
 
@@ -133,7 +139,7 @@ class Nemesis:
 
     def _inject(self, kind: str, pick: float) -> Fault | None:
         if kind == "partition" and self.network is not None:
-            fault = Fault(kind, "", self._now())
+            fault = Fault(kind, "", self._now(), start_ns=time.monotonic_ns())
             try:
                 fault.member, fault.note = self._partition(pick)
             except Exception as e:  # noqa: BLE001 - recorded
@@ -142,7 +148,7 @@ class Nemesis:
             self.faults.append(fault)
             return None if fault.error else fault
         member, note = self._target(kind, pick)
-        fault = Fault(kind, member, self._now(), note=note)
+        fault = Fault(kind, member, self._now(), note=note, start_ns=time.monotonic_ns())
         try:
             if kind == "kill":
                 self.cluster.kill(member)
@@ -172,6 +178,7 @@ class Nemesis:
         except Exception as e:  # noqa: BLE001 - recorded; heal_all retries at the end
             fault.error = repr(e)
         fault.end_s = self._now()
+        fault.end_ns = time.monotonic_ns()
 
     def heal_all(self) -> None:
         if self.network is not None:

@@ -156,7 +156,11 @@ def run(cfg: RunConfig, console: Console | None = None) -> RunResult:
     console.print("checking the history…")
     rows = _merge(out)
     t_check = time.monotonic()
-    checks = check_all(rows)
+    # A fault's effects outlast it (an election, a restarted member catching up): each
+    # window is stretched by a few seconds for the checkers that weigh faults.
+    windows = [(f.start_ns, f.end_ns + 3e9 if f.end_ns else float("inf"))
+               for f in (nemesis.faults if nemesis else [])]
+    checks = check_all(rows, windows)
     check_s = time.monotonic() - t_check
     counts = _counts(rows)
     result = RunResult(out, checks, nemesis.faults if nemesis else [], counts, elapsed)

@@ -26,6 +26,7 @@ from coord.client import (
     Client,
     CompactedError,
     CoordError,
+    Grant,
     InvalidArgumentError,
     OwnedByHigherGenerationError,
     ProducerFencedError,
@@ -169,30 +170,30 @@ class Ownership(Workload):
 
     def step(self, proc: Process, client: Client, rng: random.Random) -> None:
         """One owner's life: open a session (no keepalive), claim, write with the
-        token, maybe stall past the TTL and write again, close or let it expire."""
+        token, maybe stall past the TTL (a GC pause: then the session should be gone),
+        sometimes far past it, and write again, close or let it expire."""
         resource = f"r{rng.randrange(self.resources)}"
+        proc.invoke("open_session", None, self.ttl)
         try:
             session = client.open_session("chaos", self.ttl).session_id
-        except CoordError:
-            time.sleep(0.1)
-            return
-        common = {"group": self.group, "resource": resource, "session": session}
-        proc.invoke("own", None, None, **common)
-        try:
-            result = client.own(session, self.group, resource)
         except CoordError as e:
             write_failed(proc, e)
+            time.sleep(0.1)
+            return
+        proc.ok(self.ttl, session=session)
+        common = {"group": self.group, "resource": resource, "session": session}
+        grant = self._own(proc, client, common)
+        if grant is None:
             time.sleep(rng.uniform(0.05, 0.3))
             return
-        grant = next((g for g in result.grants if g.resource == resource), None)
-        if grant is None:
-            proc.fail("not granted")
-            return
-        proc.ok(None, generation=grant.generation, revision=grant.revision)
         for n in range(rng.randint(1, 3)):
             if n or rng.random() < 0.2:
-                time.sleep(rng.uniform(0.05, 0.2) if rng.random() < 0.8
-                           else self.ttl * rng.uniform(1.2, 2.5))  # a GC-pause zombie
+                stall = rng.random()
+                if stall < 0.7:
+                    time.sleep(rng.uniform(0.05, 0.2))
+                else:  # a zombie: its session should expire meanwhile
+                    time.sleep(self.ttl * (rng.uniform(1.2, 2.5) if stall < 0.95 else 8))
+                    self._own(proc, client, common)  # alive still? (a re-claim is idempotent)
             proc.invoke("write_fenced", None, f"{session}:{n}", generation=grant.generation,
                         revision=grant.revision, **common)
             accepted, detail = self.sink.write(self.group, resource, grant.generation,
@@ -206,6 +207,20 @@ class Ownership(Workload):
                 client.close_session(session)
             except CoordError:
                 pass
+
+    def _own(self, proc: Process, client: Client, common: dict) -> Grant | None:
+        proc.invoke("own", None, None, **common)
+        try:
+            result = client.own(common["session"], self.group, common["resource"])
+        except CoordError as e:
+            write_failed(proc, e)
+            return None
+        grant = next((g for g in result.grants if g.resource == common["resource"]), None)
+        if grant is None:
+            proc.fail("not granted")
+            return None
+        proc.ok(None, generation=grant.generation, revision=grant.revision)
+        return grant
 
 
 class Producers(Workload):

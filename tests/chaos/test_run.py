@@ -56,10 +56,11 @@ def test_a_short_chaos_run_finds_no_violation(tmp_path):
     result = run(cfg)
     verdict = json.loads((tmp_path / "run" / "verdict.json").read_text())
     checks = {c["checker"]: c for c in verdict["checks"]}
-    assert set(checks) == {"linearizable", "lost-writes", "ownership", "producers"}
+    assert set(checks) == {"linearizable", "lost-writes", "ownership", "producers",
+                           "sessions"}
     assert result.verdict == "ok", [v for c in checks.values() for v in c["violations"]]
     kinds = {f.kind for f in result.faults if not f.error}
-    assert kinds == {"kill", "pause", "partition"}, result.faults
+    assert kinds == {"kill", "pause", "partition", "member"}, result.faults
     # Floors that show every workload ran (not speed: this box is shared and loaded).
     assert result.counts["ok"] > 200
     assert checks["linearizable"]["stats"]["ops"] > 50

@@ -162,3 +162,53 @@ def test_check_all_runs_the_checkers_a_history_needs():
     rows = _clean_ownership().sorted()
     assert [r.checker for r in check_all(rows)] == ["ownership"]
     assert all(r.ok for r in check_all(rows))
+
+
+S = 1_000_000_000  # the history's clock is in ns
+
+
+def _session_history() -> H:
+    h = H(key=None)
+    h.op(0, "open_session", 0, 1 * S // 10, 1.0, session=7)
+    h.op(0, "own", 2 * S // 10, 3 * S // 10, None, session=7, generation=1, revision=3, **G)
+    # stalled 2 s: gone, as it should be
+    h.op(0, "own", 23 * S // 10, 24 * S // 10, None, status="fail", session=7, **G)
+    return h
+
+
+def _gone(h: H) -> list[dict]:
+    rows = h.sorted()
+    for r in rows:
+        if r["type"] == "fail":
+            r["error"] = "UNKNOWN_SESSION"
+    return rows
+
+
+def test_sessions_clean_history_passes():
+    from coord.check.sessions import check_sessions
+
+    r = check_sessions(_gone(_session_history()))
+    assert r.ok and r.stats == {"sessions": 1, "session_ops": 2, "gone": 1}
+
+
+def test_sessions_catch_an_early_expiry():
+    from coord.check.sessions import check_sessions
+
+    h = _session_history()
+    h.op(1, "open_session", 0, S // 10, 5.0, session=8)
+    h.op(1, "own", 2 * S, 3 * S, None, status="fail", session=8, **G)  # 3 s into a 5 s TTL
+    r = check_sessions(_gone(h))
+    assert r.count == 1 and "session 8 gone 3.00 s after its open was sent (TTL 5 s)" in \
+        r.violations[0]["message"]
+
+
+def test_sessions_catch_a_session_alive_long_after_its_ttl_unless_a_fault_explains_it():
+    from coord.check.sessions import check_sessions
+
+    h = _session_history()
+    h.op(1, "open_session", 0, S // 10, 1.0, session=8)
+    h.op(1, "own", 9 * S, 9 * S + 1, None, session=8, generation=2, revision=9, **G)
+    r = check_sessions(_gone(h))
+    assert r.count == 1 and "session 8 still alive 8.90 s after" in r.violations[0]["message"]
+    assert check_sessions(_gone(h), faults=[(4 * S, 5 * S)]).ok
+    assert check_sessions(_gone(h), late_slack_s=10).ok
