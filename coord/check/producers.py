@@ -68,29 +68,50 @@ def _epochs(res: CheckResult, key: str, ops: list[Op]) -> None:
             res.violation(f"producer {key!r}: identity {ident} handed out twice",
                           ops=[seen[ident].rows(), op.rows()])
         seen[ident] = op
+    # Sweep in start order; `best` holds, per pid, the highest epoch among the ops
+    # that completed before the current one started.
     by_end = sorted(ops, key=lambda o: o.end)
-    for b in ops:
-        for a in by_end:
-            if a.end >= b.start:
-                break
-            if a.get("pid") == b.get("pid") and a.get("epoch") >= b.get("epoch"):
-                res.violation(f"producer {key!r}: epoch went back from {a.get('epoch')} to "
-                              f"{b.get('epoch')} on pid {a.get('pid')}",
-                              ops=[a.rows(), b.rows()])
+    best: dict[int, Op] = {}
+    i = 0
+    for b in sorted(ops, key=lambda o: o.start):
+        while i < len(by_end) and by_end[i].end < b.start:
+            a = by_end[i]
+            top = best.get(a.get("pid"))
+            if top is None or a.get("epoch") > top.get("epoch"):
+                best[a.get("pid")] = a
+            i += 1
+        a = best.get(b.get("pid"))
+        if a is not None and a.get("epoch") >= b.get("epoch"):
+            res.violation(f"producer {key!r}: epoch went back from {a.get('epoch')} to "
+                          f"{b.get('epoch')} on pid {a.get('pid')}",
+                          ops=[a.rows(), b.rows()])
 
 
 def _zombies(res: CheckResult, ops: list[Op], inits: dict[str, list[Op]]) -> None:
     """A check of (pid, epoch) accepted although a newer identity had been handed out
     (its InitProducer completed) before the check was even sent."""
-    ends = {k: sorted((o.end, (o.get("pid"), o.get("epoch")), o) for o in v)
-            for k, v in inits.items()}
+    done: dict[tuple, list[tuple[float, Op]]] = defaultdict(list)
+    for k, v in inits.items():
+        for o in v:
+            done[(k, o.get("pid"))].append((o.end, o))
+    ends: dict[tuple, list[float]] = {}
+    newest: dict[tuple, list[Op]] = {}  # prefix: the highest epoch among the first i+1
+    for ident, items in done.items():
+        items.sort(key=lambda t: t[0])
+        ends[ident] = [t[0] for t in items]
+        run: list[Op] = []
+        for _, o in items:
+            run.append(o if not run or o.get("epoch") > run[-1].get("epoch") else run[-1])
+        newest[ident] = run
     for op in ops:
         if op.f != "check_producer" or op.status != "ok":
             continue
-        key, ident = op.get("key"), (op.get("pid"), op.get("epoch"))
-        done = ends.get(key, [])
-        upto = bisect.bisect_left(done, (op.start,), key=lambda t: (t[0],))
-        newer = [t for t in done[:upto] if t[1][0] == ident[0] and t[1][1] > ident[1]]
-        if newer:
-            res.violation(f"producer {key!r}: fenced identity {ident} accepted after "
-                          f"{newer[-1][1]} was handed out", ops=[newer[-1][2].rows(), op.rows()])
+        key, pid, epoch = op.get("key"), op.get("pid"), op.get("epoch")
+        upto = bisect.bisect_left(ends.get((key, pid), []), op.start)
+        if upto == 0:
+            continue
+        top = newest[(key, pid)][upto - 1]
+        if top.get("epoch") > epoch:
+            res.violation(f"producer {key!r}: fenced identity {(pid, epoch)} accepted after "
+                          f"{(pid, top.get('epoch'))} was handed out",
+                          ops=[top.rows(), op.rows()])
