@@ -72,6 +72,9 @@ class Process:
         self._complete("fail", value, error, fields)
 
     def info(self, error: str, value: Any = None, **fields: Any) -> None:
-        """Outcome unknown: this process is done; the worker goes on as a new one."""
+        """Outcome unknown: this process is done; the worker goes on as a new one. The
+        row keeps what was asked (the invoke's value) unless told otherwise."""
+        if value is None and self._pending is not None:
+            value = self._pending.get("value")
         self._complete("info", value, error, fields)
         self.id += self._step

@@ -28,7 +28,8 @@ def test_recorded_rows_pair_and_an_unknown_outcome_moves_to_a_new_process(tmp_pa
     rows = read_jsonl(tmp_path / "h.jsonl")
     assert [(r["index"], r["process"], r["type"]) for r in rows] == [
         (0, 2, "invoke"), (1, 2, "info"), (2, 10, "invoke"), (3, 10, "ok")]
-    assert rows[1]["error"] == "DEADLINE_EXCEEDED" and rows[3]["revision"] == 5
+    assert rows[1]["error"] == "DEADLINE_EXCEEDED" and rows[1]["value"] == 1
+    assert rows[3]["revision"] == 5
     ops = pair(rows)
     assert [(o.f, o.status) for o in ops] == [("write", "info"), ("read", "ok")]
     with pytest.raises(AssertionError):
