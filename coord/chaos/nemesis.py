@@ -1,8 +1,10 @@
 """Faults against real member processes (coord.testing.LocalCluster), one at a time, on
 a schedule drawn from the run's seed.
 
-- kill: kill -9 a member, restart it after the fault's duration.
-- pause: SIGSTOP a member (a GC pause, a stalled VM), SIGCONT after the duration.
+- kill: kill -9 a member (a fifth of the time a majority), restart after the fault's
+  duration.
+- pause: SIGSTOP a member (a GC pause, a stalled VM; a fifth of the time a majority),
+  SIGCONT after the duration.
 - member: membership churn: a follower is removed, killed, wiped, added back as a
   learner and started; after the fault's duration it is promoted to a voter again.
 - partition, with network namespaces (coord.chaos.netns; root): one of a
@@ -109,6 +111,12 @@ class Nemesis:
             leader = self._leader()
             if leader:
                 return leader, "the leader"
+        if kind in ("kill", "pause") and pick < 0.2:
+            # a majority at once: no quorum until it heals (writes then have unknown
+            # outcomes, reads fail, a paused majority leaves the rest read-only)
+            rng = random.Random(pick)
+            names = rng.sample(running, len(self.cluster.members) // 2 + 1)
+            return ",".join(sorted(names)), "a majority"
         return running[int(pick * len(running)) % len(running)], ""
 
     def _leader(self) -> str | None:
@@ -151,9 +159,11 @@ class Nemesis:
         fault = Fault(kind, member, self._now(), note=note, start_ns=time.monotonic_ns())
         try:
             if kind == "kill":
-                self.cluster.kill(member)
+                for name in member.split(","):
+                    self.cluster.kill(name)
             elif kind == "pause":
-                self.cluster.pause(member)
+                for name in member.split(","):
+                    self.cluster.pause(name)
             elif kind == "member":
                 self.cluster.rejoin_member(member)
             else:
@@ -166,9 +176,13 @@ class Nemesis:
     def _heal(self, fault: Fault) -> None:
         try:
             if fault.kind == "kill":
-                self.cluster.start_member(fault.member, wait=True, timeout=30)
+                for name in fault.member.split(","):
+                    self.cluster.start_member(name, wait=False)
+                for name in fault.member.split(","):
+                    self.cluster.wait_serving(name, timeout=30)
             elif fault.kind == "pause":
-                self.cluster.resume(fault.member)
+                for name in fault.member.split(","):
+                    self.cluster.resume(name)
             elif fault.kind == "member":
                 self.cluster.promote(fault.member)
             elif self.network is not None:
