@@ -435,7 +435,7 @@ def test_each_commands_own_parser_is_the_whole_parsers_part():
     samples = {"serve": ["--name", "n1"], "dev": [], "status": ["--endpoints", "x:1"],
                "bench": ["raft"], "own": ["g", "r"], "release": ["g", "r", "--session", "1"],
                "owners": ["g"], "watch-owners": ["g"], "pid": ["block"],
-               "kv": ["get", "k"], "session": ["open"]}
+               "kv": ["get", "k"], "session": ["open"], "chaos": ["--seconds", "5"]}
     for command in (*SERVER_COMMANDS, *CLIENT_COMMANDS):
         argv = [command, *samples[command]]
         assert vars(build_parser(command).parse_args(argv)) == vars(whole.parse_args(argv))

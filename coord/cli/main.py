@@ -1,5 +1,5 @@
-"""`coord` command line: serve a member, run a local dev cluster, inspect, benchmark, and
-use the client API (ownership, producer ids, KV, sessions).
+"""`coord` command line: serve a member, run a local dev cluster, inspect, benchmark,
+chaos-test, and use the client API (ownership, producer ids, KV, sessions).
 
 This module only builds the parser and dispatches; each command lives in the module of
 its job (`serve`, `dev`, `status`, `bench`, `client_commands`), which registers its
