@@ -108,7 +108,8 @@ def run(cfg: RunConfig, console: Console | None = None) -> RunResult:
         nemesis = Nemesis(cluster, schedule, t0, network=network)
         stop = threading.Event()
         threads = [threading.Thread(target=_worker, name=f"chaos-worker-{i}", daemon=True,
-                                    args=(i, cfg, workloads[i % len(workloads)], recorder,
+                                    args=(i, i // len(workloads), cfg,
+                                          workloads[i % len(workloads)], recorder,
                                           cluster.endpoints, stop))
                    for i in range(cfg.workers if workloads else 0)]
         for t in threads:
@@ -183,13 +184,18 @@ def _network(cfg: RunConfig) -> Network | None:
     return None if why else Network(list(f"n{i + 1}" for i in range(cfg.members)))
 
 
-def _worker(i: int, cfg: RunConfig, workload: Workload, recorder: Recorder,
+def _worker(i: int, nth: int, cfg: RunConfig, workload: Workload, recorder: Recorder,
             endpoints: list[str], stop: threading.Event) -> None:
+    """Worker `i`, the `nth` of those running `workload`."""
     rng = random.Random(f"{cfg.seed}-worker-{i}")
     proc = Process(recorder, i, cfg.workers)
     # Each worker starts at a different member, so every member serves clients.
     ordered = endpoints[i % len(endpoints):] + endpoints[:i % len(endpoints)]
-    with Client(ordered, timeout=cfg.client_timeout) as client:
+    # Every other register worker accepts read-only service: cut off with a minority, it
+    # gets stale reads flagged read_only (left out of the linearizability check, which
+    # then holds every read *not* flagged to be linearizable).
+    read_only_ok = workload.name == "register" and nth % 2 == 1
+    with Client(ordered, timeout=cfg.client_timeout, read_only_ok=read_only_ok) as client:
         while not stop.is_set():
             try:
                 workload.step(proc, client, rng)

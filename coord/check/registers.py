@@ -13,6 +13,7 @@ from coord.check.result import CheckResult
 
 def check_registers(rows: Iterable[dict[str, Any]], *, time_limit_s: float = 10.0,
                     max_states: int = 2_000_000) -> CheckResult:
+    rows = list(rows)
     res = CheckResult("linearizable")
     unknown: list[str] = []
     n_ops = n_keys = 0
@@ -27,5 +28,7 @@ def check_registers(rows: Iterable[dict[str, Any]], *, time_limit_s: float = 10.
     if unknown and res.verdict == "ok":
         res.verdict = "unknown"
         res.reason = f"{len(unknown)} key(s) undecided: " + "; ".join(unknown[:3])
-    res.stats = {"keys": n_keys, "ops": n_ops, "undecided_keys": len(unknown)}
+    res.stats = {"keys": n_keys, "ops": n_ops, "undecided_keys": len(unknown),
+                 "read_only_reads": sum(1 for r in rows if r.get("f") == "read"
+                                        and r.get("type") == "ok" and r.get("read_only"))}
     return res

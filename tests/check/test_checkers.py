@@ -155,7 +155,7 @@ def test_registers_check_every_key_and_name_the_bad_one():
     h.op(2, "write", 1, 2, 5, key="b").op(3, "read", 3, 4, out=6, key="b")
     r = check_registers(h.sorted())
     assert r.count == 1 and r.violations[0]["key"] == "b"
-    assert r.stats == {"keys": 2, "ops": 4, "undecided_keys": 0}
+    assert r.stats == {"keys": 2, "ops": 4, "undecided_keys": 0, "read_only_reads": 0}
 
 
 def test_check_all_runs_the_checkers_a_history_needs():
