@@ -5,6 +5,9 @@ a schedule drawn from the run's seed.
   duration.
 - pause: SIGSTOP a member (a GC pause, a stalled VM; a fifth of the time a majority),
   SIGCONT after the duration.
+- slow: a member throttled (a slow disk or an overloaded VM; `tc netem` does not work
+  here, so not a delayed link): SIGSTOP/SIGCONT in turns of 20-80 ms for the fault's
+  duration, so its messages leave late and in bursts and its timers fire late.
 - member: membership churn: a follower is removed, killed, wiped, added back as a
   learner and started; after the fault's duration it is promoted to a voter again.
 - partition, with network namespaces (coord.chaos.netns; root): one of a
@@ -25,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from coord.chaos.netns import Network
 from coord.testing import LocalCluster
 
-NEMESES = ("kill", "pause", "partition", "member")
+NEMESES = ("kill", "pause", "partition", "member", "slow")
 PARTITIONS = ("split", "isolate-leader", "bridge", "one-way")
 
 
@@ -79,6 +82,7 @@ class Nemesis:
         self.faults: list[Fault] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="nemesis", daemon=True)
+        self._throttle: tuple[threading.Thread, threading.Event] | None = None
 
     def start(self) -> None:
         self._thread.start()
@@ -166,6 +170,8 @@ class Nemesis:
                     self.cluster.pause(name)
             elif kind == "member":
                 self.cluster.rejoin_member(member)
+            elif kind == "slow":
+                self._start_throttle(member, pick)
             else:
                 self.cluster.cut_off(member)
         except Exception as e:  # noqa: BLE001 - a fault that could not start is recorded
@@ -185,6 +191,8 @@ class Nemesis:
                     self.cluster.resume(name)
             elif fault.kind == "member":
                 self.cluster.promote(fault.member)
+            elif fault.kind == "slow":
+                self._stop_throttle()
             elif self.network is not None:
                 self.network.heal()
             else:
@@ -194,7 +202,30 @@ class Nemesis:
         fault.end_s = self._now()
         fault.end_ns = time.monotonic_ns()
 
+    def _start_throttle(self, member: str, pick: float) -> None:
+        done = threading.Event()
+        rng = random.Random(pick)
+
+        def throttle() -> None:
+            while not done.is_set():
+                self.cluster.pause(member)
+                done.wait(rng.uniform(0.02, 0.08))
+                self.cluster.resume(member)
+                done.wait(rng.uniform(0.02, 0.08))
+
+        t = threading.Thread(target=throttle, name=f"slow-{member}", daemon=True)
+        self._throttle = (t, done)
+        t.start()
+
+    def _stop_throttle(self) -> None:
+        if self._throttle is not None:
+            t, done = self._throttle
+            done.set()
+            t.join(5)
+            self._throttle = None
+
     def heal_all(self) -> None:
+        self._stop_throttle()
         if self.network is not None:
             self.network.heal()
         for name, m in self.cluster.members.items():
