@@ -34,10 +34,14 @@ class EtcdRegister:
         self._lock = threading.Lock()
 
     def connect(self, i: int):
+        """An etcd3 client to endpoint i (round robin), with `endpoint` set on it."""
         import etcd3
 
-        host, port = self.endpoints[i % len(self.endpoints)].rsplit(":", 1)
-        return etcd3.client(host=host, port=int(port), timeout=3)
+        endpoint = self.endpoints[i % len(self.endpoints)]
+        host, port = endpoint.rsplit(":", 1)
+        client = etcd3.client(host=host, port=int(port), timeout=3)
+        client.chaos_endpoint = endpoint
+        return client
 
     def _key(self, rng: random.Random) -> str:
         batch = next(self._ops) // (self.ops_per_key * self.hot_keys)
@@ -89,7 +93,7 @@ class EtcdRegister:
 
     @staticmethod
     def _where(client) -> str:
-        return getattr(client, "_url", "")
+        return getattr(client, "chaos_endpoint", "")
 
 
 def _worker(i: int, reg: EtcdRegister, proc: Process, stop: threading.Event,
