@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from coord.chaos.nemesis import NEMESES
-from coord.chaos.workloads import WORKLOADS
+from coord.chaos.workloads import PLANTS, WORKLOADS
 
 
 def _names(text: str) -> list[str]:
@@ -28,6 +28,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--netns", choices=("auto", "on", "off"), default="auto",
                    help="partitions in network namespaces the run creates (needs root; "
                    "auto: when root), else TCP gates on loopback")
+    p.add_argument("--plant", choices=PLANTS, default="",
+                   help="a known-bad client setting, to see the checkers catch it "
+                   "(serializable-reads: register reads skip the ReadIndex)")
     p.add_argument("--out", type=Path, help="run directory (default chaos-runs/TIME-seedS)")
     p.add_argument("--check", type=Path, metavar="HISTORY",
                    help="only check an existing history JSONL and print the verdicts")
@@ -47,7 +50,8 @@ def main(args: argparse.Namespace) -> int:
         return 2
     cfg = RunConfig(seconds=args.seconds, seed=args.seed, workloads=_names(args.workload),
                     nemeses=_names(args.nemesis), workers=args.workers,
-                    members=args.members, out=args.out, netns=args.netns)
+                    members=args.members, out=args.out, netns=args.netns,
+                    plant=args.plant)
     try:
         result = run(cfg, console)
     except ValueError as e:

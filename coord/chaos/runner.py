@@ -50,13 +50,15 @@ class RunConfig:
     out: Path | None = None
     client_timeout: float = 3.0
     netns: str = "auto"  # partitions in network namespaces: auto (if root), on, off
+    plant: str = ""  # a known-bad client setting (workloads.PLANTS), to see it caught
 
     def command(self) -> str:
         return shlex.join(["coord", "chaos", "--seconds", f"{self.seconds:g}",
                            "--seed", str(self.seed), "--workload", ",".join(self.workloads),
                            "--nemesis", ",".join(self.nemeses) or "none",
                            "--workers", str(self.workers), "--members", str(self.members),
-                           "--netns", self.netns])
+                           "--netns", self.netns,
+                           *(["--plant", self.plant] if self.plant else [])])
 
 
 @dataclass
@@ -81,7 +83,7 @@ def run(cfg: RunConfig, console: Console | None = None) -> RunResult:
     if bad:
         raise ValueError(f"unknown nemesis {', '.join(bad)}; choose from {', '.join(NEMESES)}")
     sink = FencedSink()
-    workloads = make_workloads([w for w in cfg.workloads if w != "etcd"], sink)
+    workloads = make_workloads([w for w in cfg.workloads if w != "etcd"], sink, cfg.plant)
     out = cfg.out or Path("chaos-runs") / time.strftime(f"%Y%m%d-%H%M%S-seed{cfg.seed}")
     out.mkdir(parents=True, exist_ok=True)
     (out / "command.txt").write_text(cfg.command() + "\n")

@@ -67,7 +67,11 @@ class Workload:
 class Register(Workload):
     name = "register"
 
-    def __init__(self, hot_keys: int = 3, ops_per_key: int = 250) -> None:
+    def __init__(self, hot_keys: int = 3, ops_per_key: int = 250,
+                 serializable: bool = False) -> None:
+        """`serializable`: reads from the member's local state without a ReadIndex (a
+        planted bug: such reads may be stale, and the checker must say so)."""
+        self.serializable = serializable
         self.hot_keys = hot_keys
         self.ops_per_key = ops_per_key
         self._ops = itertools.count()
@@ -117,7 +121,7 @@ class Register(Workload):
     def read(self, proc: Process, client: Client, key: str) -> None:
         proc.invoke("read", key)
         try:
-            res = client.range(key)
+            res = client.range(key, serializable=self.serializable)
         except CoordError as e:
             proc.fail(_why(e))
             return
@@ -279,11 +283,18 @@ WORKLOADS = ("register", "set", "own", "pid", "etcd")
 """etcd: the register workload through the etcd3 package (coord.chaos.etcd_worker)."""
 
 
-def make_workloads(names: list[str], sink: FencedSink) -> list[Workload]:
+PLANTS = ("serializable-reads",)
+"""Known-bad settings a run can plant, to show the checkers catch what they cause."""
+
+
+def make_workloads(names: list[str], sink: FencedSink, plant: str = "") -> list[Workload]:
     unknown = [n for n in names if n not in WORKLOADS]
     if unknown:
         raise ValueError(f"unknown workload(s) {', '.join(unknown)}; choose from "
                          f"{', '.join(WORKLOADS)}")
-    made: dict[str, Workload] = {"register": Register(), "set": SetAdds(),
+    if plant and plant not in PLANTS:
+        raise ValueError(f"unknown plant {plant!r}; choose from {', '.join(PLANTS)}")
+    register = Register(serializable=plant == "serializable-reads")
+    made: dict[str, Workload] = {"register": register, "set": SetAdds(),
                                  "own": Ownership(sink), "pid": Producers()}
     return [made[n] for n in names]

@@ -80,3 +80,18 @@ def test_a_short_chaos_run_finds_no_violation(tmp_path):
                for i in (1, 2, 3))
     ns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert f"cch{os.getpid() % 100000}-" not in ns  # this run's namespaces are gone
+
+
+@pytest.mark.cluster
+def test_a_planted_client_bug_is_caught_end_to_end(tmp_path):
+    """Register reads that skip the ReadIndex (serializable: a follower answers from its
+    own state, which trails the leader's acknowledgements by at least one round trip)
+    are stale now and then; the run's verdict must be illegal, naming a read."""
+    cfg = RunConfig(seconds=5, seed=1, workers=8, workloads=["register"], nemeses=[],
+                    plant="serializable-reads", out=tmp_path / "run")
+    result = run(cfg)
+    assert result.verdict == "illegal"
+    (lin,) = [c for c in result.checks if c.checker == "linearizable"]
+    assert lin.count >= 1 and "read of" in lin.violations[0]["message"]
+    assert lin.violations[0]["anomaly"]["op"][0]["f"] == "read"
+    assert "--plant serializable-reads" in (tmp_path / "run" / "command.txt").read_text()
