@@ -4,6 +4,8 @@ cluster, then every history checker (coord.chaos.runner)."""
 from __future__ import annotations
 
 import argparse
+import signal
+import sys
 from pathlib import Path
 
 from coord.chaos.nemesis import NEMESES
@@ -48,6 +50,9 @@ def main(args: argparse.Namespace) -> int:
     if args.seconds <= 0 or args.workers < 1:
         console.print("[red]--seconds must be > 0 and --workers >= 1[/]")
         return 2
+    # SIGTERM ends the run as Ctrl-C does: through the runner's clean-up (faults healed,
+    # members stopped, network namespaces removed).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     cfg = RunConfig(seconds=args.seconds, seed=args.seed, workloads=_names(args.workload),
                     nemeses=_names(args.nemesis), workers=args.workers,
                     members=args.members, out=args.out, netns=args.netns,
