@@ -19,6 +19,7 @@ import threading
 from pathlib import Path
 
 from coord.chaos.history import Process, Recorder
+from coord.chaos.keys import RotatingKeys
 
 KEY_PREFIX = "chaos/etcd/"
 
@@ -26,12 +27,8 @@ KEY_PREFIX = "chaos/etcd/"
 class EtcdRegister:
     def __init__(self, endpoints: list[str], hot_keys: int = 3, ops_per_key: int = 250) -> None:
         self.endpoints = endpoints
-        self.hot_keys = hot_keys
-        self.ops_per_key = ops_per_key
-        self._ops = itertools.count()
+        self.keys = RotatingKeys(KEY_PREFIX, hot_keys, ops_per_key)
         self._values = itertools.count(1)
-        self.keys: set[str] = set()
-        self._lock = threading.Lock()
 
     def connect(self, i: int):
         """An etcd3 client to endpoint i (round robin), with `endpoint` set on it."""
@@ -42,13 +39,6 @@ class EtcdRegister:
         client = etcd3.client(host=host, port=int(port), timeout=3)
         client.chaos_endpoint = endpoint
         return client
-
-    def _key(self, rng: random.Random) -> str:
-        batch = next(self._ops) // (self.ops_per_key * self.hot_keys)
-        key = f"{KEY_PREFIX}{batch}/{rng.randrange(self.hot_keys)}"
-        with self._lock:
-            self.keys.add(key)
-        return key
 
     def read(self, proc: Process, client, key: str, last: dict | None = None) -> bool:
         proc.invoke("read", key, endpoint=self._where(client))
@@ -65,7 +55,7 @@ class EtcdRegister:
 
     def step(self, proc: Process, client, rng: random.Random, last: dict) -> bool:
         """One op; False if the connection looks broken (the caller reconnects)."""
-        key = self._key(rng)
+        key = self.keys.next(rng)
         f = rng.choices(("read", "write", "cas"), (2, 1, 1))[0]
         if f == "read":
             return self.read(proc, client, key, last)
@@ -141,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
             for n in range(len(reg.endpoints)):
                 client = reg.connect(n)
                 try:
-                    if all(reg.read(proc, client, k) for k in sorted(reg.keys)):
+                    if all(reg.read(proc, client, k) for k in sorted(reg.keys.used)):
                         break
                 finally:
                     client.close()

@@ -21,6 +21,7 @@ import time
 from typing import Any
 
 from coord.chaos.history import Process
+from coord.chaos.keys import RotatingKeys
 from coord.chaos.sink import FencedSink
 from coord.client import (
     Client,
@@ -72,23 +73,12 @@ class Register(Workload):
         """`serializable`: reads from the member's local state without a ReadIndex (a
         planted bug: such reads may be stale, and the checker must say so)."""
         self.serializable = serializable
-        self.hot_keys = hot_keys
-        self.ops_per_key = ops_per_key
-        self._ops = itertools.count()
+        self.keys = RotatingKeys(f"{PREFIX}reg/", hot_keys, ops_per_key)
         self._values = itertools.count(1)
-        self._lock = threading.Lock()
-        self.keys: set[str] = set()
         self._last_seen: dict[tuple[int, str], Any] = {}
 
-    def _key(self, rng: random.Random) -> str:
-        batch = next(self._ops) // (self.ops_per_key * self.hot_keys)
-        key = f"{PREFIX}reg/{batch}/{rng.randrange(self.hot_keys)}"
-        with self._lock:
-            self.keys.add(key)
-        return key
-
     def step(self, proc: Process, client: Client, rng: random.Random) -> None:
-        key = self._key(rng)
+        key = self.keys.next(rng)
         f = rng.choices(("read", "write", "cas"), (2, 1, 1))[0]
         if f == "read":
             self.read(proc, client, key)
@@ -131,7 +121,7 @@ class Register(Workload):
         proc.ok(value, revision=res.header.revision, endpoint=res.header.member, **flags)
 
     def finish(self, proc: Process, client: Client) -> None:
-        for key in sorted(self.keys):
+        for key in sorted(self.keys.used):
             self.read(proc, client, key)
 
 
