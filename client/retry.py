@@ -98,6 +98,7 @@ class Attempts:
         self._max = policy.attempts(endpoints)
         self._deadline = clock() + timeout * policy.budget_factor
         self._no_quorum: CoordError | None = None
+        self._uncertain: CoordError | None = None  # a failure that may have been applied
         self._electing = False
 
     def call_timeout(self) -> float:
@@ -106,7 +107,14 @@ class Attempts:
 
     def final(self, err: CoordError) -> CoordError:
         """The error to raise on giving up: NoQuorumError if a member said it has no quorum
-        and no other member did better (the rest unreachable or stuck)."""
+        and no other member did better (the rest unreachable or stuck). A READ_ONLY
+        refusal after an earlier try whose outcome is unknown is not "not applied": that
+        try may have been (found by the chaos harness), so the unknown outcome is raised."""
+        if err.reason == "READ_ONLY" and self._uncertain is not None:
+            u = self._uncertain
+            why = f"an earlier try may have been applied ({u.message or u.reason}); " \
+                  f"then {err.message or err.reason}"
+            return error_for(u.reason, why, u.code, u.metadata)
         if self._no_quorum is not None and isinstance(err, (UnavailableError, DeadlineError)):
             if err.reason != "NO_QUORUM":
                 return error_for(
@@ -121,6 +129,8 @@ class Attempts:
         """Seconds to wait before trying the next member, or None: give up and raise."""
         if err.reason == "NO_QUORUM":
             self._no_quorum = err
+        if err.reason not in NOT_APPLIED_REASONS:
+            self._uncertain = err
         self._electing = self._electing or err.reason in WAIT_REASONS
         if not may_fail_over(err, safe):
             return None
