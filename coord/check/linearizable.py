@@ -127,8 +127,11 @@ def check_key(ops: list[dict], *, initial: Any = ABSENT,
     t0 = time.monotonic()
     key = next((r.get("key") for r in ops if r.get("key") is not None), None)
     mine = [r for r in ops if r.get("f") in FUNCTIONS]
-    calls = _calls(pair(sorted(mine, key=_row_order)))
+    paired = pair(sorted(mine, key=_row_order))
+    calls = _calls(paired)
     result = _search(calls, frozen(initial), t0, time_limit_s, max_states)
+    if result.anomaly is not None:
+        _name_the_writer(result.anomaly, paired)
     result.key = key
     result.skipped = len(ops) - len(mine)
     result.ops = len(calls)
@@ -254,6 +257,34 @@ def _illegal(calls: list[_Call], best: tuple[int, Any, int] | None,
         "linearized": depth,
     }
     return LinearizabilityResult("illegal", False, anomaly=anomaly, states=states)
+
+
+def _name_the_writer(anomaly: dict[str, Any], ops: list[Op]) -> None:
+    """For a read that cannot be linearized: every op that wrote the value it read,
+    whatever its recorded outcome (a write recorded as failed whose value is read back
+    points at a wrong "not applied" answer)."""
+    read = anomaly["op"][-1]
+    if read.get("f") != "read":
+        return
+    value = frozen(read.get("value"))
+    writers = []
+    for op in ops:
+        v = frozen(op.invoke.get("value"))
+        wrote = v if op.f in ("write", "add") else (v[1] if op.f == "cas" and v else None)
+        if op.f != "read" and wrote == value and value is not None:
+            writers.append(op)
+    anomaly["written_by"] = [w.rows() for w in writers]
+    if writers:
+        anomaly["message"] += "; the value was written by " + ", ".join(
+            f"{w.f} op {w.invoke.get('index')} (recorded {w.status}{_error_of(w)})"
+            for w in writers)
+    elif value is not None:
+        anomaly["message"] += "; nothing in the history wrote that value"
+
+
+def _error_of(op: Op) -> str:
+    error = op.completion.get("error") if op.completion else None
+    return f": {error}" if error else ""
 
 
 def _describe(c: _Call) -> str:

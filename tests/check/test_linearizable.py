@@ -29,6 +29,21 @@ def test_a_stale_read_is_caught_and_named():
     assert "read of 1" in r.anomaly["message"] and r.anomaly["state"] == 2
 
 
+def test_a_read_of_a_write_recorded_as_failed_names_that_write():
+    """What seed 103 of `coord chaos` showed: a write answered "not applied" whose value
+    was read back afterwards."""
+    h = H().op(0, "write", 1, 2, 1).op(0, "write", 3, 4, 2, status="fail")
+    h.op(1, "read", 5, 6, out=2).op(1, "read", 7, 8, out=3)
+    r = check_key(h.sorted())
+    assert r.verdict == "illegal"
+    assert r.anomaly["message"].endswith(
+        "the value was written by write op 2 (recorded fail: planted)")
+    assert [row["type"] for row in r.anomaly["written_by"][0]] == ["invoke", "fail"]
+    h2 = H().op(0, "write", 1, 2, 1).op(1, "read", 3, 4, out=3)
+    assert check_key(h2.sorted()).anomaly["message"].endswith(
+        "nothing in the history wrote that value")
+
+
 def test_a_lost_acknowledged_write_is_caught():
     h = H().op(0, "write", 1, 2, "a").op(1, "read", 3, 4, out=None)
     r = check_key(h.sorted())
