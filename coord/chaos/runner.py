@@ -8,6 +8,7 @@ The run directory keeps everything: `history.jsonl` (the client history),
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import random
@@ -82,6 +83,9 @@ def run(cfg: RunConfig, console: Console | None = None) -> RunResult:
     bad = [n for n in cfg.nemeses if n not in NEMESES]
     if bad:
         raise ValueError(f"unknown nemesis {', '.join(bad)}; choose from {', '.join(NEMESES)}")
+    if "etcd" in cfg.workloads and importlib.util.find_spec("etcd3") is None:
+        raise ValueError("the etcd workload drives the etcd3 package: pip install "
+                         "'coord[chaos]' (or leave etcd out of --workload)")
     sink = FencedSink()
     workloads = make_workloads([w for w in cfg.workloads if w != "etcd"], sink, cfg.plant)
     out = cfg.out or Path("chaos-runs") / time.strftime(f"%Y%m%d-%H%M%S-seed{cfg.seed}")
