@@ -159,7 +159,12 @@ class Nemesis:
                 self.network.heal()
             self.faults.append(fault)
             return None if fault.error else fault
-        member, note = self._target(kind, pick)
+        try:
+            member, note = self._target(kind, pick)
+        except (IndexError, ValueError) as e:  # too few members running for this fault
+            self.faults.append(Fault(kind, "", self._now(), error=f"no target: {e!r}",
+                                     start_ns=time.monotonic_ns()))
+            return None
         fault = Fault(kind, member, self._now(), note=note, start_ns=time.monotonic_ns())
         try:
             if kind == "kill":
