@@ -300,6 +300,11 @@ def _report(console: Console, cfg: RunConfig, result: RunResult) -> None:
     console.print(f"ops: {sum(c.values()):,} ({c['ok']:,} ok, {c['fail']:,} fail, "
                   f"{c['info']:,} info) in {result.elapsed_s:.0f} s; faults: "
                   + (", ".join(f"{n} {k}" for k, n in sorted(kinds.items())) or "none"))
+    failed = [f for f in result.faults if f.error]
+    if failed:
+        console.print(f"[yellow]{len(failed)} fault(s) could not be injected or healed "
+                      f"cleanly (faults.jsonl has why), e.g. {failed[0].kind} "
+                      f"{failed[0].member}: {failed[0].error}[/]")
     t = Table(title="verdicts")
     for col in ("checker", "verdict", "details"):
         t.add_column(col)
