@@ -68,9 +68,12 @@ def main(args: argparse.Namespace) -> int:
 def _check_only(console, path: Path) -> int:
     from coord.check import check_all
     from coord.check.history import HistoryError, read_jsonl
+    from coord.check.sessions import fault_windows
 
+    faults_file = path.with_name("faults.jsonl")  # a run directory's, if it has one
     try:
-        checks = check_all(read_jsonl(path))
+        faults = read_jsonl(faults_file) if faults_file.exists() else []
+        checks = check_all(read_jsonl(path), fault_windows(faults))
     except (OSError, HistoryError) as e:
         console.print(f"[red]{e}[/]")
         return 2

@@ -32,6 +32,7 @@ from coord.chaos.sink import FencedSink
 from coord.chaos.workloads import WORKLOADS, Workload, make_workloads
 from coord.check import CheckResult, check_all
 from coord.check.history import read_jsonl
+from coord.check.sessions import fault_windows
 from coord.client import Client
 from coord.testing import LocalCluster
 
@@ -163,11 +164,8 @@ def run(cfg: RunConfig, console: Console | None = None) -> RunResult:
     console.print("checking the history…")
     rows = _merge(out)
     t_check = time.monotonic()
-    # A fault's effects outlast it (an election, a restarted member catching up): each
-    # window is stretched by a few seconds for the checkers that weigh faults.
-    windows = [(f.start_ns, f.end_ns + 3e9 if f.end_ns else float("inf"))
-               for f in (nemesis.faults if nemesis else [])]
-    checks = check_all(rows, windows)
+    checks = check_all(rows, fault_windows([f.to_json() for f in
+                                            (nemesis.faults if nemesis else [])]))
     check_s = time.monotonic() - t_check
     counts = _counts(rows)
     result = RunResult(out, checks, nemesis.faults if nemesis else [], counts, elapsed)

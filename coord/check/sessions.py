@@ -6,11 +6,11 @@ session (`own`, with `session`) whose failure with `UNKNOWN_SESSION` says it was
 The workload sends no keepalives, so the server's deadline is at least the TTL after
 the open was invoked (a new leader restarts it at the full TTL, only ever later):
 - early: an op that *completed* before open-invoke + TTL found the session gone;
-- late: an op *invoked* more than TTL + `late_slack_s` after the open completed found
-  it alive, and no fault was in force from the open to that op (a fault may stop
-  expiry, or restart the TTL at a new leader). `faults` are (start_ns, end_ns) pairs on
-  the history's clock; the session's own close is never a factor (the workload closes
-  only after its last op)."""
+- late: an op *invoked* more than TTL + `late_slack_s` after the later of the open's
+  completion and the end of the last fault in force since the open found it alive (a
+  fault may stop expiry, or restart the TTL at a new leader; once it ends, the TTL
+  runs again). `faults` are (start_ns, end_ns) pairs on the history's clock; the
+  session's own close is never a factor (the workload closes only after its last op)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,16 @@ from coord.check.history import pair
 from coord.check.result import CheckResult
 
 GONE = "UNKNOWN_SESSION"
+
+FAULT_AFTERMATH_NS = 3_000_000_000
+"""A fault's effects outlast it (an election, a restarted member catching up)."""
+
+
+def fault_windows(faults: Iterable[dict[str, Any]]) -> list[tuple[int, float]]:
+    """(start_ns, end_ns) per fault (the rows of a run's faults.jsonl), stretched by its
+    aftermath; a fault never healed lasts forever."""
+    return [(f["start_ns"], f["end_ns"] + FAULT_AFTERMATH_NS if f.get("end_ns")
+             else float("inf")) for f in faults if f.get("start_ns")]
 
 
 def check_sessions(rows: Iterable[dict[str, Any]],
@@ -45,13 +55,14 @@ def check_sessions(rows: Iterable[dict[str, Any]],
             res.violation(f"session {op.get('session')} gone "
                           f"{(op.end - o.start) / 1e9:.2f} s after its open was sent "
                           f"(TTL {ttl_ns / 1e9:g} s)", ops=[o.rows(), op.rows()])
-        elif op.status == "ok" and op.start > o.end + ttl_ns + late_slack_s * 1e9 and \
-                not any(s < op.end and e > o.start for s, e in faults):
-            late += 1
-            res.violation(f"session {op.get('session')} still alive "
-                          f"{(op.start - o.end) / 1e9:.2f} s after its open completed "
-                          f"(TTL {ttl_ns / 1e9:g} s, no fault meanwhile)",
-                          ops=[o.rows(), op.rows()])
+        elif op.status == "ok":
+            since = max([o.end, *(e for s, e in faults if s < op.start and e > o.start)])
+            if op.start > since + ttl_ns + late_slack_s * 1e9:
+                late += 1
+                cause = "its open completed" if since == o.end else "the last fault ended"
+                res.violation(f"session {op.get('session')} still alive "
+                              f"{(op.start - since) / 1e9:.2f} s after {cause} "
+                              f"(TTL {ttl_ns / 1e9:g} s)", ops=[o.rows(), op.rows()])
     res.stats = {"sessions": len(opened), "session_ops": probes,
                  "gone": sum(1 for op in ops if op.f == "own" and op.get("error") == GONE)}
     return res

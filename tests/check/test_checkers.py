@@ -209,8 +209,12 @@ def test_sessions_catch_a_session_alive_long_after_its_ttl_unless_a_fault_explai
     h.op(1, "open_session", 0, S // 10, 1.0, session=8)
     h.op(1, "own", 9 * S, 9 * S + 1, None, session=8, generation=2, revision=9, **G)
     r = check_sessions(_gone(h))
-    assert r.count == 1 and "session 8 still alive 8.90 s after" in r.violations[0]["message"]
-    assert check_sessions(_gone(h), faults=[(4 * S, 5 * S)]).ok
+    assert r.count == 1 and "session 8 still alive 8.90 s after its open completed" in \
+        r.violations[0]["message"]
+    assert check_sessions(_gone(h), faults=[(1 * S, 5 * S)]).ok  # 4 s after the fault: ok
+    r = check_sessions(_gone(h), faults=[(1 * S, 2 * S)])  # 7 s after it ended: too late
+    assert r.count == 1 and "still alive 7.00 s after the last fault ended" in \
+        r.violations[0]["message"]
     assert check_sessions(_gone(h), late_slack_s=10).ok
 
 
