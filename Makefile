@@ -7,7 +7,7 @@ PROTOS := $(wildcard proto/coord/v1/*.proto proto/coord/etcdpb/*.proto proto/coo
 SEEDS  ?= 10000
 NODES  ?= 3
 
-.PHONY: all venv proto run test lint soak diff bench bench-readonly bench-scale clean etcd-tools
+.PHONY: all venv proto run test lint soak diff bench bench-readonly bench-scale clean etcd-tools chaos
 
 all: test
 
@@ -61,6 +61,16 @@ soak: venv
 DIFF_SEEDS := $(if $(filter command line,$(origin SEEDS)),$(SEEDS),1000)
 diff: venv
 	$(PY) -m coord.testing.etcd_diff --seeds $(DIFF_SEEDS)
+
+# Long chaos runs (issue 16): CHAOS_SECONDS each, one per seed; any violation fails.
+# Partitions use network namespaces when run as root (else TCP gates).
+CHAOS_SECONDS ?= 600
+CHAOS_SEEDS   ?= 1 2 3
+chaos: venv
+	@for s in $(CHAOS_SEEDS); do \
+	  $(VENV)/bin/coord chaos --seconds $(CHAOS_SECONDS) --seed $$s \
+	    --out chaos-runs/seed$$s-$(CHAOS_SECONDS)s || exit 1; \
+	done
 
 bench: venv
 	$(VENV)/bin/coord bench raft

@@ -107,6 +107,7 @@ class Attempts:
         self._no_quorum_since: float | None = None  # since when every answer said so
         self._no_quorum_members: dict[str, str] = {}  # member -> what it said
         self._quorumless_for: float | None = None  # set when that streak ended the try
+        self._uncertain: CoordError | None = None  # a failure that may have been applied
         self._electing = False
 
     def call_timeout(self) -> float:
@@ -115,7 +116,14 @@ class Attempts:
 
     def final(self, err: CoordError) -> CoordError:
         """The error to raise on giving up: NoQuorumError if a member said it has no quorum
-        and no other member did better (the rest unreachable or stuck)."""
+        and no other member did better (the rest unreachable or stuck). A READ_ONLY
+        refusal after an earlier try whose outcome is unknown is not "not applied": that
+        try may have been (found by the chaos harness), so the unknown outcome is raised."""
+        if err.reason == "READ_ONLY" and self._uncertain is not None:
+            u = self._uncertain
+            why = f"an earlier try may have been applied ({u.message or u.reason}); " \
+                  f"then {err.message or err.reason}"
+            return error_for(u.reason, why, u.code, u.metadata)
         if self._no_quorum is None or not isinstance(err, (UnavailableError, DeadlineError)):
             return err
         if self._quorumless_for is not None:
@@ -145,6 +153,8 @@ class Attempts:
         elif err.reason in ELECTING_REASONS:
             self._no_quorum_since = None
             self._no_quorum_members.clear()
+        if err.reason not in NOT_APPLIED_REASONS:
+            self._uncertain = err
         self._electing = self._electing or err.reason in WAIT_REASONS
         if not may_fail_over(err, safe):
             return None

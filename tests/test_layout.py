@@ -436,7 +436,8 @@ def test_each_commands_own_parser_is_the_whole_parsers_part():
                "bench": ["raft"], "own": ["g", "r"], "release": ["g", "r", "--session", "1"],
                "owners": ["g"], "watch-owners": ["g"], "pid": ["block"],
                "kv": ["get", "k"], "session": ["open"], "defrag": ["--endpoints", "x:1"],
-               "snapshot": ["status", "f"]}
+               "snapshot": ["status", "f"],
+               "chaos": ["--seconds", "5"]}
     for command in (*SERVER_COMMANDS, *CLIENT_COMMANDS):
         argv = [command, *samples[command]]
         assert vars(build_parser(command).parse_args(argv)) == vars(whole.parse_args(argv))

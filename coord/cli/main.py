@@ -1,5 +1,5 @@
-"""`coord` command line: serve a member, run a local dev cluster, inspect, benchmark, and
-use the client API (ownership, producer ids, KV, sessions).
+"""`coord` command line: serve a member, run a local dev cluster, inspect, benchmark,
+chaos-test, and use the client API (ownership, producer ids, KV, sessions).
 
 This module only builds the parser and dispatches; each command lives in the module of
 its job (`serve`, `dev`, `status`, `bench`, `client_commands`), which registers its
@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-SERVER_COMMANDS = ("serve", "dev", "status", "bench", "defrag", "snapshot")
+SERVER_COMMANDS = ("serve", "dev", "status", "bench", "defrag", "snapshot", "chaos")
 CLIENT_COMMANDS = ("own", "release", "owners", "watch-owners", "pid", "kv", "session")
 """The names `coord.cli.client_commands.register` adds (tests/test_layout.py checks)."""
 
@@ -46,6 +46,10 @@ def _register(sub: argparse._SubParsersAction, command: str | None) -> None:
         from coord.cli import bench
 
         bench.register(sub)
+    if command in (None, "chaos"):
+        from coord.chaos import cli as chaos
+
+        chaos.register(sub)
     if command is None or command in CLIENT_COMMANDS:
         from coord.cli import client_commands
 

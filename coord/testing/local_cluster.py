@@ -285,6 +285,39 @@ class LocalCluster:
         self._joined.add(name)
         self.start_member(name, wait=True, timeout=timeout)
 
+    def rejoin_member(self, name: str, timeout: float = 30.0) -> None:
+        """Membership churn on a member that exists: remove it through the leader, kill
+        it, wipe its data, add it back as a learner (same name and addresses) and start
+        it joining (`--initial-cluster-state existing`). `promote()` makes it a voter."""
+        m = self.members[name]
+        self._admin_on_leader(lambda a: a.remove_member(name), timeout)
+        self.kill(name)
+        shutil.rmtree(m.data_dir, ignore_errors=True)
+        self._admin_on_leader(lambda a: a.add_member(name, m.peer_address, learner=True),
+                              timeout)
+        self._joined.add(name)
+        self.start_member(name, wait=True, timeout=timeout)
+
+    def promote(self, name: str, timeout: float = 30.0) -> None:
+        """Make learner `name` a voter once it has caught up (the leader refuses before)."""
+        m = self.members[name]
+        self._admin_on_leader(lambda a: a.add_member(name, m.peer_address, learner=False),
+                              timeout)
+
+    def _admin_on_leader(self, call: Callable[[AdminClient], object], timeout: float) -> None:
+        """`call` on the leader's Admin API, again on a new leader or a refusal (a learner
+        not caught up, a change still in flight) until `timeout`."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with self.client(self.wait_for_leader(timeout), timeout=15) as admin:
+                    call(admin)
+                return
+            except (grpc.RpcError, ClusterError):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
     # -- faults -------------------------------------------------------------------------
     def kill(self, name: str) -> None:
         """kill -9: no chance to flush or say goodbye (in-process: every call in flight is

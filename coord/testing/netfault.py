@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import socket
 import threading
+from collections.abc import Callable
 
 log = logging.getLogger(__name__)
 
@@ -19,9 +20,13 @@ CHUNK = 65536
 
 
 class TcpGate:
-    def __init__(self, listen_port: int, target: tuple[str, int]) -> None:
+    def __init__(self, listen_port: int, target: tuple[str, int],
+                 connect: Callable[[tuple[str, int]], socket.socket] | None = None) -> None:
+        """`connect(target)` opens the upstream connection (default: a plain TCP
+        connect; the chaos harness passes one that connects inside a network namespace)."""
         self.address = ("127.0.0.1", listen_port)
         self.target = target
+        self._connect = connect or (lambda t: socket.create_connection(t, timeout=1.0))
         self._open = True
         self._stopped = threading.Event()
         self._lock = threading.Lock()
@@ -65,7 +70,7 @@ class TcpGate:
                 _close(conn)
                 continue
             try:
-                upstream = socket.create_connection(self.target, timeout=1.0)
+                upstream = self._connect(self.target)
             except OSError:
                 _close(conn)
                 continue

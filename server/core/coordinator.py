@@ -75,8 +75,15 @@ class Coordinator:
         retry_safe = bool(getattr(cmd, "request_id", ""))
         payload = c.encode_command(cmd)
         deadline = time.monotonic() + timeout
+        uncertain = ""  # why an earlier attempt's outcome is unknown, if one's is
         while True:
             if not self.mode.serving_writes:
+                if uncertain:
+                    # A refusal says "not applied"; after an attempt that may have been
+                    # (found by the chaos harness, seed 103), only "unknown" is true.
+                    raise OutcomeUnknown(
+                        f"an earlier attempt may have been applied ({uncertain}); then "
+                        f"{self.mode.refusal(False)[1]}")
                 raise Refused(self.mode.refusal(False)[1])
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -88,9 +95,10 @@ class Coordinator:
                 return c.decode_result(result)
             except (NotLeader, NoLeader):
                 pass  # not proposed anywhere: always safe to try again
-            except (ProposalLost, Timeout, OutcomeUnknown):
+            except (ProposalLost, Timeout, OutcomeUnknown) as e:
                 if not retry_safe:
                     raise
+                uncertain = f"{e.reason}: {e}"
             except grpc.aio.AioRpcError as e:
                 reason = reason_of(e)
                 if reason in ("NOT_LEADER", "NO_LEADER"):
@@ -98,6 +106,7 @@ class Coordinator:
                 elif e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
                     if not retry_safe:
                         raise ForwardedError(e) from None
+                    uncertain = f"{reason or e.code().name}: {e.details()}"
                 else:
                     raise ForwardedError(e) from None
             await asyncio.sleep(min(RETRY_PAUSE_S, max(0.0, deadline - time.monotonic())))

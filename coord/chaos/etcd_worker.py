@@ -1,0 +1,146 @@
+"""The register workload through etcd's v3 API, driven by the `etcd3` package (a client
+nobody here wrote), in a process of its own: etcd3 0.12 needs the pure-Python protobuf
+runtime, and its generated code registers the etcdserverpb names coord's own code also
+registers (the runner starts it with PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python).
+
+It writes its own history JSONL (time.monotonic_ns() is one clock for every process on
+the host, so the runner merges the files by time). stdin says when: "stop" ends the
+workers, "final" makes the final reads (after the runner healed the cluster), then it
+exits. `python -m coord.chaos.etcd_worker --endpoints A,B,C --workers N --seed S
+--process-base P --out FILE`."""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import random
+import sys
+import threading
+from pathlib import Path
+
+from coord.chaos.history import Process, Recorder
+from coord.chaos.keys import RotatingKeys
+
+KEY_PREFIX = "chaos/etcd/"
+
+
+class EtcdRegister:
+    def __init__(self, endpoints: list[str], hot_keys: int = 3, ops_per_key: int = 250) -> None:
+        self.endpoints = endpoints
+        self.keys = RotatingKeys(KEY_PREFIX, hot_keys, ops_per_key)
+        self._values = itertools.count(1)
+
+    def connect(self, i: int):
+        """An etcd3 client to endpoint i (round robin), with `endpoint` set on it."""
+        import etcd3
+
+        endpoint = self.endpoints[i % len(self.endpoints)]
+        host, port = endpoint.rsplit(":", 1)
+        client = etcd3.client(host=host, port=int(port), timeout=3)
+        client.chaos_endpoint = endpoint
+        return client
+
+    def read(self, proc: Process, client, key: str, last: dict | None = None) -> bool:
+        proc.invoke("read", key, endpoint=self._where(client))
+        try:
+            value, _ = client.get(key)
+        except Exception as e:  # noqa: BLE001 - etcd3 raises grpc and its own errors
+            proc.fail(type(e).__name__)
+            return False
+        got = None if value is None else int(value)
+        if last is not None:
+            last[key] = got
+        proc.ok(got)
+        return True
+
+    def step(self, proc: Process, client, rng: random.Random, last: dict) -> bool:
+        """One op; False if the connection looks broken (the caller reconnects)."""
+        key = self.keys.next(rng)
+        f = rng.choices(("read", "write", "cas"), (2, 1, 1))[0]
+        if f == "read":
+            return self.read(proc, client, key, last)
+        value = next(self._values)
+        try:
+            if f == "write":
+                proc.invoke("write", key, value, endpoint=self._where(client))
+                client.put(key, str(value))
+                proc.ok(value)
+            else:
+                old = last.get(key)
+                proc.invoke("cas", key, [old, value], endpoint=self._where(client))
+                t = client.transactions
+                cond = t.version(key) == 0 if old is None else t.value(key) == str(old)
+                ok, _ = client.transaction(compare=[cond], success=[t.put(key, str(value))],
+                                           failure=[])
+                if ok:
+                    proc.ok([old, value])
+                else:
+                    proc.fail("compare failed", [old, value])
+        except Exception as e:  # noqa: BLE001 - outcome unknown
+            proc.info(type(e).__name__)
+            return False
+        return True
+
+    @staticmethod
+    def _where(client) -> str:
+        return getattr(client, "chaos_endpoint", "")
+
+
+def _worker(i: int, reg: EtcdRegister, proc: Process, stop: threading.Event,
+            seed: int) -> None:
+    rng = random.Random(f"{seed}-etcd-{i}")
+    attempt = i
+    client = reg.connect(attempt)
+    last: dict[str, int | None] = {}
+    while not stop.is_set():
+        if not reg.step(proc, client, rng, last):
+            attempt += 1
+            try:
+                client.close()
+            except Exception:  # noqa: BLE001, S110 - reconnecting anyway
+                pass
+            stop.wait(0.1)
+            client = reg.connect(attempt)
+    client.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m coord.chaos.etcd_worker")
+    p.add_argument("--endpoints", required=True)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--process-base", type=int, default=1_000_000)
+    p.add_argument("--out", type=Path, required=True)
+    args = p.parse_args(argv)
+    reg = EtcdRegister(args.endpoints.split(","))
+    recorder = Recorder(args.out)
+    stop = threading.Event()
+    threads = [threading.Thread(target=_worker, daemon=True, args=(
+        i, reg, Process(recorder, args.process_base + i, args.workers), stop, args.seed))
+        for i in range(args.workers)]
+    for t in threads:
+        t.start()
+    print("ready", flush=True)
+    for line in sys.stdin:
+        if line.strip() == "stop":
+            stop.set()
+            for t in threads:
+                t.join(30)
+        elif line.strip() == "final":
+            proc = Process(recorder, args.process_base + 999_000, 1)
+            for n in range(len(reg.endpoints)):
+                client = reg.connect(n)
+                try:
+                    if all(reg.read(proc, client, k) for k in sorted(reg.keys.used)):
+                        break
+                finally:
+                    client.close()
+            break
+    stop.set()
+    recorder.close()
+    print("done", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

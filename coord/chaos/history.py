@@ -1,0 +1,80 @@
+"""Recording a run's client history in the JSONL format the checkers and the audit read
+(coord.check.history): invoke, then ok/fail/info, with time.monotonic_ns() times.
+
+A worker is a sequence of processes: after an op with an unknown outcome ("info") its
+process may still have that op in flight, so the worker continues as a fresh process
+(Jepsen's rule), keeping "one outstanding op per process" true."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import IO, Any
+
+
+class Recorder:
+    """Thread-safe; rows are appended to `path` as they happen (a crashed run keeps its
+    history) and counted for the live summary."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._file: IO[str] = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        self._index = 0
+        self.counts: Counter[tuple[str, str]] = Counter()  # (f, type) -> rows
+
+    def record(self, row: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            row = {"index": self._index, **row}
+            self._index += 1
+            self._file.write(json.dumps(row, separators=(",", ":")) + "\n")
+            if row["type"] != "invoke":
+                self.counts[(row["f"], row["type"])] += 1
+        return row
+
+    def close(self) -> None:
+        with self._lock:
+            self._file.close()
+
+
+class Process:
+    """One logical client process: `invoke()` then exactly one of `ok/fail/info()`."""
+
+    def __init__(self, recorder: Recorder, worker: int, workers: int) -> None:
+        self.recorder = recorder
+        self.worker = worker
+        self.id = worker
+        self._step = workers
+        self._pending: dict[str, Any] | None = None
+
+    def invoke(self, f: str, key: str | None = None, value: Any = None,
+               **fields: Any) -> None:
+        assert self._pending is None, "one outstanding op per process"
+        self._pending = {"process": self.id, "type": "invoke", "f": f, "key": key,
+                         "value": value, "time_ns": time.monotonic_ns(), "error": None,
+                         **fields}
+        self.recorder.record(self._pending)
+
+    def _complete(self, kind: str, value: Any, error: str | None, fields: dict) -> None:
+        inv, self._pending = self._pending, None
+        assert inv is not None, "complete without invoke"
+        base = {k: v for k, v in inv.items() if k not in ("index", "type", "time_ns")}
+        self.recorder.record({**base, "type": kind, "value": value,
+                              "time_ns": time.monotonic_ns(), "error": error, **fields})
+
+    def ok(self, value: Any = None, **fields: Any) -> None:
+        self._complete("ok", value, None, fields)
+
+    def fail(self, error: str, value: Any = None, **fields: Any) -> None:
+        self._complete("fail", value, error, fields)
+
+    def info(self, error: str, value: Any = None, **fields: Any) -> None:
+        """Outcome unknown: this process is done; the worker goes on as a new one. The
+        row keeps what was asked (the invoke's value) unless told otherwise."""
+        if value is None and self._pending is not None:
+            value = self._pending.get("value")
+        self._complete("info", value, error, fields)
+        self.id += self._step

@@ -1,0 +1,44 @@
+"""History checkers: pure functions over client-history rows (coord.check.history),
+no cluster access. `linearizable.check_key` is the one per-key linearizability check;
+`check_all` runs every checker that applies to a history."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from coord.check.linearizable import LinearizabilityResult, check_key
+from coord.check.lost_writes import check_lost_writes
+from coord.check.ownership import check_ownership
+from coord.check.producers import check_producers
+from coord.check.registers import check_registers
+from coord.check.result import CheckResult
+from coord.check.sessions import check_sessions
+
+CHECKERS: dict[str, tuple[tuple[str, ...], Callable[[list[dict]], CheckResult]]] = {
+    "linearizable": (("read", "write", "cas"), check_registers),
+    "lost-writes": (("add", "read_all"), check_lost_writes),
+    "ownership": (("own", "write_fenced"), check_ownership),
+    "producers": (("allocate_pid_block", "lease_pid", "init_producer", "check_producer"),
+                  check_producers),
+    "sessions": (("open_session",), check_sessions),
+}
+"""Checker name -> (the functions it reads, the checker)."""
+
+
+def check_all(rows: Iterable[dict[str, Any]],
+              faults: Iterable[tuple[int, float]] = ()) -> list[CheckResult]:
+    """Each checker whose functions appear in the history, in CHECKERS order. `faults`
+    ((start_ns, end_ns) on the history's clock) go to the checkers that weigh them."""
+    rows = list(rows)
+    present = {r.get("f") for r in rows}
+    out = []
+    for name, (fs, fn) in CHECKERS.items():
+        if present & set(fs):
+            out.append(check_sessions(rows, faults) if name == "sessions" else fn(rows))
+    return out
+
+
+__all__ = ["CHECKERS", "CheckResult", "LinearizabilityResult", "check_all", "check_key",
+           "check_lost_writes", "check_ownership", "check_producers", "check_registers",
+           "check_sessions"]

@@ -1,0 +1,38 @@
+"""`coord chaos` refuses bad input clearly, before it starts anything or makes a run
+directory, and `--check` re-checks a recorded history (exit 1 on a violation)."""
+
+from __future__ import annotations
+
+import json
+
+from coord.cli.main import main
+from tests.check.histories import H
+
+
+def _text(capsys) -> str:
+    """What was printed, with rich's line wrapping undone."""
+    return " ".join(capsys.readouterr().err.split())
+
+
+def test_unknown_workload_or_nemesis_is_a_clear_error(tmp_path, capsys):
+    assert main(["chaos", "--workload", "register,nope", "--out", str(tmp_path / "a")]) == 2
+    assert main(["chaos", "--nemesis", "kill,flood", "--out", str(tmp_path / "b")]) == 2
+    assert main(["chaos", "--seconds", "0", "--out", str(tmp_path / "c")]) == 2
+    err = _text(capsys)
+    assert "unknown workload(s) nope; choose from register, set, own, pid, etcd" in err
+    assert "unknown nemesis flood" in err and "--seconds must be > 0" in err
+    assert not any(tmp_path.iterdir())
+
+
+def test_check_only_re_checks_a_history(tmp_path, capsys):
+    good = H().op(0, "write", 1, 2, 1).op(1, "read", 3, 4, out=1)
+    bad = H().op(0, "write", 1, 2, 1).op(1, "read", 3, 4, out=2)
+    for name, h in (("good", good), ("bad", bad)):
+        (tmp_path / f"{name}.jsonl").write_text(
+            "".join(json.dumps(r) + "\n" for r in h.sorted()))
+    assert main(["chaos", "--check", str(tmp_path / "good.jsonl")]) == 0
+    assert main(["chaos", "--check", str(tmp_path / "bad.jsonl")]) == 1
+    assert "read of 2 (op" in _text(capsys)
+    (tmp_path / "broken.jsonl").write_text("{not json\n")
+    assert main(["chaos", "--check", str(tmp_path / "broken.jsonl")]) == 2
+    assert "broken.jsonl:1: not JSON" in _text(capsys)

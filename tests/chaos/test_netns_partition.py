@@ -1,0 +1,102 @@
+"""coord.chaos.netns on real member processes: a minority member cut off in its own
+network namespace serves stale reads (flagged read-only) that the recorded history
+shows and the linearizability check catches once the flag is ignored; the isolated
+leader is replaced; every namespace is gone afterwards."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Callable
+
+import pytest
+
+from coord.chaos.history import Process, Recorder
+from coord.chaos.netns import Network, available
+from coord.chaos.workloads import Register
+from coord.check.history import read_jsonl
+from coord.check.registers import check_registers
+from coord.client import Client
+from coord.testing import LocalCluster
+
+pytestmark = [pytest.mark.cluster,
+              pytest.mark.skipif(bool(available()), reason=available() or "ok")]
+
+
+def wait_until(what: str, check: Callable[[], bool], timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.05)
+    pytest.fail(f"{what}: not within {timeout}s")
+
+
+def _namespaces() -> str:
+    return subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+
+
+def test_a_failed_create_removes_what_it_made():
+    """The second member's namespace already exists: create() fails and removes the
+    hub and the first member's namespace it had made (and the one in its way)."""
+    subprocess.run(["ip", "netns", "add", "cct16f-n2"], check=True)
+    net = Network(["n1", "n2"], tag="cct16f")
+    with pytest.raises(Exception, match="cct16f-n2"):
+        net.create()
+    assert "cct16f" not in _namespaces()
+
+
+def test_partitioned_minority_gives_stale_reads_the_checker_catches(tmp_path):
+    net = Network(["n1", "n2", "n3"], tag="cct16").create()
+    cluster = LocalCluster(3, data_dir=tmp_path / "d")
+    try:
+        net.attach(cluster)
+        cluster.start(timeout=30)
+        leader = cluster.wait_for_leader(30)
+        minority = next(n for n in cluster.members if n != leader)
+        majority = [n for n in cluster.members if n != minority]
+        recorder = Recorder(tmp_path / "history.jsonl")
+        reg = Register(hot_keys=1)
+        pinned = Client([cluster.members[minority].listen], read_only_ok=True, timeout=3)
+        writer = Client([cluster.members[n].listen for n in majority], timeout=3)
+        reader, write = Process(recorder, 0, 2), Process(recorder, 1, 2)
+        key = "chaos/reg/0/0"
+        try:
+            write.invoke("write", key, 1)
+            writer.put(key, "1")
+            write.ok(1)
+            wait_until("the minority applied 1", lambda: pinned.get(key) is not None)
+            net.split([minority], majority)
+            wait_until(f"{minority} read-only",
+                       lambda: cluster.status(minority).mode == "read-only")
+            write.invoke("write", key, 2)
+            writer.put(key, "2")
+            write.ok(2)
+            reg.read(reader, pinned, key)  # stale, flagged
+            # the leader, isolated in turn, is replaced; writes go on at the new one
+            net.heal()
+            wait_until(f"{minority} read-write",
+                       lambda: cluster.status(minority).mode == "read-write")
+            old = cluster.wait_for_leader(30)
+            net.split([old], [n for n in cluster.members if n != old])
+            new = cluster.wait_for_leader(30, among=[n for n in cluster.members if n != old])
+            assert new != old
+            net.heal()
+            reg.read(reader, writer, key)
+        finally:
+            pinned.close()
+            writer.close()
+            recorder.close()
+    finally:
+        cluster.stop()
+        net.destroy()
+    assert "cct16" not in _namespaces()
+
+    rows = read_jsonl(tmp_path / "history.jsonl")
+    reads = [r for r in rows if r["f"] == "read" and r["type"] == "ok"]
+    assert [(r["value"], r.get("read_only", False)) for r in reads] == [(1, True), (2, False)]
+    assert check_registers(rows).ok  # a flagged read promised no recency
+    unflagged = [{k: v for k, v in r.items() if k != "read_only"} for r in rows]
+    result = check_registers(unflagged)
+    assert result.verdict == "illegal"
+    assert "read of 1" in result.violations[0]["message"]
