@@ -196,7 +196,10 @@ class ClusterModel:
         return ""
 
     def has_quorum(self) -> bool:
-        return any(m.reachable and m.has_quorum for m in self.members.rows.values())
+        """Writes can succeed as far as the console knows: some reachable member has a
+        majority, and no banner says otherwise (the member served lost it)."""
+        return not self.trouble() and any(
+            m.reachable and m.has_quorum for m in self.members.rows.values())
 
     # -- events ---------------------------------------------------------------------------
     def event(self, kind: str, text: str) -> EventRow:
