@@ -7,7 +7,7 @@ PROTOS := $(wildcard proto/coord/v1/*.proto proto/coord/etcdpb/*.proto proto/coo
 SEEDS  ?= 10000
 NODES  ?= 3
 
-.PHONY: all venv proto run test lint soak diff bench bench-readonly clean etcd-tools
+.PHONY: all venv proto run test lint soak diff bench bench-readonly bench-tui clean etcd-tools
 
 all: test
 
@@ -69,6 +69,10 @@ bench: venv
 bench-readonly: venv
 	$(PY) -m pip install -q -e '.[bench]'
 	$(VENV)/bin/coord bench readonly
+
+# The console with 10,000 owners and keys: claim-to-row latency, idle and busy CPU.
+bench-tui: venv
+	$(PY) -m coord.bench.tui
 
 clean:
 	rm -rf $(VENV) coord/v1/*_pb2*.py coord/v1/*_pb2.pyi coord/v1/.generated

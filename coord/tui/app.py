@@ -76,10 +76,10 @@ class CoordApp(App):
         Binding("ctrl+c", "quit", "quit", show=False, priority=True),
         Binding("d", "describe(False)", "describe", show=True),
         Binding("y", "describe(True)", "json", show=False),
-        Binding("space", "mark", "mark", show=False),
-        Binding("ctrl+space", "mark_range", "mark range", show=False),
-        Binding("asterisk", "mark_all", "mark all", show=False),
-        Binding("u", "unmark", "unmark", show=False),
+        Binding("space", "marks('toggle_mark')", "mark", show=False),
+        Binding("ctrl+space", "marks('mark_range')", "mark range", show=False),
+        Binding("asterisk", "marks('mark_all')", "mark all", show=False),
+        Binding("u", "marks('clear_marks')", "unmark", show=False),
         Binding("ctrl+d", "act('delete')", "delete", show=True),
         Binding("t", "act('transfer')", "transfer", show=False),
         Binding("p", "view_key('p')", "promote/pause", show=False),
@@ -261,21 +261,11 @@ class CoordApp(App):
             text = "\n".join(f"{k:>16}: {v}" for k, v in d.items())
         self.push_screen(TextScreen(f"{self.view_name}: describe", text))
 
-    def action_mark(self) -> None:
-        if hasattr(self.view, "toggle_mark"):
-            self.view.toggle_mark()
-
-    def action_mark_range(self) -> None:
-        if hasattr(self.view, "mark_range"):
-            self.view.mark_range()
-
-    def action_mark_all(self) -> None:
-        if hasattr(self.view, "mark_all"):
-            self.view.mark_all()
-
-    def action_unmark(self) -> None:
-        if hasattr(self.view, "clear_marks"):
-            self.view.clear_marks()
+    def action_marks(self, method: str) -> None:
+        """space / ctrl+space / * / u on a table view (the keys tree has no marks)."""
+        mark = getattr(self.view, method, None)
+        if mark is not None:
+            mark()
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         """enter: owners → the owning session; sessions → that session's owners."""
