@@ -140,8 +140,7 @@ class Feeds:
             name=st.name, endpoint=endpoint, id=st.id, role=st.role, term=st.term,
             leader=st.leader_name, commit=st.commit_index, applied=st.applied_index,
             learner=learner, has_quorum=st.has_quorum, quorum_lost_ms=st.quorum_lost_ms,
-            mode=st.mode, version=getattr(st, "version", ""),
-            data_bytes=getattr(st, "data_bytes", 0), reachable=True,
+            mode=st.mode, version=st.version, data_bytes=st.data_bytes, reachable=True,
             peer_address=next((m.peer_address for m in st.members if m.id == st.id), ""),
         )
         if old is None or old.name != row.name:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import grpc
 
@@ -20,18 +21,20 @@ from coord.sm.machine import CoordMachine
 from coord.v1 import admin_pb2, admin_pb2_grpc
 
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
+VERSION = inspect.coord_version()
 MAX_PROPOSAL_BYTES = 1 << 20
 
 
 class AdminService(admin_pb2_grpc.AdminServicer):
     def __init__(self, node: Node, machine: StateMachine, mode: ModeMonitor | None = None,
-                 *, hub: EventHub | None = None, tracker: SessionTracker | None = None
-                 ) -> None:
+                 *, hub: EventHub | None = None, tracker: SessionTracker | None = None,
+                 data_path: Path | None = None) -> None:
         self.node = node
         self.machine = machine
         self.mode = mode
         self.hub = hub  # with a CoordMachine: the inspection RPCs (server/api/inspect.py)
         self.tracker = tracker
+        self.data_path = data_path  # the member's storage file, for its size
 
     def status_response(self) -> admin_pb2.StatusResponse:
         node = self.node
@@ -54,6 +57,8 @@ class AdminService(admin_pb2_grpc.AdminServicer):
             state_machine=json.dumps(self.machine.describe(), sort_keys=True),
             cluster_id=node.cluster_id,
             mode=self.mode.mode if self.mode is not None else "",
+            version=VERSION,
+            data_bytes=inspect.storage_bytes(self.data_path),
         )
         for mid, m in sorted(node.members.items(), key=lambda kv: kv[1].name):
             resp.members.add(

@@ -9,7 +9,11 @@ the time a session has left.
 
 from __future__ import annotations
 
+import contextlib
+import importlib.metadata
+import os
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import grpc
 
@@ -23,6 +27,24 @@ from coord.v1 import admin_pb2
 from coord.v1 import coord_pb2 as pb
 
 UNKNOWN = -1
+
+
+def coord_version() -> str:
+    try:
+        return importlib.metadata.version("coord")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def storage_bytes(path: Path | None) -> int:
+    """The storage file's size with its SQLite WAL and shared-memory files (0: none)."""
+    if path is None:
+        return 0
+    total = 0
+    for suffix in ("", "-wal", "-shm"):
+        with contextlib.suppress(OSError):
+            total += os.stat(f"{path}{suffix}").st_size
+    return total
 
 
 def list_sessions(node: Node, machine: CoordMachine,

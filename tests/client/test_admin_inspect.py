@@ -36,6 +36,9 @@ def test_sessions_producers_and_all_groups_watch():
                 await client.own(b.session_id, "shards", ["s1"])
                 await client.put("locks/x", "1", session=b.session_id)
 
+                st = await admin.status(endpoint)
+                assert st.version and st.data_bytes > 0  # the SQLite file and its WAL
+
                 listed = await admin.list_sessions(endpoint)
                 assert listed.leader and listed.member
                 by_id = {s.id: s for s in listed.sessions}
