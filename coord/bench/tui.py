@@ -9,6 +9,7 @@ the console's CPU (its feeds, model and drawing)."""
 from __future__ import annotations
 
 import asyncio
+import os
 import statistics
 import subprocess
 import sys
@@ -79,10 +80,11 @@ async def measure(endpoints: list[str]) -> dict[str, float]:
                 time.monotonic() - wall0)
 
             s = await client.open_session("claims", ttl=60)
-            latencies = []
+            latencies, rpcs = [], []
             for i in range(CLAIMS):
                 start = time.monotonic()
                 await client.own(s.session_id, "claims", [f"c-{i}"])
+                rpcs.append((time.monotonic() - start) * 1000)
                 rid = f"claims\x1fc-{i}"
                 while rid not in app.views["owners"]._ids:
                     if time.monotonic() - start > 10:
@@ -91,6 +93,7 @@ async def measure(endpoints: list[str]) -> dict[str, float]:
                 latencies.append((time.monotonic() - start) * 1000)
             out["claim_to_row_ms_median"] = statistics.median(latencies)
             out["claim_to_row_ms_max"] = max(latencies)
+            out["own_rpc_ms_median"] = statistics.median(rpcs)  # of which: the claim itself
 
             await pilot.press("colon")
             app.query_one("#prompt").value = "keys"
@@ -118,6 +121,7 @@ def main() -> int:
             results = asyncio.run(measure(cluster.endpoints))
         finally:
             cluster.stop()
+    print(f"load average: {os.getloadavg()[0]:.1f} (this machine, at the end)")
     for k, v in results.items():
         print(f"{k:>26}: {v:.1f}")
     return 0

@@ -114,6 +114,7 @@ class CoordApp(App):
         self.last_message = ""  # what the console last told the operator (tests read it)
         self.header = Static("", id="header")
         self.banner = Static("", id="banner")
+        self._drawn = ("", "")
 
     def _leader_endpoint(self) -> str | None:
         leader = self.model.leader()
@@ -169,11 +170,12 @@ class CoordApp(App):
                  f"rev {m.revision}", f":{self.view_name}"]
         if self.gate.read_only:
             parts.append("[reverse] READ-ONLY CONSOLE [/]")
-        self.header.update(" │ ".join(parts))
-        banner = self.banner
-        trouble = m.trouble()
-        banner.update(escape(trouble))
-        banner.set_class(bool(trouble), "shown")
+        header, trouble = " │ ".join(parts), m.trouble()
+        if (header, trouble) != self._drawn:  # an idle console redraws nothing
+            self._drawn = (header, trouble)
+            self.header.update(header)
+            self.banner.update(escape(trouble))
+            self.banner.set_class(bool(trouble), "shown")
 
     def tick(self) -> None:
         if self.is_running and self.header.is_attached:
