@@ -202,6 +202,7 @@ class Feeds:
         try:
             async for change in stream:
                 if change.kind == "listed":
+                    model.loading.discard("owners")
                     for key in [k for k in model.owners if listing is None or k not in listing]:
                         model.owners.remove(key)
                     listing = None
@@ -213,12 +214,15 @@ class Feeds:
                     self.kick_status()
                     continue
                 if change.snapshot:
-                    listing = set() if listing is None else listing
+                    if listing is None:
+                        listing = set()
+                        model.loading.add("owners")
                     listing.add((change.group, change.owner.resource))
                 else:
                     self._wrote()
                 model.owner_change(change.group, change.owner, change.kind, change.snapshot)
         finally:
+            model.loading.discard("owners")
             stream.cancel()
 
     # -- keys -----------------------------------------------------------------------------

@@ -162,6 +162,9 @@ class ClusterModel:
         self.cluster_id = 0
         self.serving = ""  # the endpoint the console talks to
         self.serving_mode = ""  # its mode as its streams last said
+        # tables whose listing is arriving: views wait for its end and draw it at once
+        # (drawing a 10,000-row listing row batch by row batch starves the feeds)
+        self.loading: set[str] = set()
 
     # -- members --------------------------------------------------------------------------
     def leader(self) -> MemberRow | None:

@@ -28,6 +28,9 @@ class TableView(Vertical):
     title = ""
     columns: Sequence[tuple[str, str]] = ()
     help: Sequence[tuple[str, str]] = ()  # (key, what it does) beyond the common ones
+    # fixed column widths: DataTable measures every cell of an auto-width column, which
+    # costs seconds for 10,000 rows; big tables say their widths
+    widths: dict[str, int] = {}
 
     def __init__(self, model: ClusterModel) -> None:
         super().__init__(id=f"view-{self.view}")
@@ -64,7 +67,7 @@ class TableView(Vertical):
 
     def add_columns(self) -> None:
         for key, label in self.columns:
-            self.data_table.add_column(label, key=key)
+            self.data_table.add_column(label, key=key, width=self.widths.get(key))
 
     @property
     def data_table(self) -> DataTable:
@@ -108,7 +111,7 @@ class TableView(Vertical):
     def sync(self) -> None:
         """Apply the rows changed since the last draw (new rows go at the end)."""
         source = self.table_of(self.model)
-        if source.version == self._version:
+        if source.version == self._version or self.view in self.model.loading:
             return
         self._version = source.version
         table = self.data_table

@@ -92,6 +92,7 @@ class SessionsView(TableView):
     title = "Sessions"
     columns = (("id", "ID"), ("name", "CLIENT"), ("ttl", "TTL"), ("left", "LEFT"),
                ("ro", "READ-ONLY OK"), ("owned", "OWNS"), ("keys", "KEYS"))
+    widths = {"id": 8, "name": 20, "ttl": 7, "left": 7, "ro": 12, "owned": 40, "keys": 24}
     help = (("enter", "the session's owners"), ("ctrl+d", "close (revoke) the session"))
 
     def table_of(self, model: ClusterModel) -> Table:
@@ -151,6 +152,8 @@ class OwnersView(TableView):
     title = "Owners"
     columns = (("group", "GROUP"), ("resource", "RESOURCE"), ("session", "SESSION"),
                ("generation", "GENERATION"), ("revision", "SINCE REV"), ("since", "SINCE"))
+    widths = {"group": 18, "resource": 32, "session": 10, "generation": 10, "revision": 10,
+              "since": 8}
     help = (("enter", "the owning session"), ("ctrl+d", "release the resource"),
             ("f", "force-claim (generation 0) for the console's session"))
 
@@ -194,6 +197,7 @@ class EventsView(TableView):
     view = "events"
     title = "Events"
     columns = (("seq", "#"), ("time", "TIME"), ("kind", "KIND"), ("text", "WHAT"))
+    widths = {"seq": 6, "time": 8, "kind": 8, "text": 90}
     help = (("p", "pause / resume the feed"),)
     SHOWN = 500  # the newest kept rows drawn; the model keeps more
 
