@@ -196,6 +196,9 @@ class ClusterModel:
                 return f"NO QUORUM: {me.name} cannot reach a majority — writes will fail"
         if live and not any(m.has_quorum for m in live):
             return "NO QUORUM: no reachable member has a majority — writes will fail"
+        cut = sorted(m.name for m in live if not m.has_quorum and not m.learner)
+        if cut:  # the console may be moved to one of them: say so whoever it talks to now
+            return f"NO QUORUM on {', '.join(cut)}: cannot reach a majority"
         return ""
 
     def has_quorum(self) -> bool:
