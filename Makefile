@@ -7,7 +7,7 @@ PROTOS := $(wildcard proto/coord/v1/*.proto proto/coord/etcdpb/*.proto proto/coo
 SEEDS  ?= 10000
 NODES  ?= 3
 
-.PHONY: all venv proto run test lint soak diff bench bench-readonly bench-scale clean etcd-tools chaos
+.PHONY: all venv proto run test lint soak diff bench bench-readonly bench-scale clean etcd-tools bench-tui chaos
 
 all: test
 
@@ -84,6 +84,10 @@ bench-readonly: venv
 # (about an hour on this box; `coord bench scale --help` for smaller runs).
 bench-scale: venv
 	$(VENV)/bin/coord bench scale --seconds 1800 --sample-s 60 --keys 1000000
+
+# The console with 10,000 owners and keys: claim-to-row latency, idle and busy CPU.
+bench-tui: venv
+	$(PY) -m coord.bench.tui
 
 clean:
 	rm -rf $(VENV) coord/v1/*_pb2*.py coord/v1/*_pb2.pyi coord/v1/.generated

@@ -186,7 +186,9 @@ class Member:
         """coord's native API and Admin; returns their service names."""
         coord, hub = self.coordinator, self.hub
         admin_pb2_grpc.add_AdminServicer_to_server(
-            AdminService(self.node, self.machine, self.mode), server
+            AdminService(self.node, self.machine, self.mode, hub=hub, tracker=self.tracker,
+                         data_path=self.store.path),
+            server
         )
         coord_pb2_grpc.add_SessionsServicer_to_server(
             SessionsService(coord, hub, self.tracker), server

@@ -433,7 +433,8 @@ def test_each_commands_own_parser_is_the_whole_parsers_part():
     whole = build_parser()
     assert _choices(whole) == {*SERVER_COMMANDS, *CLIENT_COMMANDS}
     samples = {"serve": ["--name", "n1"], "dev": [], "status": ["--endpoints", "x:1"],
-               "bench": ["raft"], "own": ["g", "r"], "release": ["g", "r", "--session", "1"],
+               "bench": ["raft"], "tui": ["--endpoints", "x:1"],
+               "own": ["g", "r"], "release": ["g", "r", "--session", "1"],
                "owners": ["g"], "watch-owners": ["g"], "pid": ["block"],
                "kv": ["get", "k"], "session": ["open"], "defrag": ["--endpoints", "x:1"],
                "snapshot": ["status", "f"],

@@ -20,6 +20,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
+from coord.cli.tables import is_terminal, print_table
 from coord.client.calls import BARE_CLAIM_GENERATION
 from coord.client.endpoints import DEFAULT_ENDPOINTS, ENDPOINTS_ENV, parse_endpoints
 from coord.client.errors import CoordError
@@ -384,7 +385,13 @@ def cmd_owners(args: argparse.Namespace) -> int:
         else:
             owners = client.list_owners(args.group, args.prefix,
                                         serializable=args.serializable)
-            _emit(args, owners, lambda: [_owner_line(o) for o in owners])
+            if args.json:
+                _emit(args, owners, lambda: [])
+            else:
+                print_table(("RESOURCE", "SESSION", "GENERATION", "REVISION"),
+                            ((o.resource, o.session_id, o.generation, o.revision)
+                             for o in owners),
+                            caption=f"{len(owners)} owned in {args.group}")
     return 0
 
 
@@ -446,7 +453,14 @@ def cmd_kv_get(args: argparse.Namespace) -> int:
         result: RangeResult = client.range(
             **_range_args(args), limit=args.limit, revision=args.revision,
             serializable=args.serializable)
-        _emit(args, result, lambda: [line for kv in result.kvs for line in _kv_lines(kv)])
+        if not args.json and is_terminal():  # a person: a table; a pipe: etcdctl's lines
+            print_table(("KEY", "VALUE", "CREATE", "MOD", "VERSION", "SESSION"),
+                        ((text(kv.key), text(kv.value), kv.create_revision, kv.mod_revision,
+                          kv.version, kv.session_id or "-") for kv in result.kvs),
+                        caption=f"{len(result.kvs)} key(s) at revision "
+                        f"{result.header.revision}{' (more)' if result.more else ''}")
+        else:
+            _emit(args, result, lambda: [line for kv in result.kvs for line in _kv_lines(kv)])
     return 0
 
 

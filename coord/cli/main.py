@@ -10,7 +10,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-SERVER_COMMANDS = ("serve", "dev", "status", "bench", "defrag", "snapshot", "chaos")
+SERVER_COMMANDS = ("serve", "dev", "status", "bench", "defrag", "snapshot", "chaos",
+                   "tui")
 CLIENT_COMMANDS = ("own", "release", "owners", "watch-owners", "pid", "kv", "session")
 """The names `coord.cli.client_commands.register` adds (tests/test_layout.py checks)."""
 
@@ -50,6 +51,10 @@ def _register(sub: argparse._SubParsersAction, command: str | None) -> None:
         from coord.chaos import cli as chaos
 
         chaos.register(sub)
+    if command in (None, "tui"):
+        from coord.cli import tui
+
+        tui.register(sub)
     if command is None or command in CLIENT_COMMANDS:
         from coord.cli import client_commands
 

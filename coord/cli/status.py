@@ -9,7 +9,9 @@ from typing import Any
 
 import grpc
 from google.protobuf.json_format import MessageToDict
+from rich.text import Text
 
+from coord.cli.tables import print_table
 from coord.client.admin import AdminClient
 
 HEADER = ("ENDPOINT", "NAME", "ROLE", "TERM", "LEADER", "COMMIT", "APPLIED", "QUORUM", "MODE")
@@ -38,33 +40,27 @@ def status_row(endpoint: str, timeout: float) -> dict[str, Any]:
     return row
 
 
-def render(rows: list[dict[str, Any]]) -> list[str]:
-    """The table, then one line per leader->follower progress."""
-    table: list[tuple[str, ...]] = [HEADER]
+def table_rows(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """One row per member (an unreachable one says why)."""
+    out: list[tuple[Any, ...]] = []
     for r in rows:
         if "error" in r:
-            table.append((r["endpoint"], "-", "unreachable", "-", "-", "-", "-", r["error"], "-"))
+            out.append((r["endpoint"], "-", Text("unreachable", style="bold red"), "-", "-",
+                        "-", "-", Text(r["error"], style="red"), "-"))
             continue
-        quorum = "yes" if r["has_quorum"] else f"NO ({int(r['quorum_lost_ms']) / 1000:.1f}s)"
-        table.append(
-            (
-                r["endpoint"],
-                r["name"],
-                r["role"],
-                str(r["term"]),
-                r["leader_name"] or "-",
-                str(r["commit_index"]),
-                str(r["applied_index"]),
-                quorum,
-                r.get("mode") or "-",
-            )
-        )
-    widths = [max(len(str(row[i])) for row in table) for i in range(len(HEADER))]
-    lines = [
-        "  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
-        for row in table
-    ]
-    lines += alarm_lines(rows)
+        quorum = Text("yes", style="green") if r["has_quorum"] else Text(
+            f"NO ({int(r['quorum_lost_ms']) / 1000:.1f}s)", style="bold red")
+        mode = r.get("mode") or "-"
+        out.append((r["endpoint"], r["name"],
+                    Text(r["role"], style="bold green" if r["role"] == "leader" else ""),
+                    r["term"], r["leader_name"] or "-", r["commit_index"], r["applied_index"],
+                    quorum, Text(mode, style="" if mode in ("read-write", "-") else "bold red")))
+    return out
+
+
+def progress_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """Each leader's view of its followers, one line each."""
+    lines = []
     for r in rows:
         for p in r.get("progress", []):
             if p["name"] == r["name"]:
@@ -94,6 +90,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
     else:
-        for line in render(rows):
+        print_table(HEADER, table_rows(rows))
+        for line in alarm_lines(rows) + progress_lines(rows):
             print(line)
     return 0 if all("error" not in r for r in rows) else 1

@@ -238,6 +238,13 @@ class OwnershipTable:
         counted per group, not per resource."""
         return sum(len(slots) for slots in self._groups.values())
 
+    def all_owners(self) -> list[tuple[str, Owner]]:
+        """Every owned resource of every group as (group, owner), sorted: for inspection
+        (an operator's console), not a replicated command."""
+        return [(group, Owner(r, s.owner, s.generation, s.revision))
+                for group, slots in sorted(self._groups.items())
+                for r, s in sorted(slots.items()) if s.owner]
+
     def owned_count(self) -> int:
         return sum(1 for slots in self._groups.values() for s in slots.values() if s.owner)
 

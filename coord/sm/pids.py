@@ -242,6 +242,12 @@ class PidAllocator:
         return ProducerResult(error=INVALID_ARGUMENT, message=f"pid {pid} generation "
                               f"{generation} was never issued to {producer_key!r:.60}", **result)
 
+    def recent_blocks(self) -> list[tuple[str, int, int, int]]:
+        """(requester, start, size, revision) of the remembered blocks (those asked for
+        with a request id, bounded), oldest first: for inspection."""
+        return [(who, a, b, rev) for (kind, who, _rid), (a, b, rev) in self._recent.items()
+                if kind == "block"]
+
     # -- snapshot ------------------------------------------------------------------------
 
     def to_state(self) -> dict:

@@ -3,28 +3,38 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import grpc
 
 from coord.raft import ConfChange, ConfChangeType
+from coord.server.api import inspect
 from coord.server.api.errors import abort, abort_node_error
+from coord.server.core.events import EventHub
 from coord.server.core.mode import ModeMonitor
+from coord.server.core.session_tracker import SessionTracker
 from coord.server.node.driver import Node
 from coord.server.node.errors import NodeError, NotLeader
 from coord.server.node.members import MemberInfo, member_id, validate_address
 from coord.server.node.statemachine import StateMachine
+from coord.sm.machine import CoordMachine
 from coord.v1 import admin_pb2, admin_pb2_grpc
 
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
+VERSION = inspect.coord_version()
 MAX_PROPOSAL_BYTES = 1 << 20
 
 
 class AdminService(admin_pb2_grpc.AdminServicer):
-    def __init__(self, node: Node, machine: StateMachine, mode: ModeMonitor | None = None
-                 ) -> None:
+    def __init__(self, node: Node, machine: StateMachine, mode: ModeMonitor | None = None,
+                 *, hub: EventHub | None = None, tracker: SessionTracker | None = None,
+                 data_path: Path | None = None) -> None:
         self.node = node
         self.machine = machine
         self.mode = mode
+        self.hub = hub  # with a CoordMachine: the inspection RPCs (server/api/inspect.py)
+        self.tracker = tracker
+        self.data_path = data_path  # the member's storage file, for its size
 
     def status_response(self) -> admin_pb2.StatusResponse:
         node = self.node
@@ -47,6 +57,8 @@ class AdminService(admin_pb2_grpc.AdminServicer):
             state_machine=json.dumps(self.machine.describe(), sort_keys=True),
             cluster_id=node.cluster_id,
             mode=self.mode.mode if self.mode is not None else "",
+            version=VERSION,
+            data_bytes=inspect.storage_bytes(self.data_path),
         )
         for mid, m in sorted(node.members.items(), key=lambda kv: kv[1].name):
             resp.members.add(
@@ -162,6 +174,27 @@ class AdminService(admin_pb2_grpc.AdminServicer):
             await self.node.change_membership(cc)
         except NodeError as e:
             await abort_node_error(context, e)
+
+    async def ListSessions(self, request, context):  # noqa: N802
+        return inspect.list_sessions(self.node, await self._coord_machine(context),
+                                     self.tracker)
+
+    async def ListProducers(self, request, context):  # noqa: N802
+        return inspect.list_producers(await self._coord_machine(context))
+
+    async def WatchOwnership(self, request, context):  # noqa: N802
+        machine = await self._coord_machine(context)
+        if self.hub is None:
+            await abort(context, grpc.StatusCode.UNIMPLEMENTED, "NOT_SUPPORTED",
+                        "this member serves no ownership watch")
+        async for change in inspect.watch_ownership(machine, self.hub, context):
+            yield change
+
+    async def _coord_machine(self, context) -> CoordMachine:
+        if not isinstance(self.machine, CoordMachine):
+            await abort(context, grpc.StatusCode.UNIMPLEMENTED, "NOT_SUPPORTED",
+                        "this member does not replicate coord's state machine")
+        return self.machine
 
     def _membership(self) -> admin_pb2.MembershipResponse:
         return admin_pb2.MembershipResponse(members=self.status_response().members)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from coord.sm import commands as c
-from coord.sm.records import KeyValue, Owner, WatchEvent
+from coord.sm.records import KeyValue, Owner, OwnershipEvent, WatchEvent
 from coord.sm.results import DeleteRangeResult, PutResult, RangeResult, TxnResult
 from coord.v1 import coord_pb2 as pb
 
@@ -37,6 +37,11 @@ def owner_to_pb(o: Owner) -> pb.Owner:
     return pb.Owner(
         resource=o.resource, session_id=o.session_id, generation=o.generation, revision=o.revision
     )
+
+
+def ownership_event_to_pb(event: OwnershipEvent) -> pb.OwnerChange:
+    owner = Owner(event.resource, event.owner, event.generation, event.revision)
+    return pb.OwnerChange(group=event.group, owner=owner_to_pb(owner), kind=event.kind)
 
 
 def watch_event_to_pb(e: WatchEvent, prev_kv: bool) -> pb.WatchEvent:

@@ -6,14 +6,14 @@ from __future__ import annotations
 import grpc
 
 from coord.server.api.common import admit_reader, check, read, write
-from coord.server.api.convert import owner_to_pb
+from coord.server.api.convert import owner_to_pb, ownership_event_to_pb
 from coord.server.api.errors import abort_node_error
 from coord.server.core.coordinator import Coordinator
 from coord.server.core.events import EventHub
 from coord.server.core.mode import READ_WRITE, ModeChange
 from coord.server.node.errors import NodeError
 from coord.sm import commands as c
-from coord.sm.records import Claim, Owner, OwnershipEvent
+from coord.sm.records import Claim, Owner
 from coord.v1 import coord_pb2 as pb
 from coord.v1 import coord_pb2_grpc
 
@@ -79,7 +79,7 @@ class OwnershipService(coord_pb2_grpc.OwnershipServicer):
                     c.OwnerEventsSince(start, group, prefix)))
                 seen = max(hist.revision, start - 1)  # a future start waits for it
                 for event in hist.events:
-                    yield _change(event)
+                    yield ownership_event_to_pb(event)
             else:
                 listing = await check(context, self.coord.machine.query(
                     c.ListOwners(group, prefix)))
@@ -100,11 +100,6 @@ class OwnershipService(coord_pb2_grpc.OwnershipServicer):
                     continue
                 if event.revision <= seen:
                     continue
-                yield _change(event)
+                yield ownership_event_to_pb(event)
         finally:
             self.hub.cancel(sub)
-
-
-def _change(event: OwnershipEvent) -> pb.OwnerChange:
-    owner = Owner(event.resource, event.owner, event.generation, event.revision)
-    return pb.OwnerChange(group=event.group, owner=owner_to_pb(owner), kind=event.kind)

@@ -81,6 +81,12 @@ class EventHub:
         self._owners.add(sub)
         return sub
 
+    def watch_all_owners(self) -> Subscription:
+        """Every group's ownership changes (an operator's console)."""
+        sub = Subscription(lambda e: True)
+        self._owners.add(sub)
+        return sub
+
     def watch_session(self, session_id: int) -> Subscription:
         sub = Subscription(lambda e: getattr(e, "session_id", session_id) == session_id)
         self._sessions.add(sub)

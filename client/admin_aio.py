@@ -1,0 +1,117 @@
+"""`AsyncAdmin`: the Admin service on an `AsyncClient`'s connections, for consoles
+(`coord tui`) and tools that run on an event loop.
+
+Member status is per member (each answers for itself), so `status` and `watch_status`
+name the endpoint; the inspection reads fail over like any read; `watch_ownership` is an
+`AsyncStream` that reopens itself on the next member (with a fresh listing). Membership
+changes and leadership transfer go to the endpoint the caller names (the leader).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+
+from coord.client.aio import AsyncClient
+from coord.client.aio_stream import AsyncStream
+from coord.client.calls import Call
+from coord.client.errors import CoordError, from_rpc_error
+from coord.client.results import OwnerChange, owner_change
+from coord.client.retry import stream_may_resume
+from coord.client.transport import StreamCall
+from coord.v1 import admin_pb2
+
+__all__ = ["AsyncAdmin", "OwnershipCursor"]
+
+
+
+
+class OwnershipCursor:
+    """The position of a WatchOwnership stream: always a fresh listing (the server keeps
+    no all-groups history), ended by an entry of kind "listed"; consumers treat a listing
+    as "the current state" and drop what it no longer names."""
+
+    service = "Admin"
+    method = "WatchOwnership"
+
+    def start_call(self) -> None:
+        return None
+
+    def started(self, result: Any) -> None:
+        return None
+
+    def request(self) -> admin_pb2.WatchOwnershipRequest:
+        return admin_pb2.WatchOwnershipRequest()
+
+    def feed(self, response: Any) -> list[OwnerChange]:
+        if response.kind == "listed":
+            return [OwnerChange("", owner_change(response).owner, True, "listed")]
+        return [owner_change(response)]
+
+    def on_error(self, err: CoordError) -> bool:
+        return stream_may_resume(err)
+
+
+def _same(response: Any) -> Any:
+    return response
+
+
+class AsyncAdmin:
+    """Admin calls over `client`'s transports (the client owns and closes them)."""
+
+    def __init__(self, client: AsyncClient, timeout: float = 2.0) -> None:
+        self.client = client
+        self.timeout = timeout
+
+    async def _unary(self, endpoint: str, method: str, request: Any,
+                     timeout: float | None = None) -> Any:
+        try:
+            return await self.client.transport(endpoint).unary(
+                "Admin", method, request, timeout=timeout or self.timeout, metadata=())
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+
+    async def status(self, endpoint: str) -> admin_pb2.StatusResponse:
+        return await self._unary(endpoint, "Status", admin_pb2.StatusRequest())
+
+    def watch_status(self, endpoint: str) -> StreamCall:
+        """One member's leader and quorum changes; `read()` them, `cancel()` to stop. It
+        does not fail over: the stream is about that member."""
+        return self.client.transport(endpoint).server_stream(
+            "Admin", "WatchStatus", admin_pb2.WatchStatusRequest(), metadata=())
+
+    async def list_sessions(self, endpoint: str | None = None
+                            ) -> admin_pb2.ListSessionsResponse:
+        """Every session with what it holds; ask the leader (`endpoint`) for the time
+        each has left, else any member answers (remaining_ms -1)."""
+        req = admin_pb2.ListSessionsRequest()
+        if endpoint is not None:
+            try:
+                return await self._unary(endpoint, "ListSessions", req)
+            except CoordError:
+                pass  # the leader moved or died: any member will do
+        return await self.client.send(Call("Admin", "ListSessions", req, _same, safe=True))
+
+    async def list_producers(self) -> admin_pb2.ListProducersResponse:
+        req = admin_pb2.ListProducersRequest()
+        return await self.client.send(Call("Admin", "ListProducers", req, _same, safe=True))
+
+    def watch_ownership(self) -> AsyncStream[OwnerChange]:
+        """Every group's owners, then changes; reopens itself on the next member."""
+        return AsyncStream(self.client, OwnershipCursor())
+
+    async def transfer_leader(self, endpoint: str, to_name: str) -> int:
+        req = admin_pb2.TransferLeaderRequest(to_name=to_name)
+        return (await self._unary(endpoint, "TransferLeader", req, timeout=10.0)).leader_id
+
+    async def add_member(self, endpoint: str, name: str, peer_address: str,
+                         client_address: str = "", learner: bool = True
+                         ) -> admin_pb2.MembershipResponse:
+        req = admin_pb2.AddMemberRequest(name=name, peer_address=peer_address,
+                                         client_address=client_address, learner=learner)
+        return await self._unary(endpoint, "AddMember", req, timeout=15.0)
+
+    async def remove_member(self, endpoint: str, name: str) -> admin_pb2.MembershipResponse:
+        req = admin_pb2.RemoveMemberRequest(name=name)
+        return await self._unary(endpoint, "RemoveMember", req, timeout=15.0)

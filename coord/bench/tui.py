@@ -1,0 +1,131 @@
+"""How the console copes with a big, busy cluster (`make bench-tui`): 10,000 owners and
+10,000 keys, the time from a claim to its row on screen, and the console's CPU while
+idle and while the cluster takes ~1,000 changes/s.
+
+The cluster is one `coord serve` process; the changes come from another process; the
+console runs headless (textual's pilot) in this one, so `time.process_time()` here is
+the console's CPU (its feeds, model and drawing)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from coord.client import AsyncClient, Client
+from coord.testing import LocalCluster
+from coord.tui.app import CoordApp
+
+N_OWNERS = 10_000
+N_KEYS = 10_000
+CLAIMS = 30
+WINDOW_S = 5.0
+
+WRITER = """
+import sys, time
+from coord.client import Client
+rate, seconds = float(sys.argv[2]), float(sys.argv[3])
+with Client(sys.argv[1].split(",")) as c:
+    done, start = 0, time.monotonic()
+    while time.monotonic() - start < seconds:
+        t = c.txn()
+        for i in range(20):
+            t.then_put(f"load/{(done + i) % 500}", str(done + i))
+        t.commit()
+        done += 20
+        ahead = done / rate - (time.monotonic() - start)
+        if ahead > 0:
+            time.sleep(ahead)
+    print(done / (time.monotonic() - start))
+"""
+
+
+def preload(endpoints: list[str]) -> None:
+    with Client(endpoints) as c:
+        for batch in range(N_OWNERS // 1000):
+            s = c.open_session(f"bench-{batch}", ttl=600)
+            c.own(s.session_id, f"group-{batch % 4}",
+                  [f"r-{batch}-{i:04d}" for i in range(1000)])
+        for start in range(0, N_KEYS, 100):
+            t = c.txn()
+            for i in range(start, start + 100):
+                t.then_put(f"data/{i % 50}/{i:05d}", f"value-{i}")
+            t.commit()
+
+
+async def measure(endpoints: list[str]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    async with AsyncClient(endpoints, read_only_ok=True) as console, \
+            AsyncClient(endpoints) as client:
+        app = CoordApp(client=console, start_view="owners")
+        async with app.run_test(size=(160, 48)) as pilot:
+            t0 = time.monotonic()
+            while len(app.model.owners) < N_OWNERS or len(app.model.keys) < N_KEYS:
+                if time.monotonic() - t0 > 120:
+                    raise RuntimeError("the console did not load the cluster in 120 s")
+                await pilot.pause(0.05)
+            while len(app.views["owners"]._ids) < N_OWNERS:
+                await pilot.pause(0.05)
+            out["load_s"] = time.monotonic() - t0
+            await pilot.pause(1.0)
+
+            cpu0, wall0 = time.process_time(), time.monotonic()
+            await pilot.pause(WINDOW_S)
+            out["idle_cpu_pct"] = 100 * (time.process_time() - cpu0) / (
+                time.monotonic() - wall0)
+
+            s = await client.open_session("claims", ttl=60)
+            latencies, rpcs = [], []
+            for i in range(CLAIMS):
+                start = time.monotonic()
+                await client.own(s.session_id, "claims", [f"c-{i}"])
+                rpcs.append((time.monotonic() - start) * 1000)
+                rid = f"claims\x1fc-{i}"
+                while rid not in app.views["owners"]._ids:
+                    if time.monotonic() - start > 10:
+                        raise RuntimeError("a claim's row did not appear in 10 s")
+                    await pilot.pause(0.005)
+                latencies.append((time.monotonic() - start) * 1000)
+            out["claim_to_row_ms_median"] = statistics.median(latencies)
+            out["claim_to_row_ms_max"] = max(latencies)
+            out["own_rpc_ms_median"] = statistics.median(rpcs)  # of which: the claim itself
+
+            await pilot.press("colon")
+            app.query_one("#prompt").value = "keys"
+            await pilot.press("enter")
+            writer = subprocess.Popen(
+                [sys.executable, "-c", WRITER, ",".join(endpoints), "1000", str(WINDOW_S)],
+                stdout=subprocess.PIPE, text=True)
+            cpu0, wall0 = time.process_time(), time.monotonic()
+            while writer.poll() is None:
+                await pilot.pause(0.1)
+            out["busy_cpu_pct"] = 100 * (time.process_time() - cpu0) / (
+                time.monotonic() - wall0)
+            out["busy_changes_per_s"] = float(writer.stdout.read().strip() or 0)
+    return out
+
+
+def main() -> int:
+    with tempfile.TemporaryDirectory() as d:
+        cluster = LocalCluster(1, data_dir=Path(d)).start()
+        try:
+            t = time.monotonic()
+            preload(cluster.endpoints)
+            print(f"preloaded {N_OWNERS} owners and {N_KEYS} keys in "
+                  f"{time.monotonic() - t:.1f}s")
+            results = asyncio.run(measure(cluster.endpoints))
+        finally:
+            cluster.stop()
+    print(f"load average: {os.getloadavg()[0]:.1f} (this machine, at the end)")
+    for k, v in results.items():
+        print(f"{k:>26}: {v:.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,29 @@
+"""`coord tui`: the operator's console (coord/tui), live on a cluster's watch streams."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("tui", help="a live k9s-style console: members, sessions, owners, "
+                       "producer ids, keys, events")
+    p.add_argument("--endpoints", required=True, help="host:port,host:port,...")
+    p.add_argument("--read-only", action="store_true",
+                   help="never change the cluster: every action is disabled")
+    p.set_defaults(func=cmd_tui)
+
+
+def cmd_tui(args: argparse.Namespace) -> int:
+    try:
+        from coord.tui.app import run
+    except ImportError as e:  # textual is the `tui` extra
+        print(f"coord tui needs the tui extra (pip install 'coord[tui]'): {e}")
+        return 2
+    endpoints = [e.strip() for e in args.endpoints.split(",") if e.strip()]
+    if not endpoints:
+        print("coord tui: --endpoints names no endpoint")
+        return 2
+    asyncio.run(run(endpoints, read_only=args.read_only))
+    return 0

@@ -1,0 +1,286 @@
+"""The console's live connections to the cluster: each keeps one part of the model
+current from a watch stream and reconnects by itself through failover.
+
+- members: every member's `WatchStatus` stream; a leader or quorum change on any member
+  re-reads every member's status (a paused member's status read times out: unreachable),
+  as does a burst of writes (at most once a second) and a slow reconciliation;
+- owners: `WatchOwnership` (every group; a reopened stream relists and sweeps);
+- keys: a listing of every key, then a KV watch from the revision after it;
+- sessions and producers: read again when the owners or keys they hold change and every
+  `RECONCILE_S` (no stream announces a session opening or a pid lease).
+Nothing here polls each second.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+
+from coord.client import AsyncClient
+from coord.client.admin_aio import AsyncAdmin
+from coord.client.errors import CoordError
+from coord.tui.model import ClusterModel, KeyRow, MemberRow, SessionRow
+
+log = logging.getLogger("coord.tui")
+
+RECONCILE_S = 5.0
+STATUS_MIN_GAP_S = 1.0  # writes re-read member status at most this often
+BACKOFF_S = (0.2, 0.5, 1.0, 2.0)
+MODE_SETTLE_S = (0.5, 1.5, 3.0)  # after a quorum change: the member's mode follows later
+
+
+def _backoff(failures: int) -> float:
+    return BACKOFF_S[min(failures, len(BACKOFF_S) - 1)]
+
+
+class Feeds:
+    """Starts the feeds on the running loop; `stop()` ends them."""
+
+    def __init__(self, client: AsyncClient, model: ClusterModel) -> None:
+        self.client = client
+        self.admin = AsyncAdmin(client)
+        self.model = model
+        self._tasks: list[asyncio.Task] = []
+        self._watched: set[str] = set()
+        self._status_wanted = asyncio.Event()
+        self._sessions_wanted = asyncio.Event()
+        self._producers_wanted = asyncio.Event()
+        self._closed = False
+        self._status_pending = False  # a throttled status re-read is scheduled
+        self._sessions_listed = False
+
+    def start(self) -> None:
+        self.model.serving = self.client.ring.current()[1]
+        for endpoint in self.client.endpoints:
+            self._watch_member(endpoint)
+        for job in (self._statuses, self._ownership, self._keys, self._sessions,
+                    self._producers):
+            self._spawn(job)
+
+    async def stop(self) -> None:
+        self._closed = True
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(BaseException):
+                await task
+
+    def kick_status(self) -> None:
+        self._status_wanted.set()
+
+    def kick_sessions(self) -> None:
+        self._sessions_wanted.set()
+
+    def kick_producers(self) -> None:
+        self._producers_wanted.set()
+
+    def _spawn(self, job: Callable[[], Awaitable[None]]) -> None:
+        self._tasks.append(asyncio.get_running_loop().create_task(self._forever(job)))
+
+    async def _forever(self, job: Callable[[], Awaitable[None]]) -> None:
+        """Run `job` again after it fails, with a growing pause, until stopped."""
+        failures = 0
+        while not self._closed:
+            try:
+                await job()
+                failures = 0
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # noqa: BLE001  (a feed never takes the console down)
+                log.debug("feed %s failed: %s", getattr(job, "__name__", job), e)
+                failures += 1
+            await asyncio.sleep(_backoff(failures))
+
+    # -- members --------------------------------------------------------------------------
+    def _watch_member(self, endpoint: str) -> None:
+        if endpoint and endpoint not in self._watched:
+            self._watched.add(endpoint)
+
+            async def watch() -> None:
+                await self._member_stream(endpoint)
+            watch.__name__ = f"status {endpoint}"
+            self._spawn(watch)
+
+    async def _member_stream(self, endpoint: str) -> None:
+        stream = self.admin.watch_status(endpoint)
+        try:
+            await self._read_status(endpoint)
+            while True:
+                ev = await stream.read()
+                if ev is None:
+                    raise CoordError("STREAM_ENDED", "the member ended its status stream")
+                self.kick_status()
+                self._settle_mode()
+        finally:
+            stream.cancel()
+
+    def _settle_mode(self) -> None:
+        """A quorum change is followed by a mode change once the member's grace ends."""
+        loop = asyncio.get_running_loop()
+        for delay in MODE_SETTLE_S:
+            loop.call_later(delay, self._status_wanted.set)
+
+    async def _read_status(self, endpoint: str) -> None:
+        model = self.model
+        old = model.member_for(endpoint)
+        try:
+            st = await self.admin.status(endpoint)
+        except CoordError as e:
+            row = old or MemberRow(name=endpoint, endpoint=endpoint)
+            if row.reachable:
+                model.event("member", f"{row.name} unreachable ({e.reason})")
+            model.members.put(row.name, replace(row, reachable=False, error=e.reason))
+            raise
+        model.cluster_id = st.cluster_id
+        learner = any(m.learner for m in st.members if m.id == st.id)
+        row = MemberRow(
+            name=st.name, endpoint=endpoint, id=st.id, role=st.role, term=st.term,
+            leader=st.leader_name, commit=st.commit_index, applied=st.applied_index,
+            learner=learner, has_quorum=st.has_quorum, quorum_lost_ms=st.quorum_lost_ms,
+            mode=st.mode, version=st.version, data_bytes=st.data_bytes, reachable=True,
+            peer_address=next((m.peer_address for m in st.members if m.id == st.id), ""),
+        )
+        if old is None or old.name != row.name:
+            model.members.remove(endpoint)  # the placeholder named after the endpoint
+        elif old.reachable:
+            if old.leader != row.leader and row.leader:
+                model.event("leader", f"{row.name}: leader is now {row.leader} "
+                            f"(term {row.term})")
+            if old.has_quorum != row.has_quorum:
+                gained = "regained" if row.has_quorum else "lost"
+                model.event("quorum", f"{row.name}: quorum {gained}")
+            if old.mode != row.mode and row.mode:
+                model.event("mode", f"{row.name}: {old.mode or '?'} → {row.mode}")
+        else:
+            model.event("member", f"{row.name} reachable again")
+        model.members.put(row.name, row)
+        for m in st.members:  # members added since (learners) are watched too
+            if m.client_address:
+                self._watch_member(m.client_address)
+        known = {m.name for m in st.members}
+        for name in [n for n, r in model.members.rows.items()
+                     if r.reachable and n not in known and r.endpoint not in self._endpoints()]:
+            model.members.remove(name)
+
+    def _endpoints(self) -> set[str]:
+        return set(self.client.endpoints)
+
+    async def _statuses(self) -> None:
+        """Re-read every member's status when asked (a change), else every RECONCILE_S."""
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._status_wanted.wait(), RECONCILE_S)
+            self._status_wanted.clear()
+            self.model.serving = self.client.ring.current()[1]
+            await asyncio.gather(*(self._read_status_quietly(e) for e in sorted(self._watched)))
+            await asyncio.sleep(STATUS_MIN_GAP_S / 4)
+
+    async def _read_status_quietly(self, endpoint: str) -> None:
+        with contextlib.suppress(CoordError):
+            await self._read_status(endpoint)
+
+    def _wrote(self) -> None:
+        """Writes move commit indexes and may end sessions: re-read both, throttled."""
+        self._sessions_wanted.set()
+        loop = asyncio.get_running_loop()
+        if not self._status_pending:
+            self._status_pending = True
+
+            def fire() -> None:
+                self._status_pending = False
+                self._status_wanted.set()
+            loop.call_later(STATUS_MIN_GAP_S, fire)
+
+    # -- owners ---------------------------------------------------------------------------
+    async def _ownership(self) -> None:
+        model = self.model
+        listing: set[tuple[str, str]] | None = None
+        stream = self.admin.watch_ownership()
+        try:
+            async for change in stream:
+                if change.kind == "listed":
+                    model.loading.discard("owners")
+                    for key in [k for k in model.owners if listing is None or k not in listing]:
+                        model.owners.remove(key)
+                    listing = None
+                    model.revision = max(model.revision, change.owner.revision)
+                    continue
+                if change.kind == "mode":
+                    model.serving_mode = change.mode
+                    model.event("mode", f"{model.serving}: {change.mode}")
+                    self.kick_status()
+                    continue
+                if change.snapshot:
+                    if listing is None:
+                        listing = set()
+                        model.loading.add("owners")
+                    listing.add((change.group, change.owner.resource))
+                else:
+                    self._wrote()
+                model.owner_change(change.group, change.owner, change.kind, change.snapshot)
+        finally:
+            model.loading.discard("owners")
+            stream.cancel()
+
+    # -- keys -----------------------------------------------------------------------------
+    async def _keys(self) -> None:
+        model = self.model
+        listed = await self.client.range(prefix="", serializable=False)
+        rows = {kv.key: KeyRow(kv.key, kv.value, kv.create_revision, kv.mod_revision,
+                               kv.version, kv.session_id) for kv in listed.kvs}
+        model.keys.replace_all(rows)
+        revision = listed.header.revision
+        model.revision = max(model.revision, revision)
+        stream = self.client.watch(prefix="", from_revision=revision + 1)
+        try:
+            async for ev in stream:
+                if ev.type == "MODE":
+                    model.serving_mode = ev.mode
+                    continue
+                model.key_change(ev.type, ev.kv)
+                self._wrote()
+        finally:
+            stream.cancel()
+
+    # -- sessions and producers -----------------------------------------------------------
+    async def _sessions(self) -> None:
+        model = self.model
+        while True:
+            leader = model.leader()
+            resp = await self.admin.list_sessions(leader.endpoint if leader else None)
+            now = model.mono()
+            rows = {s.id: SessionRow(s.id, s.name, s.ttl_ms, s.read_only_ok, s.remaining_ms,
+                                     now, tuple((h.group, h.resource) for h in s.owned),
+                                     tuple(s.keys))
+                    for s in resp.sessions}
+            if self._sessions_listed:
+                for sid in sorted(rows.keys() - model.sessions.rows.keys()):
+                    model.event("session", f"session {sid} ({rows[sid].name}) opened")
+                for sid in sorted(model.sessions.rows.keys() - rows.keys()):
+                    model.event("session", f"session {sid} "
+                                f"({model.sessions.rows[sid].name}) ended")
+            self._sessions_listed = True
+            model.sessions.replace_all(rows)
+            model.revision = max(model.revision, resp.revision)
+            self._sessions_wanted.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._sessions_wanted.wait(), RECONCILE_S)
+            await asyncio.sleep(0.3)  # a burst of changes: one read
+
+    async def _producers(self) -> None:
+        model = self.model
+        while True:
+            resp = await self.admin.list_producers()
+            p = model.producers
+            p.revision, p.next_pid, p.clock_ms = resp.revision, resp.next_pid, resp.clock_ms
+            p.blocks = [(b.requester, b.start, b.size, b.revision) for b in resp.blocks]
+            p.leases = [(x.pid, x.epoch, x.expire_ms, x.topic, x.partition)
+                        for x in resp.leases]
+            p.producers = [(x.producer_key, x.pid, x.epoch) for x in resp.producers]
+            model.producers_version += 1
+            self._producers_wanted.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._producers_wanted.wait(), RECONCILE_S)

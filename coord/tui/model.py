@@ -1,0 +1,240 @@
+"""What the console knows about the cluster, kept current by the feeds (`feeds.py`) and
+drawn by the views. Plain data, no textual and no I/O, so it is tested on its own.
+
+Each table records which of its rows changed since the views last drew it (`Table.take`),
+so a view updates those rows only: with 10,000 owners a change costs one row, not a
+reload.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from collections.abc import Callable, Hashable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+EVENTS_KEPT = 5000
+
+
+class Table(Generic[K, V]):
+    """Rows by key, plus the keys changed (upserted or removed) since the last `take`."""
+
+    def __init__(self) -> None:
+        self.rows: dict[K, V] = {}
+        self._changed: set[K] = set()
+        self.version = 0  # bumps on every change (a view redraws if it moved)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __iter__(self) -> Iterator[K]:
+        return iter(self.rows)
+
+    def get(self, key: K) -> V | None:
+        return self.rows.get(key)
+
+    def put(self, key: K, row: V) -> None:
+        if self.rows.get(key) != row:
+            self.rows[key] = row
+            self._changed.add(key)
+            self.version += 1
+
+    def remove(self, key: K) -> None:
+        if self.rows.pop(key, None) is not None:
+            self._changed.add(key)
+            self.version += 1
+
+    def replace_all(self, rows: dict[K, V]) -> None:
+        """A fresh listing: rows it no longer names are removed."""
+        for key in [k for k in self.rows if k not in rows]:
+            self.remove(key)
+        for key, row in rows.items():
+            self.put(key, row)
+
+    def take(self) -> set[K]:
+        changed, self._changed = self._changed, set()
+        return changed
+
+
+@dataclass(frozen=True)
+class MemberRow:
+    name: str
+    endpoint: str
+    id: int = 0
+    role: str = "?"
+    term: int = 0
+    leader: str = ""
+    commit: int = 0
+    applied: int = 0
+    learner: bool = False
+    has_quorum: bool = False
+    quorum_lost_ms: int = 0
+    mode: str = ""
+    version: str = ""
+    data_bytes: int = 0
+    revision: int = 0
+    reachable: bool = True
+    error: str = ""
+    peer_address: str = ""
+
+    @property
+    def lag(self) -> int:
+        return max(0, self.commit - self.applied)
+
+
+@dataclass(frozen=True)
+class OwnerRow:
+    group: str
+    resource: str
+    session_id: int
+    generation: int
+    revision: int
+    seen_at: float  # wall time this console saw the claim (or the listing)
+
+
+@dataclass(frozen=True)
+class SessionRow:
+    id: int
+    name: str
+    ttl_ms: int
+    read_only_ok: bool
+    remaining_ms: int  # at `fetched_at`; -1: unknown (no leader answered)
+    fetched_at: float  # monotonic
+    owned: tuple[tuple[str, str], ...]
+    keys: tuple[bytes, ...]
+
+    def left_ms(self, now: float) -> int:
+        """Counting down from the leader's answer; -1 unknown."""
+        if self.remaining_ms < 0:
+            return -1
+        return max(0, self.remaining_ms - int((now - self.fetched_at) * 1000))
+
+
+@dataclass(frozen=True)
+class KeyRow:
+    key: bytes
+    value: bytes
+    create_revision: int
+    mod_revision: int
+    version: int
+    session_id: int
+
+
+@dataclass(frozen=True)
+class EventRow:
+    seq: int
+    at: float  # wall time
+    kind: str  # leader | quorum | mode | grant | reset | release | expire | sever | put | ...
+    text: str
+
+
+@dataclass
+class Producers:
+    revision: int = 0
+    next_pid: int = 0
+    clock_ms: int = 0
+    blocks: list[tuple[str, int, int, int]] = field(default_factory=list)
+    leases: list[tuple[int, int, int, str, int]] = field(default_factory=list)
+    producers: list[tuple[str, int, int]] = field(default_factory=list)
+
+
+class ClusterModel:
+    """The console's picture of the cluster. `wall` and `mono` are the clocks (fixed ones
+    make snapshot tests repeatable)."""
+
+    def __init__(self, wall: Callable[[], float] = time.time,
+                 mono: Callable[[], float] = time.monotonic) -> None:
+        self.wall = wall
+        self.mono = mono
+        self.members: Table[str, MemberRow] = Table()
+        self.owners: Table[tuple[str, str], OwnerRow] = Table()
+        self.sessions: Table[int, SessionRow] = Table()
+        self.keys: Table[bytes, KeyRow] = Table()
+        self.producers = Producers()
+        self.producers_version = 0
+        self.events: collections.deque[EventRow] = collections.deque(maxlen=EVENTS_KEPT)
+        self.events_seq = 0
+        self.revision = 0
+        self.cluster_id = 0
+        self.serving = ""  # the endpoint the console talks to
+        self.serving_mode = ""  # its mode as its streams last said
+        # tables whose listing is arriving: views wait for its end and draw it at once
+        # (drawing a 10,000-row listing row batch by row batch starves the feeds)
+        self.loading: set[str] = set()
+
+    # -- members --------------------------------------------------------------------------
+    def leader(self) -> MemberRow | None:
+        """The leader as the reachable members with the highest term see it."""
+        live = [m for m in self.members.rows.values() if m.reachable]
+        if not live:
+            return None
+        term = max(m.term for m in live)
+        names = {m.leader for m in live if m.term == term and m.leader}
+        leader = next(iter(names)) if len(names) == 1 else ""
+        return self.members.get(leader) if leader else None
+
+    def member_for(self, endpoint: str) -> MemberRow | None:
+        return next((m for m in self.members.rows.values() if m.endpoint == endpoint), None)
+
+    def trouble(self) -> str:
+        """The banner's text: "" while the member served has quorum and is read-write."""
+        me = self.member_for(self.serving)
+        live = [m for m in self.members.rows.values() if m.reachable]
+        if self.members.rows and not live:
+            return "NO MEMBER REACHABLE — showing the last state seen"
+        if me is not None and me.reachable:
+            mode = self.serving_mode or me.mode
+            if mode == "read-only":
+                lost = f" (quorum lost {me.quorum_lost_ms / 1000:.1f}s ago)" \
+                    if me.quorum_lost_ms else ""
+                return f"READ-ONLY: {me.name} has no quorum{lost} — stale reads, no writes"
+            if not me.has_quorum or mode == "no-quorum":
+                return f"NO QUORUM: {me.name} cannot reach a majority — writes will fail"
+        if live and not any(m.has_quorum for m in live):
+            return "NO QUORUM: no reachable member has a majority — writes will fail"
+        cut = sorted(m.name for m in live if not m.has_quorum and not m.learner)
+        if cut:  # the console may be moved to one of them: say so whoever it talks to now
+            return f"NO QUORUM on {', '.join(cut)}: cannot reach a majority"
+        return ""
+
+    def has_quorum(self) -> bool:
+        """Writes can succeed as far as the console knows: some reachable member has a
+        majority, and no banner says otherwise (the member served lost it)."""
+        return not self.trouble() and any(
+            m.reachable and m.has_quorum for m in self.members.rows.values())
+
+    # -- events ---------------------------------------------------------------------------
+    def event(self, kind: str, text: str) -> EventRow:
+        self.events_seq += 1
+        row = EventRow(self.events_seq, self.wall(), kind, text)
+        self.events.appendleft(row)
+        return row
+
+    def owner_change(self, group: str, owner: Any, kind: str, snapshot: bool) -> None:
+        """One entry of the ownership stream (coord.client.results.OwnerChange fields)."""
+        key = (group, owner.resource)
+        self.revision = max(self.revision, owner.revision)
+        if owner.session_id:
+            old = self.owners.get(key)
+            seen = old.seen_at if old is not None and old.session_id == owner.session_id \
+                and old.generation == owner.generation else self.wall()
+            self.owners.put(key, OwnerRow(group, owner.resource, owner.session_id,
+                                          owner.generation, owner.revision, seen))
+        else:
+            self.owners.remove(key)
+        if not snapshot:
+            who = f"session {owner.session_id}" if owner.session_id else "nobody"
+            self.event(kind, f"{group}/{owner.resource} → {who} (generation "
+                       f"{owner.generation}, revision {owner.revision})")
+
+    def key_change(self, kind: str, kv: Any) -> None:
+        self.revision = max(self.revision, kv.mod_revision)
+        if kind == "DELETE":
+            self.keys.remove(kv.key)
+        else:
+            self.keys.put(kv.key, KeyRow(kv.key, kv.value, kv.create_revision,
+                                         kv.mod_revision, kv.version, kv.session_id))

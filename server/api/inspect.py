@@ -1,0 +1,108 @@
+"""Read-only inspection for an operator's console (`coord tui`): every session with what
+it holds, the producer-id tables, and one stream of every group's owners.
+
+Served from this member's local state, without a ReadIndex round, so a console keeps
+showing the cluster while it has no quorum (the answer says which member served it and
+at which revision). Only the leader tracks session deadlines, so only its answer carries
+the time a session has left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import grpc
+
+from coord.server.api.convert import owner_to_pb, ownership_event_to_pb
+from coord.server.core.events import EventHub
+from coord.server.core.mode import ModeChange
+from coord.server.core.session_tracker import SessionTracker
+from coord.server.node.driver import Node
+from coord.sm.machine import CoordMachine
+from coord.v1 import admin_pb2
+from coord.v1 import coord_pb2 as pb
+
+UNKNOWN = -1
+
+
+def coord_version() -> str:
+    try:
+        return importlib.metadata.version("coord")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def storage_bytes(path: Path | None) -> int:
+    """The storage file's size with its SQLite WAL and shared-memory files (0: none)."""
+    if path is None:
+        return 0
+    total = 0
+    for suffix in ("", "-wal", "-shm"):
+        with contextlib.suppress(OSError):
+            total += os.stat(f"{path}{suffix}").st_size
+    return total
+
+
+def list_sessions(node: Node, machine: CoordMachine,
+                  tracker: SessionTracker | None) -> admin_pb2.ListSessionsResponse:
+    leader = node.is_leader and tracker is not None
+    resp = admin_pb2.ListSessionsResponse(
+        revision=machine.revision, member=node.me.name, leader=leader)
+    for sid in machine.sessions.ids():
+        s = machine.sessions.get(sid)
+        if s is None:
+            continue
+        remaining = tracker.remaining(sid) if leader and tracker is not None else None
+        detail = resp.sessions.add(
+            id=s.id, name=s.name, ttl_ms=s.ttl_ms, read_only_ok=s.read_only_ok,
+            opened_ms=s.opened_ms,
+            remaining_ms=remaining if remaining is not None and remaining > 0 else UNKNOWN,
+            keys=sorted(s.keys))
+        for group, resource in sorted(s.owned):
+            detail.owned.add(group=group, resource=resource)
+    return resp
+
+
+def list_producers(machine: CoordMachine) -> admin_pb2.ListProducersResponse:
+    pids = machine.pids
+    resp = admin_pb2.ListProducersResponse(
+        revision=machine.revision, next_pid=pids.next_pid, clock_ms=machine.clock_ms)
+    for requester, start, size, revision in pids.recent_blocks():
+        resp.blocks.add(requester=requester, start=start, size=size, revision=revision)
+    for lease in pids.live_leases(machine.clock_ms):
+        resp.leases.add(pid=lease.pid, epoch=lease.generation, expire_ms=lease.expire_ms,
+                        topic=lease.topic, partition=lease.partition)
+    for key, (pid, generation) in sorted(pids.producers.items()):
+        resp.producers.add(producer_key=key, pid=pid, epoch=generation)
+    return resp
+
+
+async def watch_ownership(machine: CoordMachine, hub: EventHub,
+                          context: grpc.aio.ServicerContext) -> AsyncIterator[pb.OwnerChange]:
+    """The listing, a "listed" marker, then live changes. We subscribe before reading (no
+    await in between), so a change applied around the listing reaches the subscription
+    too; changes at or below the listing's revision are dropped."""
+    sub = hub.watch_all_owners()
+    try:
+        seen = machine.revision
+        for group, owner in machine.ownership.all_owners():
+            yield pb.OwnerChange(group=group, owner=owner_to_pb(owner), snapshot=True)
+        yield pb.OwnerChange(kind="listed", snapshot=True,
+                             owner=pb.Owner(revision=seen))
+        while True:
+            event = await sub.queue.get()
+            if sub.overflowed:
+                await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                                    "ownership watcher fell behind; watch again")
+            if isinstance(event, ModeChange):
+                yield pb.OwnerChange(kind="mode", mode=event.mode)
+                continue
+            if event.revision <= seen:
+                continue
+            yield ownership_event_to_pb(event)
+    finally:
+        hub.cancel(sub)
