@@ -34,6 +34,8 @@ __all__ = [
     "InitProducer",
     "LeasePid",
     "ListOwners",
+    "NoteLeader",
+    "NoteQuorumLost",
     "OpenSession",
     "Own",
     "OwnerEventsSince",
@@ -278,10 +280,36 @@ class Barrier:
     applied" linearizable read."""
 
 
+# -- history notes (issue 11) -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NoteLeader:
+    """A new leader names itself in the log: the raft log holds terms, not who led them,
+    and an audit of the history needs both. Changes no state and no revision."""
+
+    member: str
+
+
+@dataclass(frozen=True)
+class NoteQuorumLost:
+    """A member that regained its quorum records the period it was without one (its own
+    clock, `since_ms` to `until_ms`; `mode` is what it served meanwhile: "read-only" or
+    "no-quorum"), so an audit can check nothing expired then. Changes no state."""
+
+    member: str
+    since_ms: int
+    until_ms: int
+    mode: str = "read-only"
+
+
+NOTE_MODES = frozenset({"read-only", "no-quorum"})
+
 Command = (
     Put | Range | DeleteRange | Txn | Compact | EventsSince | OpenSession | CloseSession
     | ExpireSessions | Own | Release | GetOwner | ListOwners | OwnerEventsSince
-    | AllocatePidBlock | LeasePid | InitProducer | CheckProducer | Barrier
+    | AllocatePidBlock | LeasePid | InitProducer | CheckProducer | Barrier | NoteLeader
+    | NoteQuorumLost
 )
 
 _TAGS: dict[type, int] = {
@@ -304,6 +332,8 @@ _TAGS: dict[type, int] = {
     InitProducer: 32,
     CheckProducer: 33,
     Barrier: 40,
+    NoteLeader: 70,
+    NoteQuorumLost: 71,
 }
 _BY_TAG: dict[int, type] = {tag: cls for cls, tag in _TAGS.items()}
 

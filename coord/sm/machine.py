@@ -62,7 +62,7 @@ RESULT_TYPES: dict[type, type[Result]] = {
     c.ListOwners: ListOwnersResult, c.OwnerEventsSince: OwnerEventsResult,
     c.AllocatePidBlock: PidBlockResult,
     c.LeasePid: LeasePidResult, c.InitProducer: ProducerResult, c.CheckProducer: ProducerResult,
-    c.Barrier: Result,
+    c.Barrier: Result, c.NoteLeader: Result, c.NoteQuorumLost: Result,
 }
 
 
@@ -218,6 +218,19 @@ class CoordMachine:
     def _barrier(self, cmd: c.Barrier, now: int) -> Result:
         return Result(revision=self.revision)
 
+    def _note(self, cmd: c.NoteLeader | c.NoteQuorumLost, now: int) -> Result:
+        """A record for the history only: checked, then nothing changes."""
+        if type(cmd.member) is not str or not cmd.member or utf8_len(cmd.member) > 256:
+            return Result(error=INVALID_ARGUMENT, revision=self.revision,
+                          message="member must be a non-empty str of at most 256 bytes")
+        if isinstance(cmd, c.NoteQuorumLost) and not (
+                type(cmd.since_ms) is int and type(cmd.until_ms) is int
+                and 0 <= cmd.since_ms <= cmd.until_ms and cmd.mode in c.NOTE_MODES):
+            return Result(error=INVALID_ARGUMENT, revision=self.revision,
+                          message="a quorum-lost note needs 0 <= since_ms <= until_ms and a "
+                          f"mode in {sorted(c.NOTE_MODES)}")
+        return Result(revision=self.revision)
+
     _HANDLERS: dict[type, Callable[..., Result]] = {
         c.Put: _put, c.Range: _range, c.DeleteRange: _delete_range, c.Txn: _txn,
         c.Compact: _compact, c.EventsSince: _events_since, c.OpenSession: _open,
@@ -225,7 +238,8 @@ class CoordMachine:
         c.GetOwner: _get_owner, c.ListOwners: _list_owners,
         c.OwnerEventsSince: _owner_events_since, c.AllocatePidBlock: _pid_block,
         c.LeasePid: _lease_pid, c.InitProducer: _init_producer,
-        c.CheckProducer: _check_producer, c.Barrier: _barrier,
+        c.CheckProducer: _check_producer, c.Barrier: _barrier, c.NoteLeader: _note,
+        c.NoteQuorumLost: _note,
     }
 
     # -- snapshot ------------------------------------------------------------------------

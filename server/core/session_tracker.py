@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from coord.server.core.periodic import Periodic
 from coord.server.node.driver import Node
 from coord.server.node.errors import NodeError
-from coord.sm.commands import ExpireSessions
+from coord.sm.commands import ExpireSessions, NoteLeader
 from coord.sm.machine import CoordMachine
 from coord.sm.sessions import Session
 
@@ -37,7 +37,7 @@ class SessionTracker:
         self,
         node: Node,
         machine: CoordMachine,
-        propose: Callable[[ExpireSessions], Awaitable[object]],
+        propose: Callable[[ExpireSessions | NoteLeader], Awaitable[object]],
     ) -> None:
         self.node = node
         self.machine = machine
@@ -47,6 +47,7 @@ class SessionTracker:
         # clients choose lease ids), and the new session must not inherit the deadline
         self._owners: dict[int, Session] = {}
         self._led_term = 0
+        self._noted_term = 0  # the term this leader named itself in the log for
         self._quorum_losses = node.quorum_losses
         self._last_sweep = time.monotonic()
         self._loop = Periodic("session-sweep", SWEEP_INTERVAL_S, self._sweep_logged)
@@ -114,6 +115,11 @@ class SessionTracker:
             self._quorum_losses = self.node.quorum_losses
             self.deadlines.clear()  # every session gets its full TTL back
             self._owners.clear()
+        if self._noted_term != self.node.term:
+            # The log holds terms, not who led them: the history export needs both.
+            term = self.node.term
+            await self.propose(NoteLeader(self.node.me.name))
+            self._noted_term = term
         sessions = self.machine.sessions
         live = set(sessions.ids())
         for sid in live:
