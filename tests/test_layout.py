@@ -425,18 +425,19 @@ def _choices(parser: argparse.ArgumentParser) -> set[str]:
 
 def test_each_commands_own_parser_is_the_whole_parsers_part():
     from coord.cli import client_commands
-    from coord.cli.main import CLIENT_COMMANDS, SERVER_COMMANDS, build_parser
+    from coord.cli.main import CLIENT_COMMANDS, PIPELINE_COMMANDS, SERVER_COMMANDS, build_parser
 
     alone = argparse.ArgumentParser()
     client_commands.register(alone.add_subparsers())
     assert _choices(alone) == set(CLIENT_COMMANDS)
     whole = build_parser()
-    assert _choices(whole) == {*SERVER_COMMANDS, *CLIENT_COMMANDS}
+    assert _choices(whole) == {*SERVER_COMMANDS, *CLIENT_COMMANDS, *PIPELINE_COMMANDS}
     samples = {"serve": ["--name", "n1"], "dev": [], "status": ["--endpoints", "x:1"],
                "bench": ["raft"], "own": ["g", "r"], "release": ["g", "r", "--session", "1"],
                "owners": ["g"], "watch-owners": ["g"], "pid": ["block"],
-               "kv": ["get", "k"], "session": ["open"]}
-    for command in (*SERVER_COMMANDS, *CLIENT_COMMANDS):
+               "kv": ["get", "k"], "session": ["open"],
+               "history": ["synth", "--commands", "1", "--out", "h"], "audit": ["h"]}
+    for command in (*SERVER_COMMANDS, *CLIENT_COMMANDS, *PIPELINE_COMMANDS):
         argv = [command, *samples[command]]
         assert vars(build_parser(command).parse_args(argv)) == vars(whole.parse_args(argv))
     assert _choices(build_parser("no-such-command")) == _choices(whole)  # its error lists all

@@ -10,8 +10,12 @@ it does not know:
   - `hard_state(id = 1, term, vote, commit_index)`: only entries up to `commit_index`
     are committed, and only those are history;
   - `meta(key, value)`: `name` is the member's name.
-It opens the file with `mode=ro` (never writes, never creates) and reads in one
-transaction, so a member must be stopped: a running one keeps compacting its log.
+A member that stopped cleanly leaves no write-ahead log (`raft.db-wal`): the file is
+then opened `immutable=1` and nothing in the dir is touched, not even a lock. A member
+that was killed leaves its WAL, which holds committed entries: the file is opened
+`mode=ro` so they are read (SQLite may then add the `-shm` index beside it; the log
+itself is never written). Either way the read is one transaction, and the member must
+be stopped: a running one keeps compacting its log.
 """
 
 from __future__ import annotations
@@ -46,7 +50,9 @@ def _connect(data_dir: str | os.PathLike[str]) -> sqlite3.Connection:
     if not path.is_file():
         raise DataDirError(f"{path}: no such file (is {data_dir} a member's --data-dir?)")
     try:
-        conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
+        wal = path.with_name(path.name + "-wal").exists()
+        flags = "mode=ro" if wal else "mode=ro&immutable=1"
+        conn = sqlite3.connect(f"{path.absolute().as_uri()}?{flags}", uri=True)
         version = conn.execute("PRAGMA user_version").fetchone()[0]
     except sqlite3.Error as exc:
         raise DataDirError(f"{path}: cannot open read-only: {exc}") from None

@@ -60,6 +60,9 @@ class Replayer:
         self.machine.restore(sm)
         self.machine.drain_events()
         self.last_index = index
+        term, member = self.machine.leader_note
+        if member:
+            self.maker.leaders[term] = member
 
     def apply(self, index: int, term: int, entry_type: int, data: bytes) -> tuple[list[Row], Any]:
         """The rows for one entry, and the decoded result (None for no-ops and membership

@@ -114,7 +114,7 @@ class RowMaker:
              result: Any, events: list[Any]) -> list[Row]:
         """`revision`: after the entry (for a no-op or membership change, the current one)."""
         if type(cmd) is c.NoteLeader and result is not None and result.ok:
-            self.leaders[term] = cmd.member
+            self.leaders[cmd.term or term] = cmd.member
         base: Row = {"index": index, "term": term, "time_ms": time_ms,
                      "leader": self.leaders.get(term), "date": date_of(time_ms),
                      "revision": revision}

@@ -74,7 +74,7 @@ def synthesize(commands: int, seed: int = 0) -> Iterator[Row]:
         cl.leader = leader
         cl.leader_since_ms = cl.now_ms
         emit(cl.append(NORMAL, b""))
-        emit(cl.propose(c.NoteLeader(leader)))
+        emit(cl.propose(c.NoteLeader(leader, cl.term)))
 
     # The cluster's first entries: its members, then the first leader.
     cl.term = 1

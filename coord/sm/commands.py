@@ -286,9 +286,11 @@ class Barrier:
 @dataclass(frozen=True)
 class NoteLeader:
     """A new leader names itself in the log: the raft log holds terms, not who led them,
-    and an audit of the history needs both. Changes no state and no revision."""
+    and an audit of the history needs both. The machine keeps the latest note (so a
+    history read from a snapshot on still knows its leader); no revision moves."""
 
     member: str
+    term: int = 0
 
 
 @dataclass(frozen=True)

@@ -90,6 +90,7 @@ class CoordMachine:
         self.pids = PidAllocator(self.ledger, pid_lifetime_ms=config["pid_lifetime_ms"],
                                  pid_capacity=config["pid_capacity"])
         self.clock_ms = 0  # the largest leader clock reading applied so far
+        self.leader_note: tuple[int, str] = (0, "")  # the latest NoteLeader: (term, member)
         # request_id -> (command tag, encoded result)
         self.recent: RecentRequests[str, tuple[int, bytes]] = RecentRequests(
             config["request_capacity"], config["request_bytes"], lambda v: len(v[1]))
@@ -229,6 +230,11 @@ class CoordMachine:
             return Result(error=INVALID_ARGUMENT, revision=self.revision,
                           message="a quorum-lost note needs 0 <= since_ms <= until_ms and a "
                           f"mode in {sorted(c.NOTE_MODES)}")
+        if isinstance(cmd, c.NoteLeader):
+            if type(cmd.term) is not int or cmd.term < 0:
+                return Result(error=INVALID_ARGUMENT, revision=self.revision,
+                              message="term must be a non-negative int")
+            self.leader_note = (cmd.term, cmd.member)
         return Result(revision=self.revision)
 
     _HANDLERS: dict[type, Callable[..., Result]] = {
@@ -258,6 +264,7 @@ class CoordMachine:
             "config": dict(self.config),
             "revision": self.revision,
             "clock_ms": self.clock_ms,
+            "leader_note": list(self.leader_note),
             "sessions": self.sessions.to_state(),
             "kv": self.kv.capture(),
             "ownership": self.ownership.to_state(),
@@ -285,6 +292,9 @@ class CoordMachine:
             self._build(config)
             self.ledger.revision = codec.from_plain(int, state["revision"])
             self.clock_ms = codec.from_plain(int, state["clock_ms"])
+            if "leader_note" in state:  # snapshots from before the note have none
+                term, member = state["leader_note"]
+                self.leader_note = (codec.from_plain(int, term), codec.from_plain(str, member))
             self.sessions.load_state(state["sessions"])
             self.kv.load_state(state["kv"])
             self.ownership.load_state(state["ownership"])

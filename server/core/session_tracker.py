@@ -118,7 +118,7 @@ class SessionTracker:
         if self._noted_term != self.node.term:
             # The log holds terms, not who led them: the history export needs both.
             term = self.node.term
-            await self.propose(NoteLeader(self.node.me.name))
+            await self.propose(NoteLeader(self.node.me.name, term))
             self._noted_term = term
         sessions = self.machine.sessions
         live = set(sessions.ids())

@@ -3,6 +3,7 @@ and a stand-in node that is a caught-up leader."""
 
 from __future__ import annotations
 
+import asyncio
 from types import SimpleNamespace
 
 from coord.server.core.session_tracker import SessionTracker
@@ -27,3 +28,23 @@ def test_a_reused_session_id_does_not_inherit_the_ended_sessions_deadline():
     m.execute(c.OpenSession("etcd-lease", 5_000, session_id=7), 2)
     assert 4_000 < tracker.remaining(7) <= 5_000
     assert tracker.keepalive(7) == 5_000 and 4_000 < tracker.remaining(7) <= 5_000
+
+
+def test_a_new_leader_names_itself_in_the_log_once_per_term():
+    node = SimpleNamespace(caught_up_leader=True, is_leader=True, term=4, quorum_losses=0,
+                           me=SimpleNamespace(name="m1"))
+    proposed = []
+
+    async def propose(cmd: object) -> object:
+        proposed.append(cmd)
+        return None
+
+    async def sweeps() -> None:
+        tracker = SessionTracker(node, CoordMachine(), propose)
+        await tracker.sweep()
+        await tracker.sweep()
+        node.term = 5
+        await tracker.sweep()
+
+    asyncio.run(sweeps())
+    assert proposed == [c.NoteLeader("m1", 4), c.NoteLeader("m1", 5)]
