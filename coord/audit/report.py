@@ -85,7 +85,7 @@ def _html(s: dict[str, Any]) -> str:
             if o["first_ms"] else "?")
     checks = "".join(
         f"<tr><td>{e(name)}</td><td class={'bad' if c['violations'] else 'ok'}>"
-        f"{c['violations']}</td><td>{c['seconds']:.2f}</td></tr>"
+        f"{c['violations']}</td><td>{_seconds(c['seconds'])}</td></tr>"
         for name, c in s["checks"].items())
     viol = "".join(
         f"<tr><td>{e(v['check'])}</td><td>{v['index']}</td><td>{v['revision']}</td>"
@@ -114,3 +114,7 @@ from {e(when)}; schema v{s['schema_version']}; Spark master {e(s['master'])};
 <h2>Leadership and quorum</h2><img src="timeline.png">
 <h2>Load</h2><img src="ops_rate.png"></body></html>
 """
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"

@@ -53,7 +53,7 @@ def timeline(df: Any) -> dict[str, Any]:
     periods members spent without a quorum."""
     terms = (df.groupBy("term").agg(
         F.min("time_ms").alias("time_ms"),
-        F.first(F.when(F.col("kind") == "note_leader", F.col("member")), True).alias("leader"))
+        F.max("leader").alias("leader"))
         .orderBy("term").collect())
     notes = (df.filter((F.col("kind") == "note_quorum_lost") & F.col("ok"))
              .select("member", "mode", "since_ms", "until_ms").orderBy("since_ms").collect())
