@@ -39,7 +39,7 @@ TOP, FUNCTION, TYPE_CHECKING = "module level", "inside a function", "under TYPE_
 
 ALLOWED_LAYERS = (
     "coord.__main__", "coord.raft", "coord.sm", "coord.server", "coord.client", "coord.cli",
-    "coord.testing", "coord.bench", "coord.v1", "coord.etcdpb",
+    "coord.testing", "coord.bench", "coord.v1", "coord.etcdpb", "coord.history", "coord.audit",
 )
 """The packages (and modules) directly under coord/ that exist by design. Anything else
 under coord/ is a new surface (a TUI, a pipeline, a chaos tool...) and gets
@@ -61,6 +61,13 @@ CONTRACTS: dict[str, tuple[str, ...]] = {
     # cli runs; never the other way round (that was the cli -> testing -> cli cycle).
     "coord.testing": ("coord.cli", "coord.bench"),
     "coord.bench": ("coord.cli",),
+    # The history export: client-side; it replays entries through the pure state machine
+    # and reads a member's files, never the server (nor Spark: exporting needs no JVM).
+    "coord.history": ("coord.server", "coord.cli", "coord.testing", "coord.bench",
+                      "coord.audit", "pyspark"),
+    # The audit reads exported files only: no server, client, consensus or state machine.
+    "coord.audit": ("coord.server", "coord.client", "coord.raft", "coord.sm", "coord.cli",
+                    "coord.testing", "coord.bench"),
     # Generated code's packages depend on nothing of ours.
     "coord.v1": ("coord",),
     "coord.etcdpb": ("coord",),
