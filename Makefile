@@ -84,6 +84,13 @@ bench-readonly: venv
 	$(PY) -m pip install -q -e '.[bench]'
 	$(VENV)/bin/coord bench readonly
 
+# The history pipeline at scale: synth, export and the PySpark audit, rows/s
+# (`make bench-audit COMMANDS=1000000,10000000 MASTERS=local[2],local-cluster[2,1,1024]`).
+COMMANDS ?= 1000000
+MASTERS  ?= local[2]
+bench-audit: venv
+	$(VENV)/bin/coord bench audit --commands $(COMMANDS) --masters '$(MASTERS)'
+
 clean:
 	rm -rf $(VENV) coord/v1/*_pb2*.py coord/v1/*_pb2.pyi coord/v1/.generated
 	rm -f coord/etcdpb/*_pb2*.py coord/etcdpb/*_pb2.pyi coord/etcdpb/.generated

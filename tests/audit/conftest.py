@@ -10,7 +10,10 @@ import pytest
 def spark():
     from coord.audit.spark import session
 
-    s = session("local[2]", "coord-audit-tests", shuffle_partitions=4, progress=False)
+    # One shuffle partition and no adaptive planning: on a few thousand rows, tasks and
+    # re-planning cost more than the work they would split.
+    s = session("local[2]", "coord-audit-tests", shuffle_partitions=1, progress=False,
+                conf={"spark.sql.adaptive.enabled": "false"})
     try:
         yield s
     finally:

@@ -14,7 +14,9 @@ from coord.history.sink import HistorySink
 from coord.history.synth import synthesize
 from tests.audit.plants import plant_all
 
-pytestmark = pytest.mark.spark
+# The JVM's start and first jobs take ~1 min on a 2-core box shared by many (load 25);
+# the module's fixtures run inside its first test's time limit.
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]
 
 SYNTH = 3_000
 
@@ -44,7 +46,8 @@ def test_a_clean_history_passes_every_check_and_gets_a_report(clean):
     tenure = result.summary["stats"]["tenure"]
     assert tenure["count"] > 100 and 0 < tenure["percentiles_ms"]["p50"] <= tenure["max_ms"]
     assert result.summary["stats"]["takeover"]["count"] > 0
-    assert result.summary["stats"]["timeline"]["terms"][0][2] == "n1"
+    terms = result.summary["stats"]["timeline"]["terms"]  # [term, start, leader]
+    assert [t[2] for t in terms if t[2]][0] == "n1" and len(terms) == o["terms"]
     for png in ("tenure.png", "takeover.png", "timeline.png", "ops_rate.png"):
         assert (report / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "coord audit: passed" in (report / "index.html").read_text()
