@@ -51,8 +51,11 @@ def takeover(df: Any) -> dict[str, Any]:
 def timeline(df: Any) -> dict[str, Any]:
     """Leader changes (one per term: its note_leader, or its first entry) and the
     periods members spent without a quorum."""
+    # a term's no-op and membership entries carry the previous leader's clock: its own
+    # first timed entry says when it began
+    timed = F.when(~F.col("kind").isin("noop", "conf_change"), F.col("time_ms"))
     terms = (df.groupBy("term").agg(
-        F.min("time_ms").alias("time_ms"),
+        F.coalesce(F.min(timed), F.min("time_ms")).alias("time_ms"),
         F.max("leader").alias("leader"))
         .orderBy("term").collect())
     notes = (df.filter((F.col("kind") == "note_quorum_lost") & F.col("ok"))
