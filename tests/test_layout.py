@@ -39,7 +39,7 @@ TOP, FUNCTION, TYPE_CHECKING = "module level", "inside a function", "under TYPE_
 
 ALLOWED_LAYERS = (
     "coord.__main__", "coord.raft", "coord.sm", "coord.server", "coord.client", "coord.cli",
-    "coord.testing", "coord.bench", "coord.v1", "coord.etcdpb",
+    "coord.testing", "coord.bench", "coord.v1", "coord.etcdpb", "coord.history", "coord.audit",
 )
 """The packages (and modules) directly under coord/ that exist by design. Anything else
 under coord/ is a new surface (a TUI, a pipeline, a chaos tool...) and gets
@@ -61,6 +61,13 @@ CONTRACTS: dict[str, tuple[str, ...]] = {
     # cli runs; never the other way round (that was the cli -> testing -> cli cycle).
     "coord.testing": ("coord.cli", "coord.bench"),
     "coord.bench": ("coord.cli",),
+    # The history export: client-side; it replays entries through the pure state machine
+    # and reads a member's files, never the server (nor Spark: exporting needs no JVM).
+    "coord.history": ("coord.server", "coord.cli", "coord.testing", "coord.bench",
+                      "coord.audit", "pyspark"),
+    # The audit reads exported files only: no server, client, consensus or state machine.
+    "coord.audit": ("coord.server", "coord.client", "coord.raft", "coord.sm", "coord.cli",
+                    "coord.testing", "coord.bench"),
     # Generated code's packages depend on nothing of ours.
     "coord.v1": ("coord",),
     "coord.etcdpb": ("coord",),
@@ -425,21 +432,22 @@ def _choices(parser: argparse.ArgumentParser) -> set[str]:
 
 def test_each_commands_own_parser_is_the_whole_parsers_part():
     from coord.cli import client_commands
-    from coord.cli.main import CLIENT_COMMANDS, SERVER_COMMANDS, build_parser
+    from coord.cli.main import CLIENT_COMMANDS, PIPELINE_COMMANDS, SERVER_COMMANDS, build_parser
 
     alone = argparse.ArgumentParser()
     client_commands.register(alone.add_subparsers())
     assert _choices(alone) == set(CLIENT_COMMANDS)
     whole = build_parser()
-    assert _choices(whole) == {*SERVER_COMMANDS, *CLIENT_COMMANDS}
+    assert _choices(whole) == {*SERVER_COMMANDS, *CLIENT_COMMANDS, *PIPELINE_COMMANDS}
     samples = {"serve": ["--name", "n1"], "dev": [], "status": ["--endpoints", "x:1"],
                "bench": ["raft"], "tui": ["--endpoints", "x:1"],
                "own": ["g", "r"], "release": ["g", "r", "--session", "1"],
                "owners": ["g"], "watch-owners": ["g"], "pid": ["block"],
                "kv": ["get", "k"], "session": ["open"], "defrag": ["--endpoints", "x:1"],
                "snapshot": ["status", "f"],
-               "chaos": ["--seconds", "5"]}
-    for command in (*SERVER_COMMANDS, *CLIENT_COMMANDS):
+               "chaos": ["--seconds", "5"],
+               "history": ["synth", "--commands", "1", "--out", "h"], "audit": ["h"]}
+    for command in (*SERVER_COMMANDS, *CLIENT_COMMANDS, *PIPELINE_COMMANDS):
         argv = [command, *samples[command]]
         assert vars(build_parser(command).parse_args(argv)) == vars(whole.parse_args(argv))
     assert _choices(build_parser("no-such-command")) == _choices(whole)  # its error lists all

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-TARGETS = ["raft", "own", "pid", "kv", "etcd", "startup", "readonly", "machine", "scale"]
+TARGETS = ["raft", "own", "pid", "kv", "etcd", "startup", "readonly", "machine", "scale",
+           "audit"]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -17,8 +18,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         "startup: a fresh member's time to first served request, coord and etcd; "
         "readonly: read-only mode vs ZooKeeper 3.8; "
         "machine: the state machine alone, one own() of 10,000 resources; "
-        "scale: memory and disk over a hot-key soak and a growing key space, beside etcd",
+        "scale: memory and disk over a hot-key soak and a growing key space, beside etcd; "
+        "audit: history synth, export and the PySpark audit, rows/s",
     )
+    b.add_argument("--commands", default="1000000",
+                   help="audit: history sizes to synthesize and audit (comma-separated)")
+    b.add_argument("--masters", default="local[2]",
+                   help="audit: Spark masters to audit with (comma-separated), e.g. "
+                   "local[2],local-cluster[2,1,1024]")
+    b.add_argument("--export-entries", type=int, default=5000,
+                   help="audit: entries a real member writes before its data dir is exported")
     b.add_argument("--resources", type=int, default=10_000, help="own: resources to claim")
     b.add_argument("--concurrency", default="1,16,256")
     b.add_argument("--seconds", type=float, default=5.0)
@@ -83,6 +92,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from coord.bench.scale import run_scale_bench
 
         return run_scale_bench(args)
+    if args.target == "audit":
+        from coord.bench.audit import run_audit_bench
+
+        return run_audit_bench(args)
     if args.target == "machine":
         from coord.bench.machine import run_machine_bench
 

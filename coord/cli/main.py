@@ -14,6 +14,8 @@ SERVER_COMMANDS = ("serve", "dev", "status", "bench", "defrag", "snapshot", "cha
                    "tui")
 CLIENT_COMMANDS = ("own", "release", "owners", "watch-owners", "pid", "kv", "session")
 """The names `coord.cli.client_commands.register` adds (tests/test_layout.py checks)."""
+PIPELINE_COMMANDS = ("history", "audit")
+"""The names `coord.cli.history.register` adds: the history export and its Spark audit."""
 
 
 def _register(sub: argparse._SubParsersAction, command: str | None) -> None:
@@ -55,6 +57,10 @@ def _register(sub: argparse._SubParsersAction, command: str | None) -> None:
         from coord.cli import tui
 
         tui.register(sub)
+    if command is None or command in PIPELINE_COMMANDS:
+        from coord.cli import history
+
+        history.register(sub)
     if command is None or command in CLIENT_COMMANDS:
         from coord.cli import client_commands
 
@@ -67,7 +73,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     lists every command."""
     p = argparse.ArgumentParser(prog="coord", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
-    known = command in SERVER_COMMANDS or command in CLIENT_COMMANDS
+    known = command in (*SERVER_COMMANDS, *CLIENT_COMMANDS, *PIPELINE_COMMANDS)
     _register(sub, command if known else None)
     return p
 

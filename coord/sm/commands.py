@@ -35,6 +35,8 @@ __all__ = [
     "InitProducer",
     "LeasePid",
     "ListOwners",
+    "NoteLeader",
+    "NoteQuorumLost",
     "OpenSession",
     "Own",
     "OwnerEventsSince",
@@ -292,10 +294,38 @@ class Alarm:
     kind: str = "NOSPACE"
 
 
+# -- history notes (issue 11) -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NoteLeader:
+    """A new leader names itself in the log: the raft log holds terms, not who led them,
+    and an audit of the history needs both. The machine keeps the latest note (so a
+    history read from a snapshot on still knows its leader); no revision moves."""
+
+    member: str
+    term: int = 0
+
+
+@dataclass(frozen=True)
+class NoteQuorumLost:
+    """A member that regained its quorum records the period it was without one (its own
+    clock, `since_ms` to `until_ms`; `mode` is what it served meanwhile: "read-only" or
+    "no-quorum"), so an audit can check nothing expired then. Changes no state."""
+
+    member: str
+    since_ms: int
+    until_ms: int
+    mode: str = "read-only"
+
+
+NOTE_MODES = frozenset({"read-only", "no-quorum"})
+
 Command = (
     Put | Range | DeleteRange | Txn | Compact | EventsSince | OpenSession | CloseSession
     | ExpireSessions | Own | Release | GetOwner | ListOwners | OwnerEventsSince
     | AllocatePidBlock | LeasePid | InitProducer | CheckProducer | Barrier | Alarm
+    | NoteLeader | NoteQuorumLost
 )
 
 _TAGS: dict[type, int] = {
@@ -319,6 +349,8 @@ _TAGS: dict[type, int] = {
     CheckProducer: 33,
     Barrier: 40,
     Alarm: 41,
+    NoteLeader: 70,
+    NoteQuorumLost: 71,
 }
 _BY_TAG: dict[int, type] = {tag: cls for cls, tag in _TAGS.items()}
 

@@ -66,7 +66,7 @@ RESULT_TYPES: dict[type, type[Result]] = {
     c.ListOwners: ListOwnersResult, c.OwnerEventsSince: OwnerEventsResult,
     c.AllocatePidBlock: PidBlockResult,
     c.LeasePid: LeasePidResult, c.InitProducer: ProducerResult, c.CheckProducer: ProducerResult,
-    c.Barrier: Result, c.Alarm: AlarmResult,
+    c.Barrier: Result, c.Alarm: AlarmResult, c.NoteLeader: Result, c.NoteQuorumLost: Result,
 }
 
 
@@ -99,6 +99,7 @@ class CoordMachine:
                                  pid_capacity=config["pid_capacity"])
         self.alarms = AlarmTable(self.ledger)
         self.clock_ms = 0  # the largest leader clock reading applied so far
+        self.leader_note: tuple[int, str] = (0, "")  # the latest NoteLeader: (term, member)
         # request_id -> (command tag, encoded result)
         self.recent: RecentRequests[str, tuple[int, bytes]] = RecentRequests(
             config["request_capacity"], config["request_bytes"], lambda v: len(v[1]))
@@ -241,6 +242,24 @@ class CoordMachine:
     def _alarm(self, cmd: c.Alarm, now: int) -> Result:
         return self.alarms.change(cmd.action, cmd.member_id, cmd.kind)
 
+    def _note(self, cmd: c.NoteLeader | c.NoteQuorumLost, now: int) -> Result:
+        """A record for the history only: checked, then nothing changes."""
+        if type(cmd.member) is not str or not cmd.member or utf8_len(cmd.member) > 256:
+            return Result(error=INVALID_ARGUMENT, revision=self.revision,
+                          message="member must be a non-empty str of at most 256 bytes")
+        if isinstance(cmd, c.NoteQuorumLost) and not (
+                type(cmd.since_ms) is int and type(cmd.until_ms) is int
+                and 0 <= cmd.since_ms <= cmd.until_ms and cmd.mode in c.NOTE_MODES):
+            return Result(error=INVALID_ARGUMENT, revision=self.revision,
+                          message="a quorum-lost note needs 0 <= since_ms <= until_ms and a "
+                          f"mode in {sorted(c.NOTE_MODES)}")
+        if isinstance(cmd, c.NoteLeader):
+            if type(cmd.term) is not int or cmd.term < 0:
+                return Result(error=INVALID_ARGUMENT, revision=self.revision,
+                              message="term must be a non-negative int")
+            self.leader_note = (cmd.term, cmd.member)
+        return Result(revision=self.revision)
+
     _HANDLERS: dict[type, Callable[..., Result]] = {
         c.Put: _put, c.Range: _range, c.DeleteRange: _delete_range, c.Txn: _txn,
         c.Compact: _compact, c.EventsSince: _events_since, c.OpenSession: _open,
@@ -249,6 +268,7 @@ class CoordMachine:
         c.OwnerEventsSince: _owner_events_since, c.AllocatePidBlock: _pid_block,
         c.LeasePid: _lease_pid, c.InitProducer: _init_producer,
         c.CheckProducer: _check_producer, c.Barrier: _barrier, c.Alarm: _alarm,
+        c.NoteLeader: _note, c.NoteQuorumLost: _note,
     }
 
     # -- snapshot ------------------------------------------------------------------------
@@ -267,6 +287,7 @@ class CoordMachine:
             "config": dict(self.config),
             "revision": self.revision,
             "clock_ms": self.clock_ms,
+            "leader_note": list(self.leader_note),
             "sessions": self.sessions.to_state(),
             "kv": self.kv.capture(),
             "ownership": self.ownership.to_state(),
@@ -295,6 +316,9 @@ class CoordMachine:
             self._build(config)
             self.ledger.revision = codec.from_plain(int, state["revision"])
             self.clock_ms = codec.from_plain(int, state["clock_ms"])
+            if "leader_note" in state:  # snapshots from before the note have none
+                term, member = state["leader_note"]
+                self.leader_note = (codec.from_plain(int, term), codec.from_plain(str, member))
             self.sessions.load_state(state["sessions"])
             self.kv.load_state(state["kv"])
             self.ownership.load_state(state["ownership"])

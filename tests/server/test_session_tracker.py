@@ -3,6 +3,7 @@ and a stand-in node that is a caught-up leader."""
 
 from __future__ import annotations
 
+import asyncio
 from types import SimpleNamespace
 
 from coord.server.core.session_tracker import SessionTracker
@@ -53,7 +54,9 @@ def _tracked(monkeypatch, fail_first: int = 0):
     m = CoordMachine()
     proposed: list[tuple[int, ...]] = []
 
-    async def propose(cmd: c.ExpireSessions):
+    async def propose(cmd: c.ExpireSessions | c.NoteLeader):
+        if isinstance(cmd, c.NoteLeader):  # a new leader names itself first
+            return m.execute(cmd)
         if len(proposed) < fail_first:
             proposed.append(())
             raise NotLeader(None)
@@ -125,3 +128,23 @@ def test_idle_sweeps_touch_no_session_and_keepalives_do_not_grow_the_heap(monkey
     # the planted violation: a sweep that walks every session is seen by the same count
     tracker.machine.sessions.ids()
     assert walks == ["ids"]
+
+
+def test_a_new_leader_names_itself_in_the_log_once_per_term():
+    node = SimpleNamespace(caught_up_leader=True, is_leader=True, term=4, quorum_losses=0,
+                           me=SimpleNamespace(name="m1"))
+    proposed = []
+
+    async def propose(cmd: object) -> object:
+        proposed.append(cmd)
+        return None
+
+    async def sweeps() -> None:
+        tracker = SessionTracker(node, CoordMachine(), propose)
+        await tracker.sweep()
+        await tracker.sweep()
+        node.term = 5
+        await tracker.sweep()
+
+    asyncio.run(sweeps())
+    assert proposed == [c.NoteLeader("m1", 4), c.NoteLeader("m1", 5)]

@@ -1,0 +1,189 @@
+"""`coord history synth|export` and `coord audit`: the command-line face of
+coord.history (the committed history as rows, to Parquet or JSONL) and coord.audit (the
+PySpark job that checks it). Heavy imports (pyarrow, pyspark) happen in the commands."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+FORMAT_HELP = "parquet (partitioned by date and kind) or jsonl"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    h = sub.add_parser("history", help="export coord's committed history as rows")
+    hs = h.add_subparsers(dest="history_command", required=True)
+    s = hs.add_parser("synth", help="a large realistic history, made by the real state machine")
+    s.add_argument("--commands", type=int, required=True, help="raft entries to make")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--out", required=True, help="history directory to write")
+    s.add_argument("--format", choices=("parquet", "jsonl"), default="parquet", help=FORMAT_HELP)
+    s.set_defaults(func=cmd_synth)
+    e = hs.add_parser("export", help="a stopped member's history, from its --data-dir")
+    e.add_argument("--data-dir", required=True,
+                   help="the member's data dir (opened read-only; stop the member first)")
+    e.add_argument("--out", required=True,
+                   help="history directory; an existing one is resumed after its last index")
+    e.add_argument("--from-revision", type=int, default=0,
+                   help="skip entries before this revision (default: the oldest retained)")
+    e.add_argument("--format", choices=("parquet", "jsonl"), default="parquet", help=FORMAT_HELP)
+    e.set_defaults(func=cmd_export)
+
+    a = sub.add_parser("audit", help="check a history with PySpark and report")
+    a.add_argument("history", help="a directory written by coord history export/synth")
+    a.add_argument("--master", default="local[*]",
+                   help="Spark master: local[*] (default), local[2], spark://HOST:7077, ...")
+    a.add_argument("--report", help="write index.html, PNG plots and summary.json here")
+    a.add_argument("--checks", help="comma-separated checks to run (default: all)")
+    a.add_argument("--combined", action="store_true",
+                   help="run every check in one Spark job (fewer jobs; no time per check)")
+    a.add_argument("--json", action="store_true", help="print the summary as JSON")
+    a.set_defaults(func=cmd_audit)
+
+
+def _progress(total: int | None, what: str) -> Any:
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    return Progress(TextColumn(f"[bold]{what}"), BarColumn(), MofNCompleteColumn(),
+                    TextColumn("{task.fields[rate]}"), TimeElapsedColumn(),
+                    TimeRemainingColumn(), transient=False, disable=not sys.stderr.isatty(),
+                    console=None)
+
+
+def _tracked(rows: Iterator[dict], progress: Any, task: Any, first: int) -> Iterator[dict]:
+    started, last_shown, index = time.monotonic(), 0.0, first
+    for row in rows:
+        index = row["index"]
+        now = time.monotonic()
+        if now - last_shown > 0.2:
+            last_shown = now
+            rate = (index - first) / max(now - started, 1e-9)
+            progress.update(task, completed=index - first, rate=f"{rate:,.0f} entries/s")
+        yield row
+    progress.update(task, completed=index - first)
+
+
+def _write(rows: Iterator[dict], out: str, fmt: str, source: str, total: int, first: int,
+           what: str) -> int:
+    from coord.history.sink import HistoryDirError, HistorySink
+
+    try:
+        sink = HistorySink(out, fmt, source)
+    except HistoryDirError as exc:
+        print(f"coord history: {exc}", file=sys.stderr)
+        return 2
+    started = time.monotonic()
+    with _progress(total, what) as progress:
+        task = progress.add_task(what, total=total, rate="")
+        written = sink.write(_tracked(rows, progress, task, first))
+    seconds = time.monotonic() - started
+    print(json.dumps({"out": out, "rows": written.rows, "first_index": written.first_index,
+                      "last_index": written.last_index, "last_revision": written.last_revision,
+                      "seconds": round(seconds, 3),
+                      "rows_per_second": round(written.rows / seconds if seconds else 0)}))
+    return 0
+
+
+def cmd_synth(args: argparse.Namespace) -> int:
+    from coord.history.sink import read_manifest
+    from coord.history.synth import synthesize
+
+    if args.commands < 1:
+        print("coord history synth: --commands must be >= 1", file=sys.stderr)
+        return 2
+    if read_manifest(args.out) is not None:
+        print(f"coord history synth: {args.out} already holds a history; give a new --out",
+              file=sys.stderr)
+        return 2
+    return _write(synthesize(args.commands, args.seed), args.out, args.format,
+                  f"synth commands={args.commands} seed={args.seed}", args.commands, 0,
+                  "synth")
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from coord.history import datadir
+    from coord.history.sink import HistoryDirError, read_manifest
+
+    try:
+        info = datadir.info(args.data_dir)
+        manifest = read_manifest(args.out)
+    except (datadir.DataDirError, HistoryDirError) as exc:
+        print(f"coord history export: {exc}", file=sys.stderr)
+        return 2
+    after = manifest["last_index"] if manifest else 0
+    if after:
+        print(f"resuming after index {after} (revision {manifest['last_revision']})",
+              file=sys.stderr)
+    if after and after < info.snapshot_index:
+        print(f"coord history export: {args.data_dir} was compacted to index "
+              f"{info.snapshot_index}; entries {after + 1}..{info.snapshot_index} are gone "
+              "(export into a new --out to start from the oldest retained)", file=sys.stderr)
+        return 2
+    rows = datadir.read_rows(args.data_dir, after_index=after)
+    if args.from_revision:
+        rows = (r for r in rows if r["revision"] >= args.from_revision)
+    start = max(after, info.snapshot_index)
+    try:
+        return _write(rows, args.out, args.format, f"data-dir {args.data_dir} ({info.member})",
+                      max(info.commit_index - start, 0), start, f"export {info.member}")
+    except datadir.DataDirError as exc:
+        print(f"coord history export: {exc}", file=sys.stderr)
+        return 2
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    from coord.history.sink import HistoryDirError, committed_files
+
+    try:
+        committed_files(args.history)
+    except HistoryDirError as exc:
+        print(f"coord audit: {exc}", file=sys.stderr)
+        return 2
+    from rich.console import Console
+
+    from coord.audit.job import run_audit
+    from coord.audit.spark import session
+
+    console = Console(stderr=True)
+    checks = args.checks.split(",") if args.checks else None
+    with console.status("starting Spark") as status:
+        spark = session(args.master)
+        try:
+            result = run_audit(spark, args.history, checks=checks, report_dir=args.report,
+                               combined=args.combined, on_step=lambda s: status.update(s))
+        except ValueError as exc:
+            print(f"coord audit: {exc}", file=sys.stderr)
+            return 2
+        finally:
+            spark.stop()
+    s = result.summary
+    if args.json:
+        print(json.dumps({k: v for k, v in s.items() if k != "stats"}, default=str))
+    else:
+        o = s["overview"]
+        print(f"{s['history']}: {o['rows']:,} rows, entries {o['first_index']}..{o['last_index']}"
+              f", revisions {o['first_revision']}..{o['last_revision']}, {o['terms']} terms; "
+              f"{s['seconds']:.1f} s ({s['rows_per_second']:,.0f} rows/s) on {s['master']}")
+        for name, c in s["checks"].items():
+            mark = "FAIL" if c["violations"] else "ok"
+            took = "" if c["seconds"] is None else f"  {c['seconds']:6.2f} s"
+            print(f"  {mark:4} {name:36} {c['violations']:>8} violations{took}")
+        for v in result.examples:
+            print(f"  {v['check']} at index {v['index']} (revision {v['revision']}) "
+                  f"{v['subject']}: {v['detail']}")
+            for e in v["evidence"] or []:
+                print(f"      {e}")
+        if result.report:
+            print(f"report: {result.report}")
+    return 1 if result.violations else 0

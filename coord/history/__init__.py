@@ -1,0 +1,9 @@
+"""coord's committed history as rows: what every applied command did, for export and audit.
+
+`schema` (the versioned row schema), `rows` (a command, its result and its effects as
+rows), `replay` (entries through the real state machine, from a snapshot), `datadir`
+(a stopped member's SQLite log, read-only), `synth` (a large realistic history from a
+seed, through the same replay), `sink` (Parquet partitioned by date and kind, or JSONL,
+written idempotently with a manifest). Client-side: it reads coord only through
+`coord.client`, a member's files, and the state machine's public code; never the server.
+"""

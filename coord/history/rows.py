@@ -1,0 +1,130 @@
+"""A raft entry's command, result and effects, as history rows (plain dicts).
+
+The effects are what the state machine itself reported while applying the entry (its
+ownership, session and KV events), so a row says what coord did, not what a reader
+infers it should have done.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any
+
+from coord.history.schema import date_of
+from coord.sm import commands as c
+from coord.sm.records import OwnershipEvent, SessionEvent, WatchEvent
+
+Row = dict[str, Any]
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+KIND_OF: dict[type, str] = {cls: _snake(cls.__name__) for cls in c.Command.__args__}
+
+
+def key_text(key: bytes) -> str:
+    return key.decode("utf-8", "backslashreplace")
+
+
+def value_hash(value: bytes) -> str:
+    return hashlib.blake2b(value, digest_size=8).hexdigest()
+
+
+def command_fields(cmd: Any, result: Any) -> Row:
+    """The columns a command and its result fill (beyond the entry's own)."""
+    f: Row = {"request_id": getattr(cmd, "request_id", "") or None}
+    t = type(cmd)
+    if t is c.Put:
+        f.update(key=key_text(cmd.key), value_len=len(cmd.value), value_hash=value_hash(cmd.value),
+                 session=cmd.session_id or None)
+    elif t is c.DeleteRange:
+        f.update(key=key_text(cmd.key), size=getattr(result, "deleted", None))
+    elif t is c.Txn:
+        f.update(size=len(cmd.compares) + len(cmd.success) + len(cmd.failure))
+    elif t is c.OpenSession:
+        f.update(session=getattr(result, "session_id", 0) or cmd.session_id or None,
+                 ttl_ms=cmd.ttl_ms, member=cmd.name or None)
+    elif t is c.CloseSession:
+        f.update(session=cmd.session_id)
+    elif t is c.ExpireSessions:
+        f.update(size=len(cmd.session_ids),
+                 session=cmd.session_ids[0] if len(cmd.session_ids) == 1 else None)
+    elif t is c.Own:
+        f.update(session=cmd.session_id, group=cmd.group, size=len(cmd.claims))
+        if len(cmd.claims) == 1:
+            f["resource"] = cmd.claims[0][0]
+            grants = getattr(result, "grants", ())
+            f["generation"] = grants[0][1] if grants else cmd.claims[0][1]
+    elif t is c.Release:
+        f.update(session=cmd.session_id, group=cmd.group, size=len(cmd.resources))
+        if len(cmd.resources) == 1:
+            f["resource"] = cmd.resources[0]
+    elif t is c.AllocatePidBlock:
+        f.update(pid=getattr(result, "start", 0) or None, size=cmd.size, member=cmd.requester)
+    elif t is c.LeasePid:  # size 1: a pid issued; 0: a lookup of a live lease
+        f.update(topic=cmd.topic, partition=cmd.partition, size=1 if cmd.pid == -1 else 0,
+                 pid=getattr(result, "pid", 0) or (cmd.pid if cmd.pid > 0 else None),
+                 epoch=getattr(result, "generation", None),
+                 sequence=getattr(result, "sequence_number", None),
+                 expire_ms=getattr(result, "expire_ms", 0) or None)
+    elif t in (c.InitProducer, c.CheckProducer):  # size 1: init issued a new pid
+        f.update(topic=cmd.producer_key, pid=getattr(result, "pid", 0) or None,
+                 epoch=getattr(result, "generation", None),
+                 size=int(t is c.InitProducer and getattr(result, "generation", None) == 0))
+        if t is c.CheckProducer:
+            f.update(pid=cmd.pid, epoch=cmd.generation)
+    elif t is c.Compact:
+        f.update(size=cmd.revision)
+    elif t is c.NoteLeader:
+        f.update(member=cmd.member)
+    elif t is c.NoteQuorumLost:
+        f.update(member=cmd.member, mode=cmd.mode, since_ms=cmd.since_ms, until_ms=cmd.until_ms)
+    return f
+
+
+def effect_fields(event: Any) -> Row:
+    if isinstance(event, OwnershipEvent):
+        return {"kind": "owner." + event.kind, "group": event.group, "resource": event.resource,
+                "owner": event.owner, "generation": event.generation,
+                "session": event.owner or None}
+    if isinstance(event, SessionEvent):
+        f: Row = {"kind": "session." + event.type, "session": event.session_id}
+        if event.group:
+            f.update(group=event.group, resource=event.resource, generation=event.generation,
+                     owner=event.new_owner, size=len(event.claims))
+        return f
+    if isinstance(event, WatchEvent):
+        kv = event.kv
+        return {"kind": "kv." + event.type.lower(), "key": key_text(kv.key),
+                "value_len": len(kv.value), "value_hash": value_hash(kv.value),
+                "session": kv.session_id or None}
+    raise TypeError(f"unknown event {type(event).__name__}")
+
+
+class RowMaker:
+    """Rows for entries in log order; remembers who led each term (from note_leader)."""
+
+    def __init__(self) -> None:
+        self.leaders: dict[int, str] = {}
+
+    def rows(self, index: int, term: int, time_ms: int, revision: int, kind: str, cmd: Any,
+             result: Any, events: list[Any]) -> list[Row]:
+        """`revision`: after the entry (for a no-op or membership change, the current one)."""
+        if type(cmd) is c.NoteLeader and result is not None and result.ok:
+            self.leaders[cmd.term or term] = cmd.member
+        base: Row = {"index": index, "term": term, "time_ms": time_ms,
+                     "leader": self.leaders.get(term), "date": date_of(time_ms),
+                     "revision": revision}
+        head = {**base, "seq": 0, "kind": kind, "ok": result is None or result.ok,
+                "error": (result.error or None) if result is not None else None}
+        if cmd is not None:
+            head.update(command_fields(cmd, result))
+        rows = [head]
+        for seq, event in enumerate(events, 1):
+            row = {**base, "seq": seq, "ok": True, **effect_fields(event)}
+            row["revision"] = getattr(event, "revision", revision)
+            rows.append(row)
+        return rows

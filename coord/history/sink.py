@@ -1,0 +1,184 @@
+"""Writing history rows: Parquet partitioned by date and kind (or JSONL), idempotently.
+
+A run writes its files under `OUT/_tmp-RUN/` (Spark and pyarrow skip names starting
+with `_` or `.`), moves them into place, then replaces the manifest
+`OUT/_coord_history.json` atomically; the manifest is the commit, as Delta Lake's log is.
+A reader takes the files the manifest lists (`committed_files`), so a run that died half
+way leaves nothing a reader sees, and the next run deletes its leftovers. The manifest
+records the last raft index and revision written, which is where a resumed export
+starts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+from coord.history.rows import Row
+from coord.history.schema import COLUMNS, PARTITION_COLUMNS, SCHEMA_VERSION, arrow_schema
+
+MANIFEST = "_coord_history.json"
+FORMATS = ("parquet", "jsonl")
+BATCH_ROWS = 65_536
+
+
+class HistoryDirError(Exception):
+    """An output or input directory that is not a coord history (or not this version)."""
+
+
+@dataclass
+class Written:
+    rows: int = 0
+    first_index: int = 0
+    last_index: int = 0
+    last_revision: int = 0
+
+
+def read_manifest(out: str | os.PathLike[str]) -> dict[str, Any] | None:
+    path = Path(out) / MANIFEST
+    if not path.exists():
+        return None
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise HistoryDirError(f"{path}: unreadable manifest: {exc}") from None
+    if manifest.get("schema_version") != SCHEMA_VERSION:
+        raise HistoryDirError(f"{path}: schema version {manifest.get('schema_version')!r}, "
+                              f"this coord reads {SCHEMA_VERSION}")
+    return manifest
+
+
+def committed_files(out: str | os.PathLike[str]) -> tuple[str, list[str]]:
+    """(format, absolute paths of the files committed runs wrote)."""
+    manifest = read_manifest(out)
+    if manifest is None:
+        raise HistoryDirError(f"{out}: no {MANIFEST}: not a coord history directory")
+    base = Path(out).absolute()
+    return manifest["format"], [str(base / f) for run in manifest["runs"] for f in run["files"]]
+
+
+class HistorySink:
+    """Writes runs of rows into one history directory."""
+
+    def __init__(self, out: str | os.PathLike[str], fmt: str = "parquet",
+                 source: str = "") -> None:
+        if fmt not in FORMATS:
+            raise ValueError(f"format must be one of {FORMATS}, got {fmt!r}")
+        self.out = Path(out)
+        if self.out.exists() and not self.out.is_dir():
+            raise HistoryDirError(f"{self.out}: exists and is not a directory")
+        if self.out.is_dir() and any(self.out.iterdir()) and read_manifest(self.out) is None:
+            raise HistoryDirError(f"{self.out}: not empty and holds no {MANIFEST}; "
+                                  "refusing to write into it")
+        self.manifest = read_manifest(self.out) or {
+            "schema_version": SCHEMA_VERSION, "format": fmt, "source": source, "runs": [],
+            "rows": 0, "last_index": 0, "last_revision": 0}
+        if self.manifest["format"] != fmt:
+            raise HistoryDirError(f"{self.out}: holds {self.manifest['format']}, not {fmt}")
+        self.fmt = fmt
+        self.out.mkdir(parents=True, exist_ok=True)
+        self._clean_leftovers()
+
+    @property
+    def last_index(self) -> int:
+        return int(self.manifest["last_index"])
+
+    def _clean_leftovers(self) -> None:
+        """Files of runs that never committed (a crash between write and manifest)."""
+        listed = {f for run in self.manifest["runs"] for f in run["files"]}
+        for path in list(self.out.rglob("*")):
+            rel = path.relative_to(self.out).as_posix()
+            if path.name.startswith("_tmp-") and path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            elif path.is_file() and not rel.startswith("_") and rel not in listed:
+                path.unlink()
+
+    def write(self, rows: Iterable[Row]) -> Written:
+        """Write one run (rows must follow the last committed index) and commit it."""
+        run = uuid.uuid4().hex[:12]
+        tmp = self.out / f"_tmp-{run}"
+        tmp.mkdir()
+        written = Written()
+        try:
+            counted = _counting(rows, written, self.last_index)
+            if self.fmt == "parquet":
+                _write_parquet(counted, tmp, run)
+            else:
+                _write_jsonl(counted, tmp / f"part-{run}.jsonl")
+            files = []
+            for path in sorted(p for p in tmp.rglob("*") if p.is_file()):
+                rel = path.relative_to(tmp)
+                (self.out / rel).parent.mkdir(parents=True, exist_ok=True)
+                os.replace(path, self.out / rel)
+                files.append(rel.as_posix())
+            if written.rows:
+                self.manifest["runs"].append({
+                    "run": run, "files": files, "rows": written.rows,
+                    "first_index": written.first_index, "last_index": written.last_index})
+                self.manifest["rows"] += written.rows
+                self.manifest["last_index"] = written.last_index
+                self.manifest["last_revision"] = max(self.manifest["last_revision"],
+                                                     written.last_revision)
+                self._commit()
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return written
+
+    def _commit(self) -> None:
+        path = self.out / MANIFEST
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(self.manifest, indent=1))
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+
+
+def _counting(rows: Iterable[Row], written: Written, after: int) -> Iterator[Row]:
+    for row in rows:
+        index = row["index"]
+        if index <= after:
+            raise ValueError(f"row at index {index} is not after the last written ({after})")
+        if not written.first_index:
+            written.first_index = index
+        written.last_index = index
+        if row.get("revision") is not None:
+            written.last_revision = max(written.last_revision, row["revision"])
+        written.rows += 1
+        yield row
+
+
+def _write_parquet(rows: Iterator[Row], out: Path, run: str) -> None:
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+
+    schema = arrow_schema()
+    names = [name for name, _, _ in COLUMNS]
+
+    def batches() -> Iterator[Any]:
+        while chunk := list(islice(rows, BATCH_ROWS)):
+            cols = {n: [r.get(n) for r in chunk] for n in names}
+            yield pa.RecordBatch.from_pydict(cols, schema=schema)
+
+    ds.write_dataset(
+        batches(), out, schema=schema, format="parquet",
+        partitioning=ds.partitioning(
+            pa.schema([schema.field(p) for p in PARTITION_COLUMNS]), flavor="hive"),
+        basename_template=f"part-{run}-{{i}}.parquet",
+        max_rows_per_file=4_000_000, min_rows_per_group=BATCH_ROWS,
+        max_rows_per_group=1 << 20, max_open_files=512, max_partitions=4096,
+        existing_data_behavior="overwrite_or_ignore")
+
+
+def _write_jsonl(rows: Iterator[Row], path: Path) -> None:
+    with open(path, "w") as f:
+        for row in rows:
+            f.write(json.dumps({k: v for k, v in row.items() if v is not None},
+                               separators=(",", ":")))
+            f.write("\n")

@@ -1,0 +1,181 @@
+"""A large, realistic history from a seed, made by the real state machine.
+
+`synthesize(n, seed)` plays a three-member cluster's leaders and its clients: sessions
+open, keep alive, crash and expire (expiry proposed by the leader only once a session's
+TTL ran out, restarted in full by every new leader and after every loss of quorum, as
+coord's leader does), claims, takeovers at a higher generation, generation-0 resets,
+releases, PID blocks, PID leases and producer bumps, KV puts, deletes and CAS txns,
+compactions, leader changes (a no-op then a `note_leader`) and periods without a quorum
+(nothing commits; a `note_quorum_lost` records them). Every entry is applied by
+`CoordMachine` through `Replayer`, so each row is what coord itself did. The same seed
+gives the same rows.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from coord.history.replay import CONF_CHANGE, NORMAL, Replayer, entry_data
+from coord.history.rows import Row
+from coord.sm import commands as c
+from coord.sm.records import Claim
+
+START_MS = 1_764_028_800_000  # 2025-11-25 00:00 UTC: a fixed start keeps a seed's rows fixed
+MEMBERS = ("n1", "n2", "n3")
+GROUPS = ("orders", "payments", "clicks", "audit")
+RESOURCES = 200
+PRODUCERS = 500
+KEYS = 5_000
+
+
+@dataclass
+class _Client:
+    session: int
+    ttl_ms: int
+    alive: bool = True
+    seen_ms: int = 0  # its last keepalive (what the leader's tracker knows)
+
+
+@dataclass
+class _Cluster:
+    rng: random.Random
+    replayer: Replayer = field(default_factory=Replayer)
+    index: int = 0
+    term: int = 0
+    leader: str = MEMBERS[0]
+    now_ms: int = START_MS
+    leader_since_ms: int = START_MS  # deadlines restart at full TTL from here
+    clients: dict[int, _Client] = field(default_factory=dict)
+
+    def append(self, entry_type: int, data: bytes) -> tuple[list[Row], object]:
+        self.index += 1
+        return self.replayer.apply(self.index, self.term, entry_type, data)
+
+    def propose(self, cmd: c.Command) -> tuple[list[Row], object]:
+        return self.append(NORMAL, entry_data(self.now_ms, c.encode_command(cmd)))
+
+
+def synthesize(commands: int, seed: int = 0) -> Iterator[Row]:
+    """Rows of a history of `commands` raft entries (every entry counts, notes included)."""
+    if commands < 0:
+        raise ValueError("commands must be >= 0")
+    rng = random.Random(seed)
+    cl = _Cluster(rng)
+    pending: list[list[Row]] = []
+
+    def emit(step: tuple[list[Row], object]) -> object:
+        pending.append(step[0])
+        return step[1]
+
+    def elect(leader: str) -> None:
+        cl.term += 1
+        cl.leader = leader
+        cl.leader_since_ms = cl.now_ms
+        emit(cl.append(NORMAL, b""))
+        emit(cl.propose(c.NoteLeader(leader, cl.term)))
+
+    # The cluster's first entries: its members, then the first leader.
+    cl.term = 1
+    for _member in MEMBERS:
+        emit(cl.append(CONF_CHANGE, b""))
+    elect(MEMBERS[0])
+    next_election = rng.randint(2_000, 20_000)
+    next_outage = rng.randint(5_000, 40_000)
+    next_compact = 50_000
+    while cl.index < commands:
+        cl.now_ms += int(rng.expovariate(1 / 2.0)) + 1
+        if cl.index >= next_election:
+            next_election = cl.index + rng.randint(2_000, 20_000)
+            elect(rng.choice([m for m in MEMBERS if m != cl.leader]))
+        elif cl.index >= next_outage:
+            next_outage = cl.index + rng.randint(5_000, 40_000)
+            since = cl.now_ms
+            cl.now_ms += rng.randint(2_000, 20_000)  # nothing commits meanwhile
+            old = cl.leader
+            elect(rng.choice(MEMBERS))
+            emit(cl.propose(c.NoteQuorumLost(old, since, cl.now_ms, "read-only")))
+        elif cl.index >= next_compact and cl.replayer.machine.revision > 10_000:
+            next_compact = cl.index + 50_000
+            emit(cl.propose(c.Compact(cl.replayer.machine.revision - 10_000)))
+        elif not _expire_due(cl, emit):
+            _client_command(cl, rng, emit)
+        for rows in pending:
+            yield from rows
+        pending.clear()
+
+
+def _expire_due(cl: _Cluster, emit) -> bool:
+    """The leader expires crashed sessions whose TTL ran out (counted from their last
+    keepalive or from when this leader took over, whichever is later)."""
+    due = [x.session for x in cl.clients.values() if not x.alive
+           and cl.now_ms >= max(x.seen_ms, cl.leader_since_ms) + x.ttl_ms]
+    if not due:
+        return False
+    emit(cl.propose(c.ExpireSessions(tuple(due[:50]))))
+    for sid in due[:50]:
+        del cl.clients[sid]
+    return True
+
+
+def _client_command(cl: _Cluster, rng: random.Random, emit) -> None:
+    m = cl.replayer.machine
+    for x in cl.clients.values():
+        if x.alive:
+            x.seen_ms = cl.now_ms
+    live = [x for x in cl.clients.values() if x.alive]
+    roll = rng.random()
+    rid = f"r{cl.index}"
+    if len(live) < 20 or roll < 0.03:
+        ttl = rng.choice((2_000, 5_000, 10_000))
+        res = emit(cl.propose(c.OpenSession(f"worker-{rng.randrange(1000)}", ttl,
+                                            rng.random() < 0.3, rid)))
+        if res.ok:
+            cl.clients[res.session_id] = _Client(res.session_id, ttl, seen_ms=cl.now_ms)
+        return
+    who = rng.choice(live)
+    if roll < 0.05:  # a client crashes: its session lingers until the leader expires it
+        who.alive = False
+        emit(cl.propose(c.Barrier()))
+    elif roll < 0.07:
+        emit(cl.propose(c.CloseSession(who.session, rid)))
+        del cl.clients[who.session]
+    elif roll < 0.25:
+        group, resource = rng.choice(GROUPS), f"p{rng.randrange(RESOURCES)}"
+        owner = m.query(c.GetOwner(group, resource))
+        if owner.owner and owner.owner != who.session:
+            # A takeover (the previous owner stalled), now and then a generation-0 reset,
+            # now and then a stale claim that must be refused.
+            r = rng.random()
+            gen = 0 if r < 0.03 else (owner.generation - 1 if r < 0.2 else owner.generation)
+        else:
+            gen = 1
+        res = emit(cl.propose(c.Own(who.session, group, (Claim(resource, max(gen, 0)),), rid)))
+        for sid in getattr(res, "severed", ()):
+            cl.clients.pop(sid, None)
+    elif roll < 0.30:
+        group = rng.choice(GROUPS)
+        owned = m.query(c.ListOwners(group)).owners
+        mine = [o.resource for o in owned if o.session_id == who.session]
+        emit(cl.propose(c.Release(who.session, group, tuple(mine[:3]) or ("p0",), rid)))
+    elif roll < 0.33:
+        emit(cl.propose(c.AllocatePidBlock(f"writer-{rng.randrange(50)}",
+                                           rng.choice((100, 1_000)), rid)))
+    elif roll < 0.36:
+        emit(cl.propose(c.LeasePid(f"topic-{rng.randrange(20)}", rng.randrange(16), -1,
+                                   rng.randrange(1 << 31), rid)))
+    elif roll < 0.40:
+        emit(cl.propose(c.InitProducer(f"txn-{rng.randrange(PRODUCERS)}", rid)))
+    elif roll < 0.45:
+        key = f"app/k{rng.randrange(KEYS)}".encode()
+        cur = m.query(c.Range(key))
+        version = cur.kvs[0].version if cur.kvs else 0
+        emit(cl.propose(c.Txn.compare_and_set(key, version, rng.randbytes(rng.randint(8, 64)),
+                                              rid)))
+    elif roll < 0.49:
+        emit(cl.propose(c.DeleteRange(f"app/k{rng.randrange(KEYS)}".encode(), request_id=rid)))
+    else:
+        bound = who.session if rng.random() < 0.1 else 0
+        emit(cl.propose(c.Put(f"app/k{rng.randrange(KEYS)}".encode(),
+                              rng.randbytes(rng.randint(8, 200)), bound, request_id=rid)))

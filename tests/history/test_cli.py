@@ -1,0 +1,24 @@
+"""`coord history synth` and `coord audit`'s refusals (no JVM is started for bad input)."""
+
+from __future__ import annotations
+
+import json
+
+from coord.cli.main import main
+from coord.history.sink import committed_files
+
+
+def test_synth_writes_a_history_and_will_not_write_over_one(tmp_path, capsys):
+    out = tmp_path / "h"
+    assert main(["history", "synth", "--commands", "500", "--seed", "4", "--out", str(out)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["last_index"] == 500 and report["rows"] > 500
+    assert committed_files(out)[0] == "parquet"
+    assert main(["history", "synth", "--commands", "500", "--out", str(out)]) == 2
+    assert "already holds a history" in capsys.readouterr().err
+    assert main(["history", "synth", "--commands", "0", "--out", str(tmp_path / "z")]) == 2
+
+
+def test_audit_refuses_a_directory_that_is_not_a_history(tmp_path, capsys):
+    assert main(["audit", str(tmp_path)]) == 2
+    assert "not a coord history directory" in capsys.readouterr().err

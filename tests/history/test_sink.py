@@ -1,0 +1,71 @@
+"""The history directory: runs commit through the manifest, leftovers of a run that died
+are deleted, nothing is written into a directory that is not a history."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow.dataset as ds
+import pytest
+
+from coord.history.sink import MANIFEST, HistoryDirError, HistorySink, committed_files
+from coord.history.synth import synthesize
+
+
+def test_parquet_is_partitioned_by_date_and_kind_and_resumes_after_the_last_index(tmp_path):
+    rows = list(synthesize(2_000, seed=2))
+    first = [r for r in rows if r["index"] <= 1_000]
+    rest = [r for r in rows if r["index"] > 1_000]
+    out = tmp_path / "h"
+    w = HistorySink(out).write(first)
+    assert (w.first_index, w.last_index, w.rows) == (1, 1_000, len(first))
+    sink = HistorySink(out)  # a second export resumes where the manifest says
+    assert sink.last_index == 1_000
+    with pytest.raises(ValueError, match="not after the last written"):
+        sink.write(first[-3:])
+    sink.write(rest)
+    fmt, files = committed_files(out)
+    assert fmt == "parquet" and all("/date=2025-11-25/kind=" in f for f in files)
+    table = ds.dataset(files, format="parquet", partitioning="hive",
+                       partition_base_dir=str(out)).to_table()
+    assert table.num_rows == len(rows)
+    assert sorted(table.column("index").to_pylist()) == sorted(r["index"] for r in rows)
+    manifest = json.loads((out / MANIFEST).read_text())
+    assert manifest["last_index"] == 2_000 and len(manifest["runs"]) == 2
+
+
+def test_a_run_that_died_leaves_nothing_a_reader_sees(tmp_path):
+    out = tmp_path / "h"
+    HistorySink(out).write(synthesize(300, seed=1))
+
+    def dying():
+        yield from synthesize(300, seed=1)
+        raise RuntimeError("export killed")
+
+    sink = HistorySink(out, "parquet")
+    with pytest.raises(ValueError):  # the same indexes again: refused before any commit
+        sink.write(dying())
+    stray = out / "date=2025-11-25" / "kind=put" / "part-dead-0.parquet"
+    stray.write_bytes(b"half a file")
+    before = committed_files(out)[1]
+    HistorySink(out)  # opening cleans what no manifest lists
+    assert not stray.exists() and committed_files(out)[1] == before
+    assert not list(out.glob("_tmp-*"))
+
+
+def test_jsonl_and_refusals(tmp_path):
+    out = tmp_path / "j"
+    HistorySink(out, "jsonl").write(synthesize(200, seed=1))
+    fmt, files = committed_files(out)
+    lines = open(files[0]).read().splitlines()
+    assert fmt == "jsonl" and json.loads(lines[0])["kind"] == "conf_change"
+    with pytest.raises(HistoryDirError, match="holds jsonl"):
+        HistorySink(out, "parquet")
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "precious.txt").write_text("keep me")
+    with pytest.raises(HistoryDirError, match="refusing to write into it"):
+        HistorySink(other)
+    assert (other / "precious.txt").read_text() == "keep me"
+    with pytest.raises(HistoryDirError, match="not a coord history"):
+        committed_files(other)
