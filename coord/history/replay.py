@@ -43,6 +43,11 @@ def split_snapshot(data: bytes) -> tuple[list[bytes], bytes]:
     return [m for m in members.split(b"\n") if m], data[_SNAP_HEADER.size + n:]
 
 
+MAX_HELD_ROWS = 100_000
+"""At most this many rows wait for their term's leader note (a log written before notes
+existed has none: its rows go out with leader None)."""
+
+
 class Replayer:
     """A state machine and a row maker, fed entries in log order from a starting point."""
 
@@ -53,6 +58,10 @@ class Replayer:
         # Rows of a log's first entries (membership, the first leader's no-op), which come
         # before any leader clock reading: they take the first time that follows.
         self._untimed: list[Row] = []
+        # Rows of a term whose leader has not named itself yet (its NoteLeader comes with
+        # its first session sweep, a few entries into the term): held until the note
+        # fills them in, or a later term begins without one (then the leader stays None).
+        self._unled: list[Row] = []
 
     def restore(self, index: int, member_snapshot: bytes) -> None:
         """Start after the snapshot at `index` (a member's snapshot bytes)."""
@@ -77,7 +86,7 @@ class Replayer:
             if not m.clock_ms:
                 self._untimed += rows
                 return [], None
-            return rows, None
+            return self._led(rows, term), None
         if len(data) < _TIME.size:
             raise ValueError(f"entry {index} is too short for its time prefix")
         (time_ms,) = _TIME.unpack_from(data)
@@ -94,12 +103,38 @@ class Replayer:
         rows = self.maker.rows(index, term, time_ms, result.revision, kind, cmd, result,
                                m.drain_events())
         if self._untimed:
-            rows = self.flush(time_ms) + rows
-        return rows, result
+            rows = self._timed(time_ms) + rows
+        return self._led(rows, term), result
 
-    def flush(self, time_ms: int = 0) -> list[Row]:
-        """Rows still waiting for a time (at the end of a log that has none: time 0)."""
+    def flush(self) -> list[Row]:
+        """At the end of the log: every row still held (with no time yet: time 0; with no
+        leader note yet: leader None)."""
+        rows, self._unled = self._unled + self._timed(0), []
+        return rows
+
+    def _timed(self, time_ms: int) -> list[Row]:
+        """Rows still waiting for a time, given the first that follows."""
         rows, self._untimed = self._untimed, []
         for row in rows:
             row["time_ms"], row["date"] = time_ms, date_of(time_ms)
         return rows
+
+    def _led(self, rows: list[Row], term: int) -> list[Row]:
+        """Rows to hand out now, in log order, each with its term's leader if known. Rows
+        of the current term wait while its leader has not named itself; a later term
+        releases them (leader None: a log from before notes existed)."""
+        leaders = self.maker.leaders
+        out: list[Row] = []
+        if self._unled and (self._unled[0]["term"] != term or term in leaders
+                            or len(self._unled) >= MAX_HELD_ROWS):
+            out, self._unled = self._unled, []
+        for row in rows:
+            if row["leader"] is None and row["term"] in leaders:
+                row["leader"] = leaders[row["term"]]
+        if term in leaders or not rows:
+            for row in out:
+                if row["leader"] is None:
+                    row["leader"] = leaders.get(row["term"])
+            return out + rows
+        self._unled += rows
+        return out

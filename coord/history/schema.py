@@ -56,7 +56,7 @@ COMMAND_KINDS = (
     "put", "range", "delete_range", "txn", "compact", "events_since", "open_session",
     "close_session", "expire_sessions", "own", "release", "get_owner", "list_owners",
     "owner_events_since", "allocate_pid_block", "lease_pid", "init_producer",
-    "check_producer", "barrier", "note_leader", "note_quorum_lost",
+    "check_producer", "barrier", "alarm", "note_leader", "note_quorum_lost",
     "noop",  # a new leader's empty entry
     "conf_change",  # a membership change entry
     "undecodable",  # an entry no command decodes from (the machine refused it)

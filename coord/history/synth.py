@@ -104,6 +104,7 @@ def synthesize(commands: int, seed: int = 0) -> Iterator[Row]:
         for rows in pending:
             yield from rows
         pending.clear()
+    yield from cl.replayer.flush()
 
 
 def _expire_due(cl: _Cluster, emit) -> bool:

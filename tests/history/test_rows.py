@@ -29,10 +29,22 @@ def test_a_takeover_is_a_command_row_and_the_effects_the_machine_reported():
     assert takeover[0]["revision"] == 2 and takeover[0]["ok"] and takeover[0]["generation"] == 2
     assert takeover[1]["session"] == 1 and takeover[1]["owner"] == 2
     assert takeover[2] == {**takeover[2], "owner": 2, "generation": 2, "revision": 2}
-    assert takeover[0]["leader"] is None and rows[-1]["leader"] == "n2"  # named from index 5
+    # n2 named itself at index 5: the term's rows before the note wait for it
+    assert {x["leader"] for x in rows} == {"n2"}
     refused = rows[-1]  # session 1 was severed: the machine refused its claim
     assert not refused["ok"] and refused["error"] == "UNKNOWN_SESSION"
     assert all(x["time_ms"] == 1_000 + x["index"] for x in rows)
+
+
+def test_a_term_without_a_note_goes_out_without_a_leader_when_the_next_term_begins():
+    r = Replayer()
+    put = entry_data(1_000, c.encode_command(c.Put(b"k", b"v")))
+    assert r.apply(1, 1, NORMAL, put)[0] == []  # term 1's leader may still name itself
+    released = r.apply(2, 2, NORMAL, put)[0]  # term 2 began: term 1 had no note
+    assert [(x["index"], x["leader"]) for x in released if x["seq"] == 0] == [(1, None)]
+    note = entry_data(1_001, c.encode_command(c.NoteLeader("n3", 2)))
+    rows = r.apply(3, 2, NORMAL, note)[0]
+    assert [(x["index"], x["leader"]) for x in rows if x["seq"] == 0] == [(2, "n3"), (3, "n3")]
 
 
 def test_entries_must_come_in_order_without_gaps():
@@ -49,6 +61,8 @@ def test_entries_must_come_in_order_without_gaps():
 def test_undecodable_entries_are_rows_too():
     r = Replayer()
     rows, result = r.apply(1, 1, NORMAL, entry_data(5, b"\x01\xffgarbage"))
+    assert rows == []  # its term's leader has not named itself yet
+    rows = r.flush()
     assert rows[0]["kind"] == "undecodable" and rows[0]["error"] == "INVALID_ARGUMENT"
 
 
@@ -71,6 +85,12 @@ def test_synth_is_deterministic_and_covers_every_behaviour():
 def test_synth_has_quorum_losses_with_a_long_enough_history():
     rows = synthesize(45_000, seed=1)
     assert any(x["kind"] == "note_quorum_lost" for x in rows)
+
+
+def test_every_command_the_machine_knows_has_a_kind_in_the_schema():
+    from coord.history.rows import KIND_OF
+
+    assert set(KIND_OF.values()) <= set(KINDS)
 
 
 def test_the_readme_documents_this_schema_version():
