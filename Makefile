@@ -7,7 +7,7 @@ PROTOS := $(wildcard proto/coord/v1/*.proto proto/coord/etcdpb/*.proto proto/coo
 SEEDS  ?= 10000
 NODES  ?= 3
 
-.PHONY: all venv proto run test lint soak diff bench bench-readonly clean etcd-tools
+.PHONY: all venv proto run test lint soak diff bench bench-readonly clean etcd-tools java-runtime
 
 all: test
 
@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-venv: $(STAMP) coord/v1/.generated etcd-tools
+venv: $(STAMP) coord/v1/.generated etcd-tools java-runtime
 
 # etcdctl and etcd (Debian's etcd-client/etcd-server, 3.4): the etcd-compatibility tests
 # drive coord with clients nobody here wrote. Installed when missing and we are root with
@@ -31,6 +31,20 @@ etcd-tools:
 	      || echo "warning: could not install etcd-client/etcd-server"; \
 	  else \
 	    echo "note: etcdctl or etcd is missing (apt-get install etcd-client etcd-server as root)"; \
+	  fi; \
+	fi
+
+# A Java runtime for Spark (coord.spark, the `pipeline` extra): Debian's
+# default-jre-headless when `java` is missing, as etcd-tools above.
+java-runtime:
+	@if ! command -v java >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing default-jre-headless (Debian)"; \
+	    (apt-get install -y -q default-jre-headless >/dev/null 2>&1 || \
+	     (apt-get update -q >/dev/null && apt-get install -y -q default-jre-headless >/dev/null)) \
+	      || echo "warning: could not install default-jre-headless"; \
+	  else \
+	    echo "note: java is missing (apt-get install default-jre-headless as root)"; \
 	  fi; \
 	fi
 
