@@ -34,7 +34,7 @@ from coord.spark.jobs import committed_version, record_version
 from coord.spark.options import FORMAT, WriteOptions, parse_options
 from coord.spark.sinks import PublishError, SqliteSink, open_sink
 
-__all__ = ["FencedDataSource", "PartitionResult", "publish", "write_partition"]
+__all__ = ["FencedDataSource", "PartitionResult", "prepare_sink", "publish", "write_partition"]
 
 log = logging.getLogger("coord.spark")
 
@@ -50,7 +50,8 @@ class PartitionResult(WriterCommitMessage):
     skipped: bool = False  # the version was already published: nothing was written
 
 
-def _prepare(opts: WriteOptions, schema: pa.Schema) -> None:
+def prepare_sink(opts: WriteOptions, schema: pa.Schema) -> None:
+    """Create the sink's tables for `schema` if missing (the driver does, once per job)."""
     sink = open_sink(opts.sink)
     try:
         if isinstance(sink, SqliteSink):
@@ -140,7 +141,7 @@ def publish(opts: WriteOptions, version: int, results: list[PartitionResult]) ->
 def _discard(opts: WriteOptions, results: list[PartitionResult]) -> None:
     sink = open_sink(opts.sink)
     try:
-        sink.discard(opts.job, sorted(r.partition for r in results))
+        sink.discard(opts.job, {r.partition: r.token for r in results if r.token})
     finally:
         sink.close()
     _let_go(opts, results)
@@ -195,7 +196,7 @@ class FencedDataSource(DataSource):
 
     def _opts(self, schema: StructType) -> WriteOptions:
         opts = parse_options(self.options)
-        _prepare(opts, to_arrow_schema(schema))
+        prepare_sink(opts, to_arrow_schema(schema))
         return opts
 
     def writer(self, schema: StructType, overwrite: bool) -> FencedBatchWriter:

@@ -124,10 +124,27 @@ def test_empty_partitions_and_many_partitions(sink):
     assert ids(sink) == [0, 1, 10, 11, 30, 31]
 
 
+def test_publishing_keeps_an_attempt_that_still_holds_the_fence(sink):
+    """Another run of the job is writing partition 1 when this one publishes partition
+    0: its rows survive, and it publishes its own version afterwards."""
+    sink.append("j", 0, OLD, 0, batch(0, 2))
+    sink.seal("j", 0, OLD, 1, 2)
+    other = Token(1, 8, 0)
+    sink.append("j", 1, other, 0, batch(10, 12))
+    sink.seal("j", 1, other, 1, 2)
+    sink.append("j", 0, NEW, 0, batch(0, 2))  # the other run took partition 0 too ...
+    sink.seal("j", 0, NEW, 1, 2)
+    with pytest.raises(PublishError):  # ... so this run cannot publish it
+        sink.publish("j", 1, {0: (OLD, 2)})
+    sink.discard("j", {0: OLD})  # its abort drops its own attempt only
+    assert sink.publish("j", 2, {0: (NEW, 2), 1: (other, 2)})
+    assert ids(sink) == [0, 1, 10, 11]
+
+
 def test_discard_drops_unpublished_rows(sink, tmp_path):
     sink.append("j", 0, OLD, 0, batch(0, 3))
     sink.seal("j", 0, OLD, 1, 3)
-    sink.discard("j", [0])
+    sink.discard("j", {0: OLD})
     if isinstance(sink, SqliteSink):
         db = sqlite3.connect(sink.path)
         assert db.execute("SELECT count(*) FROM out__rows").fetchone() == (0,)

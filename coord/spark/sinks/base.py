@@ -76,8 +76,9 @@ class Sink(ABC):
         """The last version published for `job` (None: never)."""
 
     @abstractmethod
-    def discard(self, job: str, partitions: list[int]) -> None:
-        """Drop the unpublished rows of these partitions (an aborted job)."""
+    def discard(self, job: str, attempts: dict[int, Token]) -> None:
+        """Drop the rows of these attempts (partition -> token) unless published: an
+        aborted job's. Attempts of other runs are left alone."""
 
     @abstractmethod
     def fence(self, job: str, partition: int) -> FenceRow | None:

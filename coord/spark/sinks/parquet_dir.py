@@ -177,22 +177,30 @@ class ParquetDirSink(Sink):
                 dirs.add(self._batch_dir(job, int(part), token))
         return dirs
 
-    def _drop_unpublished(self, job: str, partitions: list[int]) -> None:
+    def _drop_unpublished(self, job: str, partitions: list[int],
+                          only: dict[int, Token] | None = None) -> None:
+        """Delete the files of unpublished attempts of these partitions that no longer
+        hold the fence (superseded), or, with `only`, of exactly those attempts. The
+        attempt holding a fence row is kept: it may be another run's, still writing."""
         keep = self._published_dirs(job)
         for partition in partitions:
             with self._lock("fence", job, f"p{partition}"):
                 stored = self.fence(job, partition)
-                live = (self._batch_dir(job, partition, Token(stored.generation, stored.pid,
-                                                              stored.epoch))
-                        if stored is not None and not stored.sealed else None)
-                base = self._coord / "attempts" / job / f"p{partition}"
-                for directory in base.glob("g*") if base.is_dir() else ():
-                    if directory not in keep and directory != live:
+                if only is not None:
+                    doomed = [self._batch_dir(job, partition, only[partition])]
+                else:
+                    base = self._coord / "attempts" / job / f"p{partition}"
+                    doomed = list(base.glob("g*")) if base.is_dir() else []
+                    if stored is not None:
+                        keep = keep | {self._batch_dir(job, partition, Token(
+                            stored.generation, stored.pid, stored.epoch))}
+                for directory in doomed:
+                    if directory not in keep:
                         shutil.rmtree(directory, ignore_errors=True)
 
-    def discard(self, job: str, partitions: list[int]) -> None:
+    def discard(self, job: str, attempts: dict[int, Token]) -> None:
         self._check_job(job)
-        self._drop_unpublished(job, partitions)
+        self._drop_unpublished(job, sorted(attempts), only=attempts)
 
     def committed_files(self) -> list[Path]:
         root = self._coord / "manifests"

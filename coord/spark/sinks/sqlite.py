@@ -217,20 +217,34 @@ class SqliteSink(Sink):
                              (job, version, int(time.time() * 1000)))
         return True
 
-    def _drop_unpublished(self, job: str, partitions: list[int]) -> None:
+    def _drop_unpublished(self, job: str, partitions: list[int],
+                          only: list[Token] | None = None) -> None:
+        """Delete the rows of unpublished attempts of these partitions that no longer
+        hold the fence (superseded), or, with `only`, of exactly those attempts. The
+        attempt holding a fence row is kept: it may be another run's, still writing."""
         if not partitions:
             return
         marks = ", ".join("?" * len(partitions))
-        losers = (f"SELECT id FROM {self._t('__attempts')} WHERE job = ? AND "
-                  f"published_version IS NULL AND partition IN ({marks})")
-        args = (job, *partitions)
+        losers = (f"SELECT a.id FROM {self._t('__attempts')} a WHERE a.job = ? AND "
+                  f"a.published_version IS NULL AND a.partition IN ({marks})")
+        args: tuple = (job, *partitions)
+        if only is None:
+            losers += (f" AND a.id NOT IN (SELECT attempt FROM {self._t('__fence')} "
+                       f"WHERE job = ?)")
+            args = (*args, job)
+        else:
+            losers += " AND (a.generation, a.pid, a.epoch) IN (VALUES " + ", ".join(
+                "(?, ?, ?)" for _ in only) + ")"
+            args = (*args, *(v for t in only for v in (t.generation, t.pid, t.epoch)))
         self._db.execute(f"DELETE FROM {self._t('__rows')} WHERE _coord_attempt IN ({losers})",
                          args)
         self._db.execute(f"DELETE FROM {self._t('__attempts')} WHERE id IN ({losers})", args)
 
-    def discard(self, job: str, partitions: list[int]) -> None:
+    def discard(self, job: str, attempts: dict[int, Token]) -> None:
+        if not attempts:
+            return
         with self._txn():
-            self._drop_unpublished(job, partitions)
+            self._drop_unpublished(job, sorted(attempts), only=list(attempts.values()))
 
     def refusals(self, job: str | None = None) -> list[Refusal]:
         sql = (f"SELECT job, partition, generation, pid, epoch, sequence, verdict "
