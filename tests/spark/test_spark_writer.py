@@ -184,28 +184,32 @@ def test_streaming_restart_neither_drops_nor_repeats_a_batch(spark, coord3, tmp_
 
 
 def test_coord_leader_killed_mid_job_still_writes_once(spark, coord3, tmp_path):
-    """Last in the module: it kills a member (restarted afterwards)."""
+    """Last in the module: it kills a member (restarted afterwards). The job runs on the
+    test's thread (Spark looks data sources up in the calling thread's session); a
+    watcher kills the leader once the first rows reached the sink."""
     db = str(tmp_path / "f.db")
     sink = SqliteSink(db, "out")
-    done: list[BaseException | None] = []
+    killed: list[str] = []
+    stop = threading.Event()
 
-    def job() -> None:
-        try:
-            fenced(frame(spark), coord3, "leader", version="1", sink="sqlite", path=db,
-                   table="out").save()
-            done.append(None)
-        except BaseException as e:  # reported below
-            done.append(e)
+    def kill_leader_once_writing() -> None:
+        deadline = time.monotonic() + 120
+        while not stop.is_set() and time.monotonic() < deadline:
+            if any(sink.fence("leader", p) for p in range(PARTS)):
+                leader = coord3.wait_for_leader()
+                coord3.kill(leader)
+                killed.append(leader)
+                return
+            time.sleep(0.01)
 
-    t = threading.Thread(target=job)
-    t.start()
-    deadline = time.monotonic() + 60
-    while sink.fence("leader", 0) is None and sink.fence("leader", 1) is None:
-        assert time.monotonic() < deadline and t.is_alive(), "the job never started writing"
-        time.sleep(0.02)
-    leader = coord3.wait_for_leader()
-    coord3.kill(leader)
-    t.join(180)
-    assert done == [None]
+    watcher = threading.Thread(target=kill_leader_once_writing)
+    watcher.start()
+    try:
+        fenced(frame(spark), coord3, "leader", version="1", sink="sqlite", path=db,
+               table="out").save()
+    finally:
+        stop.set()
+        watcher.join(10)
+    assert len(killed) == 1, "the leader was not killed while the job ran"
     assert ids(sink) == list(range(N))
-    coord3.restart(leader)
+    coord3.restart(killed[0])

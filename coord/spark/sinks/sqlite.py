@@ -128,7 +128,10 @@ class SqliteSink(Sink):
         return FenceRow(row[0], row[1], row[2], row[3], bool(row[4]), row[5]), row[6]
 
     def fence(self, job: str, partition: int) -> FenceRow | None:
-        return self._fence_row(job, partition)[0]
+        try:
+            return self._fence_row(job, partition)[0]
+        except sqlite3.OperationalError:  # no tables yet: nothing was ever written
+            return None
 
     def _admit(self, job: str, partition: int, token: Token,
                seq: int) -> tuple[int | None, FencedWriteError | None]:
