@@ -7,7 +7,7 @@ PROTOS := $(wildcard proto/coord/v1/*.proto proto/coord/etcdpb/*.proto proto/coo
 SEEDS  ?= 10000
 NODES  ?= 3
 
-.PHONY: all venv proto run test lint soak diff bench bench-readonly clean etcd-tools java-runtime
+.PHONY: all venv proto run test lint soak diff bench bench-readonly clean etcd-tools java-runtime bench-spark
 
 all: test
 
@@ -83,6 +83,10 @@ bench: venv
 bench-readonly: venv
 	$(PY) -m pip install -q -e '.[bench]'
 	$(VENV)/bin/coord bench readonly
+
+# The fenced Spark writer vs a plain write: 1M rows, 8 partitions, local[2] (minutes).
+bench-spark: venv
+	$(VENV)/bin/coord bench spark
 
 clean:
 	rm -rf $(VENV) coord/v1/*_pb2*.py coord/v1/*_pb2.pyi coord/v1/.generated

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-TARGETS = ["raft", "own", "pid", "kv", "etcd", "startup", "readonly", "machine"]
+TARGETS = ["raft", "own", "pid", "kv", "etcd", "startup", "readonly", "machine", "spark"]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -16,7 +16,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="etcd: coord and a real etcd 3.4 side by side (put, get, claim txns); "
         "startup: a fresh member's time to first served request, coord and etcd; "
         "readonly: read-only mode vs ZooKeeper 3.8; "
-        "machine: the state machine alone, one own() of 10,000 resources",
+        "machine: the state machine alone, one own() of 10,000 resources; "
+        "spark: the fenced Spark writer vs a plain write to the same sink",
     )
     b.add_argument("--resources", type=int, default=10_000, help="own: resources to claim")
     b.add_argument("--concurrency", default="1,16,256")
@@ -44,6 +45,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="readonly: ZooKeeper syncLimit (ticks); x tickTime is its failure detection",
     )
     b.add_argument("--zk-init-limit", type=int, default=10, help="readonly: ZooKeeper initLimit")
+    b.add_argument("--rows", type=int, default=1_000_000, help="spark: rows per write")
+    b.add_argument("--partitions", type=int, default=8, help="spark: partitions per write")
+    b.add_argument("--runs", type=int, default=3, help="spark: runs per writer and sink")
+    b.add_argument("--cost-partitions", type=int, default=200,
+                   help="spark: claims timed for the fence's cost per partition")
+    b.add_argument("--many-partitions", type=int, default=1000,
+                   help="spark: the partition count of the many-partitions write")
     b.add_argument("--json", action="store_true")
     b.set_defaults(func=cmd_bench)
 
@@ -67,6 +75,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from coord.bench.startup import run_startup_bench
 
         return run_startup_bench(args)
+    if args.target == "spark":
+        from coord.bench.spark_writer import run_spark_bench
+
+        return run_spark_bench(args)
     if args.target == "machine":
         from coord.bench.machine import run_machine_bench
 

@@ -40,12 +40,16 @@ __all__ = ["ParquetDirSink"]
 _JOB = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
 
 
-def _write_json(path: Path, value: object) -> None:
+def _write_json(path: Path, value: object, durable: bool = True) -> None:
+    """Replace `path` atomically. `durable`: fsync before the rename (manifests); fence
+    rows skip it, as the SQLite sink's WAL with synchronous=NORMAL does: a power loss
+    may lose the last updates, never leave a torn one."""
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     with open(tmp, "w") as f:
         json.dump(value, f)
-        f.flush()
-        os.fsync(f.fileno())
+        if durable:
+            f.flush()
+            os.fsync(f.fileno())
     os.replace(tmp, path)
 
 
@@ -89,7 +93,7 @@ class ParquetDirSink(Sink):
     def _save_fence(self, job: str, partition: int, row: FenceRow) -> None:
         path = self._fence_path(job, partition)
         path.parent.mkdir(parents=True, exist_ok=True)
-        _write_json(path, {f: getattr(row, f) for f in FenceRow.__slots__})
+        _write_json(path, {f: getattr(row, f) for f in FenceRow.__slots__}, durable=False)
 
     def _batch_dir(self, job: str, partition: int, token: Token) -> Path:
         return self._coord / "attempts" / job / f"p{partition}" / _attempt_dir(token)

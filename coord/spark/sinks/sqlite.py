@@ -23,6 +23,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from itertools import repeat
+from pathlib import Path
 
 import pyarrow as pa
 
@@ -61,6 +62,7 @@ class SqliteSink(Sink):
                              f"got {table!r:.80}")
         self.path = path
         self.table = table
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None,
                                    check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
