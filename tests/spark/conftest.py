@@ -52,11 +52,7 @@ def spark() -> Iterator[object]:
 
 
 @pytest.fixture(scope="module")
-def coord3(tmp_path_factory) -> Iterator[LocalCluster]:
-    c = LocalCluster(3, data_dir=tmp_path_factory.mktemp("spark") / "cluster")
-    try:
-        c.start()
-        c.wait_for_leader()
-        yield c
-    finally:
-        c.stop()
+def coord3(etcd_cluster3: LocalCluster) -> LocalCluster:
+    """The module's 3-member cluster of real processes (tests/conftest.py's; its tests
+    use their own job names)."""
+    return etcd_cluster3
