@@ -84,6 +84,7 @@ class ParquetDirSink(Sink):
         return self._coord / "fence" / job / f"p{partition}.json"
 
     def fence(self, job: str, partition: int) -> FenceRow | None:
+        self._check_job(job)
         try:
             data = json.loads(self._fence_path(job, partition).read_text())
         except FileNotFoundError:
@@ -148,6 +149,7 @@ class ParquetDirSink(Sink):
         return sorted(directory.glob("v*.json"), key=lambda p: int(p.stem[1:]))
 
     def committed_version(self, job: str) -> int | None:
+        self._check_job(job)
         manifests = self._manifests(job)
         return int(manifests[-1].stem[1:]) if manifests else None
 
