@@ -177,7 +177,13 @@ def test_streaming_restart_neither_drops_nor_repeats_a_batch(spark, coord3, tmp_
     report("streaming query restarted after batch 2 reached the sink (then one more "
            "batch)", counts["on"], counts["off"], 400)
     assert counts["on"] == list(range(400))
-    assert counts["off"] == sorted([*range(400), *range(200, 300)])  # batch 2 twice
+    # the plain sink has the replayed batch twice: one file's 100 rows (which file went
+    # into batch 2 is Spark's choice among files of equal age)
+    off = counts["off"]
+    assert len(off) == 500 and set(off) == set(range(400))
+    twice = sorted({i for i in off if off.count(i) == 2})
+    assert len(twice) == 100 and twice[0] % 100 == 0 and twice == list(
+        range(twice[0], twice[0] + 100))
 
 
 def test_coord_leader_killed_mid_job_still_writes_once(spark, coord3, tmp_path):
