@@ -7,7 +7,7 @@ PROTOS := $(wildcard proto/coord/v1/*.proto proto/coord/etcdpb/*.proto proto/coo
 SEEDS  ?= 10000
 NODES  ?= 3
 
-.PHONY: all venv proto run test lint soak diff bench bench-readonly bench-scale clean etcd-tools bench-tui chaos bench-audit java
+.PHONY: all venv proto run test lint soak diff bench bench-readonly bench-scale clean etcd-tools bench-tui chaos bench-audit java-runtime bench-spark
 
 all: test
 
@@ -17,21 +17,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-venv: $(STAMP) coord/v1/.generated etcd-tools java
-
-# A Java runtime for PySpark (the history audit, `coord audit`): Debian's headless JRE,
-# installed when `java` is missing and we are root with apt; otherwise a note.
-java:
-	@if ! command -v java >/dev/null 2>&1; then \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "installing default-jre-headless (Debian) for PySpark"; \
-	    (apt-get install -y -q default-jre-headless >/dev/null 2>&1 || \
-	     (apt-get update -q >/dev/null && apt-get install -y -q default-jre-headless >/dev/null)) \
-	      || echo "warning: could not install default-jre-headless"; \
-	  else \
-	    echo "note: java is missing (apt-get install default-jre-headless as root): coord audit needs it"; \
-	  fi; \
-	fi
+venv: $(STAMP) coord/v1/.generated etcd-tools java-runtime
 
 # etcdctl and etcd (Debian's etcd-client/etcd-server, 3.4): the etcd-compatibility tests
 # drive coord with clients nobody here wrote. Installed when missing and we are root with
@@ -45,6 +31,20 @@ etcd-tools:
 	      || echo "warning: could not install etcd-client/etcd-server"; \
 	  else \
 	    echo "note: etcdctl or etcd is missing (apt-get install etcd-client etcd-server as root)"; \
+	  fi; \
+	fi
+
+# A Java runtime for Spark (the `pipeline` extra: `coord audit` and coord.spark):
+# Debian's default-jre-headless when `java` is missing, as etcd-tools above.
+java-runtime:
+	@if ! command -v java >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing default-jre-headless (Debian)"; \
+	    (apt-get install -y -q default-jre-headless >/dev/null 2>&1 || \
+	     (apt-get update -q >/dev/null && apt-get install -y -q default-jre-headless >/dev/null)) \
+	      || echo "warning: could not install default-jre-headless"; \
+	  else \
+	    echo "note: java is missing (apt-get install default-jre-headless as root)"; \
 	  fi; \
 	fi
 
@@ -109,6 +109,10 @@ COMMANDS ?= 1000000
 MASTERS  ?= local[2]
 bench-audit: venv
 	$(VENV)/bin/coord bench audit --commands $(COMMANDS) --masters '$(MASTERS)'
+
+# The fenced Spark writer vs a plain write: 1M rows, 8 partitions, local[2] (minutes).
+bench-spark: venv
+	$(VENV)/bin/coord bench spark
 
 clean:
 	rm -rf $(VENV) coord/v1/*_pb2*.py coord/v1/*_pb2.pyi coord/v1/.generated

@@ -15,6 +15,14 @@ one or more than one above it is FENCED_GENERATION; a sequence at or below the h
 water is DUPLICATE_SEQUENCE (already stored, safe to treat as success); any other gap is
 OUT_OF_ORDER_SEQUENCE. Only ACCEPT changes state. pid 0 means "not idempotent" and is
 always accepted without tracking.
+
+`SequenceValidator(restart_on_new_generation=True)` is the transactional producer's rule
+instead (Kafka's InitProducerId epoch bump, and a Spark task attempt that rewrites its
+whole partition): any generation above the stored one is a new instance that starts
+again at sequence 0 (so only sequence 0 is accepted there, and accepting it fences every
+lower generation); a lower one is FENCED_GENERATION as before. `remember` loads one
+entry kept elsewhere (a sink's own fence row), so a sink that persists the high water in
+its own transaction judges with these same rules.
 """
 
 from __future__ import annotations
@@ -47,7 +55,8 @@ def _check(name: str, value: int) -> None:
 
 
 class SequenceValidator:
-    def __init__(self) -> None:
+    def __init__(self, restart_on_new_generation: bool = False) -> None:
+        self.restart_on_new_generation = restart_on_new_generation
         self._state: dict[tuple[int, int], tuple[int, int]] = {}  # -> (generation, highwater)
 
     def __len__(self) -> int:
@@ -68,6 +77,11 @@ class SequenceValidator:
             self._state[key] = (generation, 0)
             return ACCEPT
         stored_generation, highwater = stored
+        if self.restart_on_new_generation and generation > stored_generation:
+            if seq != 0:
+                return OUT_OF_ORDER_SEQUENCE
+            self._state[key] = (generation, 0)
+            return ACCEPT
         if generation not in (stored_generation, stored_generation + 1):
             return FENCED_GENERATION
         if seq <= highwater:
@@ -80,6 +94,15 @@ class SequenceValidator:
     def highwater(self, pid: int, partition: int) -> tuple[int, int] | None:
         """(generation, high-water sequence) for (pid, partition), or None if unseen."""
         return self._state.get((pid, partition))
+
+    def remember(self, pid: int, partition: int, generation: int, highwater: int) -> None:
+        """Set (pid, partition)'s state, e.g. from a fence row the caller stores itself."""
+        for name, value in (("pid", pid), ("partition", partition),
+                            ("generation", generation), ("highwater", highwater)):
+            _check(name, value)
+        if pid == 0:
+            raise ValueError("pid 0 is never tracked")
+        self._state[(pid, partition)] = (generation, highwater)
 
     def forget(self, pid: int) -> None:
         """Drop a pid's state (e.g. once its lease has expired and it can never return)."""

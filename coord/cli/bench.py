@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 TARGETS = ["raft", "own", "pid", "kv", "etcd", "startup", "readonly", "machine", "scale",
-           "audit"]
+           "audit", "spark"]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -19,7 +19,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "readonly: read-only mode vs ZooKeeper 3.8; "
         "machine: the state machine alone, one own() of 10,000 resources; "
         "scale: memory and disk over a hot-key soak and a growing key space, beside etcd; "
-        "audit: history synth, export and the PySpark audit, rows/s",
+        "audit: history synth, export and the PySpark audit, rows/s; "
+        "spark: the fenced Spark writer vs a plain write to the same sink",
     )
     b.add_argument("--commands", default="1000000",
                    help="audit: history sizes to synthesize and audit (comma-separated)")
@@ -65,6 +66,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="scale: given to both systems (0: off)")
     b.add_argument("--etcd", action=argparse.BooleanOptionalAction, default=True,
                    help="scale: also run etcd 3.4 beside coord")
+    b.add_argument("--rows", type=int, default=1_000_000, help="spark: rows per write")
+    b.add_argument("--partitions", type=int, default=8, help="spark: partitions per write")
+    b.add_argument("--runs", type=int, default=3, help="spark: runs per writer and sink")
+    b.add_argument("--cost-partitions", type=int, default=200,
+                   help="spark: claims timed for the fence's cost per partition")
+    b.add_argument("--many-partitions", type=int, default=1000,
+                   help="spark: the partition count of the many-partitions write")
     b.add_argument("--json", action="store_true")
     b.set_defaults(func=cmd_bench)
 
@@ -96,6 +104,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from coord.bench.audit import run_audit_bench
 
         return run_audit_bench(args)
+    if args.target == "spark":
+        from coord.bench.spark_writer import run_spark_bench
+
+        return run_spark_bench(args)
     if args.target == "machine":
         from coord.bench.machine import run_machine_bench
 

@@ -96,6 +96,17 @@ def test_snapshot_restore_and_garbage():
     assert w.highwater(1, 1) == (9, 2)  # untouched by failed restores
 
 
+def model_verdict(stored: tuple[int, int] | None, gen: int, seq: int, restart: bool) -> str:
+    """The rules written out plainly: (generation, high water) stored -> verdict."""
+    if stored is None or (restart and gen > stored[0]):
+        return ACCEPT if seq == 0 else OUT_OF_ORDER_SEQUENCE
+    if gen < stored[0] or gen > stored[0] + 1:
+        return FENCED_GENERATION
+    if seq <= stored[1]:
+        return DUPLICATE_SEQUENCE
+    return ACCEPT if seq == stored[1] + 1 else OUT_OF_ORDER_SEQUENCE
+
+
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.tuples(st.integers(1, 2), st.integers(0, 1), st.integers(0, 3),
                           st.integers(0, 6)), max_size=60))
@@ -103,17 +114,7 @@ def test_matches_a_simple_model(writes):
     v = SequenceValidator()
     model: dict[tuple[int, int], tuple[int, int]] = {}
     for pid, part, gen, seq in writes:
-        stored = model.get((pid, part))
-        if stored is None:
-            expected = ACCEPT if seq == 0 else OUT_OF_ORDER_SEQUENCE
-        elif gen - stored[0] not in (0, 1):
-            expected = FENCED_GENERATION
-        elif seq <= stored[1]:
-            expected = DUPLICATE_SEQUENCE
-        elif seq != stored[1] + 1:
-            expected = OUT_OF_ORDER_SEQUENCE
-        else:
-            expected = ACCEPT
+        expected = model_verdict(model.get((pid, part)), gen, seq, restart=False)
         if expected == ACCEPT:
             model[(pid, part)] = (gen, seq)
         assert v.check(pid, part, gen, seq) == expected
@@ -121,3 +122,40 @@ def test_matches_a_simple_model(writes):
     restored = SequenceValidator()
     restored.restore(v.snapshot())
     assert {k: restored.highwater(*k) for k in model} == model
+
+
+def test_restart_policy_new_generation_starts_at_zero_and_fences_the_old():
+    v = SequenceValidator(restart_on_new_generation=True)
+    assert [v.check(1, 0, 3, s) for s in (0, 1, 2)] == [ACCEPT] * 3
+    assert v.check(1, 0, 7, 3) == OUT_OF_ORDER_SEQUENCE  # a new instance must start at 0
+    assert v.highwater(1, 0) == (3, 2)  # and the refusal changed nothing
+    assert v.check(1, 0, 7, 0) == ACCEPT  # any higher generation, not just +1
+    assert v.highwater(1, 0) == (7, 0)
+    assert v.check(1, 0, 3, 3) == FENCED_GENERATION  # the zombie's next write
+    assert v.check(1, 0, 6, 0) == FENCED_GENERATION
+    assert v.check(1, 0, 7, 0) == DUPLICATE_SEQUENCE
+    assert v.check(1, 0, 7, 1) == ACCEPT
+
+
+def test_remember_loads_state_kept_elsewhere():
+    v = SequenceValidator(restart_on_new_generation=True)
+    v.remember(5, 2, 4, 9)
+    assert v.highwater(5, 2) == (4, 9)
+    assert v.check(5, 2, 4, 10) == ACCEPT
+    assert v.check(5, 2, 3, 11) == FENCED_GENERATION
+    for args in ((0, 0, 0, 0), (1, -1, 0, 0), (1, 0, 0, -2)):
+        with pytest.raises(ValueError):
+            v.remember(*args)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 4), st.integers(0, 4)), max_size=60))
+def test_restart_policy_matches_a_simple_model(writes):
+    v = SequenceValidator(restart_on_new_generation=True)
+    stored: tuple[int, int] | None = None
+    for gen, seq in writes:
+        expected = model_verdict(stored, gen, seq, restart=True)
+        if expected == ACCEPT:
+            stored = (gen, seq)
+        assert v.check(9, 0, gen, seq) == expected
+    assert v.highwater(9, 0) == stored

@@ -1,0 +1,29 @@
+"""A fenced, exactly-once Spark writer on coord's ownership and producer ids.
+
+    from coord.spark import register
+    register(spark)
+    (df.write.format("coord-fenced")
+       .option("endpoints", "127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103")
+       .option("job", "orders-daily").option("version", "20261125")
+       .option("sink", "sqlite").option("path", "/data/out.db").option("table", "orders")
+       .mode("append").save())
+
+Each task attempt claims (job, partition) in coord (`attempt`), writes its batches to a
+sink that judges every write against a fence row (`fence`, `sinks`), and the driver
+publishes only the attempts coord still names as current, recording the job version so a
+re-run of it is a no-op (`jobs`). `datasource` is the Spark side: the batch writer and
+the Structured Streaming writer (micro-batch id = version).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["register"]
+
+
+def register(spark: Any) -> None:
+    """Register the `coord-fenced` data source with a SparkSession."""
+    from coord.spark.datasource import FencedDataSource
+
+    spark.dataSource.register(FencedDataSource)

@@ -1,0 +1,57 @@
+"""The `coord-fenced` data source's options, checked once on the driver so bad input is
+one clear error before any task runs."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+__all__ = ["FORMAT", "WriteOptions", "parse_options"]
+
+FORMAT = "coord-fenced"
+
+_JOB = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
+
+
+@dataclass(frozen=True, slots=True)
+class WriteOptions:
+    endpoints: tuple[str, ...]
+    job: str
+    version: int | None  # None: the next version after the last published one
+    ttl: float  # session TTL of each task attempt, seconds
+    fence: bool  # False: the plain, unfenced baseline (tests and benchmarks)
+    sink: dict[str, str] = field(default_factory=dict)
+
+
+def parse_options(options: Mapping[str, str]) -> WriteOptions:
+    """ValueError naming the option and what it must be."""
+    opts = {k.lower(): v for k, v in options.items()}
+    fence = opts.get("fence", "on").lower()
+    if fence not in ("on", "off"):
+        raise ValueError(f"option fence must be on or off, got {fence!r:.20}")
+    endpoints = tuple(e.strip() for e in opts.get("endpoints", "").split(",") if e.strip())
+    if not endpoints and fence == "on":
+        raise ValueError("option endpoints is required: the coord members, comma-separated "
+                         "host:port")
+    job = opts.get("job", "")
+    if not _JOB.match(job) and fence == "on":
+        raise ValueError(f"option job is required: 1-128 letters, digits, '.', '_' or '-', "
+                         f"got {job!r:.80}")
+    version: int | None = None
+    if opts.get("version", "") != "":
+        try:
+            version = int(opts["version"])
+        except ValueError:
+            version = -1
+        if version < 0:
+            raise ValueError(f"option version must be a non-negative integer, got "
+                             f"{opts['version']!r:.40}")
+    try:
+        ttl = float(opts.get("ttl", "10"))
+    except ValueError:
+        ttl = -1.0
+    if not 1.0 <= ttl <= 3600.0:
+        raise ValueError(f"option ttl must be seconds in [1, 3600], got {opts.get('ttl')!r:.40}")
+    sink = {k: opts[k] for k in ("sink", "path", "table") if k in opts}
+    return WriteOptions(endpoints, job, version, ttl, fence == "on", sink)

@@ -1,0 +1,102 @@
+"""What every fenced sink offers, and the checks they share.
+
+A sink stores an attempt's batches as they arrive (judged by `coord.spark.fence`), keeps
+them invisible until the driver publishes the job version, and makes exactly the
+winning attempts' rows visible in one atomic step that also records the version, so a
+re-run of a published version publishes nothing. Refused writes are logged in the sink
+(`refusals()`): the evidence that a zombie tried.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from coord.spark.fence import FenceRow, Token
+
+__all__ = ["PublishError", "Refusal", "SealError", "Sink", "check_winner"]
+
+
+class PublishError(RuntimeError):
+    """The driver asked to publish a partition whose stored attempt is not the winner it
+    names (not sealed, another token, or a row count that does not match)."""
+
+
+class SealError(RuntimeError):
+    """An attempt's seal names a row count the sink did not store (a lost batch)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    job: str
+    partition: int
+    token: Token
+    sequence: int
+    verdict: str
+
+
+def check_winner(job: str, partition: int, stored: FenceRow | None, token: Token,
+                 rows: int) -> None:
+    """PublishError unless the fence row shows `token` sealed with `rows` rows."""
+    if stored is None:
+        raise PublishError(f"{job!r} partition {partition}: nothing was written")
+    held = Token(stored.generation, stored.pid, stored.epoch)
+    if held != token:
+        raise PublishError(f"{job!r} partition {partition}: the sink holds {held}, "
+                           f"not the winner {token}")
+    if not stored.sealed:
+        raise PublishError(f"{job!r} partition {partition}: attempt {token} never sealed")
+    if stored.rows != rows:
+        raise PublishError(f"{job!r} partition {partition}: {stored.rows} rows stored, "
+                           f"the winner reported {rows}")
+
+
+class Sink(ABC):
+    """One output (a SQLite table, a Parquet directory), opened in any process."""
+
+    @abstractmethod
+    def append(self, job: str, partition: int, token: Token, seq: int,
+               batch: pa.RecordBatch) -> None:
+        """Store one batch, invisible until published; FencedWriteError if refused."""
+
+    @abstractmethod
+    def seal(self, job: str, partition: int, token: Token, seq: int, rows: int) -> None:
+        """The attempt's last write: it sent `rows` rows in sequences below `seq`."""
+
+    @abstractmethod
+    def publish(self, job: str, version: int, winners: dict[int, tuple[Token, int]]) -> bool:
+        """Make the winners' rows visible and record `version`, atomically; False (and
+        nothing changes) if `version` is not above the recorded one. `winners` maps
+        partition -> (token, rows)."""
+
+    @abstractmethod
+    def committed_version(self, job: str) -> int | None:
+        """The last version published for `job` (None: never)."""
+
+    @abstractmethod
+    def discard(self, job: str, attempts: dict[int, Token]) -> None:
+        """Drop the rows of these attempts (partition -> token) unless published: an
+        aborted job's. Attempts of other runs are left alone."""
+
+    @abstractmethod
+    def fence(self, job: str, partition: int) -> FenceRow | None:
+        """The stored fence row."""
+
+    @abstractmethod
+    def refusals(self, job: str | None = None) -> list[Refusal]:
+        """Every refused write (of `job`), oldest first."""
+
+    @abstractmethod
+    def append_plain(self, batch: pa.RecordBatch) -> None:
+        """An unfenced write straight to the visible output (the baseline a plain
+        `df.write` gets, for side-by-side tests and benchmarks)."""
+
+    @abstractmethod
+    def read(self) -> pa.Table:
+        """Everything visible: published rows (or plainly written ones)."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release what the sink holds open."""

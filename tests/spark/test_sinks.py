@@ -1,0 +1,193 @@
+"""Both fenced sinks (SQLite table, Parquet directory), without Spark: the same planted
+zombie writes, duplicate and out-of-order sends, publishing and re-publishing."""
+
+from __future__ import annotations
+
+import multiprocessing
+import sqlite3
+
+import pyarrow as pa
+import pytest
+
+from coord.spark.fence import FencedWriteError, Token
+from coord.spark.sinks import ParquetDirSink, PublishError, SealError, Sink, SqliteSink
+
+SCHEMA = pa.schema([("id", pa.int64()), ("s", pa.string())])
+OLD = Token(1, 7, 0)
+NEW = Token(2, 7, 1)
+
+
+def batch(lo: int, hi: int) -> pa.RecordBatch:
+    ids = list(range(lo, hi))
+    return pa.record_batch([pa.array(ids, pa.int64()), pa.array([str(i) for i in ids])],
+                           schema=SCHEMA)
+
+
+def open_kind(kind: str, tmp_path) -> Sink:
+    if kind == "sqlite":
+        sink = SqliteSink(str(tmp_path / "out.db"), "out")
+        sink.prepare(SCHEMA)
+        return sink
+    return ParquetDirSink(str(tmp_path / "out"))
+
+
+@pytest.fixture(params=["sqlite", "parquet"])
+def sink(request, tmp_path):
+    s = open_kind(request.param, tmp_path)
+    yield s
+    s.close()
+
+
+def ids(sink: Sink) -> list[int]:
+    table = sink.read()
+    return sorted(table.column("id").to_pylist()) if table.num_rows else []
+
+
+def test_nothing_is_visible_until_published(sink):
+    sink.append("j", 0, OLD, 0, batch(0, 5))
+    sink.seal("j", 0, OLD, 1, 5)
+    assert ids(sink) == []
+    assert sink.publish("j", 1, {0: (OLD, 5)})
+    assert ids(sink) == list(range(5))
+    assert sink.committed_version("j") == 1
+
+
+def test_a_zombie_is_refused_and_only_the_winner_is_published(sink):
+    sink.append("j", 0, OLD, 0, batch(0, 5))  # the first attempt writes half ...
+    sink.append("j", 0, NEW, 0, batch(0, 5))  # ... its replacement starts over
+    sink.append("j", 0, NEW, 1, batch(5, 10))
+    sink.seal("j", 0, NEW, 2, 10)
+    for seq in (1, 2, 0):  # the zombie wakes and sends on, or starts again
+        with pytest.raises(FencedWriteError) as e:
+            sink.append("j", 0, OLD, seq, batch(5, 10))
+        assert e.value.verdict == "FENCED_GENERATION"
+    with pytest.raises(FencedWriteError):
+        sink.seal("j", 0, OLD, 1, 5)
+    refusals = sink.refusals("j")
+    assert [(r.token, r.sequence, r.verdict) for r in refusals] == [
+        (OLD, 1, "FENCED_GENERATION"), (OLD, 2, "FENCED_GENERATION"),
+        (OLD, 0, "FENCED_GENERATION"), (OLD, 1, "FENCED_GENERATION")]
+    with pytest.raises(PublishError):  # the driver naming the zombie publishes nothing
+        sink.publish("j", 1, {0: (OLD, 5)})
+    assert ids(sink) == [] and sink.committed_version("j") is None
+    assert sink.publish("j", 1, {0: (NEW, 10)})
+    assert ids(sink) == list(range(10))  # exactly once: the zombie's half is gone
+
+
+def test_duplicate_sends_store_nothing_and_gaps_are_refused(sink):
+    sink.append("j", 0, OLD, 0, batch(0, 3))
+    sink.append("j", 0, OLD, 0, batch(0, 3))  # a retried send: already stored
+    with pytest.raises(FencedWriteError) as e:
+        sink.append("j", 0, OLD, 2, batch(3, 6))
+    assert e.value.verdict == "OUT_OF_ORDER_SEQUENCE"
+    sink.append("j", 0, OLD, 1, batch(3, 6))
+    sink.seal("j", 0, OLD, 2, 6)
+    assert sink.publish("j", 1, {0: (OLD, 6)})
+    assert ids(sink) == list(range(6))
+
+
+def test_a_seal_with_the_wrong_row_count_is_refused(sink):
+    sink.append("j", 0, OLD, 0, batch(0, 3))
+    with pytest.raises(SealError):
+        sink.seal("j", 0, OLD, 1, 4)
+    assert not sink.fence("j", 0).sealed
+    with pytest.raises(PublishError):  # unsealed
+        sink.publish("j", 1, {0: (OLD, 3)})
+    sink.seal("j", 0, OLD, 1, 3)
+    with pytest.raises(PublishError):  # the driver's count disagrees
+        sink.publish("j", 1, {0: (OLD, 4)})
+
+
+def test_a_version_publishes_once(sink):
+    sink.append("j", 0, OLD, 0, batch(0, 3))
+    sink.seal("j", 0, OLD, 1, 3)
+    assert sink.publish("j", 4, {0: (OLD, 3)})
+    sink.append("j", 0, NEW, 0, batch(0, 3))  # a whole-job re-run of version 4
+    sink.seal("j", 0, NEW, 1, 3)
+    assert not sink.publish("j", 4, {0: (NEW, 3)})
+    assert not sink.publish("j", 3, {0: (NEW, 3)})
+    assert ids(sink) == [0, 1, 2] and sink.committed_version("j") == 4
+    assert sink.publish("j", 5, {0: (NEW, 3)})  # the next version appends
+    assert ids(sink) == [0, 0, 1, 1, 2, 2]
+
+
+def test_empty_partitions_and_many_partitions(sink):
+    winners = {}
+    for p in range(4):
+        token = Token(1, 10 + p, 0)
+        rows = 0 if p == 2 else 2
+        if rows:
+            sink.append("j", p, token, 0, batch(10 * p, 10 * p + 2))
+        sink.seal("j", p, token, 1 if rows else 0, rows)
+        winners[p] = (token, rows)
+    assert sink.publish("j", 1, winners)
+    assert ids(sink) == [0, 1, 10, 11, 30, 31]
+
+
+def test_publishing_keeps_an_attempt_that_still_holds_the_fence(sink):
+    """Another run of the job is writing partition 1 when this one publishes partition
+    0: its rows survive, and it publishes its own version afterwards."""
+    sink.append("j", 0, OLD, 0, batch(0, 2))
+    sink.seal("j", 0, OLD, 1, 2)
+    other = Token(1, 8, 0)
+    sink.append("j", 1, other, 0, batch(10, 12))
+    sink.seal("j", 1, other, 1, 2)
+    sink.append("j", 0, NEW, 0, batch(0, 2))  # the other run took partition 0 too ...
+    sink.seal("j", 0, NEW, 1, 2)
+    with pytest.raises(PublishError):  # ... so this run cannot publish it
+        sink.publish("j", 1, {0: (OLD, 2)})
+    sink.discard("j", {0: OLD})  # its abort drops its own attempt only
+    assert sink.publish("j", 2, {0: (NEW, 2), 1: (other, 2)})
+    assert ids(sink) == [0, 1, 10, 11]
+
+
+def test_discard_drops_unpublished_rows(sink, tmp_path):
+    sink.append("j", 0, OLD, 0, batch(0, 3))
+    sink.seal("j", 0, OLD, 1, 3)
+    sink.discard("j", {0: OLD})
+    if isinstance(sink, SqliteSink):
+        db = sqlite3.connect(sink.path)
+        assert db.execute("SELECT count(*) FROM out__rows").fetchone() == (0,)
+    else:
+        assert not list((tmp_path / "out" / "_coord" / "attempts").rglob("*.parquet"))
+
+
+def _racer(kind: str, tmp_path, token: Token, n: int, out, started, wait_for) -> None:
+    if wait_for is not None:
+        assert wait_for.wait(30)
+    sink = open_kind(kind, tmp_path)
+    accepted = 0
+    for seq in range(n):
+        try:
+            sink.append("j", 0, token, seq, batch(seq, seq + 1))
+            accepted += 1
+        except FencedWriteError:
+            break
+        if accepted == 5:
+            started.set()
+    out.put((token.epoch, accepted))
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "parquet"])
+def test_two_processes_racing_cannot_both_land_rows_after_the_takeover(kind, tmp_path):
+    """The zombie is writing from one process when its replacement starts in another:
+    the zombie is cut off at its first write after the takeover, and only the
+    replacement's rows are published."""
+    open_kind(kind, tmp_path).close()
+    ctx = multiprocessing.get_context("fork")
+    out, started, unused = ctx.Queue(), ctx.Event(), ctx.Event()
+    zombie = ctx.Process(target=_racer, args=(kind, tmp_path, OLD, 20_000, out, started, None))
+    zombie.start()
+    replacement = ctx.Process(target=_racer,
+                              args=(kind, tmp_path, NEW, 50, out, unused, started))
+    replacement.start()
+    for p in (zombie, replacement):
+        p.join(120)
+        assert p.exitcode == 0
+    got = dict(out.get(timeout=5) for _ in range(2))
+    assert got[NEW.epoch] == 50 and 5 <= got[OLD.epoch] < 20_000
+    sink = open_kind(kind, tmp_path)
+    assert [(r.token, r.sequence) for r in sink.refusals("j")] == [(OLD, got[OLD.epoch])]
+    sink.seal("j", 0, NEW, 50, 50)
+    assert sink.publish("j", 1, {0: (NEW, 50)})
+    assert ids(sink) == list(range(50))
