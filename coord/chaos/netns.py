@@ -85,12 +85,49 @@ def in_netns(ns: str, fn: Callable[[], T]) -> T:
         return fn()
 
 
+RUN_PREFIX = "cch"
+"""Namespaces of a run are named `cch<the harness's pid>-<member>`."""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_dead_runs() -> list[str]:
+    """Remove the namespaces a run killed with no chance to clean up (kill -9, a machine
+    restart) left behind — ones named by the harness whose pid is no longer alive — and
+    stop what still runs in them (that run's orphaned members). Returns what it removed."""
+    listed = _ip("netns", "list", check=False).stdout.split("\n")
+    removed = []
+    for ns in (line.split()[0] for line in listed if line.strip()):
+        tag = ns.split("-", 1)[0]
+        pid = tag[len(RUN_PREFIX):]
+        if not (ns.startswith(RUN_PREFIX) and "-" in ns and pid.isdigit()) or _alive(int(pid)):
+            continue
+        for inside in _ip("netns", "pids", ns, check=False).stdout.split():
+            try:
+                os.kill(int(inside), 9)
+            except (ProcessLookupError, ValueError):
+                pass
+        if _ip("netns", "del", ns, check=False).returncode == 0:
+            removed.append(ns)
+    if removed:
+        log.warning("removed network namespaces of dead chaos runs: %s", ", ".join(removed))
+    return removed
+
+
 class Network:
     """The namespaces of one cluster. `create()`, then `attach(cluster)` before the
     cluster starts; `destroy()` always (it removes whatever exists)."""
 
     def __init__(self, names: list[str], tag: str | None = None) -> None:
-        self.tag = tag or f"cch{os.getpid() % 100000}"
+        self.tag = tag or f"{RUN_PREFIX}{os.getpid()}"
         subnet = 10 + os.getpid() % 240
         self.hub = f"{self.tag}-hub"
         self.ns = {n: f"{self.tag}-{n}" for n in names}
@@ -100,6 +137,7 @@ class Network:
         self.gates: list[TcpGate] = []
 
     def create(self) -> Network:
+        sweep_dead_runs()
         try:
             _ip("netns", "add", self.hub)
             _ip("-n", self.hub, "link", "add", "br0", "type", "bridge")

@@ -46,6 +46,31 @@ def test_a_failed_create_removes_what_it_made():
     assert "cct16f" not in _namespaces()
 
 
+def test_namespaces_of_a_dead_run_are_swept_and_a_live_runs_are_kept():
+    """A run killed with no chance to clean up (kill -9, a machine restart) leaves its
+    namespaces and members: the next run removes them, and stops what runs inside."""
+    from coord.chaos.netns import sweep_dead_runs
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # a pid that was a process and is not any more
+    mine = f"cch{__import__('os').getpid()}-n1"
+    stale = f"cch{dead.pid}-n1"
+    for ns in (mine, stale):
+        subprocess.run(["ip", "netns", "add", ns], check=True)
+    orphan = subprocess.Popen(["ip", "netns", "exec", stale, "sleep", "60"])
+    try:
+        wait_until("the orphan runs in the stale namespace", lambda: subprocess.run(
+            ["ip", "netns", "pids", stale], capture_output=True, text=True).stdout.strip() != "")
+        assert sweep_dead_runs() == [stale]
+        assert orphan.wait(timeout=10) == -9
+        listed = _namespaces()
+        assert stale not in listed and mine in listed
+    finally:
+        orphan.kill()
+        for ns in (mine, stale):
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
 def test_partitioned_minority_gives_stale_reads_the_checker_catches(tmp_path):
     net = Network(["n1", "n2", "n3"], tag="cct16").create()
     cluster = LocalCluster(3, data_dir=tmp_path / "d")
