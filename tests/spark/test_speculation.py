@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from coord.testing import LocalCluster
 from coord.testing.ports import free_port
 from tests.conftest import require_java
 
@@ -83,24 +82,13 @@ def standalone(tmp_path_factory) -> Iterator[str]:
                 p.kill()
 
 
-@pytest.fixture(scope="module")
-def coord3(tmp_path_factory) -> Iterator[LocalCluster]:
-    c = LocalCluster(3, data_dir=tmp_path_factory.mktemp("coord") / "cluster")
-    try:
-        c.start()
-        c.wait_for_leader()
-        yield c
-    finally:
-        c.stop()
-
-
 @pytest.mark.cluster
 @pytest.mark.spark
 def test_a_speculative_copy_fences_the_straggler_and_the_output_is_exactly_once(
-        standalone, coord3, tmp_path):
+        standalone, etcd_cluster3, tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "tests.spark.speculation_job", standalone,
-         ",".join(coord3.endpoints), str(tmp_path)],
+         ",".join(etcd_cluster3.endpoints), str(tmp_path)],
         cwd=ROOT, capture_output=True, text=True, timeout=280)
     assert proc.returncode == 0, proc.stderr[-4000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
