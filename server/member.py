@@ -31,6 +31,7 @@ from coord.server.core.compaction import AutoCompactor
 from coord.server.core.coordinator import Coordinator
 from coord.server.core.events import EventHub
 from coord.server.core.forward import ForwardService, LeaderLink
+from coord.server.core.local_sessions import LocalSessions
 from coord.server.core.quota import SpaceGuard
 from coord.server.core.session_tracker import SessionTracker
 from coord.server.etcd.cluster import EtcdClusterService
@@ -141,6 +142,7 @@ class Member:
         # a normal election rarely takes that long, a partition always does.
         self.mode.grace_s = config.options.election_ticks * config.options.tick_ms / 2000
         self.mode.listeners.append(self.hub.broadcast)
+        self.local_sessions = LocalSessions(self.coordinator, self.hub.offer_session)
         self.health = health.aio.HealthServicer()
         self._servers: list[grpc.aio.Server] = []
 
@@ -172,6 +174,7 @@ class Member:
         self.compactor.start()
         self.space.start()
         self.mode.start()
+        self.local_sessions.start()
         await self.health.set("", health_pb2.HealthCheckResponse.SERVING)
         log.info(
             "%s: serving %s on %s, peers on %s (data in %s)",
@@ -191,7 +194,7 @@ class Member:
             server
         )
         coord_pb2_grpc.add_SessionsServicer_to_server(
-            SessionsService(coord, hub, self.tracker), server
+            SessionsService(coord, hub, self.tracker, self.local_sessions), server
         )
         coord_pb2_grpc.add_OwnershipServicer_to_server(OwnershipService(coord, hub), server)
         coord_pb2_grpc.add_ProducersServicer_to_server(ProducersService(coord), server)
@@ -219,6 +222,7 @@ class Member:
         await self.compactor.stop()
         await self.space.stop()
         await self.mode.stop()
+        await self.local_sessions.stop()
         for s in self._servers:
             await s.stop(grace)
         await self.link.close()

@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent import futures
+from types import SimpleNamespace
 
 import grpc
 import pytest
@@ -66,8 +67,9 @@ from coord.client.keys import key_range, prefix_end
 from coord.client.read_only import ModeChange
 from coord.client.results import Header, RangeResult, SessionEvent, lease_result
 from coord.client.retry import Attempts, RetryPolicy
-from coord.client.session_state import SessionCore
+from coord.client.session_state import SessionCore, describe_end
 from coord.client.txn import TxnBuilder
+from coord.sm.sessions import LOCAL_SESSION_IDS
 from coord.v1 import coord_pb2 as pb
 from coord.v1 import coord_pb2_grpc as pb_grpc
 
@@ -567,6 +569,37 @@ def test_session_core():
     assert core.observe(SessionEvent("severed", 5))
     assert core.observe(SessionEvent("released", 5))  # closed by another client
     assert core.end(gone) and not core.end(gone)
+
+
+def test_session_core_of_a_member_local_session():
+    clock = FakeClock()
+    core = SessionCore(7, ttl=3.0, clock=clock, local=True)
+    clock.now = 2.0
+    # Its member renews it (read-only or not): the TTL starts again.
+    local_ack = pb.KeepAliveResponse(session_id=7, ttl_ms=3000, read_only=True, local=True)
+    assert core.acked(2.0, local_ack) is None and core.remaining() == 3.0
+    assert not core.observe(SessionEvent("mode_changed", 7, mode="read-write", member="n3"))
+    assert core.local  # the mode alone changes nothing: registration does
+    assert not core.observe(SessionEvent("registered", 7, member="n3"))
+    assert not core.local
+    dropped = SessionEvent("dropped", 7, member="n3", message="refused: SESSION_EXISTS: ...")
+    assert core.observe(dropped)  # terminal
+    assert describe_end(dropped) == "session 7 dropped: refused: SESSION_EXISTS: ..."
+
+
+def test_writes_bound_to_a_member_local_session_are_refused_until_it_is_registered():
+    local = SimpleNamespace(id=LOCAL_SESSION_IDS.start + 1, local=True)
+    for make in (lambda: own_call(local, "g", ["r"]),
+                 lambda: release_call(local, "g", ["r"]),
+                 lambda: put_call(b"k", b"v", session=local),
+                 lambda: TxnBuilder().then_put(b"k", b"v", session=local)):
+        with pytest.raises(ReadOnlyError) as refused:
+            make()
+        assert "member-local" in refused.value.message
+    # Closing it is not a write bound to it; once registered it is a session like any.
+    assert close_session_call(local).request.session_id == local.id
+    local.local = False
+    assert own_call(local, "g", ["r"]).request.session_id == local.id
 
 
 # -- txn stdin format ---------------------------------------------------------------------
