@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import queue
+import subprocess
+import sys
 import threading
 import time
 
@@ -74,6 +76,12 @@ def test_a_session_opened_on_a_cut_off_member_reads_watches_and_is_registered_on
             ro.open_session(ttl=2.0, read_only_ok=False)
         with pytest.raises(NoQuorumError):
             plain.open_session(ttl=2.0)
+        cli = subprocess.run(
+            [sys.executable, "-m", "coord", "session", "open", "--read-only-ok", "--ttl", "5",
+             "--endpoints", on_survivor], capture_output=True, text=True, timeout=60)
+        assert cli.returncode == 0, cli.stderr
+        assert int(cli.stdout) in LOCAL_SESSION_IDS
+        assert f"is member-local to {survivor}" in cli.stderr
         # The member keeps it alive: past its TTL it is still there.
         deadline = time.monotonic() + 1.5 * session.ttl
         while time.monotonic() < deadline and session.ended is None:
