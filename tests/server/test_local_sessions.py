@@ -173,11 +173,12 @@ def test_a_local_session_stays_with_its_member_when_the_client_moves_to_the_majo
         asyncio.run(asyncio.wait_for(run(), 60))
 
 
-def test_a_local_session_the_cluster_refuses_ends_saying_why(tmp_path):
+def test_a_local_session_the_cluster_refuses_or_its_member_forgets_ends_saying_why(tmp_path):
     """A planted collision: while the member is cut off, the majority commits a session
     with the local session's id. At the heal the registration is refused
     (SESSION_EXISTS): the local session ends with `dropped` and the reason, and the
-    cluster's session keeps its id alone."""
+    cluster's session keeps its id alone. Then a member that restarts while cut off:
+    its local session ends `gone`, named member-local."""
     with LocalCluster(3, data_dir=tmp_path / "c", partitionable=True,
                       in_process=True) as cluster:
         leader = cluster.wait_for_leader()
@@ -207,6 +208,16 @@ def test_a_local_session_the_cluster_refuses_ends_saying_why(tmp_path):
             # The planted session still holds the id alone.
             grant = writer.own(planted.session_id, "g", ["r"])
             assert grant.grants and writer.get_owner("g", "r").session_id == session.id
+
+            # A member that restarts forgets its local sessions: the client is told.
+            cluster.cut_off(minority)
+            wait_until("minority read-only", lambda: mode_of(cluster, minority) == "read-only")
+            forgotten = ro.session(ttl=2.0, on_severed=ended.put)
+            assert forgotten.local
+            cluster.restart(minority)
+            gone = ended.get(timeout=20)
+            assert (gone.type, gone.session_id) == ("gone", forgotten.id)
+            assert "member-local" in gone.message, gone
         finally:
             ro.close()
             writer.close()
