@@ -22,6 +22,8 @@ from coord.etcdpb import rpc_pb2_grpc as etcd_grpc
 from coord.sm import commands as c
 from coord.sm.sessions import LOCAL_SESSION_IDS
 from coord.testing import LocalCluster
+from coord.v1 import coord_pb2 as pb
+from coord.v1 import coord_pb2_grpc as pb_grpc
 from tests.server.test_read_only import (
     _pump,
     mode_of,
@@ -142,10 +144,16 @@ def test_a_local_session_stays_with_its_member_when_the_client_moves_to_the_majo
                 client.add_mode_listener(moves.put_nowait)
                 events: list = []
                 session = await client.session(ttl=3.0, on_event=events.append)
-                assert session.local and session.home == endpoints[0]
+                early = await client.session(ttl=3.0)
+                assert session.local and session.home == endpoints[0] and early.local
                 change = await asyncio.wait_for(moves.get(), 10)
                 assert change.moved and change.member != minority
                 assert not (await client.range(b"k")).header.read_only  # the client moved
+                # Closing a local session goes to its member, whatever the current one.
+                await early.close()
+                told = await asyncio.to_thread(_first_event, endpoints[0], early.id)
+                assert (told.type, told.reason) == (
+                    "released", "closed by its client while member-local")
                 with pytest.raises(ReadOnlyError):
                     await session.own("g", ["r"])  # not registered yet, whoever is current
                 # Its streams break (the member stalls): they reconnect to its member, not
@@ -171,6 +179,14 @@ def test_a_local_session_stays_with_its_member_when_the_client_moves_to_the_majo
                 await session.close()
 
         asyncio.run(asyncio.wait_for(run(), 60))
+
+
+def _first_event(endpoint: str, session_id: int) -> pb.SessionEvent:
+    """The first event a member's stream of `session_id` says (raw gRPC)."""
+    with grpc.insecure_channel(endpoint) as channel:
+        stream = pb_grpc.SessionsStub(channel).Events(
+            pb.SessionEventsRequest(session_id=session_id), timeout=5)
+        return next(stream)
 
 
 def test_a_local_session_the_cluster_refuses_or_its_member_forgets_ends_saying_why(tmp_path):
