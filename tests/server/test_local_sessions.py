@@ -58,7 +58,7 @@ def test_a_session_opened_on_a_cut_off_member_reads_watches_and_is_registered_on
 
         events: queue.Queue = queue.Queue()
         ended: list = []
-        session = ro.session(ttl=2.0, on_event=events.put, on_severed=ended.append)
+        session = ro.session(ttl=3.0, on_event=events.put, on_severed=ended.append)
         assert session.local and session.id in LOCAL_SESSION_IDS
         ev = next_event(events, "mode_changed", "read-only")
         assert ev.member in (survivor, "")  # "": told first by a keepalive's answer
@@ -85,7 +85,7 @@ def test_a_session_opened_on_a_cut_off_member_reads_watches_and_is_registered_on
         assert int(cli.stdout) in LOCAL_SESSION_IDS
         assert f"is member-local to {survivor}" in cli.stderr
         # The member keeps it alive: past its TTL it is still there.
-        deadline = time.monotonic() + 1.5 * session.ttl
+        deadline = time.monotonic() + 1.25 * session.ttl
         while time.monotonic() < deadline and session.ended is None:
             time.sleep(0.05)
         assert session.ended is None and session.local
@@ -143,8 +143,8 @@ def test_a_local_session_stays_with_its_member_when_the_client_moves_to_the_majo
                 moves: asyncio.Queue = asyncio.Queue()
                 client.add_mode_listener(moves.put_nowait)
                 events: list = []
-                session = await client.session(ttl=3.0, on_event=events.append)
-                early = await client.session(ttl=3.0)
+                session = await client.session(ttl=4.0, on_event=events.append)
+                early = await client.session(ttl=4.0)
                 assert session.local and session.home == endpoints[0] and early.local
                 change = await asyncio.wait_for(moves.get(), 10)
                 assert change.moved and change.member != minority
@@ -158,13 +158,17 @@ def test_a_local_session_stays_with_its_member_when_the_client_moves_to_the_majo
                     await session.own("g", ["r"])  # not registered yet, whoever is current
                 # Its streams break (the member stalls): they reconnect to its member, not
                 # to the client's current one, which does not know the session.
+                # (Stopped longer than a keepalive interval, well within the TTL.)
                 cluster.pause(minority)
-                await asyncio.sleep(session.ttl * 0.75)
+                await asyncio.sleep(session.ttl / 3 + 0.5)
                 cluster.resume(minority)
-                deadline = time.monotonic() + session.ttl
-                while time.monotonic() < deadline and session.ended is None:
+                resumed = time.monotonic()
+                # A keepalive acknowledged after the stop: the streams are back on it.
+                while time.monotonic() - resumed < 2 * session.ttl and not (
+                        session.ended is not None or session.remaining() > session.ttl - 0.5):
                     await asyncio.sleep(0.05)
                 assert session.ended is None and session.local, events
+                assert session.remaining() > session.ttl - 1.0
                 # The member is still read-only: the session was not told otherwise.
                 assert [e.mode for e in events if e.type == "mode_changed"] == ["read-only"]
 
