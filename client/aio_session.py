@@ -11,7 +11,7 @@ queue and callbacks on the loop; the sync facade's `Session` supplies its own.
 A member-local session (opened by a read-only member, `home`) lives on that member
 alone, so both tasks stay there whatever the client's prober does, until the member
 says `registered` (then it is a session like any other) or `dropped`. If the member
-does not answer for a whole TTL the session is over (`gone`, saying so).
+answers nothing for `LOCAL_GIVE_UP_TTLS` TTLs the session is over (`gone`, saying so).
 """
 
 from __future__ import annotations
@@ -58,6 +58,11 @@ Outcome = tuple[CoordError, bool] | None  # (error, made progress first), or Non
 Attempt = Callable[[int, Transport], Awaitable[Outcome]]
 
 _END = object()
+LOCAL_GIVE_UP_TTLS = 2
+"""A member-local session whose member answers nothing for this many TTLs is taken for
+gone. Its member drops it after one TTL without keepalives, unless the member's own
+process was stopped: then it starts the TTL afresh (as a leader does), so one TTL of
+silence alone does not prove the session over."""
 
 
 class AsyncOutput:
@@ -198,11 +203,11 @@ class AsyncSession(SessionFacts):
                       self.id, what, ring.endpoints[index], err.reason)
             if not local:
                 ring.failed(index)
-            elif self.core.remaining() <= 0:
+            elif self.core.unanswered_for() > LOCAL_GIVE_UP_TTLS * self.ttl:
                 self._end(self.core.gone(
-                    f"member-local session: its member at {self.home} did not answer for a "
-                    f"whole TTL ({self.ttl:g}s), and the session lived there alone"),
-                    queue_it=True)
+                    f"member-local session: its member at {self.home} answered nothing for "
+                    f"{LOCAL_GIVE_UP_TTLS} TTLs ({LOCAL_GIVE_UP_TTLS * self.ttl:g}s), and the "
+                    "session lived there alone"), queue_it=True)
                 return
             await asyncio.sleep(self.client.policy.delay(failures, len(ring)))
 

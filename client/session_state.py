@@ -90,6 +90,10 @@ class SessionCore:
         """A keepalive unanswered for a whole interval: the member is stuck, move on."""
         return oldest_unacked is not None and self.clock() - oldest_unacked > self.interval
 
+    def unanswered_for(self) -> float:
+        """Seconds since the last acknowledged keepalive was sent (or the session began)."""
+        return self.clock() - self._acked_at
+
     def remaining(self) -> float:
         """Seconds the session is known to live without another acknowledged keepalive."""
         return max(0.0, self._acked_at + self.ttl - self.clock())

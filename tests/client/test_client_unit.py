@@ -578,6 +578,8 @@ def test_session_core_of_a_member_local_session():
     # Its member renews it (read-only or not): the TTL starts again.
     local_ack = pb.KeepAliveResponse(session_id=7, ttl_ms=3000, read_only=True, local=True)
     assert core.acked(2.0, local_ack) is None and core.remaining() == 3.0
+    clock.now = 9.0  # silence: remaining() stops at 0, the silence goes on counting
+    assert core.remaining() == 0.0 and core.unanswered_for() == 7.0
     assert not core.observe(SessionEvent("mode_changed", 7, mode="read-write", member="n3"))
     assert core.local  # the mode alone changes nothing: registration does
     assert not core.observe(SessionEvent("registered", 7, member="n3"))

@@ -158,9 +158,9 @@ def test_a_local_session_stays_with_its_member_when_the_client_moves_to_the_majo
                     await session.own("g", ["r"])  # not registered yet, whoever is current
                 # Its streams break (the member stalls): they reconnect to its member, not
                 # to the client's current one, which does not know the session.
-                # (Stopped longer than a keepalive interval, well within the TTL.)
+                # (Stopped for two keepalive intervals: a keepalive surely goes unanswered.)
                 cluster.pause(minority)
-                await asyncio.sleep(session.ttl / 3 + 0.5)
+                await asyncio.sleep(2 * session.ttl / 3 + 0.5)
                 cluster.resume(minority)
                 resumed = time.monotonic()
                 # A keepalive acknowledged after the stop: the streams are back on it.
