@@ -221,6 +221,12 @@ class LocalSessions:
                 f"{self._member} rejoined a majority: {res.error}: {res.message}"),
                 res.revision)
             return
+        if res.session_id != session.id:  # its open's request id had opened another one
+            self._settle(session, DROPPED, (
+                f"member-local session {session.id} was not registered when {self._member} "
+                f"rejoined a majority: its open's request id {session.request_id!r:.60} "
+                f"had already opened session {res.session_id} in the cluster"), res.revision)
+            return
         self._settle(session, REGISTERED, (
             f"member-local session {session.id} registered with the cluster (same id) "
             f"when {self._member} rejoined a majority"), res.revision)

@@ -164,6 +164,24 @@ def test_a_refused_registration_ends_the_session_saying_why():
     asyncio.run(run())
 
 
+def test_an_open_retried_on_a_cut_off_member_is_not_registered_as_another_session():
+    """The client's first try of the open was committed elsewhere before this member was
+    cut off; its retry here opened a local session. The registration's request id is the
+    open's, so the state machine answers with the first session: that is not this one."""
+
+    async def run() -> None:
+        registry, coord, _, told = _registry()
+        first = coord.machine.execute(c.OpenSession("a", 2_000, True, "r1"), 1)
+        s = registry.open("a", 2_000, "r1")
+        coord.switch(READ_WRITE)
+        await _settled(registry)
+        assert [o.type for o in told] == [DROPPED]
+        assert f"had already opened session {first.session_id}" in told[0].reason
+        assert s.id not in coord.machine.sessions
+
+    asyncio.run(run())
+
+
 def test_cut_off_again_mid_registration_keeps_it_local_and_failures_are_bounded():
     async def run() -> None:
         registry, coord, _, told = _registry()
