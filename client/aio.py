@@ -32,7 +32,7 @@ from coord.client.calls import (
 )
 from coord.client.cursors import OwnersCursor, WatchCursor
 from coord.client.endpoints import EndpointRing, parse_endpoints
-from coord.client.errors import CoordError, error_for, from_rpc_error
+from coord.client.errors import CoordError, ReadOnlyError, error_for, from_rpc_error
 from coord.client.keys import Bytesish, key_range
 from coord.client.read_only import READ_ONLY_OK_METADATA, ModeListener, Prober, find_member
 from coord.client.results import (
@@ -258,7 +258,15 @@ class AsyncClient:
     async def open_session(self, name: str = "", ttl: float = 10.0,
                            read_only_ok: bool | None = None) -> SessionInfo:
         ok = self.read_only_ok if read_only_ok is None else read_only_ok
-        return await self.send(calls.open_session_call(name, ttl, ok))
+        call = calls.open_session_call(name, ttl, ok)
+        try:
+            return await self.send(call)
+        except ReadOnlyError:
+            if not ok:
+                raise
+            # The member went read-only while the open waited (READ_ONLY: not applied).
+            # A read-only member opens member-local sessions for read-only clients: again.
+            return await self.send(call)
 
     async def open_session_to_keep(self, name: str, ttl: float,
                                    read_only_ok: bool | None) -> tuple[SessionInfo, str]:

@@ -7,7 +7,6 @@ clients that accept read-only service; every other client is told NO_QUORUM."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import grpc
@@ -92,18 +91,13 @@ async def check(context: grpc.aio.ServicerContext, result: Any) -> Any:
 
 
 async def write(
-    context: grpc.aio.ServicerContext, coord: Coordinator, cmd: Any, in_band: bool = False,
-    when_refused: Callable[[], Any] | None = None,
+    context: grpc.aio.ServicerContext, coord: Coordinator, cmd: Any, in_band: bool = False
 ) -> Any:
     """Commit `cmd`; its result's error aborts the call unless the API reports errors
-    `in_band` (in the response message). `when_refused`: what to answer instead if the
-    member's mode refuses the write (None from it: refuse after all)."""
+    `in_band` (in the response message)."""
     try:
         result = await coord.write(cmd, timeout=call_timeout(context))
     except Refused:  # the member is not read-write (coord.write checks before proposing)
-        instead = when_refused() if when_refused is not None else None
-        if instead is not None:
-            return instead
         await refuse(context, coord, _writer_read_only_ok(context, coord, cmd))
     except (NodeError, ForwardedError) as e:
         await _fail(context, e)

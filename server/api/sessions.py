@@ -30,7 +30,6 @@ log = logging.getLogger(__name__)
 
 KEEPALIVE_FORWARD_TIMEOUT_S = 0.25  # well under a keepalive interval (>= TTL/3 >= 0.33 s)
 ENDING_EVENTS = frozenset({"severed", "expired", "released"})
-_LOCAL = object()  # OpenSession: the write was refused, open a member-local session
 
 
 def session_event_to_pb(e: SessionEvent) -> pb.SessionEvent:
@@ -57,11 +56,10 @@ class SessionsService(coord_pb2_grpc.SessionsServicer):
     async def OpenSession(self, request, context):  # noqa: N802
         if self._opens_locally(request):
             return await self._open_local(request, context)
+        # (If the member goes read-only while this waits, the open is refused READ_ONLY:
+        # not applied, so the client opens again, and gets a local session.)
         cmd = c.OpenSession(request.name, request.ttl_ms, request.read_only_ok, request.request_id)
-        res = await write(context, self.coord, cmd, when_refused=lambda: (
-            _LOCAL if self._opens_locally(request) else None))
-        if res is _LOCAL:  # the member went read-only while the open waited
-            return await self._open_local(request, context)
+        res = await write(context, self.coord, cmd)
         return pb.OpenSessionResponse(
             header=self.coord.header(res.revision), session_id=res.session_id, ttl_ms=res.ttl_ms
         )

@@ -751,6 +751,11 @@ class FakeMember(pb_grpc.KVServicer, pb_grpc.SessionsServicer):
 
     def OpenSession(self, request, context):
         self._record("OpenSession", request)
+        if self.behaviour.get("OpenSession") == "went_read_only":
+            if len(self.requests["OpenSession"]) == 1 or not request.read_only_ok:
+                abort(context, S.FAILED_PRECONDITION, "READ_ONLY", "member a is read-only")
+            return pb.OpenSessionResponse(header=self.header(), session_id=(1 << 62) + 5,
+                                          ttl_ms=request.ttl_ms, local=True)
         return pb.OpenSessionResponse(header=self.header(), session_id=77,
                                       ttl_ms=request.ttl_ms)
 
@@ -840,6 +845,21 @@ def test_watch_resumes_on_another_member_without_loss_or_repeat(members):
     assert got == [(b"k1", 11), (b"k2", 12), (b"k3", 12), (b"k4", 13)]
     assert a.requests["Watch"][0].from_revision == 11  # pinned: Range said revision 10
     assert b.requests["Watch"][0].from_revision == 12
+
+
+def test_an_open_refused_as_the_member_went_read_only_is_opened_again_there(members):
+    """The member switched to read-only while the open waited (READ_ONLY: not applied);
+    a read-only client opens again and gets the member-local session; others are told."""
+    a = members[0]
+    a.behaviour["OpenSession"] = "went_read_only"
+    with Client([a.endpoint], read_only_ok=True, timeout=2.0, policy=FAST) as client:
+        info = client.open_session("x", 3.0)
+        assert info.local and info.session_id == (1 << 62) + 5
+        first, again = a.requests["OpenSession"]
+        assert first.request_id == again.request_id and again.read_only_ok
+        with pytest.raises(ReadOnlyError):
+            client.open_session("y", 3.0, read_only_ok=False)
+    assert len(a.requests["OpenSession"]) == 3
 
 
 def test_session_keeps_its_id_across_members_and_is_fenced_at_once(members):
