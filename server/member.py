@@ -121,6 +121,8 @@ class Member:
         self.link = LeaderLink(self.auth)
         self.coordinator = Coordinator(self.node, self.machine, self.link)
         self.tracker = SessionTracker(self.node, self.machine, self.coordinator.write)
+        # sessions a read-only member opens, registered with the cluster when it is back
+        self.local_sessions = LocalSessions(self.coordinator, self.hub.offer_session)
         self.compactor = AutoCompactor(
             config.compaction,
             leading=lambda: self.node.caught_up_leader,
@@ -142,7 +144,6 @@ class Member:
         # a normal election rarely takes that long, a partition always does.
         self.mode.grace_s = config.options.election_ticks * config.options.tick_ms / 2000
         self.mode.listeners.append(self.hub.broadcast)
-        self.local_sessions = LocalSessions(self.coordinator, self.hub.offer_session)
         self.health = health.aio.HealthServicer()
         self._servers: list[grpc.aio.Server] = []
 
@@ -171,10 +172,10 @@ class Member:
             await s.start()
         await self.node.start()
         self.tracker.start()
+        self.local_sessions.start()
         self.compactor.start()
         self.space.start()
         self.mode.start()
-        self.local_sessions.start()
         await self.health.set("", health_pb2.HealthCheckResponse.SERVING)
         log.info(
             "%s: serving %s on %s, peers on %s (data in %s)",
@@ -219,10 +220,10 @@ class Member:
     async def stop(self, grace: float = 1.0) -> None:
         await self.health.enter_graceful_shutdown()
         await self.tracker.stop()
+        await self.local_sessions.stop()
         await self.compactor.stop()
         await self.space.stop()
         await self.mode.stop()
-        await self.local_sessions.stop()
         for s in self._servers:
             await s.stop(grace)
         await self.link.close()
