@@ -191,7 +191,7 @@ class Member:
         coord, hub = self.coordinator, self.hub
         admin_pb2_grpc.add_AdminServicer_to_server(
             AdminService(self.node, self.machine, self.mode, hub=hub, tracker=self.tracker,
-                         data_path=self.store.path),
+                         data_path=self.store.path, local=self.local_sessions),
             server
         )
         coord_pb2_grpc.add_SessionsServicer_to_server(

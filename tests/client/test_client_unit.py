@@ -21,7 +21,7 @@ from grpc_status import rpc_status
 
 from coord.cli import main as cli
 from coord.cli.client_commands import TxnSyntaxError, parse_txn
-from coord.cli.status import cmd_status
+from coord.cli.status import cmd_status, table_rows
 from coord.client import (
     AsyncClient,
     Client,
@@ -682,6 +682,14 @@ def test_cli_bad_usage_exits_2(capsys):
     with pytest.raises(SystemExit) as e:
         cli.main(["pid", "lease", "topic", "not-a-number"])
     assert e.value.code == 2
+
+
+def test_status_table_counts_a_members_local_sessions():
+    row = {"endpoint": "e", "name": "n3", "role": "follower", "term": 2, "leader_name": "",
+           "commit_index": 5, "applied_index": 5, "has_quorum": False,
+           "quorum_lost_ms": 1500, "mode": "read-only", "local_sessions": 2}
+    assert table_rows([row])[0][-1].plain == "read-only, 2 local session(s)"
+    assert table_rows([{**row, "local_sessions": 0}])[0][-1].plain == "read-only"
 
 
 def test_cli_keeps_existing_commands():

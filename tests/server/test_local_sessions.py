@@ -84,6 +84,7 @@ def test_a_session_opened_on_a_cut_off_member_reads_watches_and_is_registered_on
         assert cli.returncode == 0, cli.stderr
         assert int(cli.stdout) in LOCAL_SESSION_IDS
         assert f"is member-local to {survivor}" in cli.stderr
+        assert cluster3.status(survivor).local_sessions == 2  # the operator sees them
         # The member keeps it alive: past its TTL it is still there.
         deadline = time.monotonic() + 1.25 * session.ttl
         while time.monotonic() < deadline and session.ended is None:
@@ -97,6 +98,7 @@ def test_a_session_opened_on_a_cut_off_member_reads_watches_and_is_registered_on
         assert registered.session_id == session.id and registered.member == survivor
         assert "registered with the cluster (same id)" in registered.message
         assert not session.local and session.ended is None
+        wait_until("no local sessions left", lambda: cluster3.status(survivor).local_sessions == 0)
         # A cluster session now, same id: it owns, and the cluster keeps it alive.
         assert [g.resource for g in session.own("g", ["r"]).grants] == ["r"]
         assert ro.get_owner("g", "r").session_id == session.id
