@@ -31,6 +31,7 @@ from coord.server.core.compaction import AutoCompactor
 from coord.server.core.coordinator import Coordinator
 from coord.server.core.events import EventHub
 from coord.server.core.forward import ForwardService, LeaderLink
+from coord.server.core.local_sessions import LocalSessions
 from coord.server.core.quota import SpaceGuard
 from coord.server.core.session_tracker import SessionTracker
 from coord.server.etcd.cluster import EtcdClusterService
@@ -120,6 +121,8 @@ class Member:
         self.link = LeaderLink(self.auth)
         self.coordinator = Coordinator(self.node, self.machine, self.link)
         self.tracker = SessionTracker(self.node, self.machine, self.coordinator.write)
+        # sessions a read-only member opens, registered with the cluster when it is back
+        self.local_sessions = LocalSessions(self.coordinator, self.hub.offer_session)
         self.compactor = AutoCompactor(
             config.compaction,
             leading=lambda: self.node.caught_up_leader,
@@ -169,6 +172,7 @@ class Member:
             await s.start()
         await self.node.start()
         self.tracker.start()
+        self.local_sessions.start()
         self.compactor.start()
         self.space.start()
         self.mode.start()
@@ -187,11 +191,11 @@ class Member:
         coord, hub = self.coordinator, self.hub
         admin_pb2_grpc.add_AdminServicer_to_server(
             AdminService(self.node, self.machine, self.mode, hub=hub, tracker=self.tracker,
-                         data_path=self.store.path),
+                         data_path=self.store.path, local=self.local_sessions),
             server
         )
         coord_pb2_grpc.add_SessionsServicer_to_server(
-            SessionsService(coord, hub, self.tracker), server
+            SessionsService(coord, hub, self.tracker, self.local_sessions), server
         )
         coord_pb2_grpc.add_OwnershipServicer_to_server(OwnershipService(coord, hub), server)
         coord_pb2_grpc.add_ProducersServicer_to_server(ProducersService(coord), server)
@@ -216,6 +220,7 @@ class Member:
     async def stop(self, grace: float = 1.0) -> None:
         await self.health.enter_graceful_shutdown()
         await self.tracker.stop()
+        await self.local_sessions.stop()
         await self.compactor.stop()
         await self.space.stop()
         await self.mode.stop()
