@@ -30,7 +30,6 @@ from pathlib import Path
 
 from coord.history.replay import Replayer
 from coord.history.rows import Row
-from coord.sm import CoordMachine
 from coord.sm.ledger import initial_revision
 
 DB_NAME = "raft.db"
@@ -44,10 +43,10 @@ class DataDirError(Exception):
 @dataclass(frozen=True)
 class DataDirInfo:
     member: str
-    log_version: int | None  # None: stamped before versions
     snapshot_index: int
     first_index: int  # first retained entry after the snapshot
     commit_index: int
+    log_version: int | None = None  # None: stamped before versions (version 1)
 
 
 def _connect(data_dir: str | os.PathLike[str]) -> sqlite3.Connection:
@@ -84,8 +83,8 @@ def _info(conn: sqlite3.Connection) -> DataDirInfo:
     first = conn.execute("SELECT min(idx) FROM log WHERE idx > ?", (snap_index,)).fetchone()[0]
     if version is not None and not str(version[0]).isdigit():
         raise DataDirError(f"bad log_version {version[0]!r} in the data dir's meta")
-    return DataDirInfo(name[0] if name else "", int(version[0]) if version else None,
-                       snap_index, first or snap_index + 1, hard[0] if hard else 0)
+    return DataDirInfo(name[0] if name else "", snap_index, first or snap_index + 1,
+                       hard[0] if hard else 0, int(version[0]) if version else None)
 
 
 def read_rows(data_dir: str | os.PathLike[str], after_index: int = 0) -> Iterator[Row]:
@@ -95,7 +94,8 @@ def read_rows(data_dir: str | os.PathLike[str], after_index: int = 0) -> Iterato
     try:
         conn.execute("BEGIN")  # one consistent read of snapshot and log
         meta = _info(conn)
-        replayer = Replayer(CoordMachine(initial_revision=initial_revision(meta.log_version)))
+        replayer = Replayer()
+        replayer.machine.start_at(initial_revision(meta.log_version))  # where its log began
         snap = conn.execute("SELECT idx, data FROM snapshot WHERE id = 1").fetchone()
         if snap is not None:
             try:
