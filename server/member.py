@@ -40,12 +40,12 @@ from coord.server.etcd.lease import EtcdLeaseService
 from coord.server.etcd.maintenance import EtcdMaintenanceService
 from coord.server.etcd.watch import EtcdWatchService
 from coord.server.node.driver import Node, NodeOptions
-from coord.server.node.identity import claim_data_dir
+from coord.server.node.identity import claim_data_dir, log_version
 from coord.server.node.members import MemberInfo
-from coord.server.node.statemachine import StateMachine
 from coord.server.storage.log_store import LogStore
 from coord.server.transport.auth import PeerAuth
 from coord.server.transport.peer import EXCLUSIVE_BIND, SERVER_OPTIONS, PeerTransport
+from coord.sm.ledger import LOG_VERSION, initial_revision
 from coord.sm.machine import CoordMachine
 from coord.v1 import admin_pb2, admin_pb2_grpc, coord_pb2, coord_pb2_grpc
 
@@ -73,7 +73,7 @@ class NodeParts:
 def open_node(
     me: MemberInfo,
     data_dir: Path,
-    machine: StateMachine,
+    machine: CoordMachine,
     initial_cluster: list[MemberInfo],
     cluster_secret: bytes,
     options: NodeOptions,
@@ -81,10 +81,12 @@ def open_node(
     cluster_token: str = "coord",
 ) -> NodeParts:
     """Open member `me`'s storage in `data_dir`, check it is this member's, and build the
-    peer transport and the node over them (not started: `await parts.node.start()`)."""
+    peer transport and the node over them (not started: `await parts.node.start()`).
+    `machine` (empty) starts from the revision its data's log began at."""
     store = LogStore(data_dir / "raft.db")
     try:
-        cluster_id = claim_data_dir(store, me.name, cluster_token)
+        cluster_id = claim_data_dir(store, me.name, cluster_token, LOG_VERSION)
+        machine.start_at(initial_revision(log_version(store)))
         auth = PeerAuth(me.id, cluster_secret, cluster_id)
         transport = PeerTransport(auth)
         node = Node(me, store, transport, machine, initial_cluster, cluster_id, options,
