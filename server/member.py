@@ -22,6 +22,7 @@ from grpc_reflection.v1alpha import reflection
 from coord.etcdpb import rpc_pb2 as etcd_pb2
 from coord.etcdpb import rpc_pb2_grpc as etcd_grpc
 from coord.server.api.admin import AdminService
+from coord.server.api.history import HistoryService
 from coord.server.api.kv import KVService
 from coord.server.api.ownership import OwnershipService
 from coord.server.api.producers import ProducersService
@@ -47,7 +48,14 @@ from coord.server.transport.auth import PeerAuth
 from coord.server.transport.peer import EXCLUSIVE_BIND, SERVER_OPTIONS, PeerTransport
 from coord.sm.ledger import LOG_VERSION, initial_revision
 from coord.sm.machine import CoordMachine
-from coord.v1 import admin_pb2, admin_pb2_grpc, coord_pb2, coord_pb2_grpc
+from coord.v1 import (
+    admin_pb2,
+    admin_pb2_grpc,
+    coord_pb2,
+    coord_pb2_grpc,
+    history_pb2,
+    history_pb2_grpc,
+)
 
 log = logging.getLogger(__name__)
 
@@ -202,7 +210,11 @@ class Member:
         coord_pb2_grpc.add_OwnershipServicer_to_server(OwnershipService(coord, hub), server)
         coord_pb2_grpc.add_ProducersServicer_to_server(ProducersService(coord), server)
         coord_pb2_grpc.add_KVServicer_to_server(KVService(coord, hub), server)
-        services = [admin_pb2.DESCRIPTOR.services_by_name["Admin"].full_name]
+        history = HistoryService(self.config.name, self.config.data_dir)
+        self.node.apply_listeners.append(history.applied)
+        history_pb2_grpc.add_HistoryServicer_to_server(history, server)
+        services = [admin_pb2.DESCRIPTOR.services_by_name["Admin"].full_name,
+                    history_pb2.DESCRIPTOR.services_by_name["History"].full_name]
         return services + [s.full_name for s in coord_pb2.DESCRIPTOR.services_by_name.values()
                            if s.name != "Forward"]
 

@@ -23,13 +23,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--out", required=True, help="history directory to write")
     s.add_argument("--format", choices=("parquet", "jsonl"), default="parquet", help=FORMAT_HELP)
     s.set_defaults(func=cmd_synth)
-    e = hs.add_parser("export", help="a stopped member's history, from its --data-dir")
-    e.add_argument("--data-dir", required=True,
-                   help="the member's data dir (opened read-only; stop the member first)")
+    e = hs.add_parser("export", help="the committed history: live from running members "
+                      "(--endpoints) or from a stopped member's --data-dir")
+    source = e.add_mutually_exclusive_group(required=True)
+    source.add_argument("--endpoints",
+                        help="client endpoints HOST:PORT,...: a member replays what it retains "
+                        "and streams the rows (another takes over if it fails)")
+    source.add_argument("--data-dir",
+                        help="a stopped member's data dir (opened read-only)")
     e.add_argument("--out", required=True,
                    help="history directory; an existing one is resumed after its last index")
     e.add_argument("--from-revision", type=int, default=0,
-                   help="skip entries before this revision (default: the oldest retained)")
+                   help="rows from this revision on (default: the oldest retained); a "
+                   "compacted revision is refused with the oldest available")
+    e.add_argument("--follow", action="store_true",
+                   help="with --endpoints: keep exporting entries as they commit, committing "
+                   "to --out at least every second; Ctrl-C ends it")
     e.add_argument("--format", choices=("parquet", "jsonl"), default="parquet", help=FORMAT_HELP)
     e.set_defaults(func=cmd_export)
 
@@ -46,6 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _progress(total: int | None, what: str) -> Any:
+    from rich.console import Console
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -58,7 +68,7 @@ def _progress(total: int | None, what: str) -> Any:
     return Progress(TextColumn(f"[bold]{what}"), BarColumn(), MofNCompleteColumn(),
                     TextColumn("{task.fields[rate]}"), TimeElapsedColumn(),
                     TimeRemainingColumn(), transient=False, disable=not sys.stderr.isatty(),
-                    console=None)
+                    console=Console(stderr=True))
 
 
 def _tracked(rows: Iterator[dict], progress: Any, task: Any, first: int) -> Iterator[dict]:
@@ -115,6 +125,12 @@ def cmd_export(args: argparse.Namespace) -> int:
     from coord.history import datadir
     from coord.history.sink import HistoryDirError, read_manifest
 
+    if args.endpoints is not None:
+        return export_live(args)
+    if args.follow:
+        print("coord history export: --follow needs --endpoints (a stopped member's "
+              "history does not grow)", file=sys.stderr)
+        return 2
     try:
         info = datadir.info(args.data_dir)
         manifest = read_manifest(args.out)
@@ -125,21 +141,104 @@ def cmd_export(args: argparse.Namespace) -> int:
     if after:
         print(f"resuming after index {after} (revision {manifest['last_revision']})",
               file=sys.stderr)
-    if after and after < info.snapshot_index:
-        print(f"coord history export: {args.data_dir} was compacted to index "
-              f"{info.snapshot_index}; entries {after + 1}..{info.snapshot_index} are gone "
-              "(export into a new --out to start from the oldest retained)", file=sys.stderr)
-        return 2
-    rows = datadir.read_rows(args.data_dir, after_index=after)
-    if args.from_revision:
-        rows = (r for r in rows if r["revision"] >= args.from_revision)
+    rows = datadir.read_rows(args.data_dir, after_index=after, from_revision=args.from_revision)
     start = max(after, info.snapshot_index)
     try:
         return _write(rows, args.out, args.format, f"data-dir {args.data_dir} ({info.member})",
                       max(info.commit_index - start, 0), start, f"export {info.member}")
+    except datadir.Compacted as exc:
+        print(f"coord history export: {exc} (export into a new --out to start from the "
+              "oldest retained)", file=sys.stderr)
+        return 2
     except datadir.DataDirError as exc:
         print(f"coord history export: {exc}", file=sys.stderr)
         return 2
+
+
+COMMIT_ROWS = 200_000
+FOLLOW_COMMIT_S = 1.0
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+def export_live(args: argparse.Namespace) -> int:
+    """`--endpoints`: the live export, through `coord.client`. A member replays its
+    retained history and streams pages of rows (`Client.export_history`); they go into the
+    history directory in runs the sink commits one at a time (its manifest records the last
+    index and revision written, where the next export resumes): every `COMMIT_ROWS` rows, at
+    the end, and with `--follow` at least every `FOLLOW_COMMIT_S` while rows arrive. Ctrl-C
+    commits what arrived, then stops."""
+    from coord.client.endpoints import parse_endpoints
+    from coord.client.errors import CompactedError, CoordError
+    from coord.client.sync import Client
+    from coord.history.sink import HistoryDirError, HistorySink
+
+    try:
+        endpoints = parse_endpoints(args.endpoints)
+        sink = HistorySink(args.out, args.format, f"live {','.join(endpoints)}")
+    except (ValueError, HistoryDirError) as exc:
+        _say(f"coord history export: {exc}")
+        return 2
+    after = sink.last_index
+    if after:
+        _say(f"resuming after index {after} (revision {sink.manifest['last_revision']})")
+    totals = {"rows": 0, "first_index": 0}
+    started = time.monotonic()
+    code = 0
+    with Client(endpoints) as client, _progress(None, "export") as progress:
+        task = progress.add_task("export", total=None, rate="")
+        pending: list[dict[str, Any]] = []
+        last_commit = time.monotonic()
+
+        def commit() -> None:
+            nonlocal pending, last_commit
+            last_commit = time.monotonic()
+            if not pending:
+                return
+            written = sink.write(pending)
+            pending = []
+            totals["rows"] += written.rows
+            totals["first_index"] = totals["first_index"] or written.first_index
+            progress.console.print(f"committed through index {written.last_index} "
+                                   f"(revision {sink.manifest['last_revision']})")
+
+        pages = client.export_history(after, args.from_revision, follow=args.follow)
+        try:
+            for page in pages:
+                pending += page.rows
+                start = max(after, page.snapshot_index)
+                rate = (totals["rows"] + len(pending)) / max(time.monotonic() - started, 1e-9)
+                progress.update(task, total=max(page.commit_index - start, 1),
+                                completed=page.replayed_index - start,
+                                rate=f"{page.member}: {rate:,.0f} rows/s")
+                if (len(pending) >= COMMIT_ROWS or page.done
+                        or (args.follow and time.monotonic() - last_commit >= FOLLOW_COMMIT_S)):
+                    commit()
+        except KeyboardInterrupt:
+            commit()
+            code = 0 if args.follow else 130
+        except CompactedError as exc:
+            commit()
+            oldest = exc.metadata.get("oldest_revision", "?")
+            _say(f"coord history export: {exc.message}; to start there, export into a new "
+                 f"--out (with --from-revision {oldest})")
+            code = 2
+        except CoordError as exc:
+            commit()
+            _say(f"coord history export: {exc}")
+            code = 1
+        finally:
+            pages.close()
+    seconds = time.monotonic() - started
+    print(json.dumps({"out": args.out, "rows": totals["rows"],
+                      "first_index": totals["first_index"],
+                      "last_index": sink.last_index,
+                      "last_revision": sink.manifest["last_revision"],
+                      "seconds": round(seconds, 3),
+                      "rows_per_second": round(totals["rows"] / seconds if seconds else 0)}))
+    return code
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
