@@ -33,6 +33,7 @@ from coord.server.core.coordinator import Coordinator
 from coord.server.core.events import EventHub
 from coord.server.core.forward import ForwardService, LeaderLink
 from coord.server.core.local_sessions import LocalSessions
+from coord.server.core.quorum_notes import QuorumNotes
 from coord.server.core.quota import SpaceGuard
 from coord.server.core.session_tracker import SessionTracker
 from coord.server.etcd.cluster import EtcdClusterService
@@ -154,6 +155,9 @@ class Member:
         # a normal election rarely takes that long, a partition always does.
         self.mode.grace_s = config.options.election_ticks * config.options.tick_ms / 2000
         self.mode.listeners.append(self.hub.broadcast)
+        # periods without a quorum, noted in the log for the history's audit
+        self.quorum_notes = QuorumNotes(self.node, self.store.entries, self.coordinator.write)
+        self.mode.listeners.append(self.quorum_notes.changed)
         self.health = health.aio.HealthServicer()
         self._servers: list[grpc.aio.Server] = []
 
@@ -238,6 +242,7 @@ class Member:
         await self.compactor.stop()
         await self.space.stop()
         await self.mode.stop()
+        await self.quorum_notes.stop()
         for s in self._servers:
             await s.stop(grace)
         await self.link.close()
