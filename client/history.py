@@ -20,12 +20,9 @@ from coord.v1 import history_pb2
 
 __all__ = ["HistoryCursor", "HistoryPage", "row_of"]
 
-_FIELDS = tuple(f.name for f in history_pb2.HistoryRow.DESCRIPTOR.fields)
-
-
 def row_of(message: history_pb2.HistoryRow) -> dict[str, Any]:
-    """A row as a dict of its set columns (a missing column is null)."""
-    return {name: getattr(message, name) for name in _FIELDS if message.HasField(name)}
+    """A row as a dict of its set columns (a missing column is null), in column order."""
+    return {f.name: value for f, value in message.ListFields()}
 
 
 @dataclass(frozen=True)
