@@ -9,6 +9,7 @@ import json
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 FORMAT_HELP = "parquet (partitioned by date and kind) or jsonl"
@@ -50,6 +51,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--checks", help="comma-separated checks to run (default: all)")
     a.add_argument("--combined", action="store_true",
                    help="run every check in one Spark job (fewer jobs; no time per check)")
+    a.add_argument("--client-history", metavar="H",
+                   help="a recorded client history (JSONL: invoke/ok/fail/info events) whose "
+                   "keys are checked for linearizability, one search per key on the executors")
+    a.add_argument("--key-time-limit", type=float, default=None, metavar="S",
+                   help="seconds the search may spend on one key before it says unknown "
+                   "(default 10)")
     a.add_argument("--json", action="store_true", help="print the summary as JSON")
     a.set_defaults(func=cmd_audit)
 
@@ -249,6 +256,13 @@ def cmd_audit(args: argparse.Namespace) -> int:
     except HistoryDirError as exc:
         print(f"coord audit: {exc}", file=sys.stderr)
         return 2
+    if args.client_history is not None and not Path(args.client_history).exists():
+        print(f"coord audit: --client-history {args.client_history}: no such file or "
+              "directory", file=sys.stderr)
+        return 2
+    if args.key_time_limit is not None and args.key_time_limit <= 0:
+        print("coord audit: --key-time-limit must be positive", file=sys.stderr)
+        return 2
     from rich.console import Console
 
     from coord.audit.job import run_audit
@@ -260,7 +274,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
         spark = session(args.master)
         try:
             result = run_audit(spark, args.history, checks=checks, report_dir=args.report,
-                               combined=args.combined, on_step=lambda s: status.update(s))
+                               combined=args.combined, client_history=args.client_history,
+                               key_time_limit_s=args.key_time_limit,
+                               on_step=lambda s: status.update(s))
         except ValueError as exc:
             print(f"coord audit: {exc}", file=sys.stderr)
             return 2
@@ -285,4 +301,12 @@ def cmd_audit(args: argparse.Namespace) -> int:
                 print(f"      {e}")
         if result.report:
             print(f"report: {result.report}")
-    return 1 if result.violations else 0
+        if "clients" in s:
+            k = s["clients"]
+            print(f"client history {k['history']}: {k['keys']} keys: {k['ok']} ok, "
+                  f"{k['illegal']} illegal, {k['unknown']} unknown, {k['malformed']} malformed")
+            for u in k["undecided"]:
+                print(f"  {u['verdict']:9} key {u['key']}: {u['reason']}")
+    if result.violations:
+        return 1
+    return 2 if s.get("clients", {}).get("malformed") else 0
