@@ -1,8 +1,10 @@
 """Periods without a quorum, noted by the members themselves: three real member
-processes, the majority paused (SIGSTOP) past a session's TTL, resumed (SIGCONT); the
-live export then holds a `note_quorum_lost` for the period, stamped by the leader after
-it, and the audit's session checks pass on the real history — and catch an expiry planted
-inside the noted period."""
+processes. First one follower is cut off alone while the majority goes on and expires a
+session (legitimately): it notes nothing. Then the majority is paused (SIGSTOP) past
+another session's TTL and resumed (SIGCONT): the live export holds a `note_quorum_lost`
+for that period, stamped by the leader after it, and the audit's session checks pass on
+the real history — both expiries included — and catch an expiry planted inside the
+noted period."""
 
 from __future__ import annotations
 
@@ -40,13 +42,34 @@ def _rows(client: Client) -> list[dict]:
     return [r for page in client.export_history() for r in page.rows]
 
 
+def _expired(rows: list[dict], session: int) -> bool:
+    return any(r["kind"] == "session.expired" and r.get("session") == session for r in rows)
+
+
 @pytest.fixture(scope="module")
 def paused_history(tmp_path_factory):
-    """(rows exported live, the leader, wall ms when the majority was paused, resumed)"""
+    """(rows exported live, the leader, wall ms when the majority was paused, resumed,
+    the session that expired after, the member cut off alone, the session that expired
+    while it was)"""
     root = tmp_path_factory.mktemp("quorum")
-    with coord.testing.cluster(members=3, data_dir=root) as c, Client(c.endpoints) as client:
+    with coord.testing.cluster(members=3, data_dir=root, partitionable=True) as c, \
+            Client(c.endpoints) as client:
         leader = c.wait_for_leader()
         others = [n for n in c.members if n != leader]
+        # A follower cut off alone: the majority keeps its quorum and expires a session.
+        alone = others[0]
+        expires_meanwhile = client.open_session("meanwhile", ttl=1.0).session_id
+        c.cut_off(alone)
+        try:
+            _wait(f"{alone} to go read-only", lambda: c.status(alone).mode == "read-only",
+                  timeout=10)
+            _wait("the majority to expire a session", lambda: _expired(
+                _rows(client), expires_meanwhile), timeout=15, every=0.3)
+        finally:
+            c.heal(alone)
+        _wait(f"{alone} to be read-write again",
+              lambda: c.status(alone).mode == "read-write", timeout=15)
+
         client.put(b"before", b"1")
         abandoned = client.open_session("abandoned", ttl=TTL_S).session_id  # no keepalive
         paused_ms = _now_ms()
@@ -63,15 +86,18 @@ def paused_history(tmp_path_factory):
         rows = _wait("the note and the abandoned session's expiry in the export", lambda: (
             (rows := _rows(client))
             and any(r["kind"] == "note_quorum_lost" for r in rows)
-            and any(r["kind"] == "session.expired" and r.get("session") == abandoned
-                    for r in rows) and rows), timeout=30, every=0.5)
-        yield rows, leader, paused_ms, resumed_ms, abandoned
+            and _expired(rows, abandoned) and rows), timeout=30, every=0.5)
+        yield rows, leader, paused_ms, resumed_ms, abandoned, alone, expires_meanwhile
 
 
 def test_the_member_that_lost_its_quorum_notes_the_period(paused_history):
-    rows, leader, paused_ms, resumed_ms, abandoned = paused_history
-    notes = [r for r in rows if r["kind"] == "note_quorum_lost" and r["member"] == leader]
-    assert len(notes) == 1, notes
+    rows, leader, paused_ms, resumed_ms, abandoned, alone, meanwhile = paused_history
+    all_notes = [r for r in rows if r["kind"] == "note_quorum_lost"]
+    # cut off alone while the majority committed: no period without a quorum
+    assert not [n for n in all_notes if n["member"] == alone and n["since_ms"] < paused_ms]
+    assert _expired(rows, meanwhile)
+    notes = [r for r in all_notes if r["member"] == leader]
+    assert len(notes) == 1, all_notes
     note = notes[0]
     assert note["ok"] and note["mode"] == "read-only"
     # the quorum went when the majority stopped, came back once it was resumed
@@ -88,7 +114,7 @@ def test_the_member_that_lost_its_quorum_notes_the_period(paused_history):
 
 def test_the_audit_passes_the_real_history_and_catches_an_expiry_inside_the_period(
         paused_history, spark, tmp_path):
-    rows, leader, *_ = paused_history
+    rows, *_ = paused_history
     HistorySink(tmp_path / "real").write(rows)
     result = run_audit(spark, tmp_path / "real", checks=SESSION_CHECKS, with_stats=False)
     assert result.violations == 0, result.examples
