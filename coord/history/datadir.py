@@ -124,6 +124,11 @@ class MemberLog:
         self._started = False
 
     @property
+    def started(self) -> bool:
+        """The snapshot was restored (the first step)."""
+        return self._started
+
+    @property
     def replayed_index(self) -> int:
         return self.replayer.last_index
 
