@@ -6,6 +6,9 @@ data dir once it is stopped; compacted starts refused with the oldest available 
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -207,3 +210,42 @@ def test_the_wire_row_is_the_schema():
     assert [(f.name, f.type) for f in fields] == [
         (name, getattr(f.__class__, kinds[t])) for (name, t, _), f in zip(COLUMNS, fields,
                                                                           strict=True)]
+
+
+def test_cli_follow_commits_as_entries_arrive_and_on_ctrl_c(member, tmp_path):
+    """`--follow` commits what arrived at least every second (the manifest moves while
+    it runs), and Ctrl-C commits, prints the summary and exits 0."""
+    out = tmp_path / "f"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "coord", "history", "export", "--endpoints",
+         ",".join(member.endpoints), "--out", str(out), "--format", "jsonl", "--follow"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        def manifest_after(index):
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                m = read_manifest(out) if (out / "_coord_history.json").exists() else None
+                if m and m["last_index"] >= index:
+                    return m
+                assert proc.poll() is None, proc.communicate()
+                time.sleep(0.1)
+            raise AssertionError(f"the manifest never reached index {index}")
+
+        with Client(member.endpoints) as client:
+            first = manifest_after(1)["last_index"]
+            client.put(b"followed-cli", b"1")
+            last = next(p for p in client.export_history(after_index=first)
+                        if p.done).replayed_index  # the commit index now
+        manifest = manifest_after(last)  # committed while it runs, before any Ctrl-C
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, stderr
+    summary = json.loads(stdout)
+    assert summary["last_index"] >= manifest["last_index"] >= last
+    assert "committed through index" in stderr
+    rows = [json.loads(x) for p in sorted(out.glob("*.jsonl")) for x in p.read_text().split()]
+    assert any(r.get("key") == "followed-cli" for r in rows)
