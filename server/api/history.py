@@ -57,6 +57,7 @@ class HistoryService(history_pb2_grpc.HistoryServicer):
         self.data_dir = data_dir
         self._slots = asyncio.Semaphore(MAX_EXPORTS)
         self._waiters: set[asyncio.Event] = set()
+        self._restoring: dict[datadir.MemberLog, asyncio.Future] = {}  # still on a thread
 
     def applied(self) -> None:
         """An apply listener: wakes every following export."""
@@ -91,14 +92,30 @@ class HistoryService(history_pb2_grpc.HistoryServicer):
             finally:
                 self._waiters.discard(woken)
                 if member_log is not None:
-                    member_log.close()
+                    self._close(member_log)
+
+    def _close(self, member_log: datadir.MemberLog) -> None:
+        """Close the export's connection, once its thread (if any) is done with it: a
+        client gone during the snapshot's restore leaves the thread running."""
+        restoring = self._restoring.pop(member_log, None)
+        if restoring is not None and not restoring.done():
+            restoring.add_done_callback(lambda _: member_log.close())
+        else:
+            member_log.close()
 
     async def _replay(self, member_log: datadir.MemberLog, page: int,
                       upto: int | None) -> list[Row]:
         """The rows of up to `page` more entries (fewer once caught up, or at `upto`)."""
         rows: list[Row] = []
         if not member_log.started:  # restoring the snapshot is one long step: a thread's
-            rows = await asyncio.to_thread(member_log.step, 1, upto)
+            restoring = asyncio.get_running_loop().run_in_executor(
+                None, member_log.step, 1, upto)
+            self._restoring[member_log] = restoring
+            try:
+                rows = await asyncio.shield(restoring)
+            finally:
+                if restoring.done():
+                    del self._restoring[member_log]
         end = member_log.replayed_index + page
         if upto is not None:
             end = min(end, upto)
