@@ -34,7 +34,7 @@ from typing import Any
 from coord.raft import Entry, EntryType
 from coord.server.core.mode import READ_WRITE, ModeChange
 from coord.server.node.driver import Node, decode_command
-from coord.server.node.errors import NodeError
+from coord.server.node.errors import NodeError, OutcomeUnknown, ProposalLost, Timeout
 from coord.sm.commands import NoteQuorumLost
 
 log = logging.getLogger(__name__)
@@ -45,6 +45,7 @@ WAIT_S = 5.0  # for the new leader's first stamped entry
 POLL_S = 0.1
 ATTEMPTS = 5
 RETRY_S = 0.5
+UNCERTAIN = (OutcomeUnknown, ProposalLost, Timeout)  # may have been applied
 
 
 def _now_ms() -> int:
@@ -135,6 +136,10 @@ class QuorumNotes:
                 await self.propose(note)
                 log.info("%s: noted %s without a quorum, %d..%d (%.1fs)", name, lost.mode,
                          lost.since_ms, until, (until - lost.since_ms) / 1000)
+                return
+            except UNCERTAIN as exc:  # the note carries no request id: retrying could
+                log.warning("%s: quorum-loss note %d..%d may not be committed: %s", name,
+                            lost.since_ms, until, exc)  # write it twice
                 return
             except NodeError as exc:
                 if attempt == ATTEMPTS:

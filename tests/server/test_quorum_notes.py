@@ -15,6 +15,7 @@ from coord.server.core import quorum_notes
 from coord.server.core.mode import READ_ONLY, READ_WRITE, ModeChange
 from coord.server.core.quorum_notes import Lost, QuorumNotes
 from coord.server.node.driver import encode_command
+from coord.server.node.errors import NoLeader, Timeout
 from coord.sm.commands import NoteQuorumLost
 
 SINCE = 1_000_000
@@ -151,3 +152,25 @@ def test_mode_changes_propose_the_note_through_the_coordinator(mode):
 
     since = asyncio.run(run())
     assert proposed == [NoteQuorumLost("n1", since, since + 99, mode)]
+
+
+@pytest.mark.parametrize("error, calls", [(NoLeader(), 2), (Timeout(), 1)])
+def test_a_note_is_retried_only_when_it_surely_was_not_committed(monkeypatch, error, calls):
+    """NoLeader: not applied, try again. Timeout: it may have been (the note has no
+    request id): a retry could write it twice, so it is not retried."""
+    monkeypatch.setattr(quorum_notes, "RETRY_S", 0.0)
+    node = FakeNode(term=3, applied_index=11)
+    log = Log([stamped(11, 3, SINCE + 100)])
+    attempts: list[NoteQuorumLost] = []
+
+    async def propose(note):
+        attempts.append(note)
+        if len(attempts) == 1:
+            raise error
+
+    async def run():
+        notes = QuorumNotes(node, log, propose)
+        await notes._note(Lost(SINCE, 10, 2, READ_ONLY), SINCE + 5_000)
+
+    asyncio.run(run())
+    assert len(attempts) == calls
