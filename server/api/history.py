@@ -39,7 +39,7 @@ from coord.v1 import history_pb2, history_pb2_grpc
 
 log = logging.getLogger(__name__)
 
-MAX_EXPORTS = 4  # concurrent exports per member: each replays on its own thread
+MAX_EXPORTS = 2  # concurrent exports per member: each may take up to half its loop
 MAX_PAGE_ENTRIES = 10_000
 HEARTBEAT_S = 1.0
 SLICE_S = 0.002  # replay this long, then let the loop run as long

@@ -257,3 +257,24 @@ def test_cli_follow_commits_as_entries_arrive_and_on_ctrl_c(member, tmp_path):
     assert "committed through index" in stderr
     rows = [json.loads(x) for p in sorted(out.glob("*.jsonl")) for x in p.read_text().split()]
     assert any(r.get("key") == "followed-cli" for r in rows)
+
+
+def test_a_member_serves_at_most_two_exports_at_once(member):
+    from coord.client import LimitExceededError
+
+    with Client(member.endpoints) as client:
+        running = [client.export_history(follow=True) for _ in range(2)]
+        for stream in running:
+            assert next(stream).member == "n1"
+        with pytest.raises(LimitExceededError, match="already serving 2 exports"):
+            next(client.export_history())
+        for stream in running:
+            stream.close()
+        deadline = time.monotonic() + 10  # the member notices the cancellations soon
+        while True:  # a slot is free again
+            try:
+                assert next(client.export_history()).member == "n1"
+                break
+            except LimitExceededError:
+                assert time.monotonic() < deadline, "no export slot freed within 10 s"
+                time.sleep(0.05)
