@@ -26,7 +26,7 @@ from typing import Any
 import grpc
 
 from coord.client import calls
-from coord.client.calls import ClaimLike
+from coord.client.calls import ClaimLike, header_facts
 from coord.client.errors import CoordError, SessionGoneError, error_for, from_rpc_error
 from coord.client.keys import Bytesish
 from coord.client.read_only import READ_WRITE, ModeChange
@@ -248,8 +248,8 @@ class AsyncSession(SessionFacts):
                     break
                 answered = True
                 ended = self.core.acked(sent_at, response)
-                if response.read_only:
-                    self.client.saw_read_only()
+                if response.read_only:  # the member that said so, its term and revision
+                    self.client.saw_read_only(*header_facts(response.header))
                 if ended is not None:
                     self._end(ended, queue_it=True)
                     return None

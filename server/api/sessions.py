@@ -87,8 +87,10 @@ class SessionsService(coord_pb2_grpc.SessionsServicer):
         async for req in request_iterator:
             ttl = self.local.keepalive(req.session_id)
             if ttl is not None:  # renewed by this member: the session lives here
+                read_only = not self.coord.mode.serving_writes
                 yield pb.KeepAliveResponse(session_id=req.session_id, ttl_ms=ttl, local=True,
-                                           read_only=not self.coord.mode.serving_writes)
+                                           read_only=read_only,
+                                           header=self.coord.header() if read_only else None)
                 continue
             if self._lost_local(req.session_id):
                 yield pb.KeepAliveResponse(session_id=req.session_id, gone=True)
@@ -100,6 +102,7 @@ class SessionsService(coord_pb2_grpc.SessionsServicer):
                     session_id=req.session_id,
                     ttl_ms=session.ttl_ms if session else 0,
                     read_only=True,
+                    header=self.coord.header(),
                 )
                 continue
             ttl = await self._keepalive(req.session_id)
