@@ -25,6 +25,7 @@ from coord.server.core.compaction import (
 )
 from coord.server.core.quota import DEFAULT_QUOTA_BYTES
 from coord.server.etcd.watch import DEFAULT_PROGRESS_NOTIFY_S
+from coord.server.loop import EVENT_LOOPS
 from coord.server.node.driver import NodeOptions
 from coord.server.node.members import MemberInfo, parse_initial_cluster, validate_address
 
@@ -124,6 +125,13 @@ def add_serve_flags(s: argparse.ArgumentParser) -> argparse.ArgumentParser:
         " (default 2 GiB; 0: no quota)",
     )
     s.add_argument("--log-level", default="info", choices=LOG_LEVELS)
+    s.add_argument(
+        "--event-loop",
+        choices=EVENT_LOOPS,
+        default=EVENT_LOOPS[0],
+        help="the member's event loop: uvloop (faster; asyncio's if uvloop is not"
+        " installed) or asyncio's own",
+    )
     return s
 
 

@@ -21,6 +21,7 @@ import grpc
 from coord.bench import raft_bench_pb2 as pb
 from coord.bench import raft_bench_pb2_grpc as rpc
 from coord.bench.stats import latency_ms
+from coord.server import loop
 from coord.server.api.errors import abort, abort_node_error
 from coord.server.config import add_serve_flags, configure_logging, member_config
 from coord.server.member import Member, listen
@@ -100,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         return await serve(Member(config), args.bench_listen)
 
     try:
-        return asyncio.run(run())
+        return loop.run(run(), args.event_loop)
     except (StorageError, OSError, ValueError) as e:
         logging.getLogger("coord").error("%s: cannot start: %s", args.name, e)
         return 2

@@ -5,7 +5,6 @@ a member; what is the command line's own is `--etcd-only`'s throwaway defaults."
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import os
 import secrets
@@ -45,6 +44,7 @@ def _etcd_only_defaults(args: argparse.Namespace) -> Path | None:
 def cmd_serve(args: argparse.Namespace) -> int:
     # The server itself is imported here, not at the top, so `coord serve --help` and the
     # whole parser (`coord --help`) stay light.
+    from coord.server import loop
     from coord.server.member import Member
     from coord.server.node.errors import NodeError
     from coord.server.storage.log_store import StorageError
@@ -61,7 +61,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             return await Member(config).serve_until_signalled()
 
         try:
-            return asyncio.run(run())
+            return loop.run(run(), args.event_loop)
         except (StorageError, NodeError, OSError, ValueError) as e:
             logging.getLogger("coord").error("%s: cannot start: %s", args.name, e)
             return 2

@@ -32,6 +32,9 @@ class _StuckNode:
         await asyncio.sleep(3600)
         return 0
 
+    def read_barrier(self, timeout: float) -> asyncio.Future[int]:
+        return asyncio.ensure_future(self.read_index(timeout))
+
 
 async def _waiting_read() -> tuple[Coordinator, asyncio.Future]:
     """A Coordinator and a barrier waiting on its (stuck) ReadIndex."""
