@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 import grpc
 
 from coord.client import aio_transport, calls
+from coord.client.aio_pipeline import PIPELINED, Pipelines
 from coord.client.aio_session import AsyncSession, Callback
 from coord.client.aio_stream import AsyncStream
 from coord.client.calls import (
@@ -89,6 +90,7 @@ class AsyncClient:
         policy: RetryPolicy | None = None,
         *,
         connect: Connect | None = None,
+        stream: bool = True,
     ) -> None:
         self.ring = EndpointRing(parse_endpoints(endpoints))
         self.timeout = timeout
@@ -97,6 +99,8 @@ class AsyncClient:
         self.metadata = READ_ONLY_OK_METADATA if read_only_ok else ()
         self.mode_listeners: list[ModeListener] = []
         self._transports = Transports(connect or aio_transport.connect)
+        self.stream = stream
+        self._pipelines = Pipelines(self.metadata)
         self._prober = Prober(self.ring, self._transports, self.mode_listeners)
         self.sessions: set[AsyncSession] = set()  # live ones, ended when the client closes
         self._closed = False
@@ -138,16 +142,21 @@ class AsyncClient:
         error that allows it, try the next member after a short pause, within the
         policy's budget; else raise the typed error."""
         attempts = Attempts(self.policy, len(self.ring), self.timeout)
+        field = PIPELINED.get((call.service, call.method)) if self.stream else None
         while True:
             index, endpoint = self.ring.current()
             transport = self._transports.get(endpoint)
             try:
                 if not call.safe:
                     await self._ensure_ready(transport, attempts.call_timeout())
-                response = await transport.unary(
-                    call.service, call.method, call.request,
-                    timeout=attempts.call_timeout(), metadata=self.metadata,
-                )
+                if field is not None:
+                    response = await self._pipelines.get(endpoint, transport).call(
+                        field, call.request, attempts.call_timeout())
+                else:
+                    response = await transport.unary(
+                        call.service, call.method, call.request,
+                        timeout=attempts.call_timeout(), metadata=self.metadata,
+                    )
                 if served_read_only(response):
                     self.saw_read_only(*header_facts(response.header))
                 return finish(call, response, self.read_only_ok)
@@ -290,6 +299,7 @@ class AsyncClient:
         self._prober.stop()
         for session in list(self.sessions):
             await session.client_closed()
+        await self._pipelines.close()
         await self._transports.close()
 
     async def __aenter__(self) -> AsyncClient:

@@ -118,6 +118,7 @@ class Stubs:
         self.Ownership = pb_grpc.OwnershipStub(channel)
         self.Producers = pb_grpc.ProducersStub(channel)
         self.KV = pb_grpc.KVStub(channel)
+        self.Pipeline = pb_grpc.PipelineStub(channel)
         self.Admin = admin_pb2_grpc.AdminStub(channel)
 
     def method(self, service: str, method: str) -> Any:

@@ -24,6 +24,7 @@ from coord.etcdpb import rpc_pb2_grpc as etcd_grpc
 from coord.server.api.admin import AdminService
 from coord.server.api.kv import KVService
 from coord.server.api.ownership import OwnershipService
+from coord.server.api.pipeline import PipelineService
 from coord.server.api.producers import ProducersService
 from coord.server.api.sessions import SessionsService
 from coord.server.config import MemberConfig
@@ -196,6 +197,7 @@ class Member:
         coord_pb2_grpc.add_OwnershipServicer_to_server(OwnershipService(coord, hub), server)
         coord_pb2_grpc.add_ProducersServicer_to_server(ProducersService(coord), server)
         coord_pb2_grpc.add_KVServicer_to_server(KVService(coord, hub), server)
+        coord_pb2_grpc.add_PipelineServicer_to_server(PipelineService(coord), server)
         services = [admin_pb2.DESCRIPTOR.services_by_name["Admin"].full_name]
         return services + [s.full_name for s in coord_pb2.DESCRIPTOR.services_by_name.values()
                            if s.name != "Forward"]
