@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import grpc
 
 from coord.client import aio_transport, calls
-from coord.client.aio_pipeline import PIPELINED, Pipelines
+from coord.client.aio_pipeline import PIPELINED, Pipelines, StreamUnsupported
 from coord.client.aio_session import AsyncSession, Callback
 from coord.client.aio_stream import AsyncStream
 from coord.client.calls import (
@@ -149,14 +149,8 @@ class AsyncClient:
             try:
                 if not call.safe:
                     await self._ensure_ready(transport, attempts.call_timeout())
-                if field is not None:
-                    response = await self._pipelines.get(endpoint, transport).call(
-                        field, call.request, attempts.call_timeout())
-                else:
-                    response = await transport.unary(
-                        call.service, call.method, call.request,
-                        timeout=attempts.call_timeout(), metadata=self.metadata,
-                    )
+                response = await self._try(call, field, endpoint, transport,
+                                           attempts.call_timeout())
                 if served_read_only(response):
                     self.saw_read_only(*header_facts(response.header))
                 return finish(call, response, self.read_only_ok)
@@ -177,6 +171,19 @@ class AsyncClient:
                       call.service, call.method, endpoint, err.reason)
             self.ring.failed(index)
             await asyncio.sleep(delay)
+
+    async def _try(self, call: Call[T], field: str | None, endpoint: str,
+                   transport: Transport, timeout: float) -> Any:
+        """One try of `call` on one member: on its pipelined stream (`field`: the call's
+        PipelineOp field) or as a unary call."""
+        if field is not None:
+            try:
+                return await self._pipelines.get(endpoint, transport).call(
+                    field, call.request, timeout)
+            except StreamUnsupported:
+                pass  # an older member: the request reached no handler, send it unary
+        return await transport.unary(call.service, call.method, call.request,
+                                     timeout=timeout, metadata=self.metadata)
 
     @staticmethod
     async def _ensure_ready(transport: Transport, timeout: float) -> None:

@@ -10,7 +10,8 @@ only carries requests: an operation's error arrives as its own `CoordError`; the
 failing (the member died, stopped or is unreachable) fails every operation in flight on
 it with UNAVAILABLE, which `send` retries on the next member, and the next request opens
 a new stream. Each request has its own deadline, and cancelling the task that awaits it
-cancels it on the member too.
+cancels it on the member too. A member without the stream (an older coord answers
+UNIMPLEMENTED) is sent unary calls instead.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from coord.client.transport import (
 )
 from coord.v1 import coord_pb2 as pb
 
-__all__ = ["PIPELINED", "Pipeline", "Pipelines"]
+__all__ = ["PIPELINED", "Pipeline", "Pipelines", "StreamUnsupported"]
 
 PIPELINED: dict[tuple[str, str], str] = {
     ("KV", "Put"): "put",
@@ -54,6 +55,12 @@ PIPELINED: dict[tuple[str, str], str] = {
 Sessions (open, close, keepalive), compaction, watches and Admin stay unary."""
 
 _CODES = {code.value[0]: code for code in grpc.StatusCode}
+
+
+class StreamUnsupported(Exception):
+    """The member has no Pipeline service (an older coord): the request never reached a
+    handler; send it as a unary call. The pipeline remembers, so later requests to that
+    member go unary at once."""
 
 
 def op_error(error: pb.PipelineError) -> CoordError:
@@ -91,6 +98,7 @@ class Pipeline:
         self._wake = asyncio.Event()
         self._next_id = 0
         self._closed = False
+        self.unsupported = False
 
     @property
     def in_flight(self) -> int:
@@ -101,6 +109,8 @@ class Pipeline:
         raises its CoordError, DeadlineError after `timeout`, TransportClosed."""
         if self._closed:
             raise TransportClosed
+        if self.unsupported:
+            raise StreamUnsupported
         if self._call is None:
             self._open()
         self._next_id += 1
@@ -149,14 +159,18 @@ class Pipeline:
         """Everything queued since the last message, as one message."""
         wake = self._wake
         try:
+            await call.started()
             while True:
                 await wake.wait()
                 wake.clear()
                 if self._outbox:
                     ops, self._outbox = self._outbox, []
                     await call.write(pb.PipelineRequest(ops=ops))
-        except (CallEnded, CallCancelled, TransportClosed, grpc.RpcError) as e:
-            self._broken(call, e)
+        except (CallEnded, CallCancelled, TransportClosed, grpc.RpcError):
+            # A write fails only once the call has ended (grpc.aio may say so with an
+            # INTERNAL error of its own): the reader gets the call's real status, and
+            # fails what is in flight with it.
+            return
 
     async def _read(self, call: BidiCall) -> None:
         try:
@@ -184,6 +198,8 @@ class Pipeline:
             return
         self._call = None
         call.cancel()
+        if isinstance(e, grpc.RpcError) and e.code() == grpc.StatusCode.UNIMPLEMENTED:
+            self.unsupported = True
         for task in self._tasks:
             if task is not asyncio.current_task():
                 task.cancel()
@@ -192,7 +208,7 @@ class Pipeline:
         pending, self._pending = self._pending, {}
         for fut in pending.values():
             if not fut.done():
-                fut.set_exception(_stream_error(e))
+                fut.set_exception(StreamUnsupported() if self.unsupported else _stream_error(e))
 
     async def close(self) -> None:
         self._closed = True

@@ -85,6 +85,10 @@ class BidiCall(StreamCall, Protocol):
     async def write(self, request: Message) -> None:
         """Send one request; CallEnded if the call is over, CallCancelled if cancelled."""
 
+    async def started(self) -> None:
+        """Return once the member accepted the call or ended it: write after this (a
+        write racing a refusal may hide the refusal's status)."""
+
 
 class Transport(Protocol):
     """One member's connection. Created lazily on the client's event loop."""

@@ -53,6 +53,7 @@ class _Connection:
         self.reading = True
 
     async def run(self, requests: AsyncIterator[pb.PipelineRequest]) -> None:
+        await self.context.send_initial_metadata(())  # the client writes once it has these
         reader = asyncio.ensure_future(self._read(requests))
         try:
             while self.reading or self.in_flight or self.outbox:
