@@ -871,3 +871,25 @@ def test_async_client_fails_over_and_watches(members):
 
     asyncio.run(main())
     assert a.requests["Put"][0].request_id == b.requests["Put"][0].request_id
+
+
+@pytest.mark.parametrize("flavour", ["async", "sync"])
+def test_a_member_without_the_stream_is_sent_unary_calls(members, flavour):
+    """A member with no Pipeline service (an older coord; these fakes) answers the stream
+    UNIMPLEMENTED: each request is sent once, as a unary call, and later requests to that
+    member skip the stream."""
+    a, _ = members
+
+    async def main() -> None:
+        async with AsyncClient([a.endpoint], timeout=2, policy=FAST) as client:
+            assert (await client.put("k", "v")).header.member == "a"
+            assert client._pipelines.get(a.endpoint, client.transport(a.endpoint)).unsupported
+            await client.put("k2", "v")
+
+    if flavour == "async":
+        asyncio.run(main())
+    else:
+        with Client([a.endpoint], timeout=2, policy=FAST) as client:
+            assert client.put("k", "v").header.member == "a"
+            client.put("k2", "v")
+    assert [r.key for r in a.requests["Put"]] == [b"k", b"k2"]

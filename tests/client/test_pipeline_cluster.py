@@ -38,18 +38,6 @@ def run(main: Callable[[], Awaitable[None]]) -> None:
     asyncio.run(asyncio.wait_for(main(), TEST_LIMIT_S))
 
 
-@pytest.fixture(scope="module")
-def shared3(tmp_path_factory):
-    """One cluster for this module's tests that break nothing (each uses its own keys)."""
-    c = LocalCluster(3, data_dir=tmp_path_factory.mktemp("pipeline") / "cluster")
-    try:
-        c.start()
-        c.wait_for_leader()
-        yield c
-    finally:
-        c.stop()
-
-
 class RawStream:
     """`Pipeline.Stream` on a raw stub: send PipelineRequests, read PipelineResponses."""
 
@@ -78,14 +66,14 @@ def put_op(op_id: int, key: str, value: str = "v") -> pb.PipelineOp:
                                                      request_id=f"raw-{key}-{op_id}"))
 
 
-def test_answers_out_of_order_and_batched(shared3: LocalCluster):
+def test_answers_out_of_order_and_batched(shared_cluster3: LocalCluster):
     """A serializable read sent after a write in one message is answered first (the
     write waits for Raft; the read does not); 40 puts in one message are all applied,
     at consecutive revisions, and answered in far fewer messages than 40."""
 
     async def main() -> None:
-        leader = await asyncio.to_thread(shared3.wait_for_leader)
-        raw = RawStream(shared3.members[leader].listen)
+        leader = await asyncio.to_thread(shared_cluster3.wait_for_leader)
+        raw = RawStream(shared_cluster3.members[leader].listen)
         try:
             raw.send(put_op(1, "ooo/a"),
                      pb.PipelineOp(id=2, range=pb.RangeRequest(key=b"ooo/a", serializable=True)))
@@ -114,13 +102,13 @@ def test_answers_out_of_order_and_batched(shared3: LocalCluster):
     run(main)
 
 
-def test_a_cancel_in_the_same_message_stops_the_operation(shared3: LocalCluster):
+def test_a_cancel_in_the_same_message_stops_the_operation(shared_cluster3: LocalCluster):
     """A put cancelled in the message that carries it is never applied nor answered; the
     stream goes on serving (and an operation with no request is an error, in-band)."""
 
     async def main() -> None:
-        leader = await asyncio.to_thread(shared3.wait_for_leader)
-        raw = RawStream(shared3.members[leader].listen)
+        leader = await asyncio.to_thread(shared_cluster3.wait_for_leader)
+        raw = RawStream(shared_cluster3.members[leader].listen)
         try:
             raw.send(put_op(1, "cancel/x"), pb.PipelineOp(id=1, cancel=True),
                      pb.PipelineOp(id=2))
@@ -143,13 +131,13 @@ async def _error_of(call: Awaitable[object]) -> CoordError:
     return info.value
 
 
-def test_errors_match_the_unary_rpcs(shared3: LocalCluster):
+def test_errors_match_the_unary_rpcs(shared_cluster3: LocalCluster):
     """The same refusals through the stream and through unary calls: same class,
     reason, code and ErrorInfo metadata."""
 
     async def main() -> None:
-        async with AsyncClient(shared3.endpoints) as streamed, \
-                AsyncClient(shared3.endpoints, stream=False) as unary:
+        async with AsyncClient(shared_cluster3.endpoints) as streamed, \
+                AsyncClient(shared_cluster3.endpoints, stream=False) as unary:
             holder = await streamed.open_session("holder", ttl=30)
             other = await streamed.open_session("other", ttl=30)
             await streamed.own(other.session_id, "errs", [("r", 1)])
@@ -180,13 +168,13 @@ def test_errors_match_the_unary_rpcs(shared3: LocalCluster):
     run(main)
 
 
-def test_client_cancellation_and_deadline(shared3: LocalCluster):
+def test_client_cancellation_and_deadline(shared_cluster3: LocalCluster):
     """Cancelling the task awaiting a request takes it off the stream; a request that
     cannot finish in its timeout raises DeadlineError; the stream serves on after both."""
 
     async def main() -> None:
-        leader = await asyncio.to_thread(shared3.wait_for_leader)
-        endpoint = shared3.members[leader].listen
+        leader = await asyncio.to_thread(shared_cluster3.wait_for_leader)
+        endpoint = shared_cluster3.members[leader].listen
         async with AsyncClient([endpoint]) as client:
             await client.put("cc/warm", "1")
             pipeline = client._pipelines.get(endpoint, client.transport(endpoint))
