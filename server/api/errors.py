@@ -10,6 +10,7 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
 from coord.server.node.errors import NodeError, NotLeader
+from coord.v1 import coord_pb2 as pb
 from coord.wire import DOMAIN, error_info, node_error_code
 from coord.wire import reason_of as reason_of  # re-exported: server modules read it here
 from coord.wire import result_code as result_code  # re-exported for the API services
@@ -58,6 +59,11 @@ class ApiError(Exception):
         if info is None:
             return cls(err.code(), "", err.details() or "")
         return cls(err.code(), info.reason, err.details() or "", dict(info.metadata))
+
+    def as_pb(self) -> pb.PipelineError:
+        """The error in-band, as a pipelined stream answers it."""
+        return pb.PipelineError(code=self.code.value[0], reason=self.reason,
+                                message=self.message, metadata=self.metadata)
 
     async def abort(self, context: grpc.aio.ServicerContext) -> None:
         if not self.reason:

@@ -11,9 +11,8 @@ and errors; an error is answered in-band (PipelineError) and the stream goes on.
 
 from __future__ import annotations
 
-import asyncio
-import logging
-from collections.abc import AsyncIterator
+from collections.abc import Awaitable
+from typing import Any
 
 import grpc
 
@@ -21,15 +20,13 @@ from coord.server.api.common import DEFAULT_TIMEOUT_S, Caller, clamp_timeout, re
 from coord.server.api.errors import ApiError
 from coord.server.api.ops import OPS
 from coord.server.core.coordinator import Coordinator
+from coord.server.core.tagged_stream import TaggedStream
 from coord.v1 import coord_pb2 as pb
 from coord.v1 import coord_pb2_grpc
 
-log = logging.getLogger(__name__)
-
 
 def error_result(op_id: int, err: ApiError) -> pb.PipelineResult:
-    return pb.PipelineResult(id=op_id, error=pb.PipelineError(
-        code=err.code.value[0], reason=err.reason, message=err.message, metadata=err.metadata))
+    return pb.PipelineResult(id=op_id, error=err.as_pb())
 
 
 class PipelineService(coord_pb2_grpc.PipelineServicer):
@@ -37,81 +34,47 @@ class PipelineService(coord_pb2_grpc.PipelineServicer):
         self.coord = coord
 
     async def Stream(self, request_iterator, context):  # noqa: N802
-        await _Connection(self.coord, context).run(request_iterator)
+        await context.send_initial_metadata(())  # the client writes once it has these
+        flag = read_only_flag(context.invocation_metadata())
+
+        async def send(results: list[pb.PipelineResult]) -> None:
+            await context.write(pb.PipelineResponse(results=results))
+
+        stream = TaggedStream(send, _failed)
+
+        def take(request: pb.PipelineRequest) -> None:
+            for op in request.ops:
+                if op.cancel:
+                    stream.cancel(op.id)
+                    continue
+                kind = op.WhichOneof("request")
+                handler = OPS.get(kind) if kind else None
+                if handler is None or op.id in stream.in_flight:
+                    why = f"operation {op.id} is already in flight" if handler else "no operation"
+                    stream.answer(_invalid(op.id, why))
+                    continue
+                timeout = (clamp_timeout(op.timeout_ms / 1000) if op.timeout_ms > 0
+                           else DEFAULT_TIMEOUT_S)
+                answer = handler(self.coord, Caller(timeout, flag=flag), getattr(op, kind))
+                stream.start(op.id, _result(op.id, kind, answer))
+
+        await stream.run(request_iterator, take)
 
 
-class _Connection:
-    """One stream: the operations in flight by id, and the answers waiting to be sent."""
+async def _result(op_id: int, kind: str, answer: Awaitable[Any]) -> pb.PipelineResult:
+    try:
+        response = await answer
+    except ApiError as e:
+        return error_result(op_id, e)
+    result = pb.PipelineResult(id=op_id)
+    getattr(result, kind).CopyFrom(response)
+    return result
 
-    def __init__(self, coord: Coordinator, context: grpc.aio.ServicerContext) -> None:
-        self.coord = coord
-        self.context = context
-        self.flag = read_only_flag(context.invocation_metadata())
-        self.in_flight: dict[int, asyncio.Task[None]] = {}
-        self.outbox: list[pb.PipelineResult] = []
-        self.ready = asyncio.Event()
-        self.reading = True
 
-    async def run(self, requests: AsyncIterator[pb.PipelineRequest]) -> None:
-        await self.context.send_initial_metadata(())  # the client writes once it has these
-        reader = asyncio.ensure_future(self._read(requests))
-        try:
-            while self.reading or self.in_flight or self.outbox:
-                await self.ready.wait()
-                self.ready.clear()
-                if self.outbox:
-                    batch, self.outbox = self.outbox, []
-                    await self.context.write(pb.PipelineResponse(results=batch))
-            await reader  # re-raises what ended the reading, if anything
-        finally:
-            reader.cancel()
-            for task in list(self.in_flight.values()):
-                task.cancel()
+def _invalid(op_id: int, why: str) -> pb.PipelineResult:
+    return error_result(op_id, ApiError(grpc.StatusCode.INVALID_ARGUMENT, "INVALID_ARGUMENT", why))
 
-    async def _read(self, requests: AsyncIterator[pb.PipelineRequest]) -> None:
-        try:
-            async for request in requests:
-                for op in request.ops:
-                    self._start(op)
-        finally:
-            self.reading = False
-            self.ready.set()
 
-    def _start(self, op: pb.PipelineOp) -> None:
-        if op.cancel:
-            task = self.in_flight.pop(op.id, None)
-            if task is not None:
-                task.cancel()
-            return
-        kind = op.WhichOneof("request")
-        handler = OPS.get(kind) if kind else None
-        if handler is None or op.id in self.in_flight:
-            why = f"operation {op.id} is already in flight" if handler else "no operation"
-            self._answer(error_result(op.id, ApiError(
-                grpc.StatusCode.INVALID_ARGUMENT, "INVALID_ARGUMENT", why)))
-            return
-        timeout = clamp_timeout(op.timeout_ms / 1000) if op.timeout_ms > 0 else DEFAULT_TIMEOUT_S
-        caller = Caller(timeout, flag=self.flag)
-        self.in_flight[op.id] = asyncio.ensure_future(
-            self._serve(op.id, kind, handler(self.coord, caller, getattr(op, kind))))
-
-    async def _serve(self, op_id: int, kind: str, answer) -> None:
-        try:
-            response = await answer
-            result = pb.PipelineResult(id=op_id)
-            getattr(result, kind).CopyFrom(response)
-        except ApiError as e:
-            result = error_result(op_id, e)
-        except asyncio.CancelledError:
-            return  # the client cancelled it (or the stream ended): nobody to answer
-        except Exception as e:  # a bug: answer it as the unary call would, keep the stream
-            log.exception("pipelined %s failed", kind)
-            result = error_result(op_id, ApiError(grpc.StatusCode.UNKNOWN, "", repr(e)))
-        finally:
-            if self.in_flight.get(op_id) is asyncio.current_task():
-                del self.in_flight[op_id]
-        self._answer(result)
-
-    def _answer(self, result: pb.PipelineResult) -> None:
-        self.outbox.append(result)
-        self.ready.set()
+def _failed(op_id: int, e: BaseException) -> pb.PipelineResult:
+    """A bug in a handler: answered as the unary call would be (UNKNOWN)."""
+    return error_result(op_id, ApiError(grpc.StatusCode.UNKNOWN, "", repr(e)))

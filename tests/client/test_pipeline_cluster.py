@@ -2,7 +2,8 @@
 of order and batched, a cancel honoured by the member, errors identical to the unary
 RPCs', per-request cancellation and deadlines in the client, a stream's member killed
 under load (every operation lands once, on another member), and a stream on a member
-that goes read-only when the others are SIGSTOPped.
+that goes read-only when the others are SIGSTOPped, and a follower's forwarding stream
+to a leader that is killed.
 
 The raw-stub tests talk to `Pipeline.Stream` directly, to see the messages themselves;
 the rest go through `AsyncClient`, which uses the stream by default."""
@@ -194,15 +195,19 @@ def test_client_cancellation_and_deadline(shared_cluster3: LocalCluster):
     run(main)
 
 
-def test_stream_fails_over_when_its_member_is_killed(cluster3: LocalCluster):
-    """16 workers write through one stream to the leader; the leader is SIGKILLed
-    mid-run. Every write completes (on another member: the client retried it there with
-    its request id) and each is applied exactly once."""
+@pytest.mark.parametrize("via", ["leader", "follower"])
+def test_stream_fails_over_when_the_leader_is_killed(cluster3: LocalCluster, via: str):
+    """16 workers write through one stream, to the leader or to a follower (which
+    forwards on its own stream to the leader); the leader is SIGKILLed mid-run. Every
+    write completes (retried with its request id: by the client on another member, or
+    by the follower to the new leader) and each is applied exactly once."""
 
     async def main() -> None:
         leader = await asyncio.to_thread(cluster3.wait_for_leader)
         others = [n for n in cluster3.members if n != leader]
-        order = [cluster3.members[n].listen for n in [leader, *others]]
+        first = leader if via == "leader" else others[0]
+        rest = [n for n in cluster3.members if n != first]
+        order = [cluster3.members[n].listen for n in [first, *rest]]
         writes_per_worker = 40
         async with AsyncClient(order, timeout=5.0) as client:
             members: dict[str, int] = {}
@@ -218,7 +223,10 @@ def test_stream_fails_over_when_its_member_is_killed(cluster3: LocalCluster):
 
             await asyncio.gather(*(worker(w) for w in range(16)))
             assert killed.is_set()
-            assert members.get(leader, 0) > 0 and set(members) - {leader}, members
+            if via == "leader":  # answered by the leader, then by the others
+                assert members.get(leader, 0) > 0 and set(members) - {leader}, members
+            else:  # the follower answered every write, before and after the election
+                assert set(members) == {first}, members
             listing = await client.range(prefix="fo/")
             assert listing.count == 16 * writes_per_worker
             assert all(kv.version == 1 for kv in listing.kvs)  # no write applied twice
