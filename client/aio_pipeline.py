@@ -17,7 +17,6 @@ UNIMPLEMENTED) is sent unary calls instead.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from typing import Any
 
 import grpc
@@ -31,6 +30,7 @@ from coord.client.transport import (
     Transport,
     TransportClosed,
 )
+from coord.tagged_calls import TaggedCalls
 from coord.v1 import coord_pb2 as pb
 
 __all__ = ["PIPELINED", "Pipeline", "Pipelines", "StreamUnsupported"]
@@ -85,6 +85,11 @@ def _stream_error(e: BaseException) -> BaseException:
                      grpc.StatusCode.UNAVAILABLE)
 
 
+def _deadline_error(timeout: float) -> CoordError:
+    return error_for("DEADLINE_EXCEEDED", f"no answer within {timeout:.3g}s",
+                     grpc.StatusCode.DEADLINE_EXCEEDED)
+
+
 class Pipeline:
     """One stream to one member, opened on first use and again after it fails."""
 
@@ -93,16 +98,13 @@ class Pipeline:
         self._metadata = metadata
         self._call: BidiCall | None = None
         self._tasks: list[asyncio.Task[None]] = []
-        self._pending: dict[int, asyncio.Future[Any]] = {}
-        self._outbox: list[pb.PipelineOp] = []
-        self._wake = asyncio.Event()
-        self._next_id = 0
+        self._calls: TaggedCalls[pb.PipelineOp] = TaggedCalls()
         self._closed = False
         self.unsupported = False
 
     @property
     def in_flight(self) -> int:
-        return len(self._pending)
+        return len(self._calls.pending)
 
     async def call(self, field: str, request: Any, timeout: float) -> Any:
         """Send one operation (its PipelineOp `field`) and return its response message;
@@ -113,43 +115,24 @@ class Pipeline:
             raise StreamUnsupported
         if self._call is None:
             self._open()
-        self._next_id += 1
-        op_id = self._next_id
-        op = pb.PipelineOp(id=op_id, timeout_ms=max(1, int(timeout * 1000)))
-        getattr(op, field).CopyFrom(request)
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[Any] = loop.create_future()
-        self._pending[op_id] = fut
-        self._outbox.append(op)
-        self._wake.set()
-        timer = loop.call_later(timeout, self._expire, op_id, timeout)
-        try:
-            return await fut
-        except asyncio.CancelledError:
-            if self._pending.pop(op_id, None) is not None:
-                self._cancel(op_id)
-            raise
-        finally:
-            timer.cancel()
+        timeout_ms = max(1, int(timeout * 1000))
 
-    def _expire(self, op_id: int, timeout: float) -> None:
-        fut = self._pending.pop(op_id, None)
-        if fut is None or fut.done():
-            return
-        self._cancel(op_id)
-        fut.set_exception(error_for(
-            "DEADLINE_EXCEEDED", f"no answer within {timeout:.3g}s",
-            grpc.StatusCode.DEADLINE_EXCEEDED))
+        def make(tag: int) -> pb.PipelineOp:
+            op = pb.PipelineOp(id=tag, timeout_ms=timeout_ms)
+            getattr(op, field).CopyFrom(request)
+            return op
 
-    def _cancel(self, op_id: int) -> None:
+        return await self._calls.call(make, timeout, _deadline_error, self._cancel)
+
+    def _cancel(self, tag: int) -> None:
+        """Tell the member to stop working on an operation we gave up on."""
         if self._call is not None:
-            self._outbox.append(pb.PipelineOp(id=op_id, cancel=True))
-            self._wake.set()
+            self._calls.outbox.append(pb.PipelineOp(id=tag, cancel=True))
+            self._calls.wake.set()
 
     def _open(self) -> None:
         call = self._transport.bidi_stream("Pipeline", "Stream", metadata=self._metadata)
         self._call = call
-        self._wake = asyncio.Event()
         self._tasks = [
             asyncio.ensure_future(self._write(call)),
             asyncio.ensure_future(self._read(call)),
@@ -157,15 +140,10 @@ class Pipeline:
 
     async def _write(self, call: BidiCall) -> None:
         """Everything queued since the last message, as one message."""
-        wake = self._wake
         try:
             await call.started()
-            while True:
-                await wake.wait()
-                wake.clear()
-                if self._outbox:
-                    ops, self._outbox = self._outbox, []
-                    await call.write(pb.PipelineRequest(ops=ops))
+            await self._calls.send_loop(
+                lambda ops: call.write(pb.PipelineRequest(ops=ops)))
         except (CallEnded, CallCancelled, TransportClosed, grpc.RpcError):
             # A write fails only once the call has ended (grpc.aio may say so with an
             # INTERNAL error of its own): the reader gets the call's real status, and
@@ -173,21 +151,18 @@ class Pipeline:
             return
 
     async def _read(self, call: BidiCall) -> None:
+        settle = self._calls.settle
         try:
             while True:
                 message = await call.read()
                 if message is None:
                     raise CallEnded
-                pending = self._pending
                 for result in message.results:
-                    fut = pending.pop(result.id, None)
-                    if fut is None or fut.done():
-                        continue  # expired or cancelled meanwhile
                     kind = result.WhichOneof("response")
                     if kind == "error":
-                        fut.set_exception(op_error(result.error))
+                        settle(result.id, error=op_error(result.error))
                     else:
-                        fut.set_result(getattr(result, kind))
+                        settle(result.id, getattr(result, kind))
         except (CallEnded, CallCancelled, TransportClosed, grpc.RpcError) as e:
             self._broken(call, e)
 
@@ -204,21 +179,13 @@ class Pipeline:
             if task is not asyncio.current_task():
                 task.cancel()
         self._tasks = []
-        self._outbox = []
-        pending, self._pending = self._pending, {}
-        for fut in pending.values():
-            if not fut.done():
-                fut.set_exception(StreamUnsupported() if self.unsupported else _stream_error(e))
+        self._calls.fail_all(StreamUnsupported if self.unsupported else lambda: _stream_error(e))
 
     async def close(self) -> None:
         self._closed = True
         call = self._call
         if call is not None:
             self._broken(call, TransportClosed())
-        for task in self._tasks:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
 
 
 class Pipelines:

@@ -20,6 +20,7 @@ from coord.server.node.errors import NodeError
 from coord.server.node.members import MemberInfo
 from coord.server.transport.auth import PeerAuth
 from coord.server.transport.peer import CHANNEL_OPTIONS
+from coord.tagged_calls import TaggedCalls
 from coord.v1 import coord_pb2 as pb
 from coord.v1 import coord_pb2_grpc
 
@@ -112,6 +113,10 @@ class _Unsupported(Exception):
     """The leader has no ProposeStream (an older coord): use unary Propose."""
 
 
+def _deadline_error(timeout: float) -> grpc.aio.AioRpcError:
+    return rpc_error(grpc.StatusCode.DEADLINE_EXCEEDED, f"no outcome within {timeout:.3g}s")
+
+
 class ProposeStream:
     """A follower's pipelined stream of proposals to one leader, opened on first use
     and again after it fails. What fails it fails every proposal in flight on it with
@@ -123,10 +128,7 @@ class ProposeStream:
         self._metadata = metadata
         self._call: Any = None
         self._tasks: list[asyncio.Task[None]] = []
-        self._pending: dict[int, asyncio.Future[tuple[bytes, int]]] = {}
-        self._outbox: list[pb.ForwardProposal] = []
-        self._wake = asyncio.Event()
-        self._next_id = 0
+        self._calls: TaggedCalls[pb.ForwardProposal] = TaggedCalls()
         self.unsupported = False
 
     async def propose(self, payload: bytes, timeout: float) -> tuple[bytes, int]:
@@ -134,62 +136,39 @@ class ProposeStream:
             raise _Unsupported
         if self._call is None:
             self._open()
-        self._next_id += 1
-        tag = self._next_id
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[tuple[bytes, int]] = loop.create_future()
-        self._pending[tag] = fut
-        self._outbox.append(pb.ForwardProposal(id=tag, command=payload,
-                                               timeout_ms=max(1, int(timeout * 1000))))
-        self._wake.set()
-        timer = loop.call_later(timeout, self._expire, tag, timeout)
-        try:
-            return await fut
-        finally:
-            timer.cancel()
-            self._pending.pop(tag, None)
-
-    def _expire(self, tag: int, timeout: float) -> None:
-        fut = self._pending.pop(tag, None)
-        if fut is not None and not fut.done():
-            fut.set_exception(rpc_error(grpc.StatusCode.DEADLINE_EXCEEDED,
-                                        f"no outcome within {timeout:.3g}s"))
+        timeout_ms = max(1, int(timeout * 1000))
+        return await self._calls.call(
+            lambda tag: pb.ForwardProposal(id=tag, command=payload, timeout_ms=timeout_ms),
+            timeout, _deadline_error)
 
     def _open(self) -> None:
         self._call = call = self._stub.ProposeStream(metadata=self._metadata)
-        self._wake = asyncio.Event()
         self._tasks = [asyncio.ensure_future(self._write(call)),
                        asyncio.ensure_future(self._read(call))]
 
     async def _write(self, call: Any) -> None:
-        wake = self._wake
         try:
             await call.initial_metadata()  # a write racing a refusal hides its status
-            while True:
-                await wake.wait()
-                wake.clear()
-                if self._outbox:
-                    proposals, self._outbox = self._outbox, []
-                    await call.write(pb.ForwardProposals(proposals=proposals))
+            await self._calls.send_loop(
+                lambda proposals: call.write(pb.ForwardProposals(proposals=proposals)))
         except (grpc.RpcError, asyncio.InvalidStateError, grpc.aio.UsageError):
             return  # the call ended: the reader reports its status
 
     async def _read(self, call: Any) -> None:
+        settle = self._calls.settle
         try:
             while True:
                 message = await call.read()
                 if message is grpc.aio.EOF:
                     raise rpc_error(grpc.StatusCode.UNAVAILABLE, "the leader ended the stream")
                 for outcome in message.outcomes:
-                    fut = self._pending.pop(outcome.id, None)
-                    if fut is None or fut.done():
-                        continue
                     if outcome.HasField("error"):
                         e = outcome.error
                         code = _CODES.get(e.code, grpc.StatusCode.UNKNOWN)
-                        fut.set_exception(rpc_error(code, e.message, e.reason, dict(e.metadata)))
+                        settle(outcome.id, error=rpc_error(code, e.message, e.reason,
+                                                           dict(e.metadata)))
                     else:
-                        fut.set_result((outcome.result, outcome.index))
+                        settle(outcome.id, (outcome.result, outcome.index))
         except grpc.aio.AioRpcError as e:
             self._broken(call, e)
         except grpc.aio.UsageError:  # the channel was closed under us
@@ -204,11 +183,8 @@ class ProposeStream:
         for task in self._tasks:
             if task is not asyncio.current_task():
                 task.cancel()
-        self._tasks, self._outbox = [], []
-        pending, self._pending = self._pending, {}
-        for fut in pending.values():
-            if not fut.done():
-                fut.set_exception(_Unsupported() if self.unsupported else e)
+        self._tasks = []
+        self._calls.fail_all(_Unsupported if self.unsupported else lambda: e)
 
     def close(self) -> None:
         if self._call is not None:

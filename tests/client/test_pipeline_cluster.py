@@ -225,8 +225,9 @@ def test_stream_fails_over_when_the_leader_is_killed(cluster3: LocalCluster, via
             assert killed.is_set()
             if via == "leader":  # answered by the leader, then by the others
                 assert members.get(leader, 0) > 0 and set(members) - {leader}, members
-            else:  # the follower answered every write, before and after the election
-                assert set(members) == {first}, members
+            else:  # the follower forwarded (it may refuse NO_QUORUM during the election,
+                # and the client then moves on: either way, never the dead leader)
+                assert members.get(first, 0) > 0 and leader not in members, members
             listing = await client.range(prefix="fo/")
             assert listing.count == 16 * writes_per_worker
             assert all(kv.version == 1 for kv in listing.kvs)  # no write applied twice
