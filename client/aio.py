@@ -33,9 +33,9 @@ from coord.client.calls import (
 )
 from coord.client.cursors import OwnersCursor, WatchCursor
 from coord.client.endpoints import EndpointRing, parse_endpoints
-from coord.client.errors import CoordError, error_for, from_rpc_error
+from coord.client.errors import CoordError, ReadOnlyError, error_for, from_rpc_error
 from coord.client.keys import Bytesish, key_range
-from coord.client.read_only import READ_ONLY_OK_METADATA, ModeListener, Prober
+from coord.client.read_only import READ_ONLY_OK_METADATA, ModeListener, Prober, find_member
 from coord.client.results import (
     CasResult,
     DeleteResult,
@@ -274,7 +274,29 @@ class AsyncClient:
     async def open_session(self, name: str = "", ttl: float = 10.0,
                            read_only_ok: bool | None = None) -> SessionInfo:
         ok = self.read_only_ok if read_only_ok is None else read_only_ok
-        return await self.send(calls.open_session_call(name, ttl, ok))
+        call = calls.open_session_call(name, ttl, ok)
+        try:
+            return await self.send(call)
+        except ReadOnlyError:
+            if not ok:
+                raise
+            # The member went read-only while the open waited (READ_ONLY: not applied).
+            # A read-only member opens member-local sessions for read-only clients: again.
+            return await self.send(call)
+
+    async def open_session_to_keep(self, name: str, ttl: float,
+                                   read_only_ok: bool | None) -> tuple[SessionInfo, str]:
+        """Open a session that `session()` will keep alive: its info, and for a
+        member-local one the endpoint of the member that holds it ("" otherwise)."""
+        info = await self.open_session(name, ttl, read_only_ok)
+        if not info.local:
+            return info, ""
+        home = await find_member(self.ring, self._transports, info.header.member)
+        if home is None:
+            raise error_for(
+                "UNAVAILABLE", f"member-local session {info.session_id}: its member "
+                f"{info.header.member} stopped answering at once", grpc.StatusCode.UNAVAILABLE)
+        return info, home
 
     async def close_session(self, session: SessionRef) -> Header:
         return await self.send(calls.close_session_call(session))
@@ -340,9 +362,9 @@ class SessionOpener:
 
     async def _open(self) -> AsyncSession:
         name, ttl, on_severed, on_event, read_only_ok = self._args
-        info = await self._client.open_session(name, ttl, read_only_ok)
+        info, home = await self._client.open_session_to_keep(name, ttl, read_only_ok)
         return AsyncSession(self._client, info.session_id, info.ttl or ttl, name=name,
-                            on_severed=on_severed, on_event=on_event)
+                            on_severed=on_severed, on_event=on_event, home=home)
 
     def __await__(self) -> Generator[Any, None, AsyncSession]:
         return self._open().__await__()

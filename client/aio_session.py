@@ -7,6 +7,11 @@ The moment the session is known to be over (a severed/expired/released/closed ev
 a keepalive answered `gone`, the server not knowing the id) it is fenced at once and its
 owner told once. Where the news goes is the session's `SessionOutput`: here, an asyncio
 queue and callbacks on the loop; the sync facade's `Session` supplies its own.
+
+A member-local session (opened by a read-only member, `home`) lives on that member
+alone, so both tasks stay there whatever the client's prober does, until the member
+says `registered` (then it is a session like any other) or `dropped`. If the member
+answers nothing for `LOCAL_GIVE_UP_TTLS` TTLs the session is over (`gone`, saying so).
 """
 
 from __future__ import annotations
@@ -53,6 +58,11 @@ Outcome = tuple[CoordError, bool] | None  # (error, made progress first), or Non
 Attempt = Callable[[int, Transport], Awaitable[Outcome]]
 
 _END = object()
+LOCAL_GIVE_UP_TTLS = 2
+"""A member-local session whose member answers nothing for this many TTLs is taken for
+gone. Its member drops it after one TTL without keepalives, unless the member's own
+process was stopped: then it starts the TTL afresh (as a leader does), so one TTL of
+silence alone does not prove the session over."""
 
 
 class AsyncOutput:
@@ -120,11 +130,13 @@ class AsyncSession(SessionFacts):
         on_event: Callback | None = None,
         *,
         output: SessionOutput | None = None,
+        home: str = "",
     ) -> None:
         if output is not None and (on_severed is not None or on_event is not None):
             raise ValueError("give the callbacks to the output, not to the session")
         self.client = client
-        self.core = SessionCore(session_id, ttl, name)
+        self.core = SessionCore(session_id, ttl, name, local=bool(home))
+        self.home = home  # the endpoint of the member holding a member-local session
         self.fenced = asyncio.Event()
         self._own_output: AsyncOutput | None = None
         if output is None:
@@ -174,7 +186,8 @@ class AsyncSession(SessionFacts):
         ring = self.client.ring
         while not self._stopping:
             try:
-                index, transport = self.client.current()
+                local = self.core.local
+                index, transport = self._member()
                 outcome = await attempt(index, transport)
             except (CoordError, TransportClosed):  # CoordError: current() said closed
                 self._end(self.core.gone("the client was closed"), queue_it=True)
@@ -188,8 +201,22 @@ class AsyncSession(SessionFacts):
             failures = 1 if progressed else failures + 1
             log.debug("session %d %s on %s failed (%s); reconnecting",
                       self.id, what, ring.endpoints[index], err.reason)
-            ring.failed(index)
+            if not local:
+                ring.failed(index)
+            elif self.core.unanswered_for() > LOCAL_GIVE_UP_TTLS * self.ttl:
+                self._end(self.core.gone(
+                    f"member-local session: its member at {self.home} answered nothing for "
+                    f"{LOCAL_GIVE_UP_TTLS} TTLs ({LOCAL_GIVE_UP_TTLS * self.ttl:g}s), and the "
+                    "session lived there alone"), queue_it=True)
+                return
             await asyncio.sleep(self.client.policy.delay(failures, len(ring)))
+
+    def _member(self) -> tuple[int, Transport]:
+        """Where the session's streams go: a member-local session's member, else the
+        client's current member."""
+        if self.core.local:
+            return self.client.ring.endpoints.index(self.home), self.client.transport(self.home)
+        return self.client.current()
 
     async def _keepalive_loop(self) -> None:
         await self._stay_connected("keepalive", self._keepalive)
@@ -263,7 +290,10 @@ class AsyncSession(SessionFacts):
         return None
 
     def _client_moved(self, change: ModeChange) -> None:
-        """The client found a read-write member: say so, and move the streams there."""
+        """The client found a read-write member: say so, and move the streams there. Not
+        a member-local session: its member holds it, and says when that changes."""
+        if self.core.local:
+            return
         event = self.core.moved(change)
         if event is not None:
             self._deliver(event)
@@ -327,7 +357,10 @@ class AsyncSession(SessionFacts):
         error: CoordError | None = None
         if self.core.ended is None:
             try:
-                await self.client.send(calls.close_session_call(self.id))
+                if self.core.local:
+                    await self._close_local()
+                else:
+                    await self.client.send(calls.close_session_call(self.id))
             except SessionGoneError:
                 pass
             except CoordError as e:
@@ -337,6 +370,19 @@ class AsyncSession(SessionFacts):
         await self._stop_tasks(timeout)
         if error is not None:
             raise error
+
+    async def _close_local(self) -> None:
+        """Close a member-local session on its member (no other knows it)."""
+        call = calls.close_session_call(self.id)
+        try:
+            await self.client.transport(self.home).unary(
+                call.service, call.method, call.request, timeout=self.client.timeout,
+                metadata=self.client.metadata)
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+        except (CallCancelled, TransportClosed):
+            raise error_for("CANCELLED", "closing the member-local session was cut short",
+                            grpc.StatusCode.CANCELLED) from None
 
     async def detach(self, timeout: float = 2.0) -> None:
         """Stop keeping the session alive WITHOUT closing it (it expires after its TTL

@@ -92,6 +92,21 @@ def session_id_of(session: SessionRef | None) -> int:
     raise TypeError(f"expected a session or a session id, got {type(session).__name__}")
 
 
+def writer_session_id(session: SessionRef | None) -> int:
+    """`session_id_of` for a write bound to the session (own, release, a session's key):
+    a member-local session cannot be one until its member registers it with the cluster
+    (its `registered` event), so that is refused here, saying so."""
+    if getattr(session, "local", False):
+        raise error_for(
+            "READ_ONLY",
+            f"session {session_id_of(session)} is member-local (opened by a read-only "
+            "member): it can read and watch, and owns or writes once its member rejoins a "
+            "majority and registers it",
+            grpc.StatusCode.FAILED_PRECONDITION,
+        )
+    return session_id_of(session)
+
+
 def finish(call: Call[T], response: Any, read_only_ok: bool) -> T:
     """Convert a response; a linearizable read answered from a read-only member is an
     error unless the client accepts read-only service (it fails over to another member)."""
@@ -121,7 +136,7 @@ def put_call(
     key: Bytesish, value: Bytesish, *, session: SessionRef | None = None, prev_kv: bool = False
 ) -> Call[PutResult]:
     req = pb.PutRequest(
-        key=to_bytes(key), value=to_bytes(value), session_id=session_id_of(session),
+        key=to_bytes(key), value=to_bytes(value), session_id=writer_session_id(session),
         prev_kv=prev_kv, request_id=new_request_id(),
     )
     return Call("KV", "Put", req, put_result, safe=True)
@@ -198,7 +213,7 @@ def put_if_absent_call(
     key: Bytesish, value: Bytesish, *, session: SessionRef | None = None
 ) -> Call[CasResult]:
     req = pb.PutIfAbsentRequest(
-        key=to_bytes(key), value=to_bytes(value), session_id=session_id_of(session),
+        key=to_bytes(key), value=to_bytes(value), session_id=writer_session_id(session),
         request_id=new_request_id(),
     )
     return Call("KV", "PutIfAbsent", req, cas_result, safe=True)
@@ -209,7 +224,7 @@ def compare_and_set_call(
 ) -> Call[CasResult]:
     req = pb.CompareAndSetRequest(
         key=to_bytes(key), expected_version=expected_version, value=to_bytes(value),
-        session_id=session_id_of(session), request_id=new_request_id(),
+        session_id=writer_session_id(session), request_id=new_request_id(),
     )
     return Call("KV", "CompareAndSet", req, cas_result, safe=True)
 
@@ -228,7 +243,8 @@ def open_session_call(name: str, ttl: float, read_only_ok: bool) -> Call[Session
     )
     return Call(
         "Sessions", "OpenSession", req,
-        lambda r: SessionInfo(header(r.header), r.session_id, r.ttl_ms / 1000), safe=True,
+        lambda r: SessionInfo(header(r.header), r.session_id, r.ttl_ms / 1000, r.local),
+        safe=True,
     )
 
 
@@ -270,7 +286,7 @@ def own_call(
     session: SessionRef, group: str, claims: Iterable[ClaimLike] | Mapping[str, int] | str
 ) -> Call[OwnResult]:
     req = pb.OwnRequest(
-        session_id=session_id_of(session), group=group, claims=claims_pb(claims),
+        session_id=writer_session_id(session), group=group, claims=claims_pb(claims),
         request_id=new_request_id(),
     )
     return Call("Ownership", "Own", req, own_result, safe=True)
@@ -281,7 +297,7 @@ def release_call(
 ) -> Call[ReleaseResult]:
     names = [resources] if isinstance(resources, str) else list(resources)
     req = pb.ReleaseRequest(
-        session_id=session_id_of(session), group=group, resources=names,
+        session_id=writer_session_id(session), group=group, resources=names,
         request_id=new_request_id(),
     )
     return Call(

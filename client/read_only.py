@@ -33,9 +33,11 @@ __all__ = [
     "ModeChange",
     "ModeListener",
     "Prober",
+    "find_member",
     "is_read_write",
     "probe_order",
     "probe_pause",
+    "status_of",
 ]
 
 log = logging.getLogger("coord.client")
@@ -79,6 +81,25 @@ def is_read_write(status: admin_pb2.StatusResponse) -> bool:
     return status.mode == READ_WRITE if status.mode else status.has_quorum
 
 
+async def status_of(transports: Transports, endpoint: str) -> admin_pb2.StatusResponse | None:
+    """The member's `Admin.Status`, or None if it did not answer within PROBE_TIMEOUT."""
+    try:
+        return await transports.get(endpoint).unary(
+            "Admin", "Status", STATUS_REQUEST, timeout=PROBE_TIMEOUT, metadata=())
+    except (grpc.RpcError, CoordError, CallCancelled, TransportClosed):
+        return None
+
+
+async def find_member(ring: EndpointRing, transports: Transports, name: str) -> str | None:
+    """The endpoint of member `name` (current one first), or None if none answers as it:
+    where a member-local session is kept alive."""
+    for index in probe_order(ring):
+        status = await status_of(transports, ring.endpoints[index])
+        if status is not None and status.name == name:
+            return ring.endpoints[index]
+    return None
+
+
 class Prober:
     """The background search for a read-write member, as one asyncio task at a time; it
     ends once a read-write member is current, and for good at `stop()`."""
@@ -115,13 +136,8 @@ class Prober:
     async def _probe(self) -> tuple[int, str] | None:
         """(ring index, member name) of a read-write member, current one first."""
         for index in probe_order(self._ring):
-            try:
-                transport = self._transports.get(self._ring.endpoints[index])
-                status = await transport.unary("Admin", "Status", STATUS_REQUEST,
-                                               timeout=PROBE_TIMEOUT, metadata=())
-            except (grpc.RpcError, CoordError, CallCancelled, TransportClosed):
-                continue
-            if is_read_write(status):
+            status = await status_of(self._transports, self._ring.endpoints[index])
+            if status is not None and is_read_write(status):
                 return index, status.name
         return None
 

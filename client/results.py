@@ -113,6 +113,7 @@ class SessionInfo:
     header: Header
     session_id: int
     ttl: float  # seconds
+    local: bool = False  # member-local: held by the read-only member that opened it
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +121,8 @@ class SessionEvent:
     """Something that happened to a session. `type` is severed | released | expired |
     closed | mode_changed, or `gone`, which the client makes up when it learns the session
     ended without an event saying why (keepalive answered gone, the server no longer knows
-    the id, or the event stream ended)."""
+    the id, or the event stream ended). A member-local session also hears `registered`
+    (it is a cluster session now, same id) or `dropped` (it ended; `message` says why)."""
 
     type: str
     session_id: int
@@ -274,7 +276,7 @@ def watch_event(e: pb.WatchEvent) -> WatchEvent:
 def session_event(e: pb.SessionEvent) -> SessionEvent:
     return SessionEvent(
         e.type, e.session_id, e.revision, e.group, e.resource, e.generation, e.new_owner,
-        tuple(e.resources), e.mode, e.member, e.term,
+        tuple(e.resources), e.mode, e.member, e.term, e.reason,
     )
 
 

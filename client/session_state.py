@@ -21,6 +21,7 @@ from coord.v1 import coord_pb2 as pb
 
 __all__ = [
     "GONE",
+    "REGISTERED",
     "TERMINAL_EVENTS",
     "SessionCore",
     "SessionFacts",
@@ -28,8 +29,10 @@ __all__ = [
     "describe_end",
 ]
 
-TERMINAL_EVENTS: frozenset[str] = frozenset({"severed", "expired", "released", "closed"})
+TERMINAL_EVENTS: frozenset[str] = frozenset(
+    {"severed", "expired", "released", "closed", "dropped"})
 GONE = "gone"
+REGISTERED = "registered"
 
 
 @dataclass
@@ -45,6 +48,7 @@ class SessionCore:
     mode: str = "read-write"
     ended: SessionEvent | None = None
     closing: bool = False  # the client itself is closing it: not a loss to report
+    local: bool = False  # member-local: held by one read-only member until `registered`
     _acked_at: float = field(default=0.0, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
@@ -64,6 +68,9 @@ class SessionCore:
         The TTL runs from when the acknowledged keepalive was SENT (the conservative end)."""
         if response.gone:
             return self.gone("keepalive: the server reports the session gone")
+        if response.local:  # renewed by the member that holds this member-local session
+            self._renewed(sent_at, response.ttl_ms)
+            return None
         if response.read_only:
             # Answered, not renewed: the TTL keeps running down. The mode is not recorded
             # here: the caller reports the read-only answer to the client, which tells
@@ -71,14 +78,21 @@ class SessionCore:
             return None
         if response.pending:
             return None  # the member is alive but no leader renewed it (yet)
-        if response.ttl_ms > 0:
-            self.ttl = response.ttl_ms / 1000
-        self._acked_at = max(self._acked_at, sent_at)
+        self._renewed(sent_at, response.ttl_ms)
         return None
+
+    def _renewed(self, sent_at: float, ttl_ms: int) -> None:
+        if ttl_ms > 0:
+            self.ttl = ttl_ms / 1000
+        self._acked_at = max(self._acked_at, sent_at)
 
     def stalled(self, oldest_unacked: float | None) -> bool:
         """A keepalive unanswered for a whole interval: the member is stuck, move on."""
         return oldest_unacked is not None and self.clock() - oldest_unacked > self.interval
+
+    def unanswered_for(self) -> float:
+        """Seconds since the last acknowledged keepalive was sent (or the session began)."""
+        return self.clock() - self._acked_at
 
     def remaining(self) -> float:
         """Seconds the session is known to live without another acknowledged keepalive."""
@@ -114,6 +128,8 @@ class SessionCore:
         """Track the mode; True if `event` ends the session."""
         if event.type == "mode_changed" and event.mode:
             self.mode = event.mode
+        elif event.type == REGISTERED:
+            self.local = False
         return event.type in TERMINAL_EVENTS
 
     def end(self, event: SessionEvent) -> bool:
@@ -137,6 +153,8 @@ def describe_end(event: SessionEvent) -> str:
                 f"{event.group}/{event.resource} at generation {event.generation}")
     if event.type == GONE:
         return f"session {event.session_id} is gone ({event.message or 'ended'})"
+    if event.type == "dropped":
+        return f"session {event.session_id} dropped: {event.message}"
     return f"session {event.session_id} {event.type}"
 
 
@@ -179,6 +197,13 @@ class SessionFacts:
     def ended(self) -> SessionEvent | None:
         """How the session ended, or None while it is live."""
         return self.core.ended
+
+    @property
+    def local(self) -> bool:
+        """Member-local: opened by a read-only member, held there alone (nothing about it
+        replicated) until that member rejoins a majority and registers it (`registered`)
+        or ends it (`dropped`, saying why). Writes bound to it are refused meanwhile."""
+        return self.core.local
 
     @property
     def mode(self) -> str:

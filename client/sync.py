@@ -324,9 +324,9 @@ class Client:
         read_only_ok: bool | None = None,
     ) -> Session:
         """Open a session and keep it alive in the background until `close()`."""
-        info = self.open_session(name, ttl, read_only_ok)
+        info, home = self._wait(self._aio.open_session_to_keep(name, ttl, read_only_ok))
         return Session(self, info.session_id, info.ttl or ttl, name=name,
-                       on_severed=on_severed, on_event=on_event)
+                       on_severed=on_severed, on_event=on_event, home=home)
 
     def attach(
         self,
@@ -492,8 +492,8 @@ class _ThreadOutput:
 
 
 async def _start_session(client: AsyncClient, session_id: int, ttl: float, name: str,
-                         output: _ThreadOutput) -> AsyncSession:
-    return AsyncSession(client, session_id, ttl, name, output=output)
+                         output: _ThreadOutput, home: str) -> AsyncSession:
+    return AsyncSession(client, session_id, ttl, name, output=output, home=home)
 
 
 class Session(SessionFacts):
@@ -515,14 +515,17 @@ class Session(SessionFacts):
         name: str = "",
         on_severed: SessionCallback | None = None,
         on_event: SessionCallback | None = None,
+        home: str = "",
     ) -> None:
+        """`home`: a member-local session's member (see AsyncSession)."""
         self.client = client
         self.fenced = threading.Event()
         self._events: queue.Queue[Any] = queue.Queue()
         output = _ThreadOutput(self.fenced, self._events, on_severed, on_event,
                                client._callbacks)
         self._owner = client._aio
-        self._aio = client._wait(_start_session(client._aio, session_id, ttl, name, output))
+        self._aio = client._wait(_start_session(client._aio, session_id, ttl, name, output,
+                                                   home))
         self.core = self._aio.core
 
     # -- conveniences bound to this session ---------------------------------------------

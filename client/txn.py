@@ -14,7 +14,7 @@ from coord.client.calls import (
     delete_request,
     new_request_id,
     range_request,
-    session_id_of,
+    writer_session_id,
 )
 from coord.client.keys import Bytesish, to_bytes
 from coord.v1 import coord_pb2 as pb
@@ -112,7 +112,7 @@ class TxnBuilder:
 def put_op(key: Bytesish, value: Bytesish, *, session: SessionRef | None = None,
            prev_kv: bool = False) -> pb.RequestOp:
     return pb.RequestOp(put=pb.PutRequest(
-        key=to_bytes(key), value=to_bytes(value), session_id=session_id_of(session),
+        key=to_bytes(key), value=to_bytes(value), session_id=writer_session_id(session),
         prev_kv=prev_kv))
 
 

@@ -32,6 +32,7 @@ from coord.server.core.compaction import AutoCompactor
 from coord.server.core.coordinator import Coordinator
 from coord.server.core.events import EventHub
 from coord.server.core.forward import ForwardService, LeaderLink
+from coord.server.core.local_sessions import LocalSessions
 from coord.server.core.quota import SpaceGuard
 from coord.server.core.session_tracker import SessionTracker
 from coord.server.etcd.cluster import EtcdClusterService
@@ -40,12 +41,12 @@ from coord.server.etcd.lease import EtcdLeaseService
 from coord.server.etcd.maintenance import EtcdMaintenanceService
 from coord.server.etcd.watch import EtcdWatchService
 from coord.server.node.driver import Node, NodeOptions
-from coord.server.node.identity import claim_data_dir
+from coord.server.node.identity import claim_data_dir, log_version
 from coord.server.node.members import MemberInfo
-from coord.server.node.statemachine import StateMachine
 from coord.server.storage.log_store import LogStore
 from coord.server.transport.auth import PeerAuth
 from coord.server.transport.peer import EXCLUSIVE_BIND, SERVER_OPTIONS, PeerTransport
+from coord.sm.ledger import LOG_VERSION, initial_revision
 from coord.sm.machine import CoordMachine
 from coord.v1 import admin_pb2, admin_pb2_grpc, coord_pb2, coord_pb2_grpc
 
@@ -73,7 +74,7 @@ class NodeParts:
 def open_node(
     me: MemberInfo,
     data_dir: Path,
-    machine: StateMachine,
+    machine: CoordMachine,
     initial_cluster: list[MemberInfo],
     cluster_secret: bytes,
     options: NodeOptions,
@@ -81,10 +82,12 @@ def open_node(
     cluster_token: str = "coord",
 ) -> NodeParts:
     """Open member `me`'s storage in `data_dir`, check it is this member's, and build the
-    peer transport and the node over them (not started: `await parts.node.start()`)."""
+    peer transport and the node over them (not started: `await parts.node.start()`).
+    `machine` (empty) starts from the revision its data's log began at."""
     store = LogStore(data_dir / "raft.db")
     try:
-        cluster_id = claim_data_dir(store, me.name, cluster_token)
+        cluster_id = claim_data_dir(store, me.name, cluster_token, LOG_VERSION)
+        machine.start_at(initial_revision(log_version(store)))
         auth = PeerAuth(me.id, cluster_secret, cluster_id)
         transport = PeerTransport(auth)
         node = Node(me, store, transport, machine, initial_cluster, cluster_id, options,
@@ -121,6 +124,8 @@ class Member:
         self.link = LeaderLink(self.auth)
         self.coordinator = Coordinator(self.node, self.machine, self.link)
         self.tracker = SessionTracker(self.node, self.machine, self.coordinator.write)
+        # sessions a read-only member opens, registered with the cluster when it is back
+        self.local_sessions = LocalSessions(self.coordinator, self.hub.offer_session)
         self.compactor = AutoCompactor(
             config.compaction,
             leading=lambda: self.node.caught_up_leader,
@@ -170,6 +175,7 @@ class Member:
             await s.start()
         await self.node.start()
         self.tracker.start()
+        self.local_sessions.start()
         self.compactor.start()
         self.space.start()
         self.mode.start()
@@ -188,11 +194,11 @@ class Member:
         coord, hub = self.coordinator, self.hub
         admin_pb2_grpc.add_AdminServicer_to_server(
             AdminService(self.node, self.machine, self.mode, hub=hub, tracker=self.tracker,
-                         data_path=self.store.path),
+                         data_path=self.store.path, local=self.local_sessions),
             server
         )
         coord_pb2_grpc.add_SessionsServicer_to_server(
-            SessionsService(coord, hub, self.tracker), server
+            SessionsService(coord, hub, self.tracker, self.local_sessions), server
         )
         coord_pb2_grpc.add_OwnershipServicer_to_server(OwnershipService(coord, hub), server)
         coord_pb2_grpc.add_ProducersServicer_to_server(ProducersService(coord), server)
@@ -218,6 +224,7 @@ class Member:
     async def stop(self, grace: float = 1.0) -> None:
         await self.health.enter_graceful_shutdown()
         await self.tracker.stop()
+        await self.local_sessions.stop()
         await self.compactor.stop()
         await self.space.stop()
         await self.mode.stop()

@@ -1,3 +1,7 @@
+import os
+import shutil
+import sys
+
 import pytest
 
 from coord.testing import LocalCluster
@@ -35,3 +39,39 @@ def shared_cluster3(tmp_path_factory):
     """A 3-member cluster shared by one module's tests that break nothing (each uses its
     own keys)."""
     yield from _module_cluster(tmp_path_factory, "shared")
+
+
+def require_java() -> None:
+    """A missing Java runtime skips the Spark tests, or fails them under CI (CI=true),
+    where `make venv` installs one (`make java-runtime`)."""
+    if shutil.which("java") is None:
+        message = ("java is not installed: `make java-runtime` installs Debian's "
+                   "default-jre-headless (as root)")
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def spark_session():
+    """The one SparkSession of the run, for the audit's and the Spark writer's tests
+    (Spark keeps one session per process: whichever asked first would set it up for
+    both, so it is set up here for what each needs). local[2,4]: 2 cores, a task may
+    fail 3 times; Python workers run this interpreter (they import coord); one shuffle
+    partition and no adaptive planning, since on a few thousand rows tasks and
+    re-planning cost more than the work they would split."""
+    require_java()
+    from coord.audit.spark import session
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    s = session("local[2,4]", "coord-tests", shuffle_partitions=1, progress=False, conf={
+        "spark.sql.adaptive.enabled": "false",
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.sql.execution.arrow.maxRecordsPerBatch": "500",
+        "spark.pyspark.python": sys.executable,
+    })
+    try:
+        yield s
+    finally:
+        s.stop()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any
 
 
@@ -22,6 +23,8 @@ def session(master: str = "local[*]", app: str = "coord-audit", *,
                .config("spark.ui.showConsoleProgress", "true" if progress else "false")
                .config("spark.ui.enabled", "false")
                .config("spark.sql.adaptive.enabled", "true"))
+    if master.startswith("local"):  # Python workers on this machine: this interpreter,
+        builder = builder.config("spark.pyspark.python", sys.executable)  # it has coord
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

@@ -25,6 +25,13 @@ them at t1. Per trial, in milliseconds:
   negative when the event came first).
 - `event`: t0 -> session told.
 - `write`: t1 -> the first write that succeeds through the same client.
+- `ro_open`: a new application's session on the read-only survivor (a second read-only
+  client given the survivor alone, opened once the first read-only read was seen): the
+  open's duration (coord: a member-local session, `Client.session`; ZooKeeper: kazoo
+  `start()` until CONNECTED_RO).
+- `ro_rw`: t1 -> that session is a read-write one (coord: its `registered` event, same
+  id; ZooKeeper: kazoo's state CONNECTED with `client_state` CONNECTED — the trial's note
+  says whether ZooKeeper kept the session id).
 
 Client-side times are wall-clock (`time.time()`), because they are compared with the
 members' log timestamps (same machine, same clock). Prints figures; asserts nothing."""
@@ -83,6 +90,8 @@ METRICS = (
     Metric("notify_vs_read", "notified - first RO read", ""),
     Metric("event", "t0 -> session notified", ""),
     Metric("write", "t1 (SIGCONT) -> first write OK", "1000"),
+    Metric("ro_open", "open a session on the RO member", ""),
+    Metric("ro_rw", "t1 -> that session read-write", ""),
 )
 
 
@@ -286,6 +295,9 @@ def coord_trial(cluster: LocalCluster, role: str, index: int) -> Trial:
             ro_events.append(time.time())
 
     log_path = cluster.members[survivor].log_path
+    late: dict = {}  # the session opened while read-only -> its client
+    registered: list[float] = []
+    opened: float | None = None
     try:
         client.put(b"bench/ro", b"before")
         session = client.session(ttl=SESSION_TTL_S, on_event=on_event)
@@ -318,6 +330,8 @@ def coord_trial(cluster: LocalCluster, role: str, index: int) -> Trial:
         api.join(PHASE_S)
         event = _wait_for(ro_events, time.time() + (PHASE_S if ro_read else 5.0))
         switch = coord_switch_time(_read_from(log_path, offset), survivor, "read-only", t0)
+        if ro_read is not None:
+            opened = _open_coord_local(late, endpoints[0], registered)
         t1 = time.time()
         for n in others:
             cluster.resume(n)
@@ -331,15 +345,44 @@ def coord_trial(cluster: LocalCluster, role: str, index: int) -> Trial:
 
         write = _poll(t1 + PHASE_S, write_ok)
         trial.values = _values(t0, t1, ro_read, api.first_ro, switch, event, write)
+        trial.values["ro_open"] = opened
+        trial.values["ro_rw"] = _ms(t1, _wait_for(registered, t1 + PHASE_S))
         with contextlib.suppress(CoordError):
             session.close()
+        for s in list(late):
+            with contextlib.suppress(CoordError):
+                s.close()
     finally:
         for n in others:
             if cluster.members[n].paused:
                 cluster.resume(n)
         client.close()
         api_client.close()
+        for c in late.values():
+            c.close()
     return trial
+
+
+def _open_coord_local(late: dict, endpoint: str, registered: list[float]) -> float | None:
+    """ms to open a session through a new read-only client given the read-only member
+    alone (a member-local session); its `registered` event's time goes to `registered`.
+    `late` keeps the session and client, to close them after the trial."""
+    opener = Client([endpoint], read_only_ok=True, timeout=2.0)
+
+    def on_event(ev) -> None:
+        if ev.type == "registered":
+            registered.append(time.time())
+
+    start = time.time()
+    try:
+        session = opener.session(ttl=SESSION_TTL_S, on_event=on_event)
+    except CoordError as e:
+        _log(f"coord: opening a session on the read-only member failed: {e}")
+        opener.close()
+        return None
+    took = _ms(start, time.time())
+    late[session] = opener
+    return took
 
 
 def _values(t0: float, t1: float, ro_read: float | None, ro_read_api: float | None,
@@ -561,6 +604,9 @@ def zk_trial(ens: ZkEnsemble, role: str, index: int) -> Trial:
     hosts = ",".join(s.hostport for s in [survivor, *others])
     ro_events: list[float] = []
     path = "/bench-ro"
+    late = contextlib.ExitStack()  # the client opened while read-only
+    rw_times: list[float] = []
+    opened: tuple[float | None, object, int] = (None, None, 0)
     try:
         with _kazoo(hosts, read_only=True) as zk:
 
@@ -600,6 +646,8 @@ def zk_trial(ens: ZkEnsemble, role: str, index: int) -> Trial:
             api.join(PHASE_S)
             event = _wait_for(ro_events, time.time() + (PHASE_S if ro_read else 5.0))
             switch = zk_switch_time(_read_from(survivor.log_path, offset))
+            if ro_read is not None:
+                opened = _open_zk_ro(late, survivor.hostport, rw_times)
             t1 = time.time()
             for s in others:
                 ens.resume(s)
@@ -613,12 +661,43 @@ def zk_trial(ens: ZkEnsemble, role: str, index: int) -> Trial:
 
             write = _poll(t1 + PHASE_S, write_ok)
             trial.values = _values(t0, t1, ro_read, api.first_ro, switch, event, write)
+            took, zk2, ro_id = opened
+            trial.values["ro_open"] = took
+            trial.values["ro_rw"] = _ms(t1, _wait_for(rw_times, t1 + PHASE_S))
             trial.note = f"final client_state {zk.client_state}"
+            if zk2 is not None and took is not None:
+                trial.note += (f"; the session opened read-only kept its id: "
+                               f"{zk2.client_id[0] == ro_id}")
     finally:
+        late.close()
         for s in others:
             if s.paused:
                 ens.resume(s)
     return trial
+
+
+def _open_zk_ro(late: contextlib.ExitStack, hostport: str,
+                rw_times: list[float]) -> tuple[float | None, object, int]:
+    """(ms to open a session through a new read-only kazoo client given the read-only
+    server alone, the client, its session id); the times it is CONNECTED read-write go
+    to `rw_times`."""
+    from kazoo.client import KazooState
+    from kazoo.protocol.states import KeeperState
+
+    zk = late.enter_context(_kazoo(hostport, read_only=True))
+
+    def listener(state: str) -> None:
+        if state == KazooState.CONNECTED and zk.client_state == KeeperState.CONNECTED:
+            rw_times.append(time.time())
+
+    zk.add_listener(listener)
+    start = time.time()
+    try:
+        zk.start(timeout=PHASE_S)
+    except Exception as e:  # noqa: BLE001 - reported, the row shows "-"
+        _log(f"zk: opening a session on the read-only server failed: {e!r}")
+        return None, zk, 0
+    return _ms(start, time.time()), zk, zk.client_id[0]
 
 
 def run_zk(trials: int, roles: list[str], out: list[Trial], tick_ms: int, sync_limit: int,
@@ -633,7 +712,7 @@ def run_zk(trials: int, roles: list[str], out: list[Trial], tick_ms: int, sync_l
                 t = zk_trial(ens, role, i)
                 out.append(t)
                 _log(f"zk survivor={role} trial {i}/{trials} ({t.survivor}): "
-                     + _brief(t.values))
+                     + _brief(t.values) + (f"; {t.note}" if t.note else ""))
 
 
 # -- command --------------------------------------------------------------------------------

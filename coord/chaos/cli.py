@@ -8,7 +8,7 @@ import signal
 import sys
 from pathlib import Path
 
-from coord.chaos.nemesis import NEMESES
+from coord.chaos.nemesis import DEFAULT_NEMESES, NEMESES
 from coord.chaos.workloads import PLANTS, WORKLOADS
 
 
@@ -21,8 +21,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "cluster and check the history (linearizability, ownership, pids)")
     p.add_argument("--seconds", type=float, default=60.0, help="how long the faults run")
     p.add_argument("--seed", type=int, default=0, help="seeds the schedule and workers")
-    p.add_argument("--nemesis", default=",".join(NEMESES),
-                   help=f"comma-separated: {', '.join(NEMESES)} (or none)")
+    p.add_argument("--nemesis", default=",".join(DEFAULT_NEMESES),
+                   help=f"comma-separated: {', '.join(NEMESES)} (or none; default: "
+                   f"{', '.join(DEFAULT_NEMESES)}; delay runs partitions on TCP gates)")
     p.add_argument("--workload", default=",".join(WORKLOADS),
                    help=f"comma-separated: {', '.join(WORKLOADS)}")
     p.add_argument("--workers", type=int, default=8, help="concurrent client processes")

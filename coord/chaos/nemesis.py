@@ -8,6 +8,9 @@ a schedule drawn from the run's seed.
 - slow: a member throttled (a slow disk or an overloaded VM; `tc netem` does not work
   here, so not a delayed link): SIGSTOP/SIGCONT in turns of 20-80 ms for the fault's
   duration, so its messages leave late and in bursts and its timers fire late.
+- delay: every message to a member held 50-400 ms in its TCP gate (a slow link, in
+  order; half the time the leader's). The gates carry peer traffic only when the
+  cluster is not in network namespaces, so asking for it runs partitions on the gates.
 - member: membership churn: a follower is removed, killed, wiped, added back as a
   learner and started; after the fault's duration it is promoted to a voter again.
 - partition, with network namespaces (coord.chaos.netns; root): one of a
@@ -27,8 +30,12 @@ from dataclasses import asdict, dataclass, field
 
 from coord.chaos.netns import Network
 from coord.testing import LocalCluster
+from coord.testing.netfault import TcpGate
 
-NEMESES = ("kill", "pause", "partition", "member", "slow")
+DEFAULT_NEMESES = ("kill", "pause", "partition", "member", "slow")
+NEMESES = (*DEFAULT_NEMESES, "delay")
+"""Every kind; a run without --nemesis takes the default ones, whose partitions run in
+network namespaces where this machine allows (delay needs the gates instead)."""
 PARTITIONS = ("split", "isolate-leader", "bridge", "one-way")
 
 
@@ -111,7 +118,7 @@ class Nemesis:
         if kind == "member":
             leader = self._leader()
             running = [n for n in running if n != leader] or running
-        if kind == "partition" and pick < 0.5:
+        if kind in ("partition", "delay") and pick < 0.5:
             leader = self._leader()
             if leader:
                 return leader, "the leader"
@@ -177,6 +184,10 @@ class Nemesis:
                 self.cluster.rejoin_member(member)
             elif kind == "slow":
                 self._start_throttle(member, pick)
+            elif kind == "delay":
+                delay = random.Random(pick).uniform(0.05, 0.4)
+                self._gate(member).delay_s = delay
+                fault.note = f"{fault.note + ', ' if fault.note else ''}{delay * 1000:.0f} ms"
             else:
                 self.cluster.cut_off(member)
         except Exception as e:  # noqa: BLE001 - a fault that could not start is recorded
@@ -198,6 +209,8 @@ class Nemesis:
                 self.cluster.promote(fault.member)
             elif fault.kind == "slow":
                 self._stop_throttle()
+            elif fault.kind == "delay":
+                self._gate(fault.member).delay_s = 0.0
             elif self.network is not None:
                 self.network.heal()
             else:
@@ -229,6 +242,12 @@ class Nemesis:
             t.join(5)
             self._throttle = None
 
+    def _gate(self, member: str) -> TcpGate:
+        gate = self.cluster.members[member].gate
+        if gate is None:
+            raise ValueError("a delayed link needs the member's TCP gate (no namespaces)")
+        return gate
+
     def heal_all(self) -> None:
         self._stop_throttle()
         if self.network is not None:
@@ -236,7 +255,9 @@ class Nemesis:
         for name, m in self.cluster.members.items():
             if m.paused:
                 self.cluster.resume(name)
-            if m.gate is not None and not m.gate.is_open:
-                self.cluster.heal(name)
+            if m.gate is not None:
+                m.gate.delay_s = 0.0
+                if not m.gate.is_open:
+                    self.cluster.heal(name)
             if not m.running:
                 self.cluster.start_member(name, wait=True, timeout=30)

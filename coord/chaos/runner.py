@@ -26,7 +26,7 @@ from rich.table import Table
 
 from coord.chaos import netns
 from coord.chaos.history import Process, Recorder
-from coord.chaos.nemesis import NEMESES, Fault, Nemesis, Schedule
+from coord.chaos.nemesis import DEFAULT_NEMESES, NEMESES, Fault, Nemesis, Schedule
 from coord.chaos.netns import Network
 from coord.chaos.sink import FencedSink
 from coord.chaos.workloads import WORKLOADS, Workload, make_workloads
@@ -46,7 +46,7 @@ class RunConfig:
     seconds: float = 60.0
     seed: int = 0
     workloads: list[str] = field(default_factory=lambda: list(WORKLOADS))
-    nemeses: list[str] = field(default_factory=lambda: list(NEMESES))
+    nemeses: list[str] = field(default_factory=lambda: list(DEFAULT_NEMESES))
     workers: int = 8
     members: int = 3
     out: Path | None = None
@@ -95,7 +95,8 @@ def run(cfg: RunConfig, console: Console | None = None) -> RunResult:
     network = _network(cfg)
     recorder = Recorder(out / "history.jsonl")
     cluster = LocalCluster(cfg.members, data_dir=out / "cluster",
-                           partitionable="partition" in cfg.nemeses and network is None)
+                           partitionable=network is None and (
+                               "partition" in cfg.nemeses or "delay" in cfg.nemeses))
     faults_file = open(out / "faults.jsonl", "w", encoding="utf-8")  # noqa: SIM115
     nemesis: Nemesis | None = None
     etcd: EtcdProcess | None = None
@@ -181,6 +182,11 @@ def run(cfg: RunConfig, console: Console | None = None) -> RunResult:
 
 def _network(cfg: RunConfig) -> Network | None:
     if "partition" not in cfg.nemeses or cfg.netns == "off":
+        return None
+    if "delay" in cfg.nemeses:  # delays live in the gates, which namespaces bypass
+        if cfg.netns == "on":
+            raise ValueError("--nemesis delay holds messages in the TCP gates, which "
+                             "members in network namespaces do not use: --netns off or auto")
         return None
     why = netns.available()
     if why and cfg.netns == "on":

@@ -526,6 +526,11 @@ def cmd_session_open(args: argparse.Namespace) -> int:
     with _client(args) as client:
         info = client.open_session(args.name, args.ttl, args.read_only_ok)
         _emit(args, info, lambda: [str(info.session_id)])
+        if info.local and not args.json:
+            print(f"coord: session {info.session_id} is member-local to "
+                  f"{info.header.member} (read-only): keep it alive through that member; it "
+                  "is registered with the cluster when that member rejoins a majority",
+                  file=sys.stderr)
     return 0
 
 

@@ -92,6 +92,7 @@ def restore(args: argparse.Namespace) -> str:
     from coord.server.node.identity import claim_data_dir
     from coord.server.node.members import parse_initial_cluster
     from coord.server.storage.log_store import LogStore, StorageError
+    from coord.sm.ledger import LOG_VERSION
     from coord.sm.machine import CoordMachine
 
     state = verified(Path(args.file).read_bytes())
@@ -103,7 +104,7 @@ def restore(args: argparse.Namespace) -> str:
     try:
         with LogStore(Path(args.data_dir) / "raft.db") as store:
             seed_from_state(store, members, state)
-            claim_data_dir(store, args.name, args.initial_cluster_token)
+            claim_data_dir(store, args.name, args.initial_cluster_token, LOG_VERSION)
     except StorageError as e:
         raise ValueError(str(e)) from None
     return (f"{args.data_dir}: member {args.name} of a {len(members)}-member cluster, "

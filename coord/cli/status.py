@@ -51,6 +51,8 @@ def table_rows(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
         quorum = Text("yes", style="green") if r["has_quorum"] else Text(
             f"NO ({int(r['quorum_lost_ms']) / 1000:.1f}s)", style="bold red")
         mode = r.get("mode") or "-"
+        if r.get("local_sessions"):
+            mode += f", {r['local_sessions']} local session(s)"
         out.append((r["endpoint"], r["name"],
                     Text(r["role"], style="bold green" if r["role"] == "leader" else ""),
                     r["term"], r["leader_name"] or "-", r["commit_index"], r["applied_index"],

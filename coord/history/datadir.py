@@ -9,7 +9,9 @@ it does not know:
     the log was compacted to (its `data` as `coord.history.replay` describes);
   - `hard_state(id = 1, term, vote, commit_index)`: only entries up to `commit_index`
     are committed, and only those are history;
-  - `meta(key, value)`: `name` is the member's name.
+  - `meta(key, value)`: `name` is the member's name; `log_version` the version of the
+    log's meaning the data began under (none: 1), which says the revision the state
+    machine starts from (`coord.sm.ledger.initial_revision`).
 A member that stopped cleanly leaves no write-ahead log (`raft.db-wal`): the file is
 then opened `immutable=1` and nothing in the dir is touched, not even a lock. A member
 that was killed leaves its WAL, which holds committed entries: the file is opened
@@ -28,6 +30,7 @@ from pathlib import Path
 
 from coord.history.replay import Replayer
 from coord.history.rows import Row
+from coord.sm.ledger import initial_revision
 
 DB_NAME = "raft.db"
 KNOWN_SCHEMA = 1
@@ -43,6 +46,7 @@ class DataDirInfo:
     snapshot_index: int
     first_index: int  # first retained entry after the snapshot
     commit_index: int
+    log_version: int | None = None  # None: stamped before versions (version 1)
 
 
 def _connect(data_dir: str | os.PathLike[str]) -> sqlite3.Connection:
@@ -72,12 +76,15 @@ def info(data_dir: str | os.PathLike[str]) -> DataDirInfo:
 
 def _info(conn: sqlite3.Connection) -> DataDirInfo:
     name = conn.execute("SELECT value FROM meta WHERE key = 'name'").fetchone()
+    version = conn.execute("SELECT value FROM meta WHERE key = 'log_version'").fetchone()
     snap = conn.execute("SELECT idx FROM snapshot WHERE id = 1").fetchone()
     hard = conn.execute("SELECT commit_index FROM hard_state WHERE id = 1").fetchone()
     snap_index = snap[0] if snap else 0
     first = conn.execute("SELECT min(idx) FROM log WHERE idx > ?", (snap_index,)).fetchone()[0]
+    if version is not None and not str(version[0]).isdigit():
+        raise DataDirError(f"bad log_version {version[0]!r} in the data dir's meta")
     return DataDirInfo(name[0] if name else "", snap_index, first or snap_index + 1,
-                       hard[0] if hard else 0)
+                       hard[0] if hard else 0, int(version[0]) if version else None)
 
 
 def read_rows(data_dir: str | os.PathLike[str], after_index: int = 0) -> Iterator[Row]:
@@ -88,6 +95,7 @@ def read_rows(data_dir: str | os.PathLike[str], after_index: int = 0) -> Iterato
         conn.execute("BEGIN")  # one consistent read of snapshot and log
         meta = _info(conn)
         replayer = Replayer()
+        replayer.machine.start_at(initial_revision(meta.log_version))  # where its log began
         snap = conn.execute("SELECT idx, data FROM snapshot WHERE id = 1").fetchone()
         if snap is not None:
             try:

@@ -35,6 +35,17 @@ from coord.sm.ledger import Ledger, operation
 from coord.sm.records import EXPIRED, RELEASED, SEVERED, Claim, SessionEvent
 from coord.sm.results import ExpireResult, SessionResult
 
+LOCAL_SESSION_IDS = range(1 << 62, 1 << 63)
+"""Ids of member-local read-only sessions (server/core/local_sessions.py): drawn at random
+by a read-only member, never by this table. The counter below counts up from 1 and never
+gets here; the etcd API refuses to ask for an id here; so the only way one enters the
+table is a local session's registration (an OpenSession asking for its id), and two
+sessions never share an id (a taken one is refused with SESSION_EXISTS)."""
+
+
+def is_local_session_id(session_id: int) -> bool:
+    return session_id in LOCAL_SESSION_IDS
+
 
 @dataclass
 class Session:
@@ -100,19 +111,7 @@ class SessionTable:
     def open(
         self, name: str, ttl_ms: int, read_only_ok: bool, now_ms: int, session_id: int = 0
     ) -> SessionResult:
-        if type(name) is not str:
-            raise CommandError(INVALID_ARGUMENT, "session name must be a str")
-        if limits.utf8_len(name) > limits.MAX_NAME_BYTES:
-            raise CommandError(TOO_LARGE, f"session name longer than {limits.MAX_NAME_BYTES}"
-                               " bytes")
-        if type(ttl_ms) is not int or not limits.MIN_TTL_MS <= ttl_ms <= limits.MAX_TTL_MS:
-            raise CommandError(INVALID_ARGUMENT, f"ttl_ms must be within "
-                               f"[{limits.MIN_TTL_MS}, {limits.MAX_TTL_MS}], got {ttl_ms!r:.40}")
-        if type(read_only_ok) is not bool:
-            raise CommandError(INVALID_ARGUMENT, "read_only_ok must be a bool")
-        if type(session_id) is not int or not 0 <= session_id <= INT64_MAX:
-            raise CommandError(INVALID_ARGUMENT, f"session id must be a non-negative int64, "
-                               f"got {session_id!r:.40}")
+        check_open(name, ttl_ms, read_only_ok, session_id)
         if session_id in self._sessions:
             raise CommandError(SESSION_EXISTS, f"session {session_id} already exists")
         if len(self._sessions) >= limits.MAX_SESSIONS:
@@ -200,6 +199,24 @@ class SessionTable:
 
     def describe(self) -> dict:
         return {"sessions": len(self._sessions), "next_session_id": self.next_id}
+
+
+def check_open(name: Any, ttl_ms: Any, read_only_ok: Any, session_id: Any = 0) -> None:
+    """Refuse (CommandError) what no session may be opened with: the rule every member
+    applies, and a read-only member before it opens a member-local session."""
+    if type(name) is not str:
+        raise CommandError(INVALID_ARGUMENT, "session name must be a str")
+    if limits.utf8_len(name) > limits.MAX_NAME_BYTES:
+        raise CommandError(TOO_LARGE, f"session name longer than {limits.MAX_NAME_BYTES}"
+                           " bytes")
+    if type(ttl_ms) is not int or not limits.MIN_TTL_MS <= ttl_ms <= limits.MAX_TTL_MS:
+        raise CommandError(INVALID_ARGUMENT, f"ttl_ms must be within "
+                           f"[{limits.MIN_TTL_MS}, {limits.MAX_TTL_MS}], got {ttl_ms!r:.40}")
+    if type(read_only_ok) is not bool:
+        raise CommandError(INVALID_ARGUMENT, "read_only_ok must be a bool")
+    if type(session_id) is not int or not 0 <= session_id <= INT64_MAX:
+        raise CommandError(INVALID_ARGUMENT, f"session id must be a non-negative int64, "
+                           f"got {session_id!r:.40}")
 
 
 def _int(v: Any) -> int:

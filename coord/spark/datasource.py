@@ -28,7 +28,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from coord.client import CoordError
-from coord.spark.attempt import claim, client_for, is_current
+from coord.spark.attempt import LostClaimError, claim, client_for, is_current
 from coord.spark.fence import Token
 from coord.spark.jobs import committed_version, record_version
 from coord.spark.options import FORMAT, WriteOptions, parse_options
@@ -75,7 +75,8 @@ def write_partition(opts: WriteOptions, partition: int,
         client = client_for(opts.endpoints)
         session, attempt = claim(client, opts.job, partition, opts.ttl)
         try:
-            seq = rows = 0
+            sink.begin(opts.job, partition, attempt.token)
+            seq, rows = 1, 0
             for batch in batches:
                 if batch.num_rows == 0:
                     continue
@@ -83,6 +84,12 @@ def write_partition(opts: WriteOptions, partition: int,
                 seq += 1
                 rows += batch.num_rows
             sink.seal(opts.job, partition, attempt.token, seq, rows)
+            # Spark commits the first attempt to finish: one that coord no longer names
+            # (a speculative copy took the partition over meanwhile) must fail here, or
+            # the driver would find it stale and publish nothing.
+            if not is_current(client, opts.job, partition, attempt.token):
+                raise LostClaimError(f"{opts.job!r} partition {partition}: taken over "
+                                     f"by a later attempt before this one finished")
         except BaseException:
             session.close()
             raise

@@ -11,6 +11,7 @@ from coord.raft import ConfChange, ConfChangeType
 from coord.server.api import inspect
 from coord.server.api.errors import abort, abort_node_error
 from coord.server.core.events import EventHub
+from coord.server.core.local_sessions import LocalSessions
 from coord.server.core.mode import ModeMonitor
 from coord.server.core.session_tracker import SessionTracker
 from coord.server.node.driver import Node
@@ -28,10 +29,11 @@ MAX_PROPOSAL_BYTES = 1 << 20
 class AdminService(admin_pb2_grpc.AdminServicer):
     def __init__(self, node: Node, machine: StateMachine, mode: ModeMonitor | None = None,
                  *, hub: EventHub | None = None, tracker: SessionTracker | None = None,
-                 data_path: Path | None = None) -> None:
+                 data_path: Path | None = None, local: LocalSessions | None = None) -> None:
         self.node = node
         self.machine = machine
         self.mode = mode
+        self.local = local  # its member-local sessions, counted in Status
         self.hub = hub  # with a CoordMachine: the inspection RPCs (server/api/inspect.py)
         self.tracker = tracker
         self.data_path = data_path  # the member's storage file, for its size
@@ -57,6 +59,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
             state_machine=json.dumps(self.machine.describe(), sort_keys=True),
             cluster_id=node.cluster_id,
             mode=self.mode.mode if self.mode is not None else "",
+            local_sessions=len(self.local) if self.local is not None else 0,
             version=VERSION,
             data_bytes=inspect.storage_bytes(self.data_path),
         )

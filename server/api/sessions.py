@@ -1,5 +1,7 @@
 """The Sessions service: open/close, keepalive (to the leader, never replicated) and
-each session's event stream."""
+each session's event stream. On a read-only member, a client that accepts read-only
+service gets a member-local session instead (server/core/local_sessions.py): this
+member opens, renews and closes it, and its stream says what became of it."""
 
 from __future__ import annotations
 
@@ -8,16 +10,19 @@ import logging
 import grpc
 
 from coord.server.api.common import admit_reader, write
-from coord.server.api.errors import abort, abort_node_error
+from coord.server.api.errors import abort, abort_node_error, result_code
 from coord.server.core import liveness
 from coord.server.core.coordinator import Coordinator
 from coord.server.core.events import EventHub
 from coord.server.core.liveness import GONE
+from coord.server.core.local_sessions import ENDS, REGISTERED, LocalOutcome, LocalSessions
 from coord.server.core.mode import READ_WRITE, ModeChange
 from coord.server.core.session_tracker import SessionTracker
 from coord.server.node.errors import NodeError
 from coord.sm import commands as c
+from coord.sm.errors import CommandError
 from coord.sm.records import SessionEvent
+from coord.sm.sessions import is_local_session_id
 from coord.v1 import coord_pb2 as pb
 from coord.v1 import coord_pb2_grpc
 
@@ -41,24 +46,53 @@ def session_event_to_pb(e: SessionEvent) -> pb.SessionEvent:
 
 
 class SessionsService(coord_pb2_grpc.SessionsServicer):
-    def __init__(self, coord: Coordinator, hub: EventHub, tracker: SessionTracker) -> None:
+    def __init__(self, coord: Coordinator, hub: EventHub, tracker: SessionTracker,
+                 local: LocalSessions) -> None:
         self.coord = coord
         self.hub = hub
         self.tracker = tracker
+        self.local = local
 
     async def OpenSession(self, request, context):  # noqa: N802
+        if self._opens_locally(request):
+            return await self._open_local(request, context)
+        # (If the member goes read-only while this waits, the open is refused READ_ONLY:
+        # not applied, so the client opens again, and gets a local session.)
         cmd = c.OpenSession(request.name, request.ttl_ms, request.read_only_ok, request.request_id)
         res = await write(context, self.coord, cmd)
         return pb.OpenSessionResponse(
             header=self.coord.header(res.revision), session_id=res.session_id, ttl_ms=res.ttl_ms
         )
 
+    def _opens_locally(self, request: pb.OpenSessionRequest) -> bool:
+        """ZooKeeper's rule: a read-only member serves read-only clients (the session's
+        handshake flag) and only them."""
+        return request.read_only_ok and self.coord.mode.read_only
+
+    async def _open_local(self, request, context) -> pb.OpenSessionResponse:
+        try:
+            session = self.local.open(request.name, request.ttl_ms, request.request_id)
+        except CommandError as e:
+            await abort(context, result_code(e.code), e.code, e.message)
+        return pb.OpenSessionResponse(header=self.coord.header(), session_id=session.id,
+                                      ttl_ms=session.ttl_ms, local=True)
+
     async def CloseSession(self, request, context):  # noqa: N802
+        if await self.local.close(request.session_id) in ENDS:
+            return pb.CloseSessionResponse(header=self.coord.header())
         res = await write(context, self.coord, c.CloseSession(request.session_id))
         return pb.CloseSessionResponse(header=self.coord.header(res.revision))
 
     async def KeepAlive(self, request_iterator, context):  # noqa: N802
         async for req in request_iterator:
+            ttl = self.local.keepalive(req.session_id)
+            if ttl is not None:  # renewed by this member: the session lives here
+                yield pb.KeepAliveResponse(session_id=req.session_id, ttl_ms=ttl, local=True,
+                                           read_only=not self.coord.mode.serving_writes)
+                continue
+            if self._lost_local(req.session_id):
+                yield pb.KeepAliveResponse(session_id=req.session_id, gone=True)
+                continue
             if await admit_reader(context, self.coord, req.session_id):
                 # Read-only: no leader can renew it; say so instead of pretending.
                 session = self.coord.machine.sessions.get(req.session_id)
@@ -83,11 +117,24 @@ class SessionsService(coord_pb2_grpc.SessionsServicer):
             self.coord, self.tracker, session_id, timeout=KEEPALIVE_FORWARD_TIMEOUT_S
         )
 
+    def _lost_local(self, sid: int) -> bool:
+        """A local session this member dropped or closed (a member that restarted knows
+        nothing of its local sessions: the leader, or the event stream, says they are
+        gone)."""
+        outcome = self.local.outcome(sid)
+        return outcome is not None and outcome.type in ENDS
+
     async def Events(self, request, context):  # noqa: N802
         sid = request.session_id
         sub = self.hub.watch_session(sid)
         try:
-            if await admit_reader(context, self.coord, sid):
+            # A live local session here, or one whose fate this member knows: say so.
+            told = self._local_start(sid) if is_local_session_id(sid) else None
+            if told is not None:
+                yield told
+                if told.type in ENDS:
+                    return
+            elif await admit_reader(context, self.coord, sid):
                 yield self._mode_event(sid, self.coord.mode.mode)  # where it stands now
             else:
                 # Linearizable existence check: a lagging member must not call a new
@@ -96,27 +143,53 @@ class SessionsService(coord_pb2_grpc.SessionsServicer):
                     await self.coord.barrier(timeout=2.0)
                 except NodeError as e:
                     await abort_node_error(context, e)
-            if sid not in self.coord.machine.sessions:
-                await abort(
-                    context,
-                    grpc.StatusCode.NOT_FOUND,
-                    "UNKNOWN_SESSION",
-                    f"session {request.session_id} does not exist (expired, closed or severed)",
-                )
+            if self.local.get(sid) is None and sid not in self.coord.machine.sessions:
+                await abort(context, grpc.StatusCode.NOT_FOUND, "UNKNOWN_SESSION",
+                            self._unknown(sid))
+            told_registered = told is not None and told.type == REGISTERED
             while True:
                 event = await sub.queue.get()
                 if sub.overflowed or event is None:
                     return
                 if isinstance(event, ModeChange):
-                    if event.mode != READ_WRITE:
+                    if event.mode != READ_WRITE and self.local.get(sid) is None:
                         await admit_reader(context, self.coord, sid)  # or NO_QUORUM: move on
                     yield self._mode_event(sid, event.mode, event)
+                    continue
+                if isinstance(event, LocalOutcome):
+                    if event.type != REGISTERED or not told_registered:
+                        yield self._outcome_event(event)
+                    if event.type in ENDS:
+                        return
+                    told_registered = True
                     continue
                 yield session_event_to_pb(event)
                 if event.type in ENDING_EVENTS:
                     return
         finally:
             self.hub.cancel(sub)
+
+    def _local_start(self, sid: int) -> pb.SessionEvent | None:
+        """The first event of a local-range session's stream on this member: where the
+        member stands (a live local session here) or what became of it (registered,
+        dropped, closed); None if this member knows neither."""
+        if self.local.get(sid) is not None:
+            return self._mode_event(sid, self.coord.mode.mode)
+        outcome = self.local.outcome(sid)
+        return None if outcome is None else self._outcome_event(outcome)
+
+    def _unknown(self, sid: int) -> str:
+        if is_local_session_id(sid):
+            return (f"session {sid} is a member-local session that member "
+                    f"{self.coord.node.me.name} does not hold and the cluster does not know "
+                    "(opened on another member, dropped, or held by a member that restarted: "
+                    "local sessions live in their member's memory)")
+        return f"session {sid} does not exist (expired, closed or severed)"
+
+    def _outcome_event(self, outcome: LocalOutcome) -> pb.SessionEvent:
+        return pb.SessionEvent(type=outcome.type, session_id=outcome.session_id,
+                               revision=outcome.revision, member=self.coord.node.me.name,
+                               term=self.coord.node.term, reason=outcome.reason)
 
     def _mode_event(self, sid: int, mode: str, change: ModeChange | None = None) -> pb.SessionEvent:
         coord = self.coord

@@ -71,6 +71,13 @@ class EventHub:
             for sub in subs:
                 sub.offer(event)
 
+    def offer_session(self, event: Any) -> None:
+        """A member-local event about one session (what became of a local session, see
+        local_sessions) for that session's streams on this member."""
+        for sub in self._sessions:
+            if sub.matches(event):
+                sub.offer(event)
+
     def watch_kv(self, start: bytes, end: bytes) -> Subscription:
         sub = Subscription(lambda e: in_range(e.kv.key, start, end))
         self._kv.add(sub)

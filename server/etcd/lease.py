@@ -21,6 +21,7 @@ from coord.server.etcd import errors as err
 from coord.server.etcd.errors import etcd_call
 from coord.sm import commands as c
 from coord.sm import limits
+from coord.sm.sessions import LOCAL_SESSION_IDS, is_local_session_id
 
 LEASE_SESSION_NAME = "etcd-lease"
 
@@ -41,6 +42,10 @@ class EtcdLeaseService(rpc_pb2_grpc.LeaseServicer):
     async def LeaseGrant(self, request, context):  # noqa: N802
         if request.ID < 0:
             raise err.EtcdError(err.Code.INVALID_ARGUMENT, "etcdserver: lease ID is negative")
+        if is_local_session_id(request.ID):
+            raise err.EtcdError(err.Code.INVALID_ARGUMENT, (
+                f"etcdserver: lease ID {request.ID} is reserved: ids from "
+                f"{LOCAL_SESSION_IDS.start} up belong to member-local read-only sessions"))
         cmd = c.OpenSession(LEASE_SESSION_NAME, ttl_ms_of(request.TTL), session_id=request.ID)
         res = err.check(await self.coord.write(cmd, call_timeout(context), local_apply=True))
         return pb.LeaseGrantResponse(header=conv.header(self.coord, res.revision),

@@ -5,6 +5,10 @@ id (derived from --initial-cluster-token). Every later start checks the name, so
 member's data is never served by another, and takes the cluster id from storage: the
 token only matters at first start, and the id is known before the node opens its log,
 because the peer transport's credentials carry it.
+
+It also remembers the version of the log's meaning its data began under (`log_version`,
+given by whoever wires the state machine), so every later start replays the log as it
+was written, whatever version the code runs.
 """
 
 from __future__ import annotations
@@ -13,10 +17,13 @@ from coord.server.node.errors import NodeError
 from coord.server.node.members import cluster_id
 from coord.server.storage.log_store import LogStore
 
+LOG_VERSION_KEY = "log_version"
 
-def claim_data_dir(store: LogStore, name: str, cluster_token: str) -> int:
+
+def claim_data_dir(store: LogStore, name: str, cluster_token: str, log_version: int) -> int:
     """The cluster id of `store`'s data, after checking it is member `name`'s; data not
-    stamped yet (a first start) is stamped with `name` and the token's cluster id."""
+    stamped yet (a first start) is stamped with `name`, the token's cluster id and
+    `log_version`."""
     stored_name = store.get_meta("name")
     if stored_name is not None and stored_name != name:
         raise NodeError(f"{store.path} belongs to member {stored_name!r}, not {name!r}")
@@ -26,4 +33,15 @@ def claim_data_dir(store: LogStore, name: str, cluster_token: str) -> int:
     cid = cluster_id(cluster_token)
     store.set_meta("name", name)
     store.set_meta("cluster_id", str(cid))
+    store.set_meta(LOG_VERSION_KEY, str(log_version))
     return cid
+
+
+def log_version(store: LogStore) -> int | None:
+    """The log version `store`'s data began under; None for data stamped before versions."""
+    stored = store.get_meta(LOG_VERSION_KEY)
+    if stored is None:
+        return None
+    if not stored.isdigit():
+        raise NodeError(f"{store.path}: bad {LOG_VERSION_KEY} {stored!r}")
+    return int(stored)

@@ -12,7 +12,7 @@ import pytest
 
 from coord.chaos import netns
 from coord.chaos.history import Process, Recorder
-from coord.chaos.nemesis import NEMESES, Schedule
+from coord.chaos.nemesis import DEFAULT_NEMESES, Schedule
 from coord.chaos.runner import RunConfig, run
 from coord.chaos.sink import FencedSink
 from coord.check.history import pair, read_jsonl
@@ -64,7 +64,7 @@ def test_a_short_chaos_run_finds_no_violation(tmp_path):
                            "sessions"}
     assert result.verdict == "ok", [v for c in checks.values() for v in c["violations"]]
     kinds = {f.kind for f in result.faults if not f.error}
-    assert kinds == set(NEMESES), result.faults
+    assert kinds == set(DEFAULT_NEMESES), result.faults
     assert any(f.note == "a majority" for f in result.faults)
     # Floors that show every workload ran (not speed: this box is shared and loaded).
     assert result.counts["ok"] > 200
@@ -97,3 +97,27 @@ def test_a_planted_client_bug_is_caught_end_to_end(tmp_path):
     assert lin.count >= 1 and "read of" in lin.violations[0]["message"]
     assert lin.violations[0]["anomaly"]["op"][0]["f"] == "read"
     assert "--plant serializable-reads" in (tmp_path / "run" / "command.txt").read_text()
+
+
+@pytest.mark.cluster
+def test_delayed_links_run_on_the_gates_and_the_register_stays_linearizable(tmp_path):
+    """A delay nemesis alone: messages to a member (half the time the leader) held
+    50-400 ms in its gate; the run uses gates, not namespaces, and every read is still
+    linearizable."""
+    cfg = RunConfig(seconds=8, seed=3, workers=4, workloads=["register"],
+                    nemeses=["delay"], out=tmp_path / "run")
+    result = run(cfg)
+    delays = [f for f in result.faults if f.kind == "delay"]
+    assert delays and not [f for f in delays if f.error], result.faults
+    assert all(f.note.endswith(" ms") and f.end_s is not None for f in delays)
+    assert result.verdict == "ok"
+    assert result.counts["ok"] > 50
+
+
+def test_delay_with_namespaces_forced_on_is_refused_before_any_member_starts(tmp_path):
+    cfg = RunConfig(seconds=5, nemeses=["delay", "partition"], netns="on",
+                    out=tmp_path / "run")
+    if netns.available():
+        pytest.skip(netns.available())
+    with pytest.raises(ValueError, match="--netns off or auto"):
+        run(cfg)

@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent import futures
+from types import SimpleNamespace
 
 import grpc
 import pytest
@@ -20,7 +21,7 @@ from grpc_status import rpc_status
 
 from coord.cli import main as cli
 from coord.cli.client_commands import TxnSyntaxError, parse_txn
-from coord.cli.status import cmd_status
+from coord.cli.status import cmd_status, table_rows
 from coord.client import (
     AsyncClient,
     Client,
@@ -66,8 +67,9 @@ from coord.client.keys import key_range, prefix_end
 from coord.client.read_only import ModeChange
 from coord.client.results import Header, RangeResult, SessionEvent, lease_result
 from coord.client.retry import Attempts, RetryPolicy
-from coord.client.session_state import SessionCore
+from coord.client.session_state import SessionCore, describe_end
 from coord.client.txn import TxnBuilder
+from coord.sm.sessions import LOCAL_SESSION_IDS
 from coord.v1 import coord_pb2 as pb
 from coord.v1 import coord_pb2_grpc as pb_grpc
 
@@ -569,6 +571,39 @@ def test_session_core():
     assert core.end(gone) and not core.end(gone)
 
 
+def test_session_core_of_a_member_local_session():
+    clock = FakeClock()
+    core = SessionCore(7, ttl=3.0, clock=clock, local=True)
+    clock.now = 2.0
+    # Its member renews it (read-only or not): the TTL starts again.
+    local_ack = pb.KeepAliveResponse(session_id=7, ttl_ms=3000, read_only=True, local=True)
+    assert core.acked(2.0, local_ack) is None and core.remaining() == 3.0
+    clock.now = 9.0  # silence: remaining() stops at 0, the silence goes on counting
+    assert core.remaining() == 0.0 and core.unanswered_for() == 7.0
+    assert not core.observe(SessionEvent("mode_changed", 7, mode="read-write", member="n3"))
+    assert core.local  # the mode alone changes nothing: registration does
+    assert not core.observe(SessionEvent("registered", 7, member="n3"))
+    assert not core.local
+    dropped = SessionEvent("dropped", 7, member="n3", message="refused: SESSION_EXISTS: ...")
+    assert core.observe(dropped)  # terminal
+    assert describe_end(dropped) == "session 7 dropped: refused: SESSION_EXISTS: ..."
+
+
+def test_writes_bound_to_a_member_local_session_are_refused_until_it_is_registered():
+    local = SimpleNamespace(id=LOCAL_SESSION_IDS.start + 1, local=True)
+    for make in (lambda: own_call(local, "g", ["r"]),
+                 lambda: release_call(local, "g", ["r"]),
+                 lambda: put_call(b"k", b"v", session=local),
+                 lambda: TxnBuilder().then_put(b"k", b"v", session=local)):
+        with pytest.raises(ReadOnlyError) as refused:
+            make()
+        assert "member-local" in refused.value.message
+    # Closing it is not a write bound to it; once registered it is a session like any.
+    assert close_session_call(local).request.session_id == local.id
+    local.local = False
+    assert own_call(local, "g", ["r"]).request.session_id == local.id
+
+
 # -- txn stdin format ---------------------------------------------------------------------
 
 
@@ -649,6 +684,14 @@ def test_cli_bad_usage_exits_2(capsys):
     assert e.value.code == 2
 
 
+def test_status_table_counts_a_members_local_sessions():
+    row = {"endpoint": "e", "name": "n3", "role": "follower", "term": 2, "leader_name": "",
+           "commit_index": 5, "applied_index": 5, "has_quorum": False,
+           "quorum_lost_ms": 1500, "mode": "read-only", "local_sessions": 2}
+    assert table_rows([row])[0][-1].plain == "read-only, 2 local session(s)"
+    assert table_rows([{**row, "local_sessions": 0}])[0][-1].plain == "read-only"
+
+
 def test_cli_keeps_existing_commands():
     p = cli.build_parser()
     assert p.parse_args(["status", "--endpoints", "x:1"]).func is cmd_status
@@ -716,6 +759,11 @@ class FakeMember(pb_grpc.KVServicer, pb_grpc.SessionsServicer):
 
     def OpenSession(self, request, context):
         self._record("OpenSession", request)
+        if self.behaviour.get("OpenSession") == "went_read_only":
+            if len(self.requests["OpenSession"]) == 1 or not request.read_only_ok:
+                abort(context, S.FAILED_PRECONDITION, "READ_ONLY", "member a is read-only")
+            return pb.OpenSessionResponse(header=self.header(), session_id=(1 << 62) + 5,
+                                          ttl_ms=request.ttl_ms, local=True)
         return pb.OpenSessionResponse(header=self.header(), session_id=77,
                                       ttl_ms=request.ttl_ms)
 
@@ -805,6 +853,21 @@ def test_watch_resumes_on_another_member_without_loss_or_repeat(members):
     assert got == [(b"k1", 11), (b"k2", 12), (b"k3", 12), (b"k4", 13)]
     assert a.requests["Watch"][0].from_revision == 11  # pinned: Range said revision 10
     assert b.requests["Watch"][0].from_revision == 12
+
+
+def test_an_open_refused_as_the_member_went_read_only_is_opened_again_there(members):
+    """The member switched to read-only while the open waited (READ_ONLY: not applied);
+    a read-only client opens again and gets the member-local session; others are told."""
+    a = members[0]
+    a.behaviour["OpenSession"] = "went_read_only"
+    with Client([a.endpoint], read_only_ok=True, timeout=2.0, policy=FAST) as client:
+        info = client.open_session("x", 3.0)
+        assert info.local and info.session_id == (1 << 62) + 5
+        first, again = a.requests["OpenSession"]
+        assert first.request_id == again.request_id and again.read_only_ok
+        with pytest.raises(ReadOnlyError):
+            client.open_session("y", 3.0, read_only_ok=False)
+    assert len(a.requests["OpenSession"]) == 3
 
 
 def test_session_keeps_its_id_across_members_and_is_fenced_at_once(members):

@@ -8,7 +8,13 @@ import pytest
 
 from coord.testing.etcd_diff.generate import sequence
 from coord.testing.etcd_diff.play import Revisions
-from coord.testing.etcd_diff.run import Difference, compare, run, systems
+from coord.testing.etcd_diff.run import (
+    Difference,
+    compare,
+    initial_difference,
+    run,
+    systems,
+)
 from tests.etcdtools import require
 
 SEEDS = range(300)
@@ -39,6 +45,25 @@ def test_revisions_are_compared_exactly_relative_to_the_start():
     revs = Revisions(base=10)
     assert [revs.relative(r) for r in (0, 10, 11, 12, 15)] == [0, 0, 1, 2, 5]
     assert [revs.real(v) for v in (0, 1, 2, 5)] == [0, 11, 12, 15]
+
+
+class _AtRevision:
+    """A system whose empty store is at `revision` (the initial check's planted input)."""
+
+    def __init__(self, revision: int) -> None:
+        self._revision = revision
+
+    def revision(self) -> int:
+        return self._revision
+
+
+def test_the_initial_revisions_are_compared_as_they_are():
+    """Relative revisions cannot see where a store starts: etcd's empty store is at 1,
+    and a coord at 0 made `etcdctl elect` wait forever on a fresh cluster."""
+    assert initial_difference(_AtRevision(1), _AtRevision(1)) is None  # type: ignore[arg-type]
+    diff = initial_difference(_AtRevision(1), _AtRevision(0))  # type: ignore[arg-type]
+    assert diff is not None and (diff.label, diff.etcd, diff.coord) == ("initial revision", 1, 0)
+    assert str(diff).startswith("before any seed: initial revision")
 
 
 @pytest.mark.cluster

@@ -12,6 +12,8 @@ import time
 
 import pytest
 
+from coord.client import Client
+from coord.testing import LocalCluster
 from tests.etcdtools import Background, etcdctl, require_etcdctl
 
 pytestmark = [pytest.mark.cluster, pytest.mark.etcd]
@@ -255,6 +257,27 @@ def test_lock_contenders_killed_holder_and_takeover(eps):
 
 
 @pytest.mark.timeout(240)
+def test_elect_on_a_fresh_cluster_wins_at_once(tmp_path):
+    """A regression: an empty etcd is at revision 1 and its first write lands at 2, and
+    etcd's Election.Campaign depends on it (it waits for the keys created before its own,
+    bounded by its create revision - 1, where 0 means no bound). A fresh coord at 0 made
+    `etcdctl elect` wait for its own key forever. Its own cluster: nothing written yet."""
+    require_etcdctl()
+    with LocalCluster(1, data_dir=tmp_path / "c") as fresh:
+        ep = fresh.etcd_endpoints[0]
+        assert js(ep, "get", "el/", "--prefix")["header"]["revision"] == 1  # the etcd API
+        with Client(fresh.endpoints) as native:
+            assert native.range(prefix=b"el/").header.revision == 1  # native: one revision
+        a = Background(ep, "elect", "el", "cand-a")
+        try:
+            lines = a.read_until(lambda s: s == "cand-a", timeout=10)
+        finally:
+            a.stop()
+        key = js(ep, "get", "el/", "--prefix")["kvs"][0]
+        assert lines == [unb64(key["key"]), "cand-a"]  # its key, then its value
+        assert key["create_revision"] == 2  # the cluster's first write, as in etcd
+
+
 def test_elect_with_observer_resign_and_killed_leader(eps):
     observer = Background(eps[0], "elect", "-l", "el")
     a = Background(eps[0], "elect", "el", "cand-a")

@@ -26,9 +26,10 @@ def test_a_takeover_is_a_command_row_and_the_effects_the_machine_reported():
         (4, 0, "own"), (4, 1, "session.severed"), (4, 2, "owner.grant"),
         (5, 0, "note_leader"), (6, 0, "own")]
     takeover = [x for x in rows if x["index"] == 4]
-    assert takeover[0]["revision"] == 2 and takeover[0]["ok"] and takeover[0]["generation"] == 2
+    # from revision 1 (an empty machine's): the first claim at 2, the takeover at 3
+    assert takeover[0]["revision"] == 3 and takeover[0]["ok"] and takeover[0]["generation"] == 2
     assert takeover[1]["session"] == 1 and takeover[1]["owner"] == 2
-    assert takeover[2] == {**takeover[2], "owner": 2, "generation": 2, "revision": 2}
+    assert takeover[2] == {**takeover[2], "owner": 2, "generation": 2, "revision": 3}
     # n2 named itself at index 5: the term's rows before the note wait for it
     assert {x["leader"] for x in rows} == {"n2"}
     refused = rows[-1]  # session 1 was severed: the machine refused its claim

@@ -115,7 +115,7 @@ def test_only_a_caught_up_leader_proposes_and_the_machine_applies_it():
 async def _leader_proposes() -> None:
     m = CoordMachine()
     for i in range(30):
-        m.execute(c.Put(b"k", str(i).encode()))
+        m.execute(c.Put(b"k", str(i).encode()))  # revisions 2..31
     leading = False
     proposed: list[c.Compact] = []
 
@@ -127,9 +127,9 @@ async def _leader_proposes() -> None:
                               lambda: (m.revision, m.kv.compact_revision), propose)
     assert await compactor.step() is None and not proposed  # a follower only samples
     leading = True
-    assert await compactor.step() == 20
-    assert m.kv.compact_revision == 20 and proposed == [c.Compact(20)]
+    assert await compactor.step() == 21  # keeps the last 10 revisions
+    assert m.kv.compact_revision == 21 and proposed == [c.Compact(21)]
     assert await compactor.step() is None  # nothing new: nothing proposed
     assert len(proposed) == 1
     assert m.execute(c.EventsSince(5, b"k")).error == "COMPACTED"
-    assert m.execute(c.Range(b"k", revision=20)).kvs[0].value == b"19"
+    assert m.execute(c.Range(b"k", revision=21)).kvs[0].value == b"19"

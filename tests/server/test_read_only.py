@@ -133,12 +133,17 @@ def test_survivor_serves_reads_read_only_and_comes_back(cluster3, survivor_role)
         session.own("g", ["p0"])
         session.close()
     finally:
-        for n in others:
-            if cluster3.members[n].paused:
-                cluster3.resume(n)
+        resume_paused(cluster3, others)
         raw.close()
         ro.close()
         normal.close()
+
+
+def resume_paused(cluster: LocalCluster, names: list[str]) -> None:
+    """SIGCONT whichever of `names` a test left stopped (a test that failed midway)."""
+    for n in names:
+        if cluster.members[n].paused:
+            cluster.resume(n)
 
 
 def _pump(stream, out: queue.Queue) -> None:
@@ -264,6 +269,4 @@ def test_a_session_hears_read_only_mode_no_later_than_the_first_read_only_answer
     try:
         asyncio.run(asyncio.wait_for(run(), 60))
     finally:
-        for n in others:
-            if cluster3.members[n].paused:
-                cluster3.resume(n)
+        resume_paused(cluster3, others)

@@ -229,16 +229,16 @@ def test_compaction_keeps_the_revision_and_the_compact_revisions_events(m):
     """Found by the differential test: etcd's Compact does not move the revision, and a
     watch may start at the compact revision (its events are kept)."""
     for i in range(4):
-        m.execute(c.Put(b"k", b"%d" % i))  # revisions 1..4
-    r = m.execute(c.Compact(3, request_id="cmp"))
-    assert r.ok and r.revision == 4 == m.revision and r.compact_revision == 3
-    assert m.execute(c.Compact(3, request_id="cmp")) == r  # a retry: answered from memory
-    assert m.execute(c.Compact(3)).error == COMPACTED
-    assert [e.revision for e in m.execute(c.EventsSince(3, b"k")).events] == [3, 4]
-    late = m.execute(c.EventsSince(2, b"k"))
-    assert late.error == COMPACTED and late.compact_revision == 3
-    assert m.execute(c.Range(b"k", revision=3)).kvs[0].value == b"2"
-    assert m.execute(c.Range(b"k", revision=2)).error == COMPACTED
+        m.execute(c.Put(b"k", b"%d" % i))  # revisions 2..5 (an empty store is at 1)
+    r = m.execute(c.Compact(4, request_id="cmp"))
+    assert r.ok and r.revision == 5 == m.revision and r.compact_revision == 4
+    assert m.execute(c.Compact(4, request_id="cmp")) == r  # a retry: answered from memory
+    assert m.execute(c.Compact(4)).error == COMPACTED
+    assert [e.revision for e in m.execute(c.EventsSince(4, b"k")).events] == [4, 5]
+    late = m.execute(c.EventsSince(3, b"k"))
+    assert late.error == COMPACTED and late.compact_revision == 4
+    assert m.execute(c.Range(b"k", revision=4)).kvs[0].value == b"2"
+    assert m.execute(c.Range(b"k", revision=3)).error == COMPACTED
 
 
 def test_a_put_checks_its_lease_first_but_a_txns_put_its_key_first(m):
@@ -272,13 +272,13 @@ def test_a_txn_checks_every_put_on_its_path_before_any_range(m):
 def test_compaction_keeps_only_the_puts_that_stand_at_the_compact_revision(m):
     """Found by the differential test: etcd's compaction drops the compact revision's
     deletes (and a put deleted in the same txn), so a watch from there does not see them."""
-    m.execute(c.Put(b"k", b"1"))  # 1
-    m.execute(c.DeleteRange(b"k"))  # 2
+    m.execute(c.Put(b"k", b"1"))  # 2
+    m.execute(c.DeleteRange(b"k"))  # 3
     m.execute(c.Txn((), (c.Put(b"p", b"x"), c.Put(b"q", b"y"),
-                         c.DeleteRange(b"q", b"\0")), ()))  # 3: q put, then deleted
-    assert m.execute(c.Compact(2)).ok
-    assert m.execute(c.EventsSince(2, b"\0", b"\0")).events[0].revision == 3
+                         c.DeleteRange(b"q", b"\0")), ()))  # 4: q put, then deleted
     assert m.execute(c.Compact(3)).ok
-    kept = m.execute(c.EventsSince(3, b"\0", b"\0")).events
+    assert m.execute(c.EventsSince(3, b"\0", b"\0")).events[0].revision == 4
+    assert m.execute(c.Compact(4)).ok
+    kept = m.execute(c.EventsSince(4, b"\0", b"\0")).events
     assert [(e.type, e.kv.key) for e in kept] == [("PUT", b"p")]
-    assert [kv.key for kv in m.execute(c.Range(b"\0", b"\0", revision=3)).kvs] == [b"p"]
+    assert [kv.key for kv in m.execute(c.Range(b"\0", b"\0", revision=4)).kvs] == [b"p"]

@@ -30,15 +30,16 @@ def keys(result) -> list[bytes]:
 
 
 def test_put_tracks_revisions_and_versions(kv):
+    assert kv.ledger.revision == 1  # an empty store is at revision 1, as etcd's
     r1 = kv.put(b"a", b"1")
-    assert r1.ok and r1.revision == 1 and kv.ledger.revision == 1
+    assert r1.ok and r1.revision == 2 and kv.ledger.revision == 2
     r2 = kv.put(b"a", b"2", prev_kv=True)
-    assert r2.revision == 2 and r2.prev_kv == KeyValue(b"a", b"1", 1, 1, 1)
-    assert kv.get(b"a") == KeyValue(b"a", b"2", 1, 2, 2)
+    assert r2.revision == 3 and r2.prev_kv == KeyValue(b"a", b"1", 2, 2, 1)
+    assert kv.get(b"a") == KeyValue(b"a", b"2", 2, 3, 2)
     assert kv.put(b"a", b"3").prev_kv is None  # only when asked
     kv.delete_range(b"a")
     kv.put(b"a", b"again")
-    assert kv.get(b"a") == KeyValue(b"a", b"again", 5, 5, 1)  # version restarts at 1
+    assert kv.get(b"a") == KeyValue(b"a", b"again", 6, 6, 1)  # version restarts at 1
 
 
 def test_range_end_semantics(kv):
@@ -55,24 +56,25 @@ def test_range_end_semantics(kv):
     assert keys(r) == [b"a", b"ab"] and r.count == 5 and r.more
     r = kv.range(b"a", b"\0", limit=5)
     assert r.count == 5 and not r.more
-    assert kv.range(b"a").revision == kv.ledger.revision == 5
+    assert kv.range(b"a").revision == kv.ledger.revision == 6
 
 
 def test_range_at_past_revisions(kv):
-    kv.put(b"a", b"1")  # 1
-    kv.put(b"b", b"1")  # 2
-    kv.put(b"a", b"2")  # 3
-    kv.delete_range(b"b")  # 4
-    kv.put(b"c", b"1")  # 5
+    kv.put(b"a", b"1")  # 2
+    kv.put(b"b", b"1")  # 3
+    kv.put(b"a", b"2")  # 4
+    kv.delete_range(b"b")  # 5
+    kv.put(b"c", b"1")  # 6
     at = {rev: {x.key: x.value for x in kv.range(b"\0", b"\0", revision=rev).kvs}
-          for rev in range(1, 6)}
-    assert at[1] == {b"a": b"1"}
-    assert at[2] == {b"a": b"1", b"b": b"1"}
-    assert at[3] == {b"a": b"2", b"b": b"1"}
-    assert at[4] == {b"a": b"2"}
-    assert at[5] == {b"a": b"2", b"c": b"1"}
-    assert kv.range(b"a", revision=2).kvs[0] == KeyValue(b"a", b"1", 1, 1, 1)
-    assert kv.range(b"a", revision=6).error == FUTURE_REVISION
+          for rev in range(1, 7)}
+    assert at[1] == {}  # the empty store's revision
+    assert at[2] == {b"a": b"1"}
+    assert at[3] == {b"a": b"1", b"b": b"1"}
+    assert at[4] == {b"a": b"2", b"b": b"1"}
+    assert at[5] == {b"a": b"2"}
+    assert at[6] == {b"a": b"2", b"c": b"1"}
+    assert kv.range(b"a", revision=3).kvs[0] == KeyValue(b"a", b"1", 2, 2, 1)
+    assert kv.range(b"a", revision=7).error == FUTURE_REVISION
 
 
 def test_delete_range(kv):
@@ -89,8 +91,8 @@ def test_delete_range(kv):
 
 
 def test_txn_compares_on_every_target_and_op(kv):
-    kv.put(b"k", b"m")  # create 1, mod 1, version 1
-    kv.put(b"k", b"m")  # mod 2, version 2
+    kv.put(b"k", b"m")  # create 2, mod 2, version 1
+    kv.put(b"k", b"m")  # mod 3, version 2
     cases = [
         (c.Compare.of_value(b"k", "=", b"m"), True),
         (c.Compare.of_value(b"k", "!=", b"m"), False),
@@ -99,10 +101,10 @@ def test_txn_compares_on_every_target_and_op(kv):
         (c.Compare.of_version(b"k", "=", 2), True),
         (c.Compare.of_version(b"k", ">", 1), True),
         (c.Compare.of_version(b"k", "<", 2), False),
-        (c.Compare.of_create(b"k", "=", 1), True),
-        (c.Compare.of_create(b"k", "!=", 1), False),
-        (c.Compare.of_mod(b"k", "=", 2), True),
-        (c.Compare.of_mod(b"k", "<", 2), False),
+        (c.Compare.of_create(b"k", "=", 2), True),
+        (c.Compare.of_create(b"k", "!=", 2), False),
+        (c.Compare.of_mod(b"k", "=", 3), True),
+        (c.Compare.of_mod(b"k", "<", 3), False),
         # a missing key: version, create and mod are 0; a value compare is false
         (c.Compare.of_version(b"missing", "=", 0), True),
         (c.Compare.of_create(b"missing", "=", 0), True),
@@ -113,7 +115,7 @@ def test_txn_compares_on_every_target_and_op(kv):
     for cmp, expected in cases:
         r = kv.txn([cmp], [], [])
         assert r.ok and r.succeeded is expected, cmp
-    assert kv.ledger.revision == 2  # read-only txns change nothing
+    assert kv.ledger.revision == 3  # read-only txns change nothing
 
 
 def test_txn_runs_a_branch_atomically_at_one_revision(kv):
@@ -122,15 +124,15 @@ def test_txn_runs_a_branch_atomically_at_one_revision(kv):
     r = kv.txn([c.Compare.of_value(b"a", "=", b"1")],
                [c.Put(b"a", b"2"), c.Put(b"b", b"1"), c.DeleteRange(b"gone"), c.Range(b"a")],
                [c.Put(b"never", b"x")])
-    assert r.ok and r.succeeded and r.revision == 3
+    assert r.ok and r.succeeded and r.revision == 4
     put_a, put_b, deleted, read = r.responses
-    assert put_a.revision == put_b.revision == deleted.revision == 3
+    assert put_a.revision == put_b.revision == deleted.revision == 4
     assert deleted.deleted == 1
     assert read.kvs[0].value == b"2"  # ranges see earlier writes of the same txn
     assert kv.get(b"never") is None
     r2 = kv.txn([c.Compare.of_value(b"a", "=", b"1")], [c.Put(b"x", b"1")], [c.Range(b"a")])
     assert not r2.succeeded and r2.responses[0].kvs[0].value == b"2"
-    assert kv.ledger.revision == 3
+    assert kv.ledger.revision == 4
 
 
 def test_txn_validates_both_branches_before_running(kv):
@@ -146,7 +148,7 @@ def test_txn_validates_both_branches_before_running(kv):
     assert kv.txn([c.Compare(b"a", "SIZE", "=")], [], []).error == INVALID_ARGUMENT
     assert kv.txn([c.Compare(b"a", "VALUE", "<=")], [], []).error == INVALID_ARGUMENT
     assert kv.txn([], [c.Range(b"a", revision=99)], []).error == FUTURE_REVISION
-    assert kv.ledger.revision == 1 and len(kv) == 1
+    assert kv.ledger.revision == 2 and len(kv) == 1
 
 
 def test_put_if_absent_and_compare_and_set(kv):
@@ -167,35 +169,35 @@ def test_put_if_absent_and_compare_and_set(kv):
 
 def test_compaction_and_its_errors(kv):
     for i in range(5):
-        kv.put(b"k", b"%d" % i)  # revisions 1..5
-    assert kv.compact(6).error == FUTURE_REVISION
+        kv.put(b"k", b"%d" % i)  # revisions 2..6
+    assert kv.compact(7).error == FUTURE_REVISION
     assert kv.compact(-1).error == INVALID_ARGUMENT
-    r = kv.compact(3)
+    r = kv.compact(4)
     # as etcd's: the revision stays where it is
-    assert r.ok and r.compact_revision == 3 and r.revision == 5 and kv.ledger.revision == 5
-    assert kv.compact(3).error == COMPACTED and kv.compact(2).error == COMPACTED
-    assert kv.range(b"k", revision=2).error == COMPACTED
-    assert kv.range(b"k", revision=3).kvs[0].value == b"2"  # the compact revision itself
-    assert kv.range(b"k", revision=4).kvs[0].value == b"3"
-    assert kv.compact(6).error == FUTURE_REVISION and kv.compact(5).ok
+    assert r.ok and r.compact_revision == 4 and r.revision == 6 and kv.ledger.revision == 6
+    assert kv.compact(4).error == COMPACTED and kv.compact(3).error == COMPACTED
+    assert kv.range(b"k", revision=3).error == COMPACTED
+    assert kv.range(b"k", revision=4).kvs[0].value == b"2"  # the compact revision itself
+    assert kv.range(b"k", revision=5).kvs[0].value == b"3"
+    assert kv.compact(7).error == FUTURE_REVISION and kv.compact(6).ok
 
 
 def test_events_since_and_compaction(kv):
-    kv.put(b"a", b"1")  # 1
-    kv.put(b"b", b"1")  # 2
-    kv.put(b"a", b"2")  # 3
-    kv.delete_range(b"a")  # 4
-    r = kv.events_since(2, b"a")
-    assert [(e.type, e.revision) for e in r.events] == [(PUT, 3), (DELETE, 4)]
+    kv.put(b"a", b"1")  # 2
+    kv.put(b"b", b"1")  # 3
+    kv.put(b"a", b"2")  # 4
+    kv.delete_range(b"a")  # 5
+    r = kv.events_since(3, b"a")
+    assert [(e.type, e.revision) for e in r.events] == [(PUT, 4), (DELETE, 5)]
     assert r.events[0].prev_kv.value == b"1"
-    assert r.events[1].kv == KeyValue(b"a", b"", 0, 4, 0) and r.events[1].prev_kv.value == b"2"
-    assert [e.revision for e in kv.events_since(1, b"\0", b"\0").events] == [1, 2, 3, 4]
-    assert kv.events_since(5, b"a").events == ()
-    kv.compact(3)
-    late = kv.events_since(2, b"a")
-    assert late.error == COMPACTED and late.compact_revision == 3
+    assert r.events[1].kv == KeyValue(b"a", b"", 0, 5, 0) and r.events[1].prev_kv.value == b"2"
+    assert [e.revision for e in kv.events_since(1, b"\0", b"\0").events] == [2, 3, 4, 5]
+    assert kv.events_since(6, b"a").events == ()
+    kv.compact(4)
+    late = kv.events_since(3, b"a")
+    assert late.error == COMPACTED and late.compact_revision == 4
     # etcd's rule: a watch may start at the compact revision itself
-    assert [e.revision for e in kv.events_since(3, b"\0", b"\0").events] == [3, 4]
+    assert [e.revision for e in kv.events_since(4, b"\0", b"\0").events] == [4, 5]
     assert kv.events_since(0, b"a").error == INVALID_ARGUMENT
 
 
@@ -204,7 +206,7 @@ def test_every_change_emits_a_watch_event_at_its_revision(kv):
     kv.txn([], [c.Put(b"b", b"1"), c.DeleteRange(b"a")], [])
     events = kv.ledger.drain()
     assert [(e.type, e.kv.key, e.revision) for e in events] == [
-        (PUT, b"a", 1), (PUT, b"b", 2), (DELETE, b"a", 2)]
+        (PUT, b"a", 2), (PUT, b"b", 3), (DELETE, b"a", 3)]
 
 
 def test_session_bound_keys():

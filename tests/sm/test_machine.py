@@ -148,18 +148,19 @@ def test_apply_returns_encoded_results_and_bumps_revision_once_per_change():
     m = CoordMachine()
     opened = m.execute(c.OpenSession("s", 5_000))
     sid = opened.session_id
-    assert opened.revision == 0 == m.revision  # etcd's LeaseGrant: no bump
+    # an empty machine is at revision 1, as etcd's empty store (its first write is at 2)
+    assert opened.revision == 1 == m.revision  # etcd's LeaseGrant: no bump
     r = m.execute(c.Txn((), (c.Put(b"a", b"1"), c.Put(b"b", b"1")), ()))
-    assert r.revision == 1 == m.revision
-    assert m.execute(c.Range(b"a")).revision == 1 and m.revision == 1  # reads don't bump
-    assert m.execute(c.Barrier()).revision == 1
+    assert r.revision == 2 == m.revision
+    assert m.execute(c.Range(b"a")).revision == 2 and m.revision == 2  # reads don't bump
+    assert m.execute(c.Barrier()).revision == 2
     r = m.execute(c.Own(sid, "g", (Claim("x", 0),)))
-    assert r.revision == 2 and m.revision == 2
-    assert m.execute(c.AllocatePidBlock("b", 5)).revision == 3
-    assert m.execute(c.LeasePid("t", 0, random_generation=7), 1_000).revision == 4
-    assert m.execute(c.InitProducer("p")).revision == 5
-    assert m.execute(c.Compact(5)).revision == 5 and m.revision == 5  # etcd's: no bump
-    assert m.execute(c.CloseSession(sid)).revision == 6  # it released "x": a change
+    assert r.revision == 3 and m.revision == 3
+    assert m.execute(c.AllocatePidBlock("b", 5)).revision == 4
+    assert m.execute(c.LeasePid("t", 0, random_generation=7), 1_000).revision == 5
+    assert m.execute(c.InitProducer("p")).revision == 6
+    assert m.execute(c.Compact(6)).revision == 6 and m.revision == 6  # etcd's: no bump
+    assert m.execute(c.CloseSession(sid)).revision == 7  # it released "x": a change
 
 
 def test_every_command_type_dispatches():
@@ -226,7 +227,7 @@ def test_drain_events_returns_each_event_once():
     m.execute(c.Put(b"a", b"1", session_id=sid))
     m.execute(c.Own(sid, "g", (Claim("r", 0),)))
     events = m.drain_events()
-    assert [e.revision for e in events] == [1, 2]
+    assert [e.revision for e in events] == [2, 3]
     assert m.drain_events() == []
 
 
@@ -261,7 +262,7 @@ def test_bad_input_changes_nothing():
     for cmd, code in cases:
         r = m.execute(cmd, time_ms=123_456)
         assert r.error == code, (cmd, r)
-        assert r.message and r.revision == 1
+        assert r.message and r.revision == 2
     assert m.snapshot() == before and m.drain_events() == []
 
 
@@ -290,7 +291,7 @@ def test_describe_summarises():
     sid = m.execute(c.OpenSession("s", 5_000)).session_id
     m.execute(c.Own(sid, "g", (Claim("r", 0), Claim("q", 0))))
     d = m.describe()
-    assert d["revision"] == 1 and d["sessions"] == 1 and d["owned_resources"] == 2
+    assert d["revision"] == 2 and d["sessions"] == 1 and d["owned_resources"] == 2
 
 
 # -- properties: snapshots and determinism -----------------------------------------------

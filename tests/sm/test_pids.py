@@ -27,14 +27,14 @@ def test_blocks_come_from_one_monotonic_sequence():
     assert (b.start, b.size) == (101, 1)
     assert lease.pid == 102
     assert d.start == 103 and p.next_pid == 100_103
-    assert d.revision == 4 == p.ledger.revision
+    assert d.revision == 5 == p.ledger.revision  # from 1, the empty state's revision
 
 
 def test_retry_with_same_request_id_returns_the_same_block():
     p = PidAllocator()
     first = p.allocate_pid_block("broker-1", 10, request_id="req-1")
     again = p.allocate_pid_block("broker-1", 10, request_id="req-1")
-    assert again == first and p.ledger.revision == 1
+    assert again == first and p.ledger.revision == 2
     other = p.allocate_pid_block("broker-2", 10, request_id="req-1")  # another requester
     assert other.start == 11
     no_id = [p.allocate_pid_block("broker-1", 10).start for _ in range(2)]
@@ -55,7 +55,7 @@ def test_machine_level_retry_returns_same_block_and_same_bytes():
     cmd = c.AllocatePidBlock("broker-1", 500, request_id="uuid-1")
     first = m.apply(1, 1, 10, c.encode_command(cmd))
     again = m.apply(2, 1, 20, c.encode_command(cmd))
-    assert again == first and m.revision == 1
+    assert again == first and m.revision == 2
     assert c.decode_result(first).start == 1
     assert m.execute(c.AllocatePidBlock("broker-1", 500)).start == 501
 
@@ -64,7 +64,7 @@ def test_block_size_bounds():
     p = PidAllocator()
     for size in (0, -1, 100_001, True):
         assert p.allocate_pid_block("b", size).error == INVALID_ARGUMENT
-    assert p.ledger.revision == 0 and p.next_pid == 1
+    assert p.ledger.revision == 1 and p.next_pid == 1  # still the empty state's
 
 
 def test_lease_new_pid_uses_the_leaders_generation_and_fixed_lifetime():
@@ -73,7 +73,7 @@ def test_lease_new_pid_uses_the_leaders_generation_and_fixed_lifetime():
     assert r.ok and (r.pid, r.generation, r.sequence_number, r.expire_ms) == (1, 123456, 0, 6_000)
     looked = p.lease_pid("orders", 3, pid=1, now_ms=5_500)
     assert (looked.pid, looked.generation, looked.expire_ms) == (1, 123456, 6_000)
-    assert p.ledger.revision == 1  # a lookup changes nothing
+    assert p.ledger.revision == 2  # a lookup changes nothing
     assert p.lease_pid("orders", 3, pid=1, now_ms=6_000).error == UNKNOWN_PID
     assert p.lease_pid("orders", 3, pid=77, now_ms=0).error == UNKNOWN_PID
     for bad in (dict(pid=0), dict(pid=-2), dict(random_generation=-1),

@@ -20,9 +20,11 @@ def opened(m: CoordMachine, session_id: int = 0, request_id: str = "") -> int:
 
 
 def machine_at_revision_3() -> CoordMachine:
-    """Some history first, so "did not move" is not "stayed at 0"."""
+    """Some history first, so "did not move" is not "stayed where an empty machine is"
+    (revision 1, as etcd's empty store: two puts land at 2 and 3)."""
     m = CoordMachine()
-    for i in range(3):
+    assert m.revision == 1
+    for i in range(2):
         m.execute(c.Put(b"other/%d" % i, b"x"))
     m.drain_events()
     assert m.revision == 3

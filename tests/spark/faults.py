@@ -5,6 +5,10 @@ raises after it has sent some rows (option `fail_partition`, `fail_after_rows`):
 killed mid-write, in the writer's own Python worker. `zombie_main` is a task attempt of
 the writer run outside Spark (`python -m tests.spark.faults ...`): it claims a partition,
 sends half its rows, stops itself (SIGSTOP) and, once continued, sends the rest.
+`SlowFirstSource` makes attempt 0 of one partition a straggler for speculation: it
+sends half its rows, then waits until a second attempt of its partition has stored its
+first batch (a marker file that attempt writes), and sends the rest: its next write
+lands after the takeover, every time.
 The test registers this module to be pickled by value, so Spark's workers need not
 import the test tree.
 """
@@ -15,6 +19,7 @@ import json
 import os
 import signal
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -58,6 +63,64 @@ class FaultySource(FencedDataSource):
         base = super().writer(schema, overwrite)
         return FaultyWriter(base, int(self.options["fail_partition"]),
                             int(self.options["fail_after_rows"]))
+
+
+STRAGGLER_WAIT_S = 180  # the longest attempt 0 waits for a speculative copy to start
+
+
+def stall_until_copied(batches: Iterator[pa.RecordBatch], after_rows: int,
+                       marker: Path) -> Iterator[pa.RecordBatch]:
+    sent = 0
+    for batch in batches:
+        yield batch
+        sent += batch.num_rows
+        if sent >= after_rows and not marker.exists():
+            deadline = time.monotonic() + STRAGGLER_WAIT_S
+            while not marker.exists():
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"no second attempt within {STRAGGLER_WAIT_S} s")
+                time.sleep(0.05)
+
+
+def announce_claim(batches: Iterator[pa.RecordBatch], marker: Path) -> Iterator[pa.RecordBatch]:
+    """The marker appears once the attempt's first batch is stored (asked for after the
+    attempt's claim and its begin in the sink, and stored before the next is asked for)."""
+    first = next(batches, None)
+    if first is not None:
+        yield first
+    marker.touch()
+    yield from batches
+
+
+class SlowFirstWriter(FencedBatchWriter):
+    def __init__(self, base: FencedBatchWriter, partition: int, after_rows: int,
+                 marker: Path) -> None:
+        super().__init__(base.opts, base.version, base.skip)
+        self.slow_partition = partition
+        self.after_rows = after_rows
+        self.marker = marker
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> PartitionResult:
+        context = TaskContext.get()
+        assert context is not None
+        if context.partitionId() == self.slow_partition:
+            if context.attemptNumber() == 0:
+                iterator = stall_until_copied(iterator, self.after_rows, self.marker)
+            else:
+                iterator = announce_claim(iterator, self.marker)
+        return super().write(iterator)
+
+
+class SlowFirstSource(FencedDataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "coord-fenced-slow-first"
+
+    def writer(self, schema, overwrite):  # type: ignore[no-untyped-def]
+        base = super().writer(schema, overwrite)
+        return SlowFirstWriter(base, int(self.options["slow_partition"]),
+                               int(self.options["slow_after_rows"]),
+                               Path(self.options["marker"]))
 
 
 def _batches(lo: int, hi: int, size: int, paused: Path) -> Iterator[pa.RecordBatch]:

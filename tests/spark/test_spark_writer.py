@@ -106,7 +106,8 @@ def test_a_zombie_attempt_woken_after_its_replacement_committed_is_refused(
     fenced(df, coord3, "zombie", version="1", **{k: v for k, v in f_opts.items()
                                                   if k != "job"}).save()
     woke = _wake(zombie)
-    assert woke == {"refused": "FENCED_GENERATION", "sequence": 2}  # its first after waking
+    # its first write after waking (sequence 0 was its begin, 1-2 its first 1,000 rows)
+    assert woke == {"refused": "FENCED_GENERATION", "sequence": 3}
 
     p_opts = dict(base, path=str(tmp_path / "p.db"), fence="off")
     zombie = _start_zombie(coord3, p_opts, tmp_path / "p.paused")
@@ -119,7 +120,7 @@ def test_a_zombie_attempt_woken_after_its_replacement_committed_is_refused(
     assert len(ids(p)) == N + 2000
     refusals = f.refusals("zombie")
     assert [(r.partition, r.sequence, r.verdict) for r in refusals] == [
-        (2, 2, "FENCED_GENERATION")]
+        (2, 3, "FENCED_GENERATION")]
 
 
 def test_rerunning_a_published_version_is_a_no_op(spark, coord3, tmp_path):

@@ -42,7 +42,7 @@ def test_in_process_member_keeps_its_data_across_a_kill_and_cleans_up_after():
     with cluster(members=1, in_process=True) as c:
         root = c.root
         ep = c.etcd_endpoints[0]
-        assert put(ep, b"k", b"v1").header.revision == 1
+        assert put(ep, b"k", b"v1").header.revision == 2  # the first write, as in etcd
         c.kill("n1")
         assert not c.members["n1"].running
         with pytest.raises(grpc.RpcError):
@@ -50,7 +50,7 @@ def test_in_process_member_keeps_its_data_across_a_kill_and_cleans_up_after():
         c.start_member("n1")
         c.wait_for_leader()
         assert get(ep, b"k") == [b"v1"]
-        assert put(ep, b"k", b"v2").header.revision == 2
+        assert put(ep, b"k", b"v2").header.revision == 3
         with pytest.raises(ClusterError, match="in_process=False"):
             c.pause("n1")
         assert root.exists()
@@ -82,7 +82,7 @@ def test_in_process_and_process_clusters_run_side_by_side():
 
 def test_coord_cluster_fixture_defaults_to_one_embedded_member(coord_cluster):
     assert [m.embedded is not None for m in coord_cluster.members.values()] == [True]
-    assert put(coord_cluster.etcd_endpoints[0], b"f", b"1").header.revision == 1
+    assert put(coord_cluster.etcd_endpoints[0], b"f", b"1").header.revision == 2  # fresh
 
 
 @pytest.mark.coord_cluster(members=3, in_process=False)

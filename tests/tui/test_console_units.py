@@ -80,6 +80,23 @@ def test_marks_one_range_all_and_none():
     run_app(app, body)
 
 
+def test_compact_asks_only_when_there_is_history_to_forget():
+    """An empty cluster is at revision 1 and its first write at 2 (as etcd's): compacting
+    before 2 would forget nothing."""
+    app = CoordApp(picture(), start_view="keys")
+
+    async def body(pilot) -> None:
+        keys = app.views["keys"]
+        for revision in (1, 2):
+            app.model.revision = revision
+            assert keys.request("compact") == "nothing to compact yet"
+        app.model.revision = 3
+        request = keys.request("compact")
+        assert isinstance(request, Action) and "before revision 3" in request.describe
+
+    run_app(app, body)
+
+
 def test_read_only_console_refuses_every_action():
     async def main() -> None:
         client = AsyncClient(["127.0.0.1:1"])  # never reached: nothing may be sent

@@ -61,6 +61,13 @@ class Sink(ABC):
                batch: pa.RecordBatch) -> None:
         """Store one batch, invisible until published; FencedWriteError if refused."""
 
+    def begin(self, job: str, partition: int, token: Token) -> None:
+        """A new attempt announces its token (sequence 0, no rows) as soon as coord has
+        granted it: from then on the sink refuses every write of an earlier attempt,
+        also before the new one sends a row (a straggler woken meanwhile, a speculative
+        copy's original). Its rows follow from sequence 1."""
+        self.append(job, partition, token, 0, pa.record_batch([], schema=pa.schema([])))
+
     @abstractmethod
     def seal(self, job: str, partition: int, token: Token, seq: int, rows: int) -> None:
         """The attempt's last write: it sent `rows` rows in sequences below `seq`."""

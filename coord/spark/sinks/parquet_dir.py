@@ -122,11 +122,12 @@ class ParquetDirSink(Sink):
             rows = self._admit(job, partition, token, seq)
             if rows is None:
                 return
-            directory = self._batch_dir(job, partition, token)
-            directory.mkdir(parents=True, exist_ok=True)
-            tmp = directory / f".{seq:09d}.{uuid.uuid4().hex}.tmp"
-            pq.write_table(pa.Table.from_batches([batch]), tmp)
-            os.replace(tmp, directory / f"{seq:09d}.parquet")
+            if batch.num_rows:  # an attempt's begin (no rows) only moves the fence
+                directory = self._batch_dir(job, partition, token)
+                directory.mkdir(parents=True, exist_ok=True)
+                tmp = directory / f".{seq:09d}.{uuid.uuid4().hex}.tmp"
+                pq.write_table(pa.Table.from_batches([batch]), tmp)
+                os.replace(tmp, directory / f"{seq:09d}.parquet")
             self._save_fence(job, partition, FenceRow(token.generation, token.pid, token.epoch,
                                                       seq, False, rows + batch.num_rows))
 

@@ -30,7 +30,7 @@ from coord.testing.peer_etcd import EtcdCluster
 
 @dataclass
 class Difference:
-    seed: int
+    seed: int | None  # None: before any seed (the initial revision)
     label: str  # "index:kind" of the step, or what part of the watch report
     step: Step | None
     etcd: Any
@@ -39,6 +39,9 @@ class Difference:
     def __str__(self) -> str:
         req = "" if self.step is None or self.step.req is None else \
             text_format.MessageToString(self.step.req, as_one_line=True)
+        if self.seed is None:
+            return (f"before any seed: {self.label}\n  etcd:  {self.etcd!r}\n"
+                    f"  coord: {self.coord!r}")
         return (f"seed {self.seed}: {self.label} {req}\n  etcd:  {self.etcd!r}\n"
                 f"  coord: {self.coord!r}\n  rerun: python -m coord.testing.etcd_diff "
                 f"--seeds {self.seed}:{self.seed + 1} -v")
@@ -55,6 +58,14 @@ def compare(seed: int, steps: list[Step], etcd: list, coord: list) -> Difference
             label = a[0] if a[0] == b[0] else f"{a[0]} / {b[0]}"
             return Difference(seed, label, step, a[1], b[1])
     return None
+
+
+def initial_difference(etcd: System, coord: System) -> Difference | None:
+    """The empty stores' revisions, compared as they are (the sequences compare revisions
+    relative to each system's start): etcd's empty store is at 1, its first write at 2,
+    and etcd's own clients depend on it (an election's campaign waits forever at 0)."""
+    a, b = etcd.revision(), coord.revision()
+    return None if a == b else Difference(None, "initial revision", None, a, b)
 
 
 def run_seed(etcd: System, coord: System, seed: int, pool: ThreadPoolExecutor,
@@ -84,8 +95,12 @@ def systems() -> Iterator[tuple[System, System]]:
 
 def run(seeds: range, etcd: System, coord: System, verbose: bool = False,
         progress: int = 0, stop_after: int = 10) -> list[Difference]:
-    """Every seed in `seeds`; the differences (at most `stop_after`)."""
-    found: list[Difference] = []
+    """Every seed in `seeds`, on systems nothing was written to yet (as `systems` gives
+    them): first their initial revisions, then each seed; the differences (at most
+    `stop_after`)."""
+    found = [d for d in [initial_difference(etcd, coord)] if d is not None]
+    for diff in found:
+        print(diff, flush=True)
     t0 = time.monotonic()
     with ThreadPoolExecutor(2) as pool:
         for n, seed in enumerate(seeds, 1):

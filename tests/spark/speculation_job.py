@@ -1,0 +1,73 @@
+"""The driver of tests/spark/test_speculation.py, run in a process of its own (one
+SparkContext per process, and the suite's is local): the same write twice on a
+standalone Spark cluster with speculation on — fenced, then plain — with partition 1's
+first attempt a straggler (tests/spark/faults.py SlowFirstSource). Prints one JSON line.
+
+    python -m tests.spark.speculation_job MASTER ENDPOINTS WORKDIR
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+ROWS, PARTS = 4000, 2
+
+
+def main(argv: list[str]) -> int:
+    master, endpoints, workdir = argv
+    work = Path(workdir)
+    os.environ["PYSPARK_PYTHON"] = sys.executable  # the driver's own Python workers too
+    from pyspark import cloudpickle
+    from pyspark.sql import SparkSession
+
+    from coord.spark import register
+    from coord.spark.sinks import SqliteSink
+    from tests.spark import faults
+
+    spark = (SparkSession.builder.master(master).appName("coord-speculation-test")
+             .config("spark.ui.enabled", "false")
+             .config("spark.driver.host", "127.0.0.1")
+             .config("spark.driver.bindAddress", "127.0.0.1")
+             .config("spark.executor.memory", "512m")
+             .config("spark.cores.max", "2")
+             .config("spark.pyspark.python", sys.executable)
+             .config("spark.sql.execution.arrow.maxRecordsPerBatch", "100")
+             .config("spark.speculation", "true")
+             .config("spark.speculation.interval", "100ms")
+             .config("spark.speculation.quantile", "0.5")
+             .config("spark.speculation.multiplier", "1.5")
+             .config("spark.speculation.minTaskRuntime", "1s")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    cloudpickle.register_pickle_by_value(faults)
+    spark.dataSource.register(faults.SlowFirstSource)
+    df = spark.range(0, ROWS, numPartitions=PARTS).selectExpr("id", "cast(id as string) as s")
+    out: dict[str, object] = {}
+    for fence in ("on", "off"):
+        db = work / f"{fence}.db"
+        (df.write.format("coord-fenced-slow-first").mode("append")
+         .option("endpoints", endpoints).option("job", f"speculation-{fence}")
+         .option("sink", "sqlite").option("path", str(db)).option("table", "out")
+         .option("fence", fence).option("slow_partition", "1")
+         .option("slow_after_rows", str(ROWS // PARTS // 2))
+         .option("marker", str(work / f"{fence}.copy-started")).save())
+        sink = SqliteSink(str(db), "out")
+        table = sink.read()
+        ids = sorted(table.column("id").to_pylist()) if table.num_rows else []
+        out[fence] = {"rows": len(ids), "unique": len(set(ids)),
+                      "all": ids == list(range(ROWS)),
+                      "refusals": [[r.partition, r.sequence, str(r.verdict)]
+                                   for r in sink.refusals(f"speculation-{fence}")],
+                      "second_attempt": (work / f"{fence}.copy-started").exists()}
+        sink.close()
+    spark.stop()
+    print(json.dumps(out), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
