@@ -957,19 +957,3 @@ def test_a_member_without_the_stream_is_sent_unary_calls(members, flavour):
             client.put("k2", "v")
     assert [r.key for r in a.requests["Put"]] == [b"k", b"k2"]
 
-
-def test_every_pipelined_call_has_its_op_on_both_sides_with_the_unary_types():
-    """The client's PIPELINED table, the proto's oneofs and the server's OPS agree: each
-    pipelined unary method's request and response types are the op's and result's."""
-    from coord.client.aio_pipeline import PIPELINED
-    from coord.server.api.ops import OPS
-
-    op_fields = {f.name: f for f in pb.PipelineOp.DESCRIPTOR.oneofs_by_name["request"].fields}
-    result_fields = {f.name: f for f in
-                     pb.PipelineResult.DESCRIPTOR.oneofs_by_name["response"].fields}
-    assert set(PIPELINED.values()) == set(op_fields) == set(OPS)
-    assert set(result_fields) == set(op_fields) | {"error"}
-    for (service, method), field in PIPELINED.items():
-        rpc = pb.DESCRIPTOR.services_by_name[service].methods_by_name[method]
-        assert op_fields[field].message_type is rpc.input_type, (service, method)
-        assert result_fields[field].message_type is rpc.output_type, (service, method)
