@@ -957,3 +957,20 @@ def test_a_member_without_the_stream_is_sent_unary_calls(members, flavour):
             client.put("k2", "v")
     assert [r.key for r in a.requests["Put"]] == [b"k", b"k2"]
 
+
+
+def test_a_stream_that_fails_fails_its_operations_retryably():
+    """What an operation in flight raises when its pipelined stream fails: the stream's
+    status mapped as a unary call's, except that a cancellation we did not ask for (a
+    member ending its streams) is UNAVAILABLE — go to the next member — not CANCELLED,
+    and a closed client stays closed."""
+    from coord.client.aio_pipeline import _stream_error
+    from coord.client.transport import CallEnded, TransportClosed
+
+    S = grpc.StatusCode
+    cancelled = _stream_error(rpc_error(S.CANCELLED, None, "cancelled by the member"))
+    assert isinstance(cancelled, UnavailableError) and cancelled.reason == "UNAVAILABLE"
+    down = _stream_error(rpc_error(S.UNAVAILABLE, "NO_LEADER", "no leader"))
+    assert isinstance(down, UnavailableError) and down.reason == "NO_LEADER"
+    assert isinstance(_stream_error(CallEnded()), UnavailableError)
+    assert isinstance(_stream_error(TransportClosed()), TransportClosed)

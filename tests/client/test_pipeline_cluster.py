@@ -280,3 +280,34 @@ def test_stream_on_a_member_that_goes_read_only(cluster3: LocalCluster):
             assert (await normal.get("ro/k")).value == b"v3"
 
     run(main)
+
+
+def test_stream_moves_on_when_its_member_stops_gracefully(cluster3: LocalCluster):
+    """SIGTERM to the stream's member (a follower): it ends its streams as it stops
+    (UNAVAILABLE, with writes in flight on them), and every write in flight or after is
+    retried elsewhere: all complete, each applied once."""
+
+    async def main() -> None:
+        leader = await asyncio.to_thread(cluster3.wait_for_leader)
+        first = next(n for n in cluster3.members if n != leader)
+        order = [cluster3.members[n].listen for n in [first, *(
+            n for n in cluster3.members if n != first)]]
+        async with AsyncClient(order, timeout=5.0) as client:
+            members: dict[str, int] = {}
+
+            async def worker(w: int) -> None:
+                for i in range(30):
+                    res = await client.put(f"gs/{w}/{i}", f"{i}")
+                    members[res.header.member] = members.get(res.header.member, 0) + 1
+                    if w == 0 and i == 5:
+                        proc = cluster3.members[first].proc
+                        proc.terminate()
+                        await asyncio.to_thread(proc.wait, 20)
+
+            await asyncio.gather(*(worker(w) for w in range(8)))
+            assert members.get(first, 0) > 0 and set(members) - {first}, members
+            listing = await client.range(prefix="gs/")
+            assert listing.count == 8 * 30
+            assert all(kv.version == 1 for kv in listing.kvs)
+
+    run(main)
