@@ -32,6 +32,7 @@ from coord.client.calls import ClaimLike, SessionRef
 from coord.client.cursors import Cursor, OwnersCursor, WatchCursor
 from coord.client.endpoints import EndpointRing
 from coord.client.errors import CoordError, error_for
+from coord.client.history import HistoryCursor, HistoryPage
 from coord.client.keys import Bytesish, key_range
 from coord.client.loop_thread import CallbackThread, LoopClosed, LoopThread
 from coord.client.read_only import ModeChange, ModeListener
@@ -304,6 +305,23 @@ class Client:
         since that revision (frees included) then live ones, or CompactedError if that
         history is gone. Survives member failures without gaps or repeats."""
         return Stream(self, OwnersCursor(group, prefix, from_revision))
+
+    # -- history ------------------------------------------------------------------------
+    def export_history(self, after_index: int = 0, from_revision: int = 0, *,
+                       follow: bool = False, page_entries: int = 0) -> Iterator[HistoryPage]:
+        """The committed history as pages of rows (coord.history's schema), replayed by a
+        member from what it retains: entries after `after_index`, rows from
+        `from_revision`; up to the commit index the member had when it began (the last
+        page says `done`), or with `follow` on as entries commit (closing the iterator
+        ends it). Survives member failures; CompactedError if that history is gone."""
+        stream = Stream(self, HistoryCursor(after_index, from_revision, follow, page_entries))
+        try:
+            for page in stream:
+                yield page
+                if page.done:
+                    return
+        finally:
+            stream.cancel()
 
     # -- sessions -----------------------------------------------------------------------
     def open_session(self, name: str = "", ttl: float = 10.0,

@@ -22,7 +22,7 @@ from coord.client.calls import Call
 from coord.client.endpoints import EndpointRing
 from coord.client.errors import CoordError, error_for
 from coord.client.retry import RetryPolicy
-from coord.v1 import admin_pb2_grpc
+from coord.v1 import admin_pb2_grpc, history_pb2_grpc
 from coord.v1 import coord_pb2_grpc as pb_grpc
 
 __all__ = [
@@ -124,6 +124,7 @@ class Stubs:
         self.KV = pb_grpc.KVStub(channel)
         self.Pipeline = pb_grpc.PipelineStub(channel)
         self.Admin = admin_pb2_grpc.AdminStub(channel)
+        self.History = history_pb2_grpc.HistoryStub(channel)
 
     def method(self, service: str, method: str) -> Any:
         return getattr(getattr(self, service), method)

@@ -22,6 +22,7 @@ from grpc_reflection.v1alpha import reflection
 from coord.etcdpb import rpc_pb2 as etcd_pb2
 from coord.etcdpb import rpc_pb2_grpc as etcd_grpc
 from coord.server.api.admin import AdminService
+from coord.server.api.history import HistoryService
 from coord.server.api.kv import KVService
 from coord.server.api.ownership import OwnershipService
 from coord.server.api.pipeline import PipelineService
@@ -33,6 +34,7 @@ from coord.server.core.coordinator import Coordinator
 from coord.server.core.events import EventHub
 from coord.server.core.forward import ForwardService, LeaderLink
 from coord.server.core.local_sessions import LocalSessions
+from coord.server.core.quorum_notes import QuorumNotes
 from coord.server.core.quota import SpaceGuard
 from coord.server.core.session_tracker import SessionTracker
 from coord.server.etcd.cluster import EtcdClusterService
@@ -48,7 +50,14 @@ from coord.server.transport.auth import PeerAuth
 from coord.server.transport.peer import EXCLUSIVE_BIND, SERVER_OPTIONS, PeerTransport
 from coord.sm.ledger import LOG_VERSION, initial_revision
 from coord.sm.machine import CoordMachine
-from coord.v1 import admin_pb2, admin_pb2_grpc, coord_pb2, coord_pb2_grpc
+from coord.v1 import (
+    admin_pb2,
+    admin_pb2_grpc,
+    coord_pb2,
+    coord_pb2_grpc,
+    history_pb2,
+    history_pb2_grpc,
+)
 
 log = logging.getLogger(__name__)
 
@@ -147,6 +156,9 @@ class Member:
         # a normal election rarely takes that long, a partition always does.
         self.mode.grace_s = config.options.election_ticks * config.options.tick_ms / 2000
         self.mode.listeners.append(self.hub.broadcast)
+        # periods without a quorum, noted in the log for the history's audit
+        self.quorum_notes = QuorumNotes(self.node, self.store.entries, self.coordinator.write)
+        self.mode.listeners.append(self.quorum_notes.changed)
         self.health = health.aio.HealthServicer()
         self._servers: list[grpc.aio.Server] = []
 
@@ -204,7 +216,11 @@ class Member:
         coord_pb2_grpc.add_ProducersServicer_to_server(ProducersService(coord), server)
         coord_pb2_grpc.add_KVServicer_to_server(KVService(coord, hub), server)
         coord_pb2_grpc.add_PipelineServicer_to_server(PipelineService(coord), server)
-        services = [admin_pb2.DESCRIPTOR.services_by_name["Admin"].full_name]
+        history = HistoryService(self.config.name, self.config.data_dir)
+        self.node.apply_listeners.append(history.applied)
+        history_pb2_grpc.add_HistoryServicer_to_server(history, server)
+        services = [admin_pb2.DESCRIPTOR.services_by_name["Admin"].full_name,
+                    history_pb2.DESCRIPTOR.services_by_name["History"].full_name]
         return services + [s.full_name for s in coord_pb2.DESCRIPTOR.services_by_name.values()
                            if s.name != "Forward"]
 
@@ -228,6 +244,7 @@ class Member:
         await self.compactor.stop()
         await self.space.stop()
         await self.mode.stop()
+        await self.quorum_notes.stop()
         for s in self._servers:
             await s.stop(grace)
         await self.link.close()

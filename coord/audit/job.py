@@ -37,10 +37,13 @@ class AuditResult:
 
 def run_audit(spark: Any, history: str | Path, *, checks: Iterable[str] | None = None,
               report_dir: str | Path | None = None, with_stats: bool = True,
-              combined: bool = False,
+              combined: bool = False, client_history: str | Path | None = None,
+              key_time_limit_s: float | None = None,
               on_step: Callable[[str], None] = lambda _s: None) -> AuditResult:
     """`combined`: run every check in one Spark job (a union, counted by check) instead
-    of one job per check: fewer, bigger jobs, but no time per check."""
+    of one job per check: fewer, bigger jobs, but no time per check. `client_history`:
+    a recorded client history (JSONL) whose keys are checked for linearizability too
+    (`clients.linearizable`, each key bounded by `key_time_limit_s`)."""
     from pyspark import StorageLevel
 
     names = list(CHECKS if checks is None else checks)
@@ -74,6 +77,9 @@ def run_audit(spark: Any, history: str | Path, *, checks: Iterable[str] | None =
                          .collect()]
         found.unpersist()
         summary["checks"][name] = {"violations": n, "seconds": time.monotonic() - t}
+    if client_history is not None:
+        on_step("per-key linearizability of the client history")
+        examples += _clients(spark, client_history, key_time_limit_s, summary)
     summary["violations"] = sum(c["violations"] for c in summary["checks"].values())
     summary["examples"] = examples
     if with_stats:
@@ -99,6 +105,36 @@ def run_audit(spark: Any, history: str | Path, *, checks: Iterable[str] | None =
 
         report = write_report(Path(report_dir), summary)
     return AuditResult(summary, report, examples)
+
+
+def _clients(spark: Any, path: str | Path, time_limit_s: float | None,
+             summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """Verdicts per key, counted in Spark; back to the driver: the counts, the first
+    illegal keys (as violations) and the first keys left unknown or malformed."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    from coord.audit import clients
+
+    t = time.monotonic()
+    limits = {} if time_limit_s is None else {"time_limit_s": time_limit_s}
+    found = clients.verdicts(spark, str(path), **limits).persist(StorageLevel.MEMORY_AND_DISK)
+    counts = {r["verdict"]: r["count"] for r in found.groupBy("verdict").count().collect()}
+    examples = []
+    if counts.get("illegal"):
+        examples = [r.asDict() for r in clients.violations(found).orderBy("index")
+                    .limit(EXAMPLES_PER_CHECK).collect()]
+    undecided = [r.asDict() for r in found.filter(F.col("verdict").isin("unknown", "malformed"))
+                 .select("key", "verdict", "reason").orderBy("key")
+                 .limit(EXAMPLES_PER_CHECK).collect()]
+    found.unpersist()
+    seconds = time.monotonic() - t
+    summary["checks"][clients.CHECK] = {"violations": counts.get("illegal", 0),
+                                        "seconds": seconds}
+    summary["clients"] = {"history": str(path), "keys": sum(counts.values()),
+                          **{v: counts.get(v, 0) for v in clients.VERDICTS},
+                          "undecided": undecided}
+    return examples
 
 
 def _combined(df: Any, names: list[str]) -> tuple[dict[str, int], list[dict[str, Any]]]:

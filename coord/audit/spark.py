@@ -25,6 +25,8 @@ def session(master: str = "local[*]", app: str = "coord-audit", *,
                .config("spark.sql.adaptive.enabled", "true"))
     if master.startswith("local"):  # Python workers on this machine: this interpreter,
         builder = builder.config("spark.pyspark.python", sys.executable)  # it has coord
+        # (an in-process SparkContext reads the worker's Python from the environment only)
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

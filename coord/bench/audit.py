@@ -1,6 +1,8 @@
 """`coord bench audit`: rows/s of the history pipeline on this machine — synth (the
-real state machine making a history, written to Parquet), export (a real member's data
-dir replayed and written), and the PySpark audit (per check) — at the sizes given.
+real state machine making a history, written to Parquet), export (a real member's
+history, live through History.Export and then offline from its data dir, with the
+member's put latency while a live export runs), and the PySpark audit (per check) — at
+the sizes given.
 Heavy by design: `make bench-audit` runs it, the suite never does."""
 
 from __future__ import annotations
@@ -30,24 +32,70 @@ def _synth(n: int, out: Path) -> dict[str, Any]:
             "entries_per_s": round(n / s), "rows_per_s": round(w.rows / s), "load": _load()}
 
 
+def _put_ms(client: Any, n: int = 300) -> dict[str, float]:
+    """Latency of `n` puts, one after another: p50, p99, max (ms)."""
+    times = []
+    for i in range(n):
+        t = time.perf_counter()
+        client.put(b"bench/probe", b"%d" % i)
+        times.append((time.perf_counter() - t) * 1000)
+    times.sort()
+    return {"p50": round(times[n // 2], 1), "p99": round(times[int(n * 0.99)], 1),
+            "max": round(times[-1], 1)}
+
+
 def _export(entries: int, root: Path) -> dict[str, Any]:
+    """A real member process writes `entries` (single puts and txns of 100 puts); its
+    history is exported live (History.Export), then offline from its data dir once it
+    stopped: rows/s of each and their ratio, and put latency with and without a live
+    export running on the member."""
+    import threading
+
     import coord.testing
     from coord.client import Client
     from coord.history import datadir
     from coord.history.sink import HistorySink
 
     with coord.testing.LocalCluster(members=1, data_dir=root / "member",
-                                    in_process=True) as c:
+                                    extra_args=["--snapshot-every", "10000000"]) as c:
         with Client(c.endpoints) as client:
             for i in range(entries):
-                client.put(b"bench/%d" % (i % 1000), b"x" * 64)
+                if i % 10 == 0:
+                    txn = client.txn()
+                    for k in range(100):
+                        txn.then_put(b"bench/t%d/%d" % (i, k), b"x" * 64)
+                    txn.commit()
+                else:
+                    client.put(b"bench/%d" % (i % 1000), b"x" * 64)
+            idle = _put_ms(client)
+            t = time.monotonic()
+            live = HistorySink(root / "live").write(
+                r for page in client.export_history() for r in page.rows)
+            live_s = time.monotonic() - t
+            stop = threading.Event()
+
+            def exporting() -> None:
+                with Client(c.endpoints) as exporter:
+                    while not stop.is_set():
+                        for _ in exporter.export_history():
+                            pass
+
+            th = threading.Thread(target=exporting, daemon=True)
+            th.start()
+            time.sleep(0.3)
+            during = _put_ms(client)
+            stop.set()
+            th.join(timeout=60)
         c.stop()
         data_dir = c.members["n1"].data_dir
         t = time.monotonic()
         w = HistorySink(root / "exported").write(datadir.read_rows(data_dir))
         s = time.monotonic() - t
-    return {"entries": w.last_index, "rows": w.rows, "seconds": round(s, 2),
-            "rows_per_s": round(w.rows / s), "load": _load()}
+    return {"entries": w.last_index, "rows": w.rows, "offline_seconds": round(s, 2),
+            "offline_rows_per_s": round(w.rows / s), "live_seconds": round(live_s, 2),
+            "live_rows_per_s": round(live.rows / live_s),
+            "live_vs_offline": round((live.rows / live_s) / (w.rows / s), 2),
+            "put_ms_idle": idle, "put_ms_during_live_export": during, "load": _load()}
 
 
 def _audit(history: Path, master: str) -> dict[str, Any]:

@@ -9,6 +9,7 @@ import json
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 FORMAT_HELP = "parquet (partitioned by date and kind) or jsonl"
@@ -23,13 +24,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--out", required=True, help="history directory to write")
     s.add_argument("--format", choices=("parquet", "jsonl"), default="parquet", help=FORMAT_HELP)
     s.set_defaults(func=cmd_synth)
-    e = hs.add_parser("export", help="a stopped member's history, from its --data-dir")
-    e.add_argument("--data-dir", required=True,
-                   help="the member's data dir (opened read-only; stop the member first)")
+    e = hs.add_parser("export", help="the committed history: live from running members "
+                      "(--endpoints) or from a stopped member's --data-dir")
+    source = e.add_mutually_exclusive_group(required=True)
+    source.add_argument("--endpoints",
+                        help="client endpoints HOST:PORT,...: a member replays what it retains "
+                        "and streams the rows (another takes over if it fails)")
+    source.add_argument("--data-dir",
+                        help="a stopped member's data dir (opened read-only)")
     e.add_argument("--out", required=True,
                    help="history directory; an existing one is resumed after its last index")
     e.add_argument("--from-revision", type=int, default=0,
-                   help="skip entries before this revision (default: the oldest retained)")
+                   help="rows from this revision on (default: the oldest retained); a "
+                   "compacted revision is refused with the oldest available")
+    e.add_argument("--follow", action="store_true",
+                   help="with --endpoints: keep exporting entries as they commit, committing "
+                   "to --out at least every second; Ctrl-C ends it")
     e.add_argument("--format", choices=("parquet", "jsonl"), default="parquet", help=FORMAT_HELP)
     e.set_defaults(func=cmd_export)
 
@@ -41,11 +51,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--checks", help="comma-separated checks to run (default: all)")
     a.add_argument("--combined", action="store_true",
                    help="run every check in one Spark job (fewer jobs; no time per check)")
+    a.add_argument("--client-history", metavar="H",
+                   help="a recorded client history (JSONL: invoke/ok/fail/info events) whose "
+                   "keys are checked for linearizability, one search per key on the executors")
+    a.add_argument("--key-time-limit", type=float, default=None, metavar="S",
+                   help="seconds the search may spend on one key before it says unknown "
+                   "(default 10)")
     a.add_argument("--json", action="store_true", help="print the summary as JSON")
     a.set_defaults(func=cmd_audit)
 
 
 def _progress(total: int | None, what: str) -> Any:
+    from rich.console import Console
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -58,7 +75,7 @@ def _progress(total: int | None, what: str) -> Any:
     return Progress(TextColumn(f"[bold]{what}"), BarColumn(), MofNCompleteColumn(),
                     TextColumn("{task.fields[rate]}"), TimeElapsedColumn(),
                     TimeRemainingColumn(), transient=False, disable=not sys.stderr.isatty(),
-                    console=None)
+                    console=Console(stderr=True))
 
 
 def _tracked(rows: Iterator[dict], progress: Any, task: Any, first: int) -> Iterator[dict]:
@@ -115,6 +132,12 @@ def cmd_export(args: argparse.Namespace) -> int:
     from coord.history import datadir
     from coord.history.sink import HistoryDirError, read_manifest
 
+    if args.endpoints is not None:
+        return export_live(args)
+    if args.follow:
+        print("coord history export: --follow needs --endpoints (a stopped member's "
+              "history does not grow)", file=sys.stderr)
+        return 2
     try:
         info = datadir.info(args.data_dir)
         manifest = read_manifest(args.out)
@@ -125,21 +148,104 @@ def cmd_export(args: argparse.Namespace) -> int:
     if after:
         print(f"resuming after index {after} (revision {manifest['last_revision']})",
               file=sys.stderr)
-    if after and after < info.snapshot_index:
-        print(f"coord history export: {args.data_dir} was compacted to index "
-              f"{info.snapshot_index}; entries {after + 1}..{info.snapshot_index} are gone "
-              "(export into a new --out to start from the oldest retained)", file=sys.stderr)
-        return 2
-    rows = datadir.read_rows(args.data_dir, after_index=after)
-    if args.from_revision:
-        rows = (r for r in rows if r["revision"] >= args.from_revision)
+    rows = datadir.read_rows(args.data_dir, after_index=after, from_revision=args.from_revision)
     start = max(after, info.snapshot_index)
     try:
         return _write(rows, args.out, args.format, f"data-dir {args.data_dir} ({info.member})",
                       max(info.commit_index - start, 0), start, f"export {info.member}")
+    except datadir.Compacted as exc:
+        print(f"coord history export: {exc} (export into a new --out to start from the "
+              "oldest retained)", file=sys.stderr)
+        return 2
     except datadir.DataDirError as exc:
         print(f"coord history export: {exc}", file=sys.stderr)
         return 2
+
+
+COMMIT_ROWS = 200_000
+FOLLOW_COMMIT_S = 1.0
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+def export_live(args: argparse.Namespace) -> int:
+    """`--endpoints`: the live export, through `coord.client`. A member replays its
+    retained history and streams pages of rows (`Client.export_history`); they go into the
+    history directory in runs the sink commits one at a time (its manifest records the last
+    index and revision written, where the next export resumes): every `COMMIT_ROWS` rows, at
+    the end, and with `--follow` at least every `FOLLOW_COMMIT_S` while rows arrive. Ctrl-C
+    commits what arrived, then stops."""
+    from coord.client.endpoints import parse_endpoints
+    from coord.client.errors import CompactedError, CoordError
+    from coord.client.sync import Client
+    from coord.history.sink import HistoryDirError, HistorySink
+
+    try:
+        endpoints = parse_endpoints(args.endpoints)
+        sink = HistorySink(args.out, args.format, f"live {','.join(endpoints)}")
+    except (ValueError, HistoryDirError) as exc:
+        _say(f"coord history export: {exc}")
+        return 2
+    after = sink.last_index
+    if after:
+        _say(f"resuming after index {after} (revision {sink.manifest['last_revision']})")
+    totals = {"rows": 0, "first_index": 0}
+    started = time.monotonic()
+    code = 0
+    with Client(endpoints) as client, _progress(None, "export") as progress:
+        task = progress.add_task("export", total=None, rate="")
+        pending: list[dict[str, Any]] = []
+        last_commit = time.monotonic()
+
+        def commit() -> None:
+            nonlocal pending, last_commit
+            last_commit = time.monotonic()
+            if not pending:
+                return
+            written = sink.write(pending)
+            pending = []
+            totals["rows"] += written.rows
+            totals["first_index"] = totals["first_index"] or written.first_index
+            progress.console.print(f"committed through index {written.last_index} "
+                                   f"(revision {sink.manifest['last_revision']})")
+
+        pages = client.export_history(after, args.from_revision, follow=args.follow)
+        try:
+            for page in pages:
+                pending += page.rows
+                start = max(after, page.snapshot_index)
+                rate = (totals["rows"] + len(pending)) / max(time.monotonic() - started, 1e-9)
+                progress.update(task, total=max(page.commit_index - start, 1),
+                                completed=page.replayed_index - start,
+                                rate=f"{page.member}: {rate:,.0f} rows/s")
+                if (len(pending) >= COMMIT_ROWS or page.done
+                        or (args.follow and time.monotonic() - last_commit >= FOLLOW_COMMIT_S)):
+                    commit()
+        except KeyboardInterrupt:
+            commit()
+            code = 0 if args.follow else 130
+        except CompactedError as exc:
+            commit()
+            oldest = exc.metadata.get("oldest_revision", "?")
+            _say(f"coord history export: {exc.message}; to start there, export into a new "
+                 f"--out (with --from-revision {oldest})")
+            code = 2
+        except CoordError as exc:
+            commit()
+            _say(f"coord history export: {exc}")
+            code = 1
+        finally:
+            pages.close()
+    seconds = time.monotonic() - started
+    print(json.dumps({"out": args.out, "rows": totals["rows"],
+                      "first_index": totals["first_index"],
+                      "last_index": sink.last_index,
+                      "last_revision": sink.manifest["last_revision"],
+                      "seconds": round(seconds, 3),
+                      "rows_per_second": round(totals["rows"] / seconds if seconds else 0)}))
+    return code
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
@@ -149,6 +255,13 @@ def cmd_audit(args: argparse.Namespace) -> int:
         committed_files(args.history)
     except HistoryDirError as exc:
         print(f"coord audit: {exc}", file=sys.stderr)
+        return 2
+    if args.client_history is not None and not Path(args.client_history).exists():
+        print(f"coord audit: --client-history {args.client_history}: no such file or "
+              "directory", file=sys.stderr)
+        return 2
+    if args.key_time_limit is not None and args.key_time_limit <= 0:
+        print("coord audit: --key-time-limit must be positive", file=sys.stderr)
         return 2
     from rich.console import Console
 
@@ -161,7 +274,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
         spark = session(args.master)
         try:
             result = run_audit(spark, args.history, checks=checks, report_dir=args.report,
-                               combined=args.combined, on_step=lambda s: status.update(s))
+                               combined=args.combined, client_history=args.client_history,
+                               key_time_limit_s=args.key_time_limit,
+                               on_step=lambda s: status.update(s))
         except ValueError as exc:
             print(f"coord audit: {exc}", file=sys.stderr)
             return 2
@@ -186,4 +301,12 @@ def cmd_audit(args: argparse.Namespace) -> int:
                 print(f"      {e}")
         if result.report:
             print(f"report: {result.report}")
-    return 1 if result.violations else 0
+        if "clients" in s:
+            k = s["clients"]
+            print(f"client history {k['history']}: {k['keys']} keys: {k['ok']} ok, "
+                  f"{k['illegal']} illegal, {k['unknown']} unknown, {k['malformed']} malformed")
+            for u in k["undecided"]:
+                print(f"  {u['verdict']:9} key {u['key']}: {u['reason']}")
+    if result.violations:
+        return 1
+    return 2 if s.get("clients", {}).get("malformed") else 0

@@ -79,6 +79,10 @@ def test_export_cli_writes_resumes_and_refuses_what_it_cannot_read(stopped_membe
     assert main(["history", "export", "--data-dir", str(tmp_path / "nope"), "--out",
                  str(tmp_path / "x")]) == 2
     assert "no such file" in capsys.readouterr().err
+    # a revision the snapshot swallowed is refused, naming the oldest available
+    assert main(["history", "export", "--data-dir", str(data_dir), "--out",
+                 str(tmp_path / "r"), "--from-revision", "1"]) == 2
+    assert "the oldest available revision is" in capsys.readouterr().err
 
 
 def test_a_file_of_an_unknown_schema_version_is_refused(tmp_path):
