@@ -13,7 +13,8 @@ is a blocking facade over it. Errors are typed (`CoordError` and its subclasses)
 on the class or on `.reason`. Modules: `results` (what calls return), `calls` (request
 building), `txn`, `keys`, `endpoints`, `retry`, `cursors` (resumable streams),
 `session_state`, `read_only` (read-only service and the prober), `transport` (with
-`aio_transport` and `thread_transport`), `aio`, `aio_stream`, `aio_session`, `sync`,
+`aio_transport` and `thread_transport`), `aio`, `aio_pipeline` (the pipelined stream
+requests travel on), `aio_stream`, `aio_session`, `sync`,
 `loop_thread`, `errors`, `sequence`, `admin`.
 """
 

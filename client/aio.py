@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 import grpc
 
 from coord.client import aio_transport, calls
+from coord.client.aio_pipeline import PIPELINED, Pipelines, StreamUnsupported
 from coord.client.aio_session import AsyncSession, Callback
 from coord.client.aio_stream import AsyncStream
 from coord.client.calls import (
@@ -89,6 +90,7 @@ class AsyncClient:
         policy: RetryPolicy | None = None,
         *,
         connect: Connect | None = None,
+        stream: bool = True,
     ) -> None:
         self.ring = EndpointRing(parse_endpoints(endpoints))
         self.timeout = timeout
@@ -97,6 +99,8 @@ class AsyncClient:
         self.metadata = READ_ONLY_OK_METADATA if read_only_ok else ()
         self.mode_listeners: list[ModeListener] = []
         self._transports = Transports(connect or aio_transport.connect)
+        self.stream = stream
+        self._pipelines = Pipelines(self.metadata)
         self._prober = Prober(self.ring, self._transports, self.mode_listeners)
         self.sessions: set[AsyncSession] = set()  # live ones, ended when the client closes
         self._closed = False
@@ -138,16 +142,15 @@ class AsyncClient:
         error that allows it, try the next member after a short pause, within the
         policy's budget; else raise the typed error."""
         attempts = Attempts(self.policy, len(self.ring), self.timeout)
+        field = PIPELINED.get((call.service, call.method)) if self.stream else None
         while True:
             index, endpoint = self.ring.current()
             transport = self._transports.get(endpoint)
             try:
                 if not call.safe:
                     await self._ensure_ready(transport, attempts.call_timeout())
-                response = await transport.unary(
-                    call.service, call.method, call.request,
-                    timeout=attempts.call_timeout(), metadata=self.metadata,
-                )
+                response = await self._try(call, field, endpoint, transport,
+                                           attempts.call_timeout())
                 if served_read_only(response):
                     self.saw_read_only(*header_facts(response.header))
                 return finish(call, response, self.read_only_ok)
@@ -168,6 +171,19 @@ class AsyncClient:
                       call.service, call.method, endpoint, err.reason)
             self.ring.failed(index)
             await asyncio.sleep(delay)
+
+    async def _try(self, call: Call[T], field: str | None, endpoint: str,
+                   transport: Transport, timeout: float) -> Any:
+        """One try of `call` on one member: on its pipelined stream (`field`: the call's
+        PipelineOp field) or as a unary call."""
+        if field is not None:
+            try:
+                return await self._pipelines.get(endpoint, transport).call(
+                    field, call.request, timeout)
+            except StreamUnsupported:
+                pass  # an older member: the request reached no handler, send it unary
+        return await transport.unary(call.service, call.method, call.request,
+                                     timeout=timeout, metadata=self.metadata)
 
     @staticmethod
     async def _ensure_ready(transport: Transport, timeout: float) -> None:
@@ -312,6 +328,7 @@ class AsyncClient:
         self._prober.stop()
         for session in list(self.sessions):
             await session.client_closed()
+        await self._pipelines.close()
         await self._transports.close()
 
     async def __aenter__(self) -> AsyncClient:

@@ -64,6 +64,17 @@ class _AioStream:
         except grpc.aio.UsageError:
             raise TransportClosed from None
 
+    async def started(self) -> None:
+        """Once the member accepted the call (its headers arrived) or ended it. Writing
+        before then races a refusal (an UNIMPLEMENTED method), and grpc.aio turns the
+        refusal into INTERNAL when a write is under way."""
+        try:
+            await self._call.initial_metadata()
+        except (grpc.RpcError, asyncio.CancelledError):
+            if _task_cancelling():
+                raise
+            # whatever ended the call, read() reports it
+
     def cancel(self) -> None:
         self._call.cancel()
 

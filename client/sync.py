@@ -98,6 +98,9 @@ class Client:
     (pauses doubling from 0.1 s to 2 s) and moves the client there, telling sessions and
     `add_mode_listener` listeners. A normal client fails over to a majority member, or
     raises NoQuorumError when no member with a quorum is reachable.
+
+    `stream` (default True): requests travel on one pipelined stream per member (see
+    `AsyncClient`); False sends each as its own unary call.
     """
 
     def __init__(
@@ -106,9 +109,10 @@ class Client:
         timeout: float = 5.0,
         read_only_ok: bool = False,
         policy: RetryPolicy | None = None,
+        stream: bool = True,
     ) -> None:
         self._aio = AsyncClient(endpoints, timeout, read_only_ok, policy,
-                                connect=thread_transport.connect)
+                                connect=thread_transport.connect, stream=stream)
         self.mode_listeners: list[ModeListener] = []
         self._callbacks = CallbackThread("coord-callbacks")
         self._loop = LoopThread("coord-client")
@@ -121,7 +125,7 @@ class Client:
         and mode listeners. Streams and sessions made before the fork stay the parent's."""
         old = self._aio
         self._aio = AsyncClient(old.endpoints, old.timeout, old.read_only_ok, old.policy,
-                                connect=thread_transport.connect)
+                                connect=thread_transport.connect, stream=old.stream)
         self._callbacks = CallbackThread("coord-callbacks")
         self._loop = LoopThread("coord-client")
         self._lock = threading.Lock()

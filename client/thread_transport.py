@@ -156,6 +156,10 @@ class _BidiCall(_ReadCall):
             raise CallEnded
         self._requests.put(request)
 
+    async def started(self) -> None:
+        """Writes only queue (gRPC's sending thread drains them), so they never race the
+        call's start: nothing to wait for."""
+
     def _ended(self) -> None:
         self._requests.put(_END_REQUESTS)
 

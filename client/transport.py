@@ -85,6 +85,10 @@ class BidiCall(StreamCall, Protocol):
     async def write(self, request: Message) -> None:
         """Send one request; CallEnded if the call is over, CallCancelled if cancelled."""
 
+    async def started(self) -> None:
+        """Return once the member accepted the call or ended it: write after this (a
+        write racing a refusal may hide the refusal's status)."""
+
 
 class Transport(Protocol):
     """One member's connection. Created lazily on the client's event loop."""
@@ -118,6 +122,7 @@ class Stubs:
         self.Ownership = pb_grpc.OwnershipStub(channel)
         self.Producers = pb_grpc.ProducersStub(channel)
         self.KV = pb_grpc.KVStub(channel)
+        self.Pipeline = pb_grpc.PipelineStub(channel)
         self.Admin = admin_pb2_grpc.AdminStub(channel)
         self.History = history_pb2_grpc.HistoryStub(channel)
 

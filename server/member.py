@@ -25,6 +25,7 @@ from coord.server.api.admin import AdminService
 from coord.server.api.history import HistoryService
 from coord.server.api.kv import KVService
 from coord.server.api.ownership import OwnershipService
+from coord.server.api.pipeline import PipelineService
 from coord.server.api.producers import ProducersService
 from coord.server.api.sessions import SessionsService
 from coord.server.config import MemberConfig
@@ -214,6 +215,7 @@ class Member:
         coord_pb2_grpc.add_OwnershipServicer_to_server(OwnershipService(coord, hub), server)
         coord_pb2_grpc.add_ProducersServicer_to_server(ProducersService(coord), server)
         coord_pb2_grpc.add_KVServicer_to_server(KVService(coord, hub), server)
+        coord_pb2_grpc.add_PipelineServicer_to_server(PipelineService(coord), server)
         history = HistoryService(self.config.name, self.config.data_dir)
         self.node.apply_listeners.append(history.applied)
         history_pb2_grpc.add_HistoryServicer_to_server(history, server)

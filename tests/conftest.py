@@ -17,17 +17,28 @@ def cluster3(tmp_path):
         c.stop()
 
 
-@pytest.fixture(scope="module")
-def etcd_cluster3(tmp_path_factory):
-    """A 3-member cluster shared by one module's etcd-client tests (each test uses its
-    own keys): starting clusters is what costs time on a 2-core machine."""
-    c = LocalCluster(3, data_dir=tmp_path_factory.mktemp("etcd") / "cluster")
+def _module_cluster(tmp_path_factory, name: str):
+    c = LocalCluster(3, data_dir=tmp_path_factory.mktemp(name) / "cluster")
     try:
         c.start()
         c.wait_for_leader()
         yield c
     finally:
         c.stop()
+
+
+@pytest.fixture(scope="module")
+def etcd_cluster3(tmp_path_factory):
+    """A 3-member cluster shared by one module's etcd-client tests (each test uses its
+    own keys): starting clusters is what costs time on a 2-core machine."""
+    yield from _module_cluster(tmp_path_factory, "etcd")
+
+
+@pytest.fixture(scope="module")
+def shared_cluster3(tmp_path_factory):
+    """A 3-member cluster shared by one module's tests that break nothing (each uses its
+    own keys)."""
+    yield from _module_cluster(tmp_path_factory, "shared")
 
 
 def require_java() -> None:

@@ -3,7 +3,9 @@
 Both get a fresh cluster of `--members` (default 3) on 127.0.0.1 and the same asyncio
 driver over the etcd v3 API, talking to the leader: puts, linearizable gets, and create-if-absent
 claims (a Txn per key, 10,000 keys bound to one lease — the partition-lease pattern).
-coord's native KV API is measured in the same run too. The clusters run one after the
+coord's native KV API is measured in the same run too: unary calls (`native`), and the
+client library on its pipelined stream (`stream`: put, get, and a single-resource `own`
+per claim, coord's own claim), each beside etcd's etcd-API figure. The clusters run one after the
 other, never together, so each has both cores; the ratio column is what carries over
 to other machines. Prints figures; asserts nothing."""
 
@@ -19,6 +21,7 @@ import grpc
 
 from coord.bench.api import bench_kv, closed_loop
 from coord.bench.stats import latency_ms
+from coord.client import AsyncClient
 from coord.etcdpb import rpc_pb2 as epb
 from coord.etcdpb import rpc_pb2_grpc as erpc
 from coord.testing import LocalCluster
@@ -106,14 +109,73 @@ async def coord_native(endpoint: str, levels: list[int], seconds: float) -> list
     return [{"system": "coord", "api": "native", **r} for r in rows]
 
 
+async def coord_stream(endpoint: str, levels: list[int], seconds: float,
+                       claims: int) -> list[dict]:
+    """coord's client library on its pipelined stream (one stream to the leader, every
+    worker's requests on it): puts, linearizable gets, and `claims` single-resource
+    `own` calls of one session (coord's claim; etcd needs a Txn on a lease for it)."""
+    rows: list[dict] = []
+    async with AsyncClient([endpoint], stream=True) as client:
+        for n in levels:
+            _log(f"coord: stream put, {n} clients ...")
+
+            async def put(w: int, i: int) -> None:
+                await client.put(f"bench/{w}/{i % 100}", b"x" * 16)
+
+            rows.append({"system": "coord", "api": "stream", "op": "put",
+                         **await closed_loop(put, n, seconds)})
+            _log(f"  {rows[-1]['per_s']:.0f}/s")
+            _log(f"coord: stream linearizable get, {n} clients ...")
+
+            async def get(w: int, i: int) -> None:
+                await client.get(f"bench/{w}/{i % 100}")
+
+            rows.append({"system": "coord", "api": "stream", "op": "get",
+                         **await closed_loop(get, n, seconds)})
+            _log(f"  {rows[-1]['per_s']:.0f}/s")
+            _log(f"coord: {claims} single-resource own calls, {n} clients ...")
+            session = await client.open_session(f"bench-claims-{n}", ttl=600)
+            rows.append({"system": "coord", "api": "stream", "op": "claim",
+                         **await _owns(client, session.session_id, f"claims-{n}", claims, n)})
+            _log(f"  {rows[-1]['per_s']:.0f}/s")
+    return rows
+
+
+async def _owns(client: AsyncClient, session: int, group: str, total: int,
+                clients: int) -> dict:
+    """Claim `total` resources (each once, one per call) with `clients` workers."""
+    todo = list(range(total))
+    latencies: list[float] = []
+    won = 0
+
+    async def worker() -> None:
+        nonlocal won
+        while todo:
+            resource = f"r{todo.pop()}"
+            t = time.perf_counter()
+            res = await client.own(session, group, resource)
+            latencies.append(time.perf_counter() - t)
+            won += len(res.grants)
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(clients)))
+    elapsed = time.perf_counter() - t0
+    return {"clients": clients, "ops": len(latencies), "succeeded": won,
+            "per_s": len(latencies) / elapsed, **latency_ms(latencies)}
+
+
 def table(rows: list[dict]) -> list[str]:
     """One line per (op, api, clients): coord and etcd figures and coord/etcd."""
     etcd = {(r["op"], r["clients"]): r for r in rows if r["system"] == "etcd"}
     lines = [f"{'op':6} {'api':7} {'clients':>7} {'coord/s':>9} {'p50 ms':>7} {'p99 ms':>7}"
              f" {'etcd/s':>9} {'p50 ms':>7} {'p99 ms':>7} {'coord/etcd':>10}"]
-    for r in rows:
-        if r["system"] != "coord":
-            continue
+    ops, apis = ["put", "get", "claim"], ["etcd", "native", "stream"]
+
+    def order(r: dict) -> tuple:
+        return (ops.index(r["op"]) if r["op"] in ops else len(ops), r["clients"],
+                apis.index(r["api"]) if r["api"] in apis else len(apis))
+
+    for r in sorted((r for r in rows if r["system"] == "coord"), key=order):
         e = etcd.get((r["op"], r["clients"]))
         peer = f"{'-':>9} {'-':>7} {'-':>7} {'-':>10}"
         if e:
@@ -137,6 +199,7 @@ def run_etcd_bench(args: argparse.Namespace) -> int:
         leader = cluster.members[cluster.wait_for_leader(timeout=15)].listen
         rows += asyncio.run(etcd_ops(leader, "coord", levels, args.seconds, args.claims))
         rows += asyncio.run(coord_native(leader, levels, args.seconds))
+        rows += asyncio.run(coord_stream(leader, levels, args.seconds, args.claims))
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0

@@ -1,5 +1,10 @@
 """What every client-API handler does: run a command through the coordinator and turn
-refusals into gRPC statuses with ErrorInfo, so handlers only build responses.
+refusals into errors with ErrorInfo, so handlers only build responses.
+
+Each step is written once, context-free, raising `ApiError` (a status as a value), for a
+`Caller` — what the handler needs to know of whoever asked. A unary call aborts with the
+error (`serve`, and the `context` wrappers below); the pipelined stream
+(`server/api/pipeline.py`) answers it per operation.
 
 This is also where the member's mode (server/mode.py) becomes the request processor:
 while read-only, writes are refused and reads are served locally, flagged stale, to
@@ -7,73 +12,95 @@ clients that accept read-only service; every other client is told NO_QUORUM."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, TypeVar
 
 import grpc
 
-from coord.server.api.errors import abort, abort_node_error, result_code
+from coord.server.api.errors import ApiError, result_code
 from coord.server.core.coordinator import Coordinator, ForwardedError
 from coord.server.core.mode import Refused
 from coord.server.node.errors import NodeError
 
-DETAILS_KEY = "grpc-status-details-bin"
+T = TypeVar("T")
+
 READ_ONLY_OK_KEY = "coord-read-only-ok"
 """Call metadata by which a sessionless client accepts read-only service (ZooKeeper's
 "am-i-readonly-client" handshake flag; sessions carry it in OpenSession)."""
 
+DEFAULT_TIMEOUT_S = 5.0
 
-def read_only_ok(
-    context: grpc.aio.ServicerContext, coord: Coordinator, session_id: int = 0
-) -> bool:
-    """Whether the caller accepts read-only service: the call says so, or the session
-    it acts for was opened with read_only_ok."""
-    for key, value in context.invocation_metadata() or ():
+
+def read_only_flag(metadata: Any) -> bool | None:
+    """The call's own read-only handshake flag; None if it did not say."""
+    for key, value in metadata or ():
         if key == READ_ONLY_OK_KEY:
             return value in ("1", "true")
-    session = coord.machine.sessions.get(session_id) if session_id else None
-    return bool(session and session.read_only_ok)
+    return None
 
 
-async def refuse(context: grpc.aio.ServicerContext, coord: Coordinator, ro_ok: bool) -> None:
-    """Abort a call the member's mode does not serve: FAILED_PRECONDITION/READ_ONLY for a
-    read-only-capable client, UNAVAILABLE/NO_QUORUM (go find a majority) otherwise."""
+class Caller:
+    """Who asked: the call's read-only flag (read from its metadata only when the mode
+    needs it) and its time budget."""
+
+    __slots__ = ("_context", "_flag", "_flag_known", "timeout")
+
+    def __init__(self, timeout: float, *, flag: bool | None = None,
+                 context: grpc.aio.ServicerContext | None = None) -> None:
+        self.timeout = timeout
+        self._context = context
+        self._flag = flag
+        self._flag_known = context is None
+
+    @classmethod
+    def of(cls, context: grpc.aio.ServicerContext) -> Caller:
+        return cls(call_timeout(context), context=context)
+
+    def read_only_ok(self, coord: Coordinator, session_id: int = 0) -> bool:
+        """Whether the caller accepts read-only service: the call says so, or the session
+        it acts for was opened with read_only_ok."""
+        if not self._flag_known:
+            self._flag = read_only_flag(self._context.invocation_metadata())
+            self._flag_known = True
+        if self._flag is not None:
+            return self._flag
+        session = coord.machine.sessions.get(session_id) if session_id else None
+        return bool(session and session.read_only_ok)
+
+
+def refusal(coord: Coordinator, ro_ok: bool) -> ApiError:
+    """What the member's mode answers a call it does not serve: FAILED_PRECONDITION/
+    READ_ONLY for a read-only-capable client, UNAVAILABLE/NO_QUORUM (go find a majority)
+    otherwise."""
     reason, message = coord.mode.refusal(ro_ok)
     code = (
         grpc.StatusCode.FAILED_PRECONDITION if reason == "READ_ONLY"
         else grpc.StatusCode.UNAVAILABLE
     )
-    await abort(context, code, reason, message, {"member": coord.node.me.name})
+    return ApiError(code, reason, message, {"member": coord.node.me.name})
 
 
-async def admit_reader(
-    context: grpc.aio.ServicerContext, coord: Coordinator, session_id: int = 0
-) -> bool:
+def admit(coord: Coordinator, caller: Caller, session_id: int = 0) -> bool:
     """Let a read or a stream in; True if it must be served read-only (locally, stale)."""
     mode = coord.mode
     if mode.serving_writes:
         return False
-    ro_ok = read_only_ok(context, coord, session_id)
+    ro_ok = caller.read_only_ok(coord, session_id)
     if not (mode.read_only and ro_ok):
-        await refuse(context, coord, ro_ok)
+        raise refusal(coord, ro_ok)
     return True
 
 
-async def _fail(context: grpc.aio.ServicerContext, err: Exception) -> None:
+def failure(err: NodeError | ForwardedError) -> ApiError:
     if isinstance(err, NodeError):
-        await abort_node_error(context, err)
-    elif isinstance(err, ForwardedError):
-        # Pass the leader's status through unchanged (code, message and ErrorInfo).
-        md = dict(err.error.trailing_metadata() or ())
-        details = md.get(DETAILS_KEY)
-        if details is not None:
-            context.set_trailing_metadata(((DETAILS_KEY, details),))
-        await context.abort(err.error.code(), err.error.details())
-    raise err
+        return ApiError.of_node_error(err)
+    return ApiError.of_rpc_error(err.error)  # the leader's status, unchanged
 
 
-async def check(context: grpc.aio.ServicerContext, result: Any) -> Any:
-    """Abort with the result's error, if it carries one; else return it."""
-    if result.error:
+def checked(result: T) -> T:
+    """Raise the result's error, if it carries one; else return it."""
+    error = getattr(result, "error", "")
+    if error:
         metadata = {}
         conflicts = getattr(result, "conflicts", ())
         if conflicts:
@@ -86,50 +113,95 @@ async def check(context: grpc.aio.ServicerContext, result: Any) -> Any:
             }
         if getattr(result, "compact_revision", 0):
             metadata["compact_revision"] = str(result.compact_revision)
-        await abort(context, result_code(result.error), result.error, result.message, metadata)
+        raise ApiError(result_code(error), error, result.message, metadata)
     return result
+
+
+async def commit(coord: Coordinator, caller: Caller, cmd: Any, in_band: bool = False) -> Any:
+    """Commit `cmd`; its result's error is raised unless the API reports errors
+    `in_band` (in the response message)."""
+    try:
+        result = await coord.write(cmd, timeout=caller.timeout)
+    except Refused:  # the member is not read-write (coord.write checks before proposing)
+        raise refusal(coord, _writer_read_only_ok(coord, caller, cmd)) from None
+    except (NodeError, ForwardedError) as e:
+        raise failure(e) from None
+    return result if in_band else checked(result)
+
+
+def _writer_read_only_ok(coord: Coordinator, caller: Caller, cmd: Any) -> bool:
+    if getattr(cmd, "read_only_ok", False):  # OpenSession's handshake flag
+        return True
+    return caller.read_only_ok(coord, getattr(cmd, "session_id", 0))
+
+
+async def query(coord: Coordinator, caller: Caller, cmd: Any, serializable: bool = False) -> Any:
+    if admit(coord, caller):
+        serializable = True  # read-only: this member's applied state is all there is
+    try:
+        result = await coord.read(cmd, serializable, timeout=caller.timeout)
+    except NodeError as e:
+        if not (coord.mode.read_only and caller.read_only_ok(coord)):
+            raise failure(e) from None
+        result = coord.machine.query(cmd)  # the member went read-only while we waited
+    return checked(result)
+
+
+def invalid_argument(message: str) -> ApiError:
+    return ApiError(grpc.StatusCode.INVALID_ARGUMENT, "INVALID_ARGUMENT", message)
+
+
+def call_timeout(context: grpc.aio.ServicerContext, default: float = DEFAULT_TIMEOUT_S) -> float:
+    remaining = context.time_remaining()
+    return default if remaining is None else clamp_timeout(remaining)
+
+
+def clamp_timeout(remaining: float) -> float:
+    """A deadline the client gave, less a margin to answer in, within [0.05, 60] s."""
+    return max(0.05, min(remaining - 0.05, 60.0))
+
+
+# -- the same steps for a unary call: the error aborts it ---------------------------------
+
+
+async def serve(context: grpc.aio.ServicerContext, answer: Awaitable[T]) -> T:
+    """Await a handler's answer; an ApiError aborts the call with its status."""
+    try:
+        return await answer
+    except ApiError as e:
+        await e.abort(context)
+        raise  # abort raises; never reached
+
+
+async def admit_reader(
+    context: grpc.aio.ServicerContext, coord: Coordinator, session_id: int = 0
+) -> bool:
+    try:
+        return admit(coord, Caller.of(context), session_id)
+    except ApiError as e:
+        await e.abort(context)
+        raise
+
+
+async def check(context: grpc.aio.ServicerContext, result: T) -> T:
+    try:
+        return checked(result)
+    except ApiError as e:
+        await e.abort(context)
+        raise
 
 
 async def write(
     context: grpc.aio.ServicerContext, coord: Coordinator, cmd: Any, in_band: bool = False
 ) -> Any:
-    """Commit `cmd`; its result's error aborts the call unless the API reports errors
-    `in_band` (in the response message)."""
-    try:
-        result = await coord.write(cmd, timeout=call_timeout(context))
-    except Refused:  # the member is not read-write (coord.write checks before proposing)
-        await refuse(context, coord, _writer_read_only_ok(context, coord, cmd))
-    except (NodeError, ForwardedError) as e:
-        await _fail(context, e)
-    return result if in_band else await check(context, result)
-
-
-def _writer_read_only_ok(
-    context: grpc.aio.ServicerContext, coord: Coordinator, cmd: Any
-) -> bool:
-    if getattr(cmd, "read_only_ok", False):  # OpenSession's handshake flag
-        return True
-    return read_only_ok(context, coord, getattr(cmd, "session_id", 0))
+    return await serve(context, commit(coord, Caller.of(context), cmd, in_band))
 
 
 async def read(
     context: grpc.aio.ServicerContext, coord: Coordinator, cmd: Any, serializable: bool = False
 ) -> Any:
-    if await admit_reader(context, coord):
-        serializable = True  # read-only: this member's applied state is all there is
-    try:
-        result = await coord.read(cmd, serializable, timeout=call_timeout(context))
-    except NodeError as e:
-        if not (coord.mode.read_only and read_only_ok(context, coord)):
-            await _fail(context, e)
-        result = coord.machine.query(cmd)  # the member went read-only while we waited
-    return await check(context, result)
-
-
-def call_timeout(context: grpc.aio.ServicerContext, default: float = 5.0) -> float:
-    remaining = context.time_remaining()
-    return default if remaining is None else max(0.05, min(remaining - 0.05, 60.0))
+    return await serve(context, query(coord, Caller.of(context), cmd, serializable))
 
 
 async def invalid(context: grpc.aio.ServicerContext, message: str) -> None:
-    await abort(context, grpc.StatusCode.INVALID_ARGUMENT, "INVALID_ARGUMENT", message)
+    await invalid_argument(message).abort(context)

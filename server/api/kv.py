@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import grpc
 
-from coord.server.api import convert
-from coord.server.api.common import admit_reader, check, invalid, read, write
+from coord.server.api import convert, ops
+from coord.server.api.common import Caller, admit_reader, check, invalid, serve, write
 from coord.server.core.coordinator import Coordinator
 from coord.server.core.events import EventHub
 from coord.server.core.mode import READ_WRITE, ModeChange
@@ -20,57 +20,22 @@ class KVService(coord_pb2_grpc.KVServicer):
         self.hub = hub
 
     async def Put(self, request, context):  # noqa: N802
-        res = await write(context, self.coord, convert.put_from_pb(request))
-        return convert.put_result_to_pb(res, self.coord.header(res.revision))
+        return await serve(context, ops.put(self.coord, Caller.of(context), request))
 
     async def Range(self, request, context):  # noqa: N802
-        res = await read(context, self.coord, convert.range_from_pb(request), request.serializable)
-        return convert.range_result_to_pb(res, self.coord.header())
+        return await serve(context, ops.range_(self.coord, Caller.of(context), request))
 
     async def DeleteRange(self, request, context):  # noqa: N802
-        res = await write(context, self.coord, convert.delete_from_pb(request))
-        return convert.delete_result_to_pb(res, self.coord.header(res.revision))
+        return await serve(context, ops.delete_range(self.coord, Caller.of(context), request))
 
     async def Txn(self, request, context):  # noqa: N802
-        try:
-            cmd = convert.txn_from_pb(request)
-        except ValueError as e:
-            await invalid(context, str(e))
-        res = await write(context, self.coord, cmd)
-        return convert.txn_result_to_pb(res, self.coord.header(res.revision))
-
-    async def _cas(self, context, key: bytes, version: int, value: bytes, session: int, rid: str):
-        """The seed's linearizable register: write iff the key is at `version` (0: absent).
-        Both branches read the key back, so the caller sees what it is now."""
-        txn = c.Txn(
-            (c.Compare.of_version(key, "=", version),),
-            (c.Put(key, value, session), c.Range(key)),
-            (c.Range(key),),
-            rid,
-        )
-        res = await write(context, self.coord, txn)
-        current = res.responses[-1].kvs
-        out = pb.CasResponse(header=self.coord.header(res.revision), succeeded=res.succeeded)
-        if current:
-            out.kv.CopyFrom(convert.kv_to_pb(current[0]))
-        return out
+        return await serve(context, ops.txn(self.coord, Caller.of(context), request))
 
     async def PutIfAbsent(self, request, context):  # noqa: N802
-        return await self._cas(
-            context, request.key, 0, request.value, request.session_id, request.request_id
-        )
+        return await serve(context, ops.put_if_absent(self.coord, Caller.of(context), request))
 
     async def CompareAndSet(self, request, context):  # noqa: N802
-        if request.expected_version < 0:
-            await invalid(context, "expected_version must be >= 0")
-        return await self._cas(
-            context,
-            request.key,
-            request.expected_version,
-            request.value,
-            request.session_id,
-            request.request_id,
-        )
+        return await serve(context, ops.compare_and_set(self.coord, Caller.of(context), request))
 
     async def Compact(self, request, context):  # noqa: N802
         res = await write(context, self.coord, c.Compact(request.revision))

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import grpc
 
-from coord.server.api.common import admit_reader, check, read, write
+from coord.server.api import ops
+from coord.server.api.common import Caller, admit_reader, check, serve
 from coord.server.api.convert import owner_to_pb, ownership_event_to_pb
 from coord.server.api.errors import abort_node_error
 from coord.server.core.coordinator import Coordinator
@@ -13,7 +14,6 @@ from coord.server.core.events import EventHub
 from coord.server.core.mode import READ_WRITE, ModeChange
 from coord.server.node.errors import NodeError
 from coord.sm import commands as c
-from coord.sm.records import Claim, Owner
 from coord.v1 import coord_pb2 as pb
 from coord.v1 import coord_pb2_grpc
 
@@ -24,39 +24,16 @@ class OwnershipService(coord_pb2_grpc.OwnershipServicer):
         self.hub = hub
 
     async def Own(self, request, context):  # noqa: N802
-        claims = tuple(Claim(x.resource, x.generation) for x in request.claims)
-        cmd = c.Own(request.session_id, request.group, claims, request.request_id)
-        res = await write(context, self.coord, cmd)
-        return pb.OwnResponse(
-            header=self.coord.header(res.revision),
-            grants=[pb.Grant(resource=g.resource, generation=g.generation, revision=g.revision)
-                    for g in res.grants],
-            severed=list(res.severed),
-        )
+        return await serve(context, ops.own(self.coord, Caller.of(context), request))
 
     async def Release(self, request, context):  # noqa: N802
-        cmd = c.Release(
-            request.session_id, request.group, tuple(request.resources), request.request_id
-        )
-        res = await write(context, self.coord, cmd)
-        return pb.ReleaseResponse(
-            header=self.coord.header(res.revision), released=list(res.released)
-        )
+        return await serve(context, ops.release(self.coord, Caller.of(context), request))
 
     async def GetOwner(self, request, context):  # noqa: N802
-        res = await read(
-            context, self.coord, c.GetOwner(request.group, request.resource), request.serializable
-        )
-        owner = Owner(res.resource, res.owner, res.generation, res.owner_revision)
-        return pb.GetOwnerResponse(header=self.coord.header(), owner=owner_to_pb(owner))
+        return await serve(context, ops.get_owner(self.coord, Caller.of(context), request))
 
     async def ListOwners(self, request, context):  # noqa: N802
-        res = await read(
-            context, self.coord, c.ListOwners(request.group, request.prefix), request.serializable
-        )
-        return pb.ListOwnersResponse(
-            header=self.coord.header(), owners=[owner_to_pb(o) for o in res.owners]
-        )
+        return await serve(context, ops.list_owners(self.coord, Caller.of(context), request))
 
     async def WatchOwners(self, request, context):  # noqa: N802
         """from_revision 0: the current owners (flagged `snapshot`), then every change as

@@ -126,12 +126,7 @@ class Coordinator:
         leader = node.leader
         if leader is None:
             raise NoLeader(f"member {node.me.name} knows no leader")
-        resp = await self.link.stub(leader).Propose(
-            pb.ForwardRequest(command=payload),
-            metadata=self.link.metadata(leader),
-            timeout=timeout,
-        )
-        return resp.result, resp.index
+        return await self.link.propose(leader, payload, timeout)
 
     async def read(self, cmd: Any, serializable: bool = False, timeout: float = 5.0) -> Any:
         if not serializable:

@@ -19,3 +19,20 @@ def test_table_pairs_coord_with_etcd_by_op_and_clients():
     assert lines[0].split()[:3] == ["put", "etcd", "16"] and lines[0].endswith("0.50")
     assert lines[1].split()[:2] == ["put", "native"] and lines[1].endswith("0.40")
     assert lines[2].split()[-1] == "-"
+
+
+def test_stream_rows_sit_beside_the_etcd_api_rows_of_their_op_and_clients():
+    rows = [
+        _row("etcd", "etcd", "put", 64, 4000.0),
+        _row("etcd", "etcd", "claim", 64, 2000.0),
+        _row("coord", "etcd", "put", 64, 1000.0),
+        _row("coord", "etcd", "claim", 64, 800.0),
+        _row("coord", "native", "put", 64, 1200.0),
+        _row("coord", "stream", "put", 64, 5000.0),
+        _row("coord", "stream", "claim", 64, 3000.0),
+    ]
+    _, *lines = table(rows)
+    assert [line.split()[:3] for line in lines] == [
+        ["put", "etcd", "64"], ["put", "native", "64"], ["put", "stream", "64"],
+        ["claim", "etcd", "64"], ["claim", "stream", "64"]]
+    assert lines[2].endswith("1.25") and lines[4].endswith("1.50")

@@ -934,3 +934,43 @@ def test_async_client_fails_over_and_watches(members):
 
     asyncio.run(main())
     assert a.requests["Put"][0].request_id == b.requests["Put"][0].request_id
+
+
+@pytest.mark.parametrize("flavour", ["async", "sync"])
+def test_a_member_without_the_stream_is_sent_unary_calls(members, flavour):
+    """A member with no Pipeline service (an older coord; these fakes) answers the stream
+    UNIMPLEMENTED: each request is sent once, as a unary call, and later requests to that
+    member skip the stream."""
+    a, _ = members
+
+    async def main() -> None:
+        async with AsyncClient([a.endpoint], timeout=2, policy=FAST) as client:
+            assert (await client.put("k", "v")).header.member == "a"
+            assert client._pipelines.get(a.endpoint, client.transport(a.endpoint)).unsupported
+            await client.put("k2", "v")
+
+    if flavour == "async":
+        asyncio.run(main())
+    else:
+        with Client([a.endpoint], timeout=2, policy=FAST) as client:
+            assert client.put("k", "v").header.member == "a"
+            client.put("k2", "v")
+    assert [r.key for r in a.requests["Put"]] == [b"k", b"k2"]
+
+
+
+def test_a_stream_that_fails_fails_its_operations_retryably():
+    """What an operation in flight raises when its pipelined stream fails: the stream's
+    status mapped as a unary call's, except that a cancellation we did not ask for (a
+    member ending its streams) is UNAVAILABLE — go to the next member — not CANCELLED,
+    and a closed client stays closed."""
+    from coord.client.aio_pipeline import _stream_error
+    from coord.client.transport import CallEnded, TransportClosed
+
+    S = grpc.StatusCode
+    cancelled = _stream_error(rpc_error(S.CANCELLED, None, "cancelled by the member"))
+    assert isinstance(cancelled, UnavailableError) and cancelled.reason == "UNAVAILABLE"
+    down = _stream_error(rpc_error(S.UNAVAILABLE, "NO_LEADER", "no leader"))
+    assert isinstance(down, UnavailableError) and down.reason == "NO_LEADER"
+    assert isinstance(_stream_error(CallEnded()), UnavailableError)
+    assert isinstance(_stream_error(TransportClosed()), TransportClosed)

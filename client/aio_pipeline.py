@@ -1,0 +1,208 @@
+"""The pipelined stream, client side: one `Pipeline.Stream` per member connection
+carries every request the client sends there, each tagged with an id, answered out of
+order as the member completes them (ZooKeeper's xid connection).
+
+Requests made in the same loop turn leave in one message (group commit on the client:
+the member proposes the writes of a message to Raft together), and the member's answers
+arrive batched the same way. `AsyncClient.send` drives this exactly as it drives a unary
+call — same request and response messages, same retries and failover — so this module
+only carries requests: an operation's error arrives as its own `CoordError`; the stream
+failing (the member died, stopped or is unreachable) fails every operation in flight on
+it with UNAVAILABLE, which `send` retries on the next member, and the next request opens
+a new stream. Each request has its own deadline, and cancelling the task that awaits it
+cancels it on the member too. A member without the stream (an older coord answers
+UNIMPLEMENTED) is sent unary calls instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import grpc
+
+from coord.client.errors import CoordError, error_for, from_rpc_error
+from coord.client.transport import (
+    BidiCall,
+    CallCancelled,
+    CallEnded,
+    Metadata,
+    Transport,
+    TransportClosed,
+)
+from coord.tagged_calls import TaggedCalls
+from coord.v1 import coord_pb2 as pb
+
+__all__ = ["PIPELINED", "Pipeline", "Pipelines", "StreamUnsupported"]
+
+PIPELINED: dict[tuple[str, str], str] = {
+    ("KV", "Put"): "put",
+    ("KV", "Range"): "range",
+    ("KV", "DeleteRange"): "delete_range",
+    ("KV", "Txn"): "txn",
+    ("KV", "PutIfAbsent"): "put_if_absent",
+    ("KV", "CompareAndSet"): "compare_and_set",
+    ("Ownership", "Own"): "own",
+    ("Ownership", "Release"): "release",
+    ("Ownership", "GetOwner"): "get_owner",
+    ("Ownership", "ListOwners"): "list_owners",
+    ("Producers", "AllocatePidBlock"): "allocate_pid_block",
+    ("Producers", "LeasePid"): "lease_pid",
+    ("Producers", "InitProducer"): "init_producer",
+    ("Producers", "CheckProducer"): "check_producer",
+}
+"""The unary methods the stream carries, by (service, method): their PipelineOp field.
+Sessions (open, close, keepalive), compaction, watches and Admin stay unary."""
+
+_CODES = {code.value[0]: code for code in grpc.StatusCode}
+
+
+class StreamUnsupported(Exception):
+    """The member has no Pipeline service (an older coord): the request never reached a
+    handler; send it as a unary call. The pipeline remembers, so later requests to that
+    member go unary at once."""
+
+
+def op_error(error: pb.PipelineError) -> CoordError:
+    """The typed error of one operation, as `from_rpc_error` maps the unary call's."""
+    code = _CODES.get(error.code, grpc.StatusCode.UNKNOWN)
+    return error_for(error.reason or code.name, error.message, code, dict(error.metadata))
+
+
+def _stream_error(e: BaseException) -> BaseException:
+    """What an operation in flight fails with when its stream fails. A member that stops
+    cancels its streams: that is UNAVAILABLE (go to the next member), not a cancellation
+    of ours."""
+    if isinstance(e, TransportClosed):
+        return TransportClosed()
+    if isinstance(e, grpc.RpcError):
+        err = from_rpc_error(e)
+        if err.code != grpc.StatusCode.CANCELLED:
+            return err
+        return error_for("UNAVAILABLE", f"the member ended the stream ({err.message})",
+                         grpc.StatusCode.UNAVAILABLE)
+    return error_for("UNAVAILABLE", f"the stream ended ({type(e).__name__})",
+                     grpc.StatusCode.UNAVAILABLE)
+
+
+def _deadline_error(timeout: float) -> CoordError:
+    return error_for("DEADLINE_EXCEEDED", f"no answer within {timeout:.3g}s",
+                     grpc.StatusCode.DEADLINE_EXCEEDED)
+
+
+class Pipeline:
+    """One stream to one member, opened on first use and again after it fails."""
+
+    def __init__(self, transport: Transport, metadata: Metadata) -> None:
+        self._transport = transport
+        self._metadata = metadata
+        self._call: BidiCall | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._calls: TaggedCalls[pb.PipelineOp] = TaggedCalls()
+        self._closed = False
+        self.unsupported = False
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._calls.pending)
+
+    async def call(self, field: str, request: Any, timeout: float) -> Any:
+        """Send one operation (its PipelineOp `field`) and return its response message;
+        raises its CoordError, DeadlineError after `timeout`, TransportClosed."""
+        if self._closed:
+            raise TransportClosed
+        if self.unsupported:
+            raise StreamUnsupported
+        if self._call is None:
+            self._open()
+        timeout_ms = max(1, int(timeout * 1000))
+
+        def make(tag: int) -> pb.PipelineOp:
+            op = pb.PipelineOp(id=tag, timeout_ms=timeout_ms)
+            getattr(op, field).CopyFrom(request)
+            return op
+
+        return await self._calls.call(make, timeout, _deadline_error, self._cancel)
+
+    def _cancel(self, tag: int) -> None:
+        """Tell the member to stop working on an operation we gave up on."""
+        if self._call is not None:
+            self._calls.outbox.append(pb.PipelineOp(id=tag, cancel=True))
+            self._calls.wake.set()
+
+    def _open(self) -> None:
+        call = self._transport.bidi_stream("Pipeline", "Stream", metadata=self._metadata)
+        self._call = call
+        self._tasks = [
+            asyncio.ensure_future(self._write(call)),
+            asyncio.ensure_future(self._read(call)),
+        ]
+
+    async def _write(self, call: BidiCall) -> None:
+        """Everything queued since the last message, as one message."""
+        try:
+            await call.started()
+            await self._calls.send_loop(
+                lambda ops: call.write(pb.PipelineRequest(ops=ops)))
+        except (CallEnded, CallCancelled, TransportClosed, grpc.RpcError):
+            # A write fails only once the call has ended (grpc.aio may say so with an
+            # INTERNAL error of its own): the reader gets the call's real status, and
+            # fails what is in flight with it.
+            return
+
+    async def _read(self, call: BidiCall) -> None:
+        settle = self._calls.settle
+        try:
+            while True:
+                message = await call.read()
+                if message is None:
+                    raise CallEnded
+                for result in message.results:
+                    kind = result.WhichOneof("response")
+                    if kind == "error":
+                        settle(result.id, error=op_error(result.error))
+                    else:
+                        settle(result.id, getattr(result, kind))
+        except (CallEnded, CallCancelled, TransportClosed, grpc.RpcError) as e:
+            self._broken(call, e)
+
+    def _broken(self, call: BidiCall, e: BaseException) -> None:
+        """The stream failed: fail what is in flight on it, and let the next request open
+        a new one."""
+        if self._call is not call:
+            return
+        self._call = None
+        call.cancel()
+        if isinstance(e, grpc.RpcError) and e.code() == grpc.StatusCode.UNIMPLEMENTED:
+            self.unsupported = True
+        for task in self._tasks:
+            if task is not asyncio.current_task():
+                task.cancel()
+        self._tasks = []
+        self._calls.fail_all(StreamUnsupported if self.unsupported else lambda: _stream_error(e))
+
+    async def close(self) -> None:
+        self._closed = True
+        call = self._call
+        if call is not None:
+            self._broken(call, TransportClosed())
+
+
+class Pipelines:
+    """One pipeline per member connection, made on first use."""
+
+    def __init__(self, metadata: Metadata) -> None:
+        self._metadata = metadata
+        self._by_endpoint: dict[str, Pipeline] = {}
+
+    def get(self, endpoint: str, transport: Transport) -> Pipeline:
+        pipeline = self._by_endpoint.get(endpoint)
+        if pipeline is None:
+            pipeline = self._by_endpoint[endpoint] = Pipeline(transport, self._metadata)
+        return pipeline
+
+    async def close(self) -> None:
+        pipelines = list(self._by_endpoint.values())
+        self._by_endpoint.clear()
+        for pipeline in pipelines:
+            await pipeline.close()

@@ -1,0 +1,87 @@
+"""The calling side of a pipelined stream: requests tagged with ids of ours, the calls
+waiting for their answers, and the requests waiting to be sent — everything made in one
+loop turn leaves in one message. The client library's `Pipeline` (client/aio_pipeline)
+and a follower's forwarding stream to the leader (server/core/forward) both call
+through it; each owns its stream (opening it, reading answers, failing over), this
+module only the bookkeeping, with no gRPC and nothing of the server or the client."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any, Generic, TypeVar
+
+__all__ = ["TaggedCalls"]
+
+M = TypeVar("M")  # one request as it goes in a message
+
+
+class TaggedCalls(Generic[M]):
+    """Calls in flight by tag; `call` sends one and waits for `settle` or `fail_all`."""
+
+    def __init__(self) -> None:
+        self.pending: dict[int, asyncio.Future[Any]] = {}
+        self.outbox: list[M] = []
+        self.wake = asyncio.Event()
+        self._next_tag = 0
+
+    async def call(self, make: Callable[[int], M], timeout: float,
+                   expired: Callable[[float], BaseException],
+                   abandon: Callable[[int], None] | None = None) -> Any:
+        """Queue the request `make(tag)` and return its answer; raise `expired(timeout)`
+        if none came in time. `abandon(tag)` is told of a call given up (timed out or
+        its task cancelled), e.g. to cancel it at the far end."""
+        self._next_tag += 1
+        tag = self._next_tag
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Any] = loop.create_future()
+        self.pending[tag] = fut
+        self.outbox.append(make(tag))
+        self.wake.set()
+        timer = loop.call_later(timeout, self._expire, tag, timeout, expired, abandon)
+        try:
+            return await fut
+        except asyncio.CancelledError:
+            if self.pending.pop(tag, None) is not None and abandon is not None:
+                abandon(tag)
+            raise
+        finally:
+            timer.cancel()
+            self.pending.pop(tag, None)
+
+    def _expire(self, tag: int, timeout: float, expired: Callable[[float], BaseException],
+                abandon: Callable[[int], None] | None) -> None:
+        fut = self.pending.pop(tag, None)
+        if fut is None or fut.done():
+            return
+        if abandon is not None:
+            abandon(tag)
+        fut.set_exception(expired(timeout))
+
+    def settle(self, tag: int, result: Any = None, error: BaseException | None = None) -> None:
+        """The answer to `tag` (ignored if the call was given up meanwhile)."""
+        fut = self.pending.pop(tag, None)
+        if fut is None or fut.done():
+            return
+        if error is not None:
+            fut.set_exception(error)
+        else:
+            fut.set_result(result)
+
+    def fail_all(self, error: Callable[[], BaseException]) -> None:
+        """The stream failed: every call in flight raises `error()`; unsent requests go."""
+        self.outbox = []
+        pending, self.pending = self.pending, {}
+        for fut in pending.values():
+            if not fut.done():
+                fut.set_exception(error())
+
+    async def send_loop(self, write: Callable[[list[M]], Awaitable[None]]) -> None:
+        """Forever: wait for requests, write everything queued as one message."""
+        wake = self.wake
+        while True:
+            await wake.wait()
+            wake.clear()
+            if self.outbox:
+                batch, self.outbox = self.outbox, []
+                await write(batch)

@@ -1,0 +1,57 @@
+"""`coord.tagged_calls.TaggedCalls`, the calling side of both pipelined streams: calls
+made in one loop turn leave in one message, answers settle out of order, a call given
+up (expired or cancelled) is abandoned at the far end, a failed stream fails them all."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from coord.tagged_calls import TaggedCalls
+
+
+def test_one_message_per_loop_turn_and_answers_out_of_order():
+    async def main() -> None:
+        calls: TaggedCalls[tuple[int, str]] = TaggedCalls()
+        sent: list[list[tuple[int, str]]] = []
+
+        async def write(batch: list[tuple[int, str]]) -> None:
+            sent.append(batch)
+            for tag, _ in reversed(batch):  # the far end answers the last one first
+                calls.settle(tag, f"answer {tag}")
+
+        sender = asyncio.ensure_future(calls.send_loop(write))
+        got = await asyncio.gather(*(calls.call(lambda t, x=x: (t, x), 1.0, TimeoutError)
+                                     for x in "abc"))
+        assert got == ["answer 1", "answer 2", "answer 3"]
+        assert sent == [[(1, "a"), (2, "b"), (3, "c")]]
+        assert not calls.pending
+        sender.cancel()
+
+    asyncio.run(main())
+
+
+def test_a_call_given_up_is_abandoned_and_a_failed_stream_fails_the_rest():
+    async def main() -> None:
+        calls: TaggedCalls[int] = TaggedCalls()
+        abandoned: list[int] = []
+        with pytest.raises(TimeoutError, match="0.01"):
+            await calls.call(lambda t: t, 0.01, lambda s: TimeoutError(f"{s}"), abandoned.append)
+        task = asyncio.ensure_future(calls.call(lambda t: t, 5.0, TimeoutError, abandoned.append))
+        await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert abandoned == [1, 2] and not calls.pending
+        calls.settle(2, "late")  # an answer to a call given up is dropped
+        waiting = [asyncio.ensure_future(calls.call(lambda t: t, 5.0, TimeoutError))
+                   for _ in range(3)]
+        await asyncio.sleep(0)
+        calls.fail_all(lambda: ConnectionError("stream gone"))
+        for w in waiting:
+            with pytest.raises(ConnectionError):
+                await w
+        assert not calls.pending and not calls.outbox
+
+    asyncio.run(main())
