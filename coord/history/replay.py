@@ -98,7 +98,7 @@ class Replayer:
         if cmd is None:
             kind, encoded = "undecodable", m.apply(index, term, time_ms, payload)
         else:  # decoded once: apply_command is what apply runs after decoding
-            kind, encoded = KIND_OF[type(cmd)], m.apply_command(cmd, time_ms)
+            kind, encoded = KIND_OF[type(cmd)], m.apply_command(cmd, time_ms, term=term)
         result = c.decode_result(encoded)
         rows = self.maker.rows(index, term, time_ms, result.revision, kind, cmd, result,
                                m.drain_events())

@@ -3,7 +3,8 @@
 `apply` decodes a command, answers a retried request id from memory, dispatches, and
 returns the encoded result. It is deterministic: no clocks, randomness or I/O; the
 leader's clock arrives as `time_ms` (made monotonic here, so a new leader with a slower
-clock cannot move time backwards) and leader-drawn randomness arrives inside commands.
+clock cannot move time backwards; lifetimes run on `ElapsedClock` instead, which a
+leader's clock error cannot move) and leader-drawn randomness arrives inside commands.
 An empty machine is at revision 1, as etcd's empty store is (its first write lands at 2).
 Every command that changes state moves the one global revision exactly once, except
 those that as in etcd leave it where it is: a compaction, opening a session (a lease
@@ -22,6 +23,7 @@ from coord.sm import codec
 from coord.sm import commands as c
 from coord.sm.alarms import AlarmTable, adds_state
 from coord.sm.dedup import RecentRequests
+from coord.sm.elapsed import ElapsedClock
 from coord.sm.errors import INVALID_ARGUMENT, NO_SPACE, REQUEST_ID_REUSED, TOO_LARGE
 from coord.sm.kv import KVStore
 from coord.sm.ledger import INITIAL_REVISION, Ledger
@@ -105,6 +107,8 @@ class CoordMachine:
                                  pid_capacity=config["pid_capacity"])
         self.alarms = AlarmTable(self.ledger)
         self.clock_ms = 0  # the largest leader clock reading applied so far
+        self.elapsed = ElapsedClock()  # leader time counted within terms: pid lease lifetimes
+        self._elapsed_ms = 0  # the elapsed time of the command being applied
         self.leader_note: tuple[int, str] = (0, "")  # the latest NoteLeader: (term, member)
         # request_id -> (command tag, encoded result)
         self.recent: RecentRequests[str, tuple[int, bytes]] = RecentRequests(
@@ -137,10 +141,11 @@ class CoordMachine:
             return encode_result(Result(error=INVALID_ARGUMENT,
                                         message=f"undecodable command: {exc}",
                                         revision=self.revision))
-        return self.apply_command(cmd, time_ms)
+        return self.apply_command(cmd, time_ms, term=term)
 
-    def apply_command(self, cmd: c.Command, time_ms: int) -> bytes:
-        """Apply a decoded command; the encoded result, as `apply` returns it."""
+    def apply_command(self, cmd: c.Command, time_ms: int, *, term: int) -> bytes:
+        """Apply a decoded command from an entry of `term`; the encoded result, as `apply`
+        returns it."""
         tag = c.command_tag(cmd)
         request_id = getattr(cmd, "request_id", "")
         if type(request_id) is not str or utf8_len(request_id) > MAX_REQUEST_ID_BYTES:
@@ -156,12 +161,20 @@ class CoordMachine:
                     error=REQUEST_ID_REUSED, revision=self.revision,
                     message=f"request_id {request_id!r:.60} was used by a different command"))
         now = max(self.clock_ms, time_ms) if type(time_ms) is int else self.clock_ms
+        elapsed = self.elapsed
+        if type(time_ms) is int and type(term) is int:
+            elapsed = elapsed.at(term, time_ms)
+        self._elapsed_ms = elapsed.now_ms
         before = self.ledger.changes
-        data = encode_result(self._dispatch(cmd, now))
+        result = self._dispatch(cmd, now)
+        data = encode_result(result)
         if self.ledger.changes != before:
             self.clock_ms = now
+            self.elapsed = elapsed
             if request_id:
                 self.recent.put(request_id, (tag, data))
+        elif type(cmd) is c.NoteLeader and not result.error:
+            self.elapsed = elapsed  # a new leader's note starts its term on the elapsed clock
         return data
 
     def execute(self, cmd: c.Command, time_ms: int = 0) -> Any:
@@ -243,7 +256,8 @@ class CoordMachine:
         return self.pids.allocate_pid_block(cmd.requester, cmd.size, cmd.request_id)
 
     def _lease_pid(self, cmd: c.LeasePid, now: int) -> Result:
-        return self.pids.lease_pid(cmd.topic, cmd.partition, cmd.pid, now_ms=now,
+        return self.pids.lease_pid(cmd.topic, cmd.partition, cmd.pid,
+                                   now_ms=self._elapsed_ms, wall_ms=now,
                                    random_generation=cmd.random_generation)
 
     def _init_producer(self, cmd: c.InitProducer, now: int) -> Result:
@@ -303,6 +317,7 @@ class CoordMachine:
             "config": dict(self.config),
             "revision": self.revision,
             "clock_ms": self.clock_ms,
+            "elapsed": self.elapsed.to_state(),
             "leader_note": list(self.leader_note),
             "sessions": self.sessions.to_state(),
             "kv": self.kv.capture(),
@@ -335,6 +350,11 @@ class CoordMachine:
             if "leader_note" in state:  # snapshots from before the note have none
                 term, member = state["leader_note"]
                 self.leader_note = (codec.from_plain(int, term), codec.from_plain(str, member))
+            if "elapsed" in state:
+                self.elapsed = ElapsedClock.from_state(state["elapsed"])
+            else:  # older snapshots: their pid leases ran on the leader clock, so start there
+                self.elapsed = ElapsedClock(self.clock_ms, self.leader_note[0], self.clock_ms)
+            self._elapsed_ms = self.elapsed.now_ms
             self.sessions.load_state(state["sessions"])
             self.kv.load_state(state["kv"])
             self.ownership.load_state(state["ownership"])
@@ -355,6 +375,7 @@ class CoordMachine:
         return {
             "revision": self.revision,
             "clock_ms": self.clock_ms,
+            "elapsed_ms": self.elapsed.now_ms,
             **self.kv.describe(),
             **self.sessions.describe(),
             **self.ownership.describe(),

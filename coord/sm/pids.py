@@ -3,9 +3,13 @@
 All pids come from one monotonic sequence starting at 1 (pid 0 means "not idempotent"
 in the seed), so a pid is never issued twice. Leases follow the seed: every pid has the
 same lifetime from issue, so pids expire in issue order and the live ones fit a
-fixed-size circular buffer searched by binary search; expiry is judged against the
-leader clock carried in the log entry, and the lease's random starting generation is
-drawn by the leader and carried in the command, so apply stays deterministic.
+fixed-size circular buffer searched by binary search. Lifetimes run on the machine's
+`ElapsedClock` (leader time counted within each leader's term, coord/sm/elapsed.py), so
+a leader whose wall clock is hours off cannot expire a lease early; a lease outlives its
+lifetime by the elections it lives through. A lease's `expire_ms` is kept on that clock;
+answers carry it as leader wall time (the proposing leader's time plus what is left).
+The lease's random starting generation is drawn by the leader and carried in the
+command, so apply stays deterministic.
 """
 
 from __future__ import annotations
@@ -166,13 +170,18 @@ class PidAllocator:
     @operation(LeasePidResult)
     def lease_pid(
         self, topic: str, partition: int, pid: int = -1, *, now_ms: int,
-        random_generation: int = 0,
+        wall_ms: int | None = None, random_generation: int = 0,
     ) -> LeasePidResult:
         """pid -1: lease a new pid at `random_generation`, sequence 0, expiring one
-        lifetime from now. pid > 0: that pid's live lease (no renewal: fixed lifetime)."""
+        lifetime from now. pid > 0: that pid's live lease (no renewal: fixed lifetime).
+        `now_ms` is the elapsed clock's time, `wall_ms` the leader's, which the answer's
+        `expire_ms` is given in (None: the elapsed clock's)."""
+        if wall_ms is None:
+            wall_ms = now_ms
         _check_str(topic, "topic", limits.MAX_NAME_BYTES)
         _check_int(partition, "partition", 0, limits.MAX_PARTITION)
         _check_int(now_ms, "now_ms", 0, codec.INT64_MAX - self.pid_lifetime_ms)
+        _check_int(wall_ms, "wall_ms", 0, codec.INT64_MAX - self.pid_lifetime_ms)
         if pid != -1:
             _check_int(pid, "pid", 1, codec.INT64_MAX)
             lease = self.ring.find(pid)
@@ -180,7 +189,8 @@ class PidAllocator:
                 raise CommandError(UNKNOWN_PID, f"pid {pid} has no live lease (expired, or "
                                    "never leased)")
             return LeasePidResult(revision=self.ledger.head, pid=lease.pid,
-                                  generation=lease.generation, expire_ms=lease.expire_ms)
+                                  generation=lease.generation,
+                                  expire_ms=wall_ms + lease.expire_ms - now_ms)
         _check_int(random_generation, "random_generation", 0, limits.MAX_PID_GENERATION)
         if len(self.ring) - self.ring.expired_count(now_ms) >= self.ring.capacity:
             raise CommandError(PID_CAPACITY_EXHAUSTED, f"all {self.ring.capacity} pid leases "
@@ -190,12 +200,12 @@ class PidAllocator:
         revision = self.ledger.touch()
         self.ring.drop_expired(now_ms)
         last = self.ring.last()
-        # Never expire before an earlier lease, even if a new leader's clock is behind.
+        # Never expire before an earlier lease (the ring's order is expiry order).
         expire_ms = max(now_ms + self.pid_lifetime_ms, last.expire_ms if last else 0)
         lease = PidLease(self._take(1), random_generation, expire_ms, topic, partition)
         self.ring.append(lease)
         return LeasePidResult(revision=revision, pid=lease.pid, generation=lease.generation,
-                              sequence_number=0, expire_ms=expire_ms)
+                              sequence_number=0, expire_ms=wall_ms + expire_ms - now_ms)
 
     def live_leases(self, now_ms: int) -> list[PidLease]:
         return list(self.ring)[self.ring.expired_count(now_ms):]

@@ -73,8 +73,10 @@ def list_producers(machine: CoordMachine) -> admin_pb2.ListProducersResponse:
         revision=machine.revision, next_pid=pids.next_pid, clock_ms=machine.clock_ms)
     for requester, start, size, revision in pids.recent_blocks():
         resp.blocks.add(requester=requester, start=start, size=size, revision=revision)
-    for lease in pids.live_leases(machine.clock_ms):
-        resp.leases.add(pid=lease.pid, epoch=lease.generation, expire_ms=lease.expire_ms,
+    elapsed_ms = machine.elapsed.now_ms  # leases run on it; shown as leader wall time
+    for lease in pids.live_leases(elapsed_ms):
+        resp.leases.add(pid=lease.pid, epoch=lease.generation,
+                        expire_ms=machine.clock_ms + lease.expire_ms - elapsed_ms,
                         topic=lease.topic, partition=lease.partition)
     for key, (pid, generation) in sorted(pids.producers.items()):
         resp.producers.add(producer_key=key, pid=pid, epoch=generation)
