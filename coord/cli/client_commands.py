@@ -8,6 +8,7 @@ Failures print `coord: REASON: message` on stderr and exit 1; bad usage exits 2.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import base64
 import dataclasses
 import json
@@ -17,7 +18,7 @@ import shlex
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
 from coord.cli.tables import is_terminal, print_table
@@ -27,8 +28,10 @@ from coord.client.errors import CoordError
 from coord.client.results import DeleteResult, KeyValue, PutResult, RangeResult, TxnResult
 from coord.client.session_state import describe_end
 from coord.client.txn import TxnBuilder
+from coord.tui.format import duration_ms
 
 B = TypeVar("B", bound=TxnBuilder)
+T = TypeVar("T")
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -65,6 +68,17 @@ def jsonable(obj: Any) -> Any:
     if isinstance(obj, range):
         return {"start": obj.start, "stop": obj.stop}
     return obj
+
+
+def _message_dict(msg: Any) -> dict[str, Any]:
+    """A protobuf message as JSON values: every field by its name, set or not, ints as
+    numbers (not the protobuf JSON mapping's strings), bytes as `jsonable` writes them."""
+    out: dict[str, Any] = {}
+    for field in msg.DESCRIPTOR.fields:
+        value = getattr(msg, field.name)
+        one = _message_dict if field.message_type is not None else jsonable
+        out[field.name] = [one(v) for v in value] if field.is_repeated else one(value)
+    return out
 
 
 def _emit(args: argparse.Namespace, obj: Any, lines: Callable[[], Iterable[str]]) -> None:
@@ -233,9 +247,9 @@ def parse_txn(script: str, txn: B | None = None) -> B | TxnBuilder:
 # -- plumbing -----------------------------------------------------------------------------
 
 
-def _client(args: argparse.Namespace) -> Any:
+def _client_settings(args: argparse.Namespace) -> tuple[list[str], dict[str, Any]]:
+    """The endpoints and client keywords the common flags ask for (UsageError if bad)."""
     from coord.client.retry import RetryPolicy
-    from coord.client.sync import Client
 
     try:
         endpoints = parse_endpoints(args.endpoints)
@@ -244,8 +258,30 @@ def _client(args: argparse.Namespace) -> Any:
     if args.timeout <= 0:
         raise UsageError(f"--timeout must be positive, not {args.timeout}")
     # --timeout bounds each command, failover included (etcdctl's --command-timeout).
-    return Client(endpoints, timeout=args.timeout, read_only_ok=args.read_only_ok,
-                  policy=RetryPolicy(budget_factor=1.0))
+    return endpoints, {"timeout": args.timeout, "read_only_ok": args.read_only_ok,
+                       "policy": RetryPolicy(budget_factor=1.0)}
+
+
+def _client(args: argparse.Namespace) -> Any:
+    from coord.client.sync import Client
+
+    endpoints, settings = _client_settings(args)
+    return Client(endpoints, **settings)
+
+
+def _inspect(args: argparse.Namespace, read: Callable[[Any, list[str]], Awaitable[T]]) -> T:
+    """An inspection read (`AsyncAdmin`, the console's path: it fails over like any read),
+    given the admin and the endpoints."""
+    from coord.client.admin_aio import AsyncAdmin
+    from coord.client.aio import AsyncClient
+
+    endpoints, settings = _client_settings(args)
+
+    async def run() -> T:
+        async with AsyncClient(endpoints, **settings) as client:
+            return await read(AsyncAdmin(client, timeout=args.timeout), endpoints)
+
+    return asyncio.run(run())
 
 
 def _command(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
@@ -436,6 +472,26 @@ def cmd_pid_init(args: argparse.Namespace) -> int:
     return 0
 
 
+@_command
+def cmd_pid_list(args: argparse.Namespace) -> int:
+    """The pid blocks handed out lately, the live pid leases, and every producer."""
+    resp = _inspect(args, lambda admin, _: admin.list_producers())
+    if args.json:
+        print(json.dumps(_message_dict(resp)), flush=True)
+        return 0
+    print_table(("REQUESTER", "START", "SIZE", "REVISION"),
+                ((b.requester, b.start, b.size, b.revision) for b in resp.blocks),
+                title="PID blocks", caption=f"next pid {resp.next_pid}")
+    print_table(("PID", "EPOCH", "TOPIC", "PARTITION", "EXPIRES IN"),
+                ((x.pid, x.epoch, x.topic, x.partition,
+                  duration_ms(x.expire_ms - resp.clock_ms)) for x in resp.leases),
+                title="PID leases", caption=f"{len(resp.leases)} live")
+    print_table(("PRODUCER", "PID", "EPOCH"),
+                ((x.producer_key, x.pid, x.epoch) for x in resp.producers),
+                title="Producers", caption=f"{len(resp.producers)} at revision {resp.revision}")
+    return 0
+
+
 # -- KV -----------------------------------------------------------------------------------
 
 
@@ -554,6 +610,43 @@ def cmd_session_keepalive(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _sessions_from_the_leader(admin: Any, endpoints: list[str]) -> Any:
+    """Only the leader knows how long each session has left (it alone hears keepalives):
+    ask the given endpoint that says it leads, else the leader's client address as the
+    members know it, else any member (the times are then unknown)."""
+    named = ""
+    for endpoint in endpoints:
+        try:
+            status = await admin.status(endpoint)
+        except CoordError:
+            continue
+        if status.role == "leader":
+            return await admin.list_sessions(endpoint)
+        named = named or next((m.client_address for m in status.members
+                               if m.id == status.leader_id and m.client_address), "")
+    return await admin.list_sessions(named or None)
+
+
+@_command
+def cmd_session_list(args: argparse.Namespace) -> int:
+    """Every session: its TTL, the time it has left on the leader, and what it holds."""
+    resp = _inspect(args, _sessions_from_the_leader)
+    if args.json:
+        print(json.dumps(_message_dict(resp)), flush=True)
+        return 0
+    print_table(
+        ("ID", "NAME", "TTL", "LEFT", "READ-ONLY OK", "OWNS", "KEYS"),
+        ((s.id, s.name or "-", duration_ms(s.ttl_ms),
+          duration_ms(s.remaining_ms) if s.remaining_ms >= 0 else "-",
+          "yes" if s.read_only_ok else "no",
+          " ".join(f"{o.group}/{o.resource}" for o in s.owned) or "-", len(s.keys))
+         for s in resp.sessions),
+        caption=f"{len(resp.sessions)} session(s) at revision {resp.revision}")
+    print(f"time left as the leader {resp.member} counts it" if resp.leader else
+          f"time left unknown: {resp.member} answered and is not the leader", flush=True)
+    return 0
+
+
 @_command
 def cmd_session_close(args: argparse.Namespace) -> int:
     with _client(args) as client:
@@ -647,6 +740,7 @@ def register(sub: Any) -> None:
     p.add_argument("topic")
     p.add_argument("partition", type=int)
     p.add_argument("--pid", type=int, default=-1, help="an existing pid (default: a new one)")
+    leaf(pid_sub, "list", cmd_pid_list, cmd_pid_list.__doc__ or "")
     p = leaf(pid_sub, "init", cmd_pid_init,
              "init a producer: its pid and a new generation (fences older instances)")
     p.add_argument("producer_key")
@@ -689,6 +783,7 @@ def register(sub: Any) -> None:
     p.add_argument("session_id", type=int)
     p.add_argument("--ttl", type=float, default=10.0,
                    help="pace keepalives by this TTL until the server states it")
+    leaf(se_sub, "list", cmd_session_list, cmd_session_list.__doc__ or "")
     p = leaf(se_sub, "close", cmd_session_close,
              "close a session now (releases everything it holds)")
     p.add_argument("session_id", type=int)
