@@ -78,7 +78,10 @@ _fork_refusal = ""  # in a child forked with live sessions: why no client works 
 
 def _count_sessions_before_fork() -> None:
     global _sessions_at_fork
-    _sessions_at_fork = sum(len(c._aio.sessions) for c in list(_OPEN) if not c.closed)
+    try:
+        _sessions_at_fork = sum(len(c._aio.sessions) for c in list(_OPEN) if not c.closed)
+    except RuntimeError:  # another thread made or closed a client meanwhile: assume some
+        _sessions_at_fork = 1
 
 
 def _restart_clients_in_child() -> None:
