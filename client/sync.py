@@ -133,6 +133,10 @@ class Client:
 
     `stream` (default True): requests travel on one pipelined stream per member (see
     `AsyncClient`); False sends each as its own unary call.
+
+    After fork(), a client inherited by the child starts afresh there; in a child forked
+    while this process's clients had live sessions, every Client raises `CoordError`
+    reason FORKED instead (see `_restart_clients_in_child`).
     """
 
     def __init__(
