@@ -40,6 +40,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--follow", action="store_true",
                    help="with --endpoints: keep exporting entries as they commit, committing "
                    "to --out at least every second; Ctrl-C ends it")
+    e.add_argument("--read-only-ok", action="store_true",
+                   help="with --endpoints: accept a member cut off from a quorum (its "
+                   "committed history, which the majority may have passed): its pages are "
+                   "flagged, warned about and recorded in the manifest, and the export moves "
+                   "to a member with a quorum once one answers. Default: such a member "
+                   "refuses and the export goes to one with a quorum, or stops")
     e.add_argument("--format", choices=("parquet", "jsonl"), default="parquet", help=FORMAT_HELP)
     e.set_defaults(func=cmd_export)
 
@@ -61,23 +67,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     a.set_defaults(func=cmd_audit)
 
 
-def _progress(total: int | None, what: str) -> Any:
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
-    return Progress(TextColumn(f"[bold]{what}"), BarColumn(), MofNCompleteColumn(),
-                    TextColumn("{task.fields[rate]}"), TimeElapsedColumn(),
-                    TimeRemainingColumn(), transient=False, disable=not sys.stderr.isatty(),
-                    console=Console(stderr=True))
-
-
 def _tracked(rows: Iterator[dict], progress: Any, task: Any, first: int) -> Iterator[dict]:
     started, last_shown, index = time.monotonic(), 0.0, first
     for row in rows:
@@ -93,6 +82,7 @@ def _tracked(rows: Iterator[dict], progress: Any, task: Any, first: int) -> Iter
 
 def _write(rows: Iterator[dict], out: str, fmt: str, source: str, total: int, first: int,
            what: str) -> int:
+    from coord.cli.progress import progress_bar
     from coord.history.sink import HistoryDirError, HistorySink
 
     try:
@@ -101,7 +91,7 @@ def _write(rows: Iterator[dict], out: str, fmt: str, source: str, total: int, fi
         print(f"coord history: {exc}", file=sys.stderr)
         return 2
     started = time.monotonic()
-    with _progress(total, what) as progress:
+    with progress_bar(what) as progress:
         task = progress.add_task(what, total=total, rate="")
         written = sink.write(_tracked(rows, progress, task, first))
     seconds = time.monotonic() - started
@@ -133,7 +123,13 @@ def cmd_export(args: argparse.Namespace) -> int:
     from coord.history.sink import HistoryDirError, read_manifest
 
     if args.endpoints is not None:
+        from coord.cli.history_live import export_live
+
         return export_live(args)
+    if args.read_only_ok:
+        print("coord history export: --read-only-ok needs --endpoints (it is about members "
+              "serving without a quorum)", file=sys.stderr)
+        return 2
     if args.follow:
         print("coord history export: --follow needs --endpoints (a stopped member's "
               "history does not grow)", file=sys.stderr)
@@ -160,92 +156,6 @@ def cmd_export(args: argparse.Namespace) -> int:
     except datadir.DataDirError as exc:
         print(f"coord history export: {exc}", file=sys.stderr)
         return 2
-
-
-COMMIT_ROWS = 200_000
-FOLLOW_COMMIT_S = 1.0
-
-
-def _say(message: str) -> None:
-    print(message, file=sys.stderr)
-
-
-def export_live(args: argparse.Namespace) -> int:
-    """`--endpoints`: the live export, through `coord.client`. A member replays its
-    retained history and streams pages of rows (`Client.export_history`); they go into the
-    history directory in runs the sink commits one at a time (its manifest records the last
-    index and revision written, where the next export resumes): every `COMMIT_ROWS` rows, at
-    the end, and with `--follow` at least every `FOLLOW_COMMIT_S` while rows arrive. Ctrl-C
-    commits what arrived, then stops."""
-    from coord.client.endpoints import parse_endpoints
-    from coord.client.errors import CompactedError, CoordError
-    from coord.client.sync import Client
-    from coord.history.sink import HistoryDirError, HistorySink
-
-    try:
-        endpoints = parse_endpoints(args.endpoints)
-        sink = HistorySink(args.out, args.format, f"live {','.join(endpoints)}")
-    except (ValueError, HistoryDirError) as exc:
-        _say(f"coord history export: {exc}")
-        return 2
-    after = sink.last_index
-    if after:
-        _say(f"resuming after index {after} (revision {sink.manifest['last_revision']})")
-    totals = {"rows": 0, "first_index": 0}
-    started = time.monotonic()
-    code = 0
-    with Client(endpoints) as client, _progress(None, "export") as progress:
-        task = progress.add_task("export", total=None, rate="")
-        pending: list[dict[str, Any]] = []
-        last_commit = time.monotonic()
-
-        def commit() -> None:
-            nonlocal pending, last_commit
-            last_commit = time.monotonic()
-            if not pending:
-                return
-            written = sink.write(pending)
-            pending = []
-            totals["rows"] += written.rows
-            totals["first_index"] = totals["first_index"] or written.first_index
-            progress.console.print(f"committed through index {written.last_index} "
-                                   f"(revision {sink.manifest['last_revision']})")
-
-        pages = client.export_history(after, args.from_revision, follow=args.follow)
-        try:
-            for page in pages:
-                pending += page.rows
-                start = max(after, page.snapshot_index)
-                rate = (totals["rows"] + len(pending)) / max(time.monotonic() - started, 1e-9)
-                progress.update(task, total=max(page.commit_index - start, 1),
-                                completed=page.replayed_index - start,
-                                rate=f"{page.member}: {rate:,.0f} rows/s")
-                if (len(pending) >= COMMIT_ROWS or page.done
-                        or (args.follow and time.monotonic() - last_commit >= FOLLOW_COMMIT_S)):
-                    commit()
-        except KeyboardInterrupt:
-            commit()
-            code = 0 if args.follow else 130
-        except CompactedError as exc:
-            commit()
-            oldest = exc.metadata.get("oldest_revision", "?")
-            _say(f"coord history export: {exc.message}; to start there, export into a new "
-                 f"--out (with --from-revision {oldest})")
-            code = 2
-        except CoordError as exc:
-            commit()
-            _say(f"coord history export: {exc}")
-            code = 1
-        finally:
-            pages.close()
-    seconds = time.monotonic() - started
-    print(json.dumps({"out": args.out, "rows": totals["rows"],
-                      "first_index": totals["first_index"],
-                      "last_index": sink.last_index,
-                      "last_revision": sink.manifest["last_revision"],
-                      "seconds": round(seconds, 3),
-                      "rows_per_second": round(totals["rows"] / seconds if seconds else 0)}))
-    return code
 
 
 def cmd_audit(args: argparse.Namespace) -> int:

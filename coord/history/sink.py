@@ -6,7 +6,8 @@ with `_` or `.`), moves them into place, then replaces the manifest
 A reader takes the files the manifest lists (`committed_files`), so a run that died half
 way leaves nothing a reader sees, and the next run deletes its leftovers. The manifest
 records the last raft index and revision written, which is where a resumed export
-starts.
+starts, and, while the export's last pages came from a member without a quorum, who
+served them (`read_only`: the cluster may have committed past `last_index`).
 """
 
 from __future__ import annotations
@@ -83,12 +84,25 @@ class HistorySink:
         if self.manifest["format"] != fmt:
             raise HistoryDirError(f"{self.out}: holds {self.manifest['format']}, not {fmt}")
         self.fmt = fmt
+        self._tail: dict[str, Any] | None = self.manifest.get("read_only")
         self.out.mkdir(parents=True, exist_ok=True)
         self._clean_leftovers()
 
     @property
     def last_index(self) -> int:
         return int(self.manifest["last_index"])
+
+    def note_read_only(self, served: dict[str, Any] | None) -> None:
+        """What the manifest says of the history's tail: `served` (the member without a
+        quorum whose committed prefix it ends with: the cluster may have committed past
+        `last_index`), or None once a member with a quorum served it. Committed with the
+        next run, or by `commit_note()` when no rows come (a cut-off member commits none)."""
+        self._tail = served
+
+    def commit_note(self) -> None:
+        """Commit the manifest if `note_read_only` changed what it says (no run)."""
+        if self._tail != self.manifest.get("read_only") and self.manifest["runs"]:
+            self._commit()
 
     def _clean_leftovers(self) -> None:
         """Files of runs that never committed (a crash between write and manifest)."""
@@ -100,8 +114,10 @@ class HistorySink:
             elif path.is_file() and not rel.startswith("_") and rel not in listed:
                 path.unlink()
 
-    def write(self, rows: Iterable[Row]) -> Written:
-        """Write one run (rows must follow the last committed index) and commit it."""
+    def write(self, rows: Iterable[Row], read_only: dict[str, Any] | None = None) -> Written:
+        """Write one run (rows must follow the last committed index) and commit it;
+        `read_only`: the member without a quorum that served (some of) its rows, recorded
+        with the run."""
         run = uuid.uuid4().hex[:12]
         tmp = self.out / f"_tmp-{run}"
         tmp.mkdir()
@@ -119,9 +135,11 @@ class HistorySink:
                 os.replace(path, self.out / rel)
                 files.append(rel.as_posix())
             if written.rows:
-                self.manifest["runs"].append({
-                    "run": run, "files": files, "rows": written.rows,
-                    "first_index": written.first_index, "last_index": written.last_index})
+                entry = {"run": run, "files": files, "rows": written.rows,
+                         "first_index": written.first_index, "last_index": written.last_index}
+                if read_only:
+                    entry["read_only"] = read_only
+                self.manifest["runs"].append(entry)
                 self.manifest["rows"] += written.rows
                 self.manifest["last_index"] = written.last_index
                 self.manifest["last_revision"] = max(self.manifest["last_revision"],
@@ -132,6 +150,10 @@ class HistorySink:
         return written
 
     def _commit(self) -> None:
+        if self._tail is None:
+            self.manifest.pop("read_only", None)
+        else:
+            self.manifest["read_only"] = self._tail
         path = self.out / MANIFEST
         tmp = path.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(self.manifest, indent=1))
