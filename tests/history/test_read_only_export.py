@@ -30,10 +30,10 @@ def _export(endpoints: list[str], out: Path, *extra: str) -> subprocess.Complete
         capture_output=True, text=True, timeout=60)
 
 
-def _follow(endpoints: list[str], out: Path) -> subprocess.Popen:
+def _follow(endpoints: list[str], out: Path, *extra: str) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "coord", "history", "export", "--endpoints", ",".join(endpoints),
-         "--out", str(out), "--format", "jsonl", "--follow", "--read-only-ok"],
+         "--out", str(out), "--format", "jsonl", "--follow", *extra],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -86,10 +86,27 @@ def test_a_cut_off_member_refuses_or_flags_the_export(tmp_path):
             assert "read_only" not in read_manifest(tmp_path / "healthy")
             assert "warning" not in healthy.stderr
 
-            cluster.cut_off(cut)
-            wait_until("the member is read-only", lambda: mode_of(cluster, cut) == "read-only")
-            for i in range(DURING):
-                writer.put(b"during", b"%d" % i)
+            # A following export on the member, begun while it has its quorum: once cut
+            # off, the member refuses it mid-stream and it goes on at the majority.
+            refused_out = tmp_path / "follow-refused"
+            follow_refused = _follow([on_cut, *majority], refused_out)
+            try:
+                wait_until("the following export committed",
+                           lambda: (_manifest(refused_out) or {}).get("last_index", 0) > 0)
+                cluster.cut_off(cut)
+                wait_until("the member is read-only",
+                           lambda: mode_of(cluster, cut) == "read-only")
+                for i in range(DURING):
+                    writer.put(b"during", b"%d" % i)
+                wait_until("the refused export has the majority's puts",
+                           lambda: _during(refused_out) == DURING)
+            finally:
+                refused_result = _stop(follow_refused)
+            code, stdout, stderr = refused_result
+            assert code == 0, stderr
+            summary = json.loads(stdout)
+            assert summary["read_only"] == [] and summary["stale"] is False
+            assert "warning" not in stderr and "read_only" not in _manifest(refused_out)
             stale_commit = pinned.range(b"before").header.revision
             assert stale_commit < writer.range(b"during").header.revision
 
@@ -123,8 +140,8 @@ def test_a_cut_off_member_refuses_or_flags_the_export(tmp_path):
             # --follow --read-only-ok: on the cut-off member alone it keeps going, flagged,
             # and unflagged once the member rejoins; given the majority too, it moves there.
             pinned_out, moving_out = tmp_path / "follow-pinned", tmp_path / "follow-moving"
-            follow_pinned = _follow([on_cut], pinned_out)
-            follow_moving = _follow([on_cut, *majority], moving_out)
+            follow_pinned = _follow([on_cut], pinned_out, "--read-only-ok")
+            follow_moving = _follow([on_cut, *majority], moving_out, "--read-only-ok")
             try:
                 wait_until("the moving export has the majority's puts",
                       lambda: _during(moving_out) == DURING)
@@ -163,7 +180,7 @@ def test_a_cut_off_member_refuses_or_flags_the_export(tmp_path):
     err = _one_line(stderr)
     assert f"warning: member {cut} has no quorum" in err
     assert f"member {cut} serves the export with a quorum" in err
-    for out in (pinned_out, moving_out):  # every entry once, in order, across the move
+    for out in (refused_out, pinned_out, moving_out):  # every entry once, in order, across the move
         entries = [r["index"] for r in _rows(out) if r["seq"] == 0]
         assert entries == list(range(entries[0], entries[-1] + 1))
 
