@@ -63,6 +63,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--key-time-limit", type=float, default=None, metavar="S",
                    help="seconds the search may spend on one key before it says unknown "
                    "(default 10)")
+    a.add_argument("--client-history-budget", type=float, default=None, metavar="S",
+                   help="seconds the whole --client-history check may take (from its start; "
+                   "executors' clocks assumed in step): keys not decided by then are unknown, "
+                   "never guessed (default: no budget)")
     a.add_argument("--json", action="store_true", help="print the summary as JSON")
     a.set_defaults(func=cmd_audit)
 
@@ -170,9 +174,14 @@ def cmd_audit(args: argparse.Namespace) -> int:
         print(f"coord audit: --client-history {args.client_history}: no such file or "
               "directory", file=sys.stderr)
         return 2
-    if args.key_time_limit is not None and args.key_time_limit <= 0:
-        print("coord audit: --key-time-limit must be positive", file=sys.stderr)
-        return 2
+    for flag, value in (("--key-time-limit", args.key_time_limit),
+                        ("--client-history-budget", args.client_history_budget)):
+        if value is not None and not value > 0:
+            print(f"coord audit: {flag} must be positive", file=sys.stderr)
+            return 2
+        if value is not None and args.client_history is None:
+            print(f"coord audit: {flag} needs --client-history", file=sys.stderr)
+            return 2
     from rich.console import Console
 
     from coord.audit.job import run_audit
@@ -186,6 +195,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
             result = run_audit(spark, args.history, checks=checks, report_dir=args.report,
                                combined=args.combined, client_history=args.client_history,
                                key_time_limit_s=args.key_time_limit,
+                               client_history_budget_s=args.client_history_budget,
                                on_step=lambda s: status.update(s))
         except ValueError as exc:
             print(f"coord audit: {exc}", file=sys.stderr)
@@ -213,7 +223,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
             print(f"report: {result.report}")
         if "clients" in s:
             k = s["clients"]
-            print(f"client history {k['history']}: {k['keys']} keys: {k['ok']} ok, "
+            budget = "" if k["budget_s"] is None else f" (budget {k['budget_s']:g} s)"
+            print(f"client history {k['history']}{budget}: {k['keys']} keys: {k['ok']} ok, "
                   f"{k['illegal']} illegal, {k['unknown']} unknown, {k['malformed']} malformed")
             for u in k["undecided"]:
                 print(f"  {u['verdict']:9} key {u['key']}: {u['reason']}")
