@@ -46,8 +46,20 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "flagged, warned about and recorded in the manifest, and the export moves "
                    "to a member with a quorum once one answers. Default: such a member "
                    "refuses and the export goes to one with a quorum, or stops")
+    e.add_argument("--compact-runs", type=int, default=60, metavar="N",
+                   help="with --follow: once N small runs (one a second while entries come) "
+                   "are committed, rewrite them into one (default 60; 0: never)")
     e.add_argument("--format", choices=("parquet", "jsonl"), default="parquet", help=FORMAT_HELP)
     e.set_defaults(func=cmd_export)
+    c = hs.add_parser("compact", help="rewrite a history's small runs into bigger ones "
+                      "(one manifest commit; replaced files kept --retain seconds for readers)")
+    c.add_argument("out", help="a history directory")
+    c.add_argument("--target-rows", type=int, default=None, metavar="N",
+                   help="rows per compacted run (default 1,000,000)")
+    c.add_argument("--retain", type=float, default=None, metavar="S",
+                   help="seconds the replaced files stay for readers that took the old "
+                   "manifest (default 3600)")
+    c.set_defaults(func=cmd_compact)
 
     a = sub.add_parser("audit", help="check a history with PySpark and report")
     a.add_argument("history", help="a directory written by coord history export/synth")
@@ -95,7 +107,7 @@ def _write(rows: Iterator[dict], out: str, fmt: str, source: str, total: int, fi
         print(f"coord history: {exc}", file=sys.stderr)
         return 2
     started = time.monotonic()
-    with progress_bar(what) as progress:
+    with sink, progress_bar(what) as progress:
         task = progress.add_task(what, total=total, rate="")
         written = sink.write(_tracked(rows, progress, task, first))
     seconds = time.monotonic() - started
@@ -160,6 +172,38 @@ def cmd_export(args: argparse.Namespace) -> int:
     except datadir.DataDirError as exc:
         print(f"coord history export: {exc}", file=sys.stderr)
         return 2
+
+
+def cmd_compact(args: argparse.Namespace) -> int:
+    from coord.history.compact import RETAIN_S, TARGET_ROWS, compact
+    from coord.history.sink import HistoryDirError, HistorySink, read_manifest
+
+    target = TARGET_ROWS if args.target_rows is None else args.target_rows
+    retain = RETAIN_S if args.retain is None else args.retain
+    if target < 2 or retain < 0:
+        print("coord history compact: --target-rows must be >= 2 and --retain >= 0",
+              file=sys.stderr)
+        return 2
+    try:
+        manifest = read_manifest(args.out)
+        if manifest is None:
+            raise HistoryDirError(f"{args.out}: not a coord history directory")
+        sink = HistorySink(args.out, manifest["format"])
+    except HistoryDirError as exc:
+        print(f"coord history compact: {exc}", file=sys.stderr)
+        return 2
+    from rich.console import Console
+
+    started, before = time.monotonic(), len(sink.manifest["runs"])
+    with sink, Console(stderr=True).status(f"compacting {args.out}"):
+        done = compact(sink, target, retain)
+    print(json.dumps({"out": args.out, "runs_before": before,
+                      "runs_after": len(sink.manifest["runs"]),
+                      "files_replaced": sum(d.files for d in done),
+                      "files_written": sum(d.into_files for d in done),
+                      "rows_rewritten": sum(d.rows for d in done),
+                      "retain_s": retain, "seconds": round(time.monotonic() - started, 3)}))
+    return 0
 
 
 def cmd_audit(args: argparse.Namespace) -> int:

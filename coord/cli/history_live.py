@@ -3,7 +3,8 @@
 A member replays its retained history and streams pages of rows (`History.Export`); they
 go into the history directory in runs the sink commits one at a time (its manifest
 records the last index and revision written, where the next export resumes): every
-`COMMIT_ROWS` rows, at the end, and with `--follow` at least every `FOLLOW_COMMIT_S`.
+`COMMIT_ROWS` rows, at the end, and with `--follow` at least every `FOLLOW_COMMIT_S`,
+its small runs compacted into one every `--compact-runs` (coord.history.compact).
 Ctrl-C commits what arrived, then stops.
 
 A member without a quorum can only serve its own committed prefix: correct entries, but
@@ -136,8 +137,12 @@ def export_live(args: argparse.Namespace) -> int:
     from coord.cli.progress import progress_bar
     from coord.client.endpoints import parse_endpoints
     from coord.client.errors import CompactedError, CoordError
+    from coord.history.compact import compact, small_runs
     from coord.history.sink import HistoryDirError, HistorySink
 
+    if args.compact_runs < 0 or args.compact_runs == 1:
+        _say("coord history export: --compact-runs must be 0 (never) or >= 2")
+        return 2
     try:
         endpoints = parse_endpoints(args.endpoints)
         sink = HistorySink(args.out, args.format, f"live {','.join(endpoints)}")
@@ -156,7 +161,7 @@ def export_live(args: argparse.Namespace) -> int:
         if change.moved:
             moved.set()
 
-    with Client(endpoints, read_only_ok=args.read_only_ok) as client, \
+    with sink, Client(endpoints, read_only_ok=args.read_only_ok) as client, \
             progress_bar("export") as progress:
         client.add_mode_listener(on_mode)
         task = progress.add_task("export", total=None, rate="")
@@ -177,6 +182,10 @@ def export_live(args: argparse.Namespace) -> int:
             totals["first_index"] = totals["first_index"] or written.first_index
             progress.console.print(f"committed through index {written.last_index} "
                                    f"(revision {sink.manifest['last_revision']})")
+            if args.follow and args.compact_runs and small_runs(sink) >= args.compact_runs:
+                for done in compact(sink):
+                    progress.console.print(f"compacted {done.runs} runs ({done.files} files) "
+                                           f"into one ({done.into_files} files)")
 
         cursor = FlaggingCursor(after, args.from_revision, args.follow)
         pages = pages_across_moves(client, cursor, moved)
