@@ -55,22 +55,28 @@ class FlaggingCursor(HistoryCursor):
                 for p in super().feed(response)]
 
 
+MOVE_WAIT_S = 5.0  # the prober's first rounds (its pauses double from 0.1 s to 2 s)
+
+
 def pages_across_moves(client: Client, cursor: FlaggingCursor,
                        moved: threading.Event) -> Iterator[FlaggedPage]:
     """The export's pages; when the client has moved to a member with a quorum (its
     prober, after a flagged page) while a member without one serves the export, the
-    stream is reopened there, after the last entry delivered."""
+    stream is reopened there, after the last entry delivered. An export that would end
+    on a flagged page waits up to MOVE_WAIT_S for such a move if the client knows other
+    members (it could end short of what the majority committed)."""
     while True:
         stream: Stream[FlaggedPage] = Stream(client, cursor)  # type: ignore[arg-type]
         try:
             for page in stream:
                 yield page
-                if page.done:
-                    return
-                if moved.is_set():
+                may_move = page.read_only and page.done and len(client.endpoints) > 1
+                if moved.wait(MOVE_WAIT_S) if may_move else moved.is_set():
                     moved.clear()
                     if page.read_only:
                         break
+                if page.done:
+                    return
             else:
                 return
         finally:

@@ -137,6 +137,16 @@ def test_a_cut_off_member_refuses_or_flags_the_export(tmp_path):
             assert manifest["runs"][-1]["read_only"]["member"] == cut
             assert _during(tmp_path / "stale") == 0  # the majority's puts are past its prefix
 
+            # --read-only-ok, the cut-off member first, the majority given too: it starts
+            # flagged there, then the client finds a member with a quorum and it goes on.
+            found = _export([on_cut, *majority], tmp_path / "found", "--read-only-ok")
+            assert found.returncode == 0, found.stderr
+            summary = json.loads(found.stdout)
+            assert [e["member"] for e in summary["read_only"]] == [cut]
+            assert summary["stale"] is False and "read_only" not in _manifest(tmp_path / "found")
+            assert _during(tmp_path / "found") == DURING
+            assert "serves the export with a quorum" in _one_line(found.stderr)
+
             # --follow --read-only-ok: on the cut-off member alone it keeps going, flagged,
             # and unflagged once the member rejoins; given the majority too, it moves there.
             pinned_out, moving_out = tmp_path / "follow-pinned", tmp_path / "follow-moving"
@@ -180,7 +190,7 @@ def test_a_cut_off_member_refuses_or_flags_the_export(tmp_path):
     err = _one_line(stderr)
     assert f"warning: member {cut} has no quorum" in err
     assert f"member {cut} serves the export with a quorum" in err
-    for out in (refused_out, pinned_out, moving_out):  # every entry once, in order, across the move
+    for out in (tmp_path / "found", refused_out, pinned_out, moving_out):  # once, in order
         entries = [r["index"] for r in _rows(out) if r["seq"] == 0]
         assert entries == list(range(entries[0], entries[-1] + 1))
 
