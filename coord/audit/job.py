@@ -17,6 +17,7 @@ from coord.audit import stats
 from coord.audit.checks import CHECKS
 from coord.audit.load import load_history
 from coord.history.schema import SCHEMA_VERSION
+from coord.history.sink import read_manifest
 
 EXAMPLES_PER_CHECK = 20
 
@@ -56,7 +57,10 @@ def run_audit(spark: Any, history: str | Path, *, checks: Iterable[str] | None =
     on_step("loading the history")
     df = load_history(spark, history).persist(StorageLevel.MEMORY_AND_DISK)
     summary: dict[str, Any] = {"history": str(history), "schema_version": SCHEMA_VERSION,
-                               "master": spark.sparkContext.master, "checks": {}}
+                               "master": spark.sparkContext.master, "checks": {},
+                               # the export ended on a member without a quorum: the
+                               # cluster may have committed past the history's last entry
+                               "read_only": (read_manifest(history) or {}).get("read_only")}
     t = time.monotonic()
     summary["overview"] = stats.overview(df)
     summary["load_seconds"] = time.monotonic() - t

@@ -254,6 +254,10 @@ def cmd_audit(args: argparse.Namespace) -> int:
         print(f"{s['history']}: {o['rows']:,} rows, entries {o['first_index']}..{o['last_index']}"
               f", revisions {o['first_revision']}..{o['last_revision']}, {o['terms']} terms; "
               f"{s['seconds']:.1f} s ({s['rows_per_second']:,.0f} rows/s) on {s['master']}")
+        if s["read_only"]:
+            r = s["read_only"]
+            print(f"  note: the history ends with entries member {r['member']} served without a "
+                  f"quorum (to index {r['commit_index']}): the cluster may have committed more")
         for name, c in s["checks"].items():
             mark = "FAIL" if c["violations"] else "ok"
             took = "" if c["seconds"] is None else f"  {c['seconds']:6.2f} s"
