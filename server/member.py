@@ -216,8 +216,9 @@ class Member:
         coord_pb2_grpc.add_ProducersServicer_to_server(ProducersService(coord), server)
         coord_pb2_grpc.add_KVServicer_to_server(KVService(coord, hub), server)
         coord_pb2_grpc.add_PipelineServicer_to_server(PipelineService(coord), server)
-        history = HistoryService(self.config.name, self.config.data_dir)
+        history = HistoryService(coord, self.config.data_dir)
         self.node.apply_listeners.append(history.applied)
+        self.mode.listeners.append(history.mode_changed)
         history_pb2_grpc.add_HistoryServicer_to_server(history, server)
         services = [admin_pb2.DESCRIPTOR.services_by_name["Admin"].full_name,
                     history_pb2.DESCRIPTOR.services_by_name["History"].full_name]

@@ -9,11 +9,18 @@ time and in states — in a grouped pandas function. Only one row per key (its v
 comes back: ok, illegal (with the smallest failing window the search names: the op no
 order could place, the ops concurrent with it, the value the register held), unknown
 (a bound was hit: never a guess) or malformed (the key's rows do not pair up).
+
+A budget bounds the whole check as `time_limit_s` bounds one key: a wall-clock deadline
+fixed on the driver when the check starts, which every executor reads (their clocks are
+assumed in step, as NTP keeps a cluster's). A key whose search begins past it is not
+searched, and one under way stops at it; both are unknown, their reason naming the
+budget.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from coord.check.linearizable import (
@@ -40,9 +47,18 @@ def load_events(spark: Any, path: str) -> Any:
             .filter(F.col("key").isNotNull() & F.col("f").isin(*FUNCTIONS)))
 
 
-def check_group(pdf: Any, time_limit_s: float, max_states: int) -> Any:
+def budget_reason(budget_s: float, during: str = "") -> str:
+    if during:
+        return f"the client-history budget ({budget_s:g} s) ran out during this key's " \
+               f"search: {during}"
+    return f"the client-history budget ({budget_s:g} s) was spent before this key's search began"
+
+
+def check_group(pdf: Any, time_limit_s: float, max_states: int,
+                deadline: float | None = None, budget_s: float = 0.0) -> Any:
     """One key's events (a pandas frame) -> its verdict (a one-row frame). Runs on the
-    executors; imports there."""
+    executors; imports there. `deadline` (wall clock, `time.time()`): the whole check's
+    budget of `budget_s` seconds ends then."""
     import pandas as pd
 
     from coord.check.history import HistoryError
@@ -53,12 +69,21 @@ def check_group(pdf: Any, time_limit_s: float, max_states: int) -> Any:
     out: dict[str, Any] = {"key": key, "ops": 0, "skipped": 0, "states": 0, "seconds": 0.0,
                            "reason": None, "op_index": None, "detail": None, "evidence": None,
                            "window": None}
+    limit, by_budget = time_limit_s, False
+    if deadline is not None:
+        left = deadline - time.time()
+        if left <= 0:
+            return pd.DataFrame([{**out, "verdict": "unknown", "reason": budget_reason(budget_s)}])
+        limit, by_budget = min(time_limit_s, left), left < time_limit_s
     try:
-        result = check_key(rows, time_limit_s=time_limit_s, max_states=max_states)
+        result = check_key(rows, time_limit_s=limit, max_states=max_states)
     except HistoryError as exc:
         return pd.DataFrame([{**out, "verdict": "malformed", "reason": str(exc)}])
+    reason = result.reason or None
+    if by_budget and reason and reason.startswith("time limit"):
+        reason = budget_reason(budget_s, reason)
     out.update(verdict=result.verdict, ops=result.ops, skipped=result.skipped,
-               states=result.states, seconds=result.elapsed_s, reason=result.reason or None)
+               states=result.states, seconds=result.elapsed_s, reason=reason)
     if result.anomaly is not None:
         a = result.anomaly
         cited = [a["op"], *a["concurrent"]]  # the blocked op first, then its window
@@ -71,10 +96,14 @@ def check_group(pdf: Any, time_limit_s: float, max_states: int) -> Any:
 
 
 def verdicts(spark: Any, path: str, *, time_limit_s: float = DEFAULT_TIME_LIMIT_S,
-             max_states: int = DEFAULT_MAX_STATES) -> Any:
-    """One row per key (VERDICT_SCHEMA)."""
+             max_states: int = DEFAULT_MAX_STATES, budget_s: float | None = None) -> Any:
+    """One row per key (VERDICT_SCHEMA); with `budget_s`, the check's deadline is that
+    many seconds from now (run an action at once)."""
+    deadline = None if budget_s is None else time.time() + budget_s
+    budget = budget_s or 0.0
     return load_events(spark, path).groupBy("key").applyInPandas(
-        lambda pdf: check_group(pdf, time_limit_s, max_states), VERDICT_SCHEMA)
+        lambda pdf: check_group(pdf, time_limit_s, max_states, deadline, budget),
+        VERDICT_SCHEMA)
 
 
 def violations(found: Any) -> Any:

@@ -17,6 +17,7 @@ from coord.audit import stats
 from coord.audit.checks import CHECKS
 from coord.audit.load import load_history
 from coord.history.schema import SCHEMA_VERSION
+from coord.history.sink import read_manifest
 
 EXAMPLES_PER_CHECK = 20
 
@@ -39,11 +40,13 @@ def run_audit(spark: Any, history: str | Path, *, checks: Iterable[str] | None =
               report_dir: str | Path | None = None, with_stats: bool = True,
               combined: bool = False, client_history: str | Path | None = None,
               key_time_limit_s: float | None = None,
+              client_history_budget_s: float | None = None,
               on_step: Callable[[str], None] = lambda _s: None) -> AuditResult:
     """`combined`: run every check in one Spark job (a union, counted by check) instead
     of one job per check: fewer, bigger jobs, but no time per check. `client_history`:
     a recorded client history (JSONL) whose keys are checked for linearizability too
-    (`clients.linearizable`, each key bounded by `key_time_limit_s`)."""
+    (`clients.linearizable`, each key bounded by `key_time_limit_s`, the whole check by
+    `client_history_budget_s`: keys left past it are unknown)."""
     from pyspark import StorageLevel
 
     names = list(CHECKS if checks is None else checks)
@@ -54,7 +57,10 @@ def run_audit(spark: Any, history: str | Path, *, checks: Iterable[str] | None =
     on_step("loading the history")
     df = load_history(spark, history).persist(StorageLevel.MEMORY_AND_DISK)
     summary: dict[str, Any] = {"history": str(history), "schema_version": SCHEMA_VERSION,
-                               "master": spark.sparkContext.master, "checks": {}}
+                               "master": spark.sparkContext.master, "checks": {},
+                               # the export ended on a member without a quorum: the
+                               # cluster may have committed past the history's last entry
+                               "read_only": (read_manifest(history) or {}).get("read_only")}
     t = time.monotonic()
     summary["overview"] = stats.overview(df)
     summary["load_seconds"] = time.monotonic() - t
@@ -79,7 +85,8 @@ def run_audit(spark: Any, history: str | Path, *, checks: Iterable[str] | None =
         summary["checks"][name] = {"violations": n, "seconds": time.monotonic() - t}
     if client_history is not None:
         on_step("per-key linearizability of the client history")
-        examples += _clients(spark, client_history, key_time_limit_s, summary)
+        examples += _clients(spark, client_history, key_time_limit_s, client_history_budget_s,
+                             summary)
     summary["violations"] = sum(c["violations"] for c in summary["checks"].values())
     summary["examples"] = examples
     if with_stats:
@@ -108,7 +115,7 @@ def run_audit(spark: Any, history: str | Path, *, checks: Iterable[str] | None =
 
 
 def _clients(spark: Any, path: str | Path, time_limit_s: float | None,
-             summary: dict[str, Any]) -> list[dict[str, Any]]:
+             budget_s: float | None, summary: dict[str, Any]) -> list[dict[str, Any]]:
     """Verdicts per key, counted in Spark; back to the driver: the counts, the first
     illegal keys (as violations) and the first keys left unknown or malformed."""
     from pyspark import StorageLevel
@@ -118,7 +125,8 @@ def _clients(spark: Any, path: str | Path, time_limit_s: float | None,
 
     t = time.monotonic()
     limits = {} if time_limit_s is None else {"time_limit_s": time_limit_s}
-    found = clients.verdicts(spark, str(path), **limits).persist(StorageLevel.MEMORY_AND_DISK)
+    found = clients.verdicts(spark, str(path), budget_s=budget_s,
+                             **limits).persist(StorageLevel.MEMORY_AND_DISK)
     counts = {r["verdict"]: r["count"] for r in found.groupBy("verdict").count().collect()}
     examples = []
     if counts.get("illegal"):
@@ -131,7 +139,8 @@ def _clients(spark: Any, path: str | Path, time_limit_s: float | None,
     seconds = time.monotonic() - t
     summary["checks"][clients.CHECK] = {"violations": counts.get("illegal", 0),
                                         "seconds": seconds}
-    summary["clients"] = {"history": str(path), "keys": sum(counts.values()),
+    summary["clients"] = {"history": str(path), "budget_s": budget_s,
+                          "keys": sum(counts.values()),
                           **{v: counts.get(v, 0) for v in clients.VERDICTS},
                           "undecided": undecided}
     return examples

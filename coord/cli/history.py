@@ -40,8 +40,26 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--follow", action="store_true",
                    help="with --endpoints: keep exporting entries as they commit, committing "
                    "to --out at least every second; Ctrl-C ends it")
+    e.add_argument("--read-only-ok", action="store_true",
+                   help="with --endpoints: accept a member cut off from a quorum (its "
+                   "committed history, which the majority may have passed): its pages are "
+                   "flagged, warned about and recorded in the manifest, and the export moves "
+                   "to a member with a quorum once one answers. Default: such a member "
+                   "refuses and the export goes to one with a quorum, or stops")
+    e.add_argument("--compact-runs", type=int, default=60, metavar="N",
+                   help="with --follow: once N small runs (one a second while entries come) "
+                   "are committed, rewrite them into one (default 60; 0: never)")
     e.add_argument("--format", choices=("parquet", "jsonl"), default="parquet", help=FORMAT_HELP)
     e.set_defaults(func=cmd_export)
+    c = hs.add_parser("compact", help="rewrite a history's small runs into bigger ones "
+                      "(one manifest commit; replaced files kept --retain seconds for readers)")
+    c.add_argument("out", help="a history directory")
+    c.add_argument("--target-rows", type=int, default=None, metavar="N",
+                   help="rows per compacted run (default 1,000,000)")
+    c.add_argument("--retain", type=float, default=None, metavar="S",
+                   help="seconds the replaced files stay for readers that took the old "
+                   "manifest (default 3600)")
+    c.set_defaults(func=cmd_compact)
 
     a = sub.add_parser("audit", help="check a history with PySpark and report")
     a.add_argument("history", help="a directory written by coord history export/synth")
@@ -57,25 +75,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--key-time-limit", type=float, default=None, metavar="S",
                    help="seconds the search may spend on one key before it says unknown "
                    "(default 10)")
+    a.add_argument("--client-history-budget", type=float, default=None, metavar="S",
+                   help="seconds the whole --client-history check may take (from its start; "
+                   "executors' clocks assumed in step): keys not decided by then are unknown, "
+                   "never guessed (default: no budget)")
     a.add_argument("--json", action="store_true", help="print the summary as JSON")
     a.set_defaults(func=cmd_audit)
-
-
-def _progress(total: int | None, what: str) -> Any:
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
-    return Progress(TextColumn(f"[bold]{what}"), BarColumn(), MofNCompleteColumn(),
-                    TextColumn("{task.fields[rate]}"), TimeElapsedColumn(),
-                    TimeRemainingColumn(), transient=False, disable=not sys.stderr.isatty(),
-                    console=Console(stderr=True))
 
 
 def _tracked(rows: Iterator[dict], progress: Any, task: Any, first: int) -> Iterator[dict]:
@@ -93,6 +98,7 @@ def _tracked(rows: Iterator[dict], progress: Any, task: Any, first: int) -> Iter
 
 def _write(rows: Iterator[dict], out: str, fmt: str, source: str, total: int, first: int,
            what: str) -> int:
+    from coord.cli.progress import progress_bar
     from coord.history.sink import HistoryDirError, HistorySink
 
     try:
@@ -101,7 +107,7 @@ def _write(rows: Iterator[dict], out: str, fmt: str, source: str, total: int, fi
         print(f"coord history: {exc}", file=sys.stderr)
         return 2
     started = time.monotonic()
-    with _progress(total, what) as progress:
+    with sink, progress_bar(what) as progress:
         task = progress.add_task(what, total=total, rate="")
         written = sink.write(_tracked(rows, progress, task, first))
     seconds = time.monotonic() - started
@@ -133,7 +139,13 @@ def cmd_export(args: argparse.Namespace) -> int:
     from coord.history.sink import HistoryDirError, read_manifest
 
     if args.endpoints is not None:
+        from coord.cli.history_live import export_live
+
         return export_live(args)
+    if args.read_only_ok:
+        print("coord history export: --read-only-ok needs --endpoints (it is about members "
+              "serving without a quorum)", file=sys.stderr)
+        return 2
     if args.follow:
         print("coord history export: --follow needs --endpoints (a stopped member's "
               "history does not grow)", file=sys.stderr)
@@ -162,90 +174,36 @@ def cmd_export(args: argparse.Namespace) -> int:
         return 2
 
 
-COMMIT_ROWS = 200_000
-FOLLOW_COMMIT_S = 1.0
+def cmd_compact(args: argparse.Namespace) -> int:
+    from coord.history.compact import RETAIN_S, TARGET_ROWS, compact
+    from coord.history.sink import HistoryDirError, HistorySink, read_manifest
 
-
-def _say(message: str) -> None:
-    print(message, file=sys.stderr)
-
-
-def export_live(args: argparse.Namespace) -> int:
-    """`--endpoints`: the live export, through `coord.client`. A member replays its
-    retained history and streams pages of rows (`Client.export_history`); they go into the
-    history directory in runs the sink commits one at a time (its manifest records the last
-    index and revision written, where the next export resumes): every `COMMIT_ROWS` rows, at
-    the end, and with `--follow` at least every `FOLLOW_COMMIT_S` while rows arrive. Ctrl-C
-    commits what arrived, then stops."""
-    from coord.client.endpoints import parse_endpoints
-    from coord.client.errors import CompactedError, CoordError
-    from coord.client.sync import Client
-    from coord.history.sink import HistoryDirError, HistorySink
-
-    try:
-        endpoints = parse_endpoints(args.endpoints)
-        sink = HistorySink(args.out, args.format, f"live {','.join(endpoints)}")
-    except (ValueError, HistoryDirError) as exc:
-        _say(f"coord history export: {exc}")
+    target = TARGET_ROWS if args.target_rows is None else args.target_rows
+    retain = RETAIN_S if args.retain is None else args.retain
+    if target < 2 or retain < 0:
+        print("coord history compact: --target-rows must be >= 2 and --retain >= 0",
+              file=sys.stderr)
         return 2
-    after = sink.last_index
-    if after:
-        _say(f"resuming after index {after} (revision {sink.manifest['last_revision']})")
-    totals = {"rows": 0, "first_index": 0}
-    started = time.monotonic()
-    code = 0
-    with Client(endpoints) as client, _progress(None, "export") as progress:
-        task = progress.add_task("export", total=None, rate="")
-        pending: list[dict[str, Any]] = []
-        last_commit = time.monotonic()
+    try:
+        manifest = read_manifest(args.out)
+        if manifest is None:
+            raise HistoryDirError(f"{args.out}: not a coord history directory")
+        sink = HistorySink(args.out, manifest["format"])
+    except HistoryDirError as exc:
+        print(f"coord history compact: {exc}", file=sys.stderr)
+        return 2
+    from rich.console import Console
 
-        def commit() -> None:
-            nonlocal pending, last_commit
-            last_commit = time.monotonic()
-            if not pending:
-                return
-            written = sink.write(pending)
-            pending = []
-            totals["rows"] += written.rows
-            totals["first_index"] = totals["first_index"] or written.first_index
-            progress.console.print(f"committed through index {written.last_index} "
-                                   f"(revision {sink.manifest['last_revision']})")
-
-        pages = client.export_history(after, args.from_revision, follow=args.follow)
-        try:
-            for page in pages:
-                pending += page.rows
-                start = max(after, page.snapshot_index)
-                rate = (totals["rows"] + len(pending)) / max(time.monotonic() - started, 1e-9)
-                progress.update(task, total=max(page.commit_index - start, 1),
-                                completed=page.replayed_index - start,
-                                rate=f"{page.member}: {rate:,.0f} rows/s")
-                if (len(pending) >= COMMIT_ROWS or page.done
-                        or (args.follow and time.monotonic() - last_commit >= FOLLOW_COMMIT_S)):
-                    commit()
-        except KeyboardInterrupt:
-            commit()
-            code = 0 if args.follow else 130
-        except CompactedError as exc:
-            commit()
-            oldest = exc.metadata.get("oldest_revision", "?")
-            _say(f"coord history export: {exc.message}; to start there, export into a new "
-                 f"--out (with --from-revision {oldest})")
-            code = 2
-        except CoordError as exc:
-            commit()
-            _say(f"coord history export: {exc}")
-            code = 1
-        finally:
-            pages.close()
-    seconds = time.monotonic() - started
-    print(json.dumps({"out": args.out, "rows": totals["rows"],
-                      "first_index": totals["first_index"],
-                      "last_index": sink.last_index,
-                      "last_revision": sink.manifest["last_revision"],
-                      "seconds": round(seconds, 3),
-                      "rows_per_second": round(totals["rows"] / seconds if seconds else 0)}))
-    return code
+    started, before = time.monotonic(), len(sink.manifest["runs"])
+    with sink, Console(stderr=True).status(f"compacting {args.out}"):
+        done = compact(sink, target, retain)
+    print(json.dumps({"out": args.out, "runs_before": before,
+                      "runs_after": len(sink.manifest["runs"]),
+                      "files_replaced": sum(d.files for d in done),
+                      "files_written": sum(d.into_files for d in done),
+                      "rows_rewritten": sum(d.rows for d in done),
+                      "retain_s": retain, "seconds": round(time.monotonic() - started, 3)}))
+    return 0
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
@@ -260,9 +218,14 @@ def cmd_audit(args: argparse.Namespace) -> int:
         print(f"coord audit: --client-history {args.client_history}: no such file or "
               "directory", file=sys.stderr)
         return 2
-    if args.key_time_limit is not None and args.key_time_limit <= 0:
-        print("coord audit: --key-time-limit must be positive", file=sys.stderr)
-        return 2
+    for flag, value in (("--key-time-limit", args.key_time_limit),
+                        ("--client-history-budget", args.client_history_budget)):
+        if value is not None and not value > 0:
+            print(f"coord audit: {flag} must be positive", file=sys.stderr)
+            return 2
+        if value is not None and args.client_history is None:
+            print(f"coord audit: {flag} needs --client-history", file=sys.stderr)
+            return 2
     from rich.console import Console
 
     from coord.audit.job import run_audit
@@ -276,6 +239,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
             result = run_audit(spark, args.history, checks=checks, report_dir=args.report,
                                combined=args.combined, client_history=args.client_history,
                                key_time_limit_s=args.key_time_limit,
+                               client_history_budget_s=args.client_history_budget,
                                on_step=lambda s: status.update(s))
         except ValueError as exc:
             print(f"coord audit: {exc}", file=sys.stderr)
@@ -290,6 +254,10 @@ def cmd_audit(args: argparse.Namespace) -> int:
         print(f"{s['history']}: {o['rows']:,} rows, entries {o['first_index']}..{o['last_index']}"
               f", revisions {o['first_revision']}..{o['last_revision']}, {o['terms']} terms; "
               f"{s['seconds']:.1f} s ({s['rows_per_second']:,.0f} rows/s) on {s['master']}")
+        if s["read_only"]:
+            r = s["read_only"]
+            print(f"  note: the history ends with entries member {r['member']} served without a "
+                  f"quorum (to index {r['commit_index']}): the cluster may have committed more")
         for name, c in s["checks"].items():
             mark = "FAIL" if c["violations"] else "ok"
             took = "" if c["seconds"] is None else f"  {c['seconds']:6.2f} s"
@@ -303,7 +271,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
             print(f"report: {result.report}")
         if "clients" in s:
             k = s["clients"]
-            print(f"client history {k['history']}: {k['keys']} keys: {k['ok']} ok, "
+            budget = "" if k["budget_s"] is None else f" (budget {k['budget_s']:g} s)"
+            print(f"client history {k['history']}{budget}: {k['keys']} keys: {k['ok']} ok, "
                   f"{k['illegal']} illegal, {k['unknown']} unknown, {k['malformed']} malformed")
             for u in k["undecided"]:
                 print(f"  {u['verdict']:9} key {u['key']}: {u['reason']}")

@@ -6,14 +6,17 @@ with `_` or `.`), moves them into place, then replaces the manifest
 A reader takes the files the manifest lists (`committed_files`), so a run that died half
 way leaves nothing a reader sees, and the next run deletes its leftovers. The manifest
 records the last raft index and revision written, which is where a resumed export
-starts.
+starts, and, while the export's last pages came from a member without a quorum, who
+served them (`read_only`: the cluster may have committed past `last_index`).
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
+import time
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -25,6 +28,7 @@ from coord.history.rows import Row
 from coord.history.schema import COLUMNS, PARTITION_COLUMNS, SCHEMA_VERSION, arrow_schema
 
 MANIFEST = "_coord_history.json"
+LOCK = "_coord_history.lock"  # held (flock) by the one writer: an export or a compaction
 FORMATS = ("parquet", "jsonl")
 BATCH_ROWS = 65_536
 
@@ -84,15 +88,48 @@ class HistorySink:
             raise HistoryDirError(f"{self.out}: holds {self.manifest['format']}, not {fmt}")
         self.fmt = fmt
         self.out.mkdir(parents=True, exist_ok=True)
-        self._clean_leftovers()
+        self._lock = _lock(self.out)
+        try:  # what another writer committed before we held the lock
+            self.manifest = read_manifest(self.out) or self.manifest
+            self._tail: dict[str, Any] | None = self.manifest.get("read_only")
+            self._clean_leftovers()
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Let another writer in (the lock also goes with the process)."""
+        if not self._lock.closed:
+            self._lock.close()
+
+    def __enter__(self) -> HistorySink:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     @property
     def last_index(self) -> int:
         return int(self.manifest["last_index"])
 
+    def note_read_only(self, served: dict[str, Any] | None) -> None:
+        """What the manifest says of the history's tail: `served` (the member without a
+        quorum whose committed prefix it ends with: the cluster may have committed past
+        `last_index`), or None once a member with a quorum served it. Committed with the
+        next run, or by `commit_note()` when no rows come (a cut-off member commits none)."""
+        self._tail = served
+
+    def commit_note(self) -> None:
+        """Commit the manifest if `note_read_only` changed what it says (no run)."""
+        if self._tail != self.manifest.get("read_only") and self.manifest["runs"]:
+            self._commit()
+
     def _clean_leftovers(self) -> None:
-        """Files of runs that never committed (a crash between write and manifest)."""
+        """Files of runs that never committed (a crash between write and manifest), and
+        files a compaction replaced once their retention is over (`vacuum`)."""
+        self.vacuum()
         listed = {f for run in self.manifest["runs"] for f in run["files"]}
+        listed |= {f for old in self.manifest.get("obsolete", []) for f in old["files"]}
         for path in list(self.out.rglob("*")):
             rel = path.relative_to(self.out).as_posix()
             if path.name.startswith("_tmp-") and path.is_dir():
@@ -100,14 +137,32 @@ class HistorySink:
             elif path.is_file() and not rel.startswith("_") and rel not in listed:
                 path.unlink()
 
-    def write(self, rows: Iterable[Row]) -> Written:
-        """Write one run (rows must follow the last committed index) and commit it."""
+    def write(self, rows: Iterable[Row], read_only: dict[str, Any] | None = None) -> Written:
+        """Write one run (rows must follow the last committed index) and commit it;
+        `read_only`: the member without a quorum that served (some of) its rows, recorded
+        with the run."""
+        entry, written = self.stage(rows, self.last_index)
+        if written.rows:
+            if read_only:
+                entry["read_only"] = read_only
+            self.manifest["runs"].append(entry)
+            self.manifest["rows"] += written.rows
+            self.manifest["last_index"] = written.last_index
+            self.manifest["last_revision"] = max(self.manifest["last_revision"],
+                                                 written.last_revision)
+            self._commit()
+        return written
+
+    def stage(self, rows: Iterable[Row], after: int) -> tuple[dict[str, Any], Written]:
+        """Write a run's files (rows after index `after`, in order) under `_tmp-RUN/` and
+        move them into place, uncommitted: (its manifest entry, what it holds). Until a
+        manifest lists them, readers do not see them and the next open deletes them."""
         run = uuid.uuid4().hex[:12]
         tmp = self.out / f"_tmp-{run}"
         tmp.mkdir()
         written = Written()
         try:
-            counted = _counting(rows, written, self.last_index)
+            counted = _counting(rows, written, after)
             if self.fmt == "parquet":
                 _write_parquet(counted, tmp, run)
             else:
@@ -118,26 +173,62 @@ class HistorySink:
                 (self.out / rel).parent.mkdir(parents=True, exist_ok=True)
                 os.replace(path, self.out / rel)
                 files.append(rel.as_posix())
-            if written.rows:
-                self.manifest["runs"].append({
-                    "run": run, "files": files, "rows": written.rows,
-                    "first_index": written.first_index, "last_index": written.last_index})
-                self.manifest["rows"] += written.rows
-                self.manifest["last_index"] = written.last_index
-                self.manifest["last_revision"] = max(self.manifest["last_revision"],
-                                                     written.last_revision)
-                self._commit()
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-        return written
+        return {"run": run, "files": files, "rows": written.rows,
+                "first_index": written.first_index, "last_index": written.last_index}, written
+
+    def replace_runs(self, first: int, end: int, run: dict[str, Any], retain_s: float) -> None:
+        """Commit `run` (its files already in place) in place of runs[first:end]: one
+        manifest replace, so a reader sees the old runs or the new one, never both or a
+        part. The old files stay, listed as obsolete, for `retain_s` (readers that took
+        the old manifest may still read them), then `vacuum` deletes them."""
+        old = self.manifest["runs"][first:end]
+        if sum(r["rows"] for r in old) != run["rows"]:
+            raise ValueError("a compacted run must hold exactly the rows it replaces")
+        self.manifest["runs"][first:end] = [run]
+        self.manifest.setdefault("obsolete", []).append({
+            "files": [f for r in old for f in r["files"]],
+            "delete_after_ms": int((time.time() + retain_s) * 1000)})
+        self._commit()
+        self.vacuum()
+
+    def vacuum(self) -> None:
+        """Delete the obsolete files whose retention is over (after the manifest stops
+        listing them: a crash in between leaves files the next open deletes)."""
+        now_ms = time.time() * 1000
+        due = [o for o in self.manifest.get("obsolete", []) if o["delete_after_ms"] <= now_ms]
+        if not due:
+            return
+        self.manifest["obsolete"] = [o for o in self.manifest["obsolete"] if o not in due]
+        self._commit()
+        for old in due:
+            for f in old["files"]:
+                (self.out / f).unlink(missing_ok=True)
 
     def _commit(self) -> None:
+        if self._tail is None:
+            self.manifest.pop("read_only", None)
+        else:
+            self.manifest["read_only"] = self._tail
         path = self.out / MANIFEST
         tmp = path.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(self.manifest, indent=1))
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
         os.replace(tmp, path)
+
+
+def _lock(out: Path) -> Any:
+    """An exclusive flock on OUT/_coord_history.lock, or HistoryDirError."""
+    f = open(out / LOCK, "a+")  # noqa: SIM115 - held for the sink's life
+    try:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.close()
+        raise HistoryDirError(f"{out}: another writer (an export or a compaction) is "
+                              "writing into it; wait for it to end") from None
+    return f
 
 
 def _counting(rows: Iterable[Row], written: Written, after: int) -> Iterator[Row]:

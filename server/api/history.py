@@ -18,6 +18,14 @@ they are applied, and an empty page comes at least every `HEARTBEAT_S` so a clie
 commit what it has and show it is alive. A follower that falls behind a snapshot of this
 member (a compaction past its position) ends with COMPACTED: it resumes elsewhere or
 starts again from the oldest retained entry.
+
+A member without a quorum serves its own committed prefix: correct entries, but the
+majority may have committed past it. So it is the member's mode (server/core/mode.py)
+that decides, as for every read: a caller that said read_only_ok is served with every
+page flagged (`header.read_only`, `quorum_lost_ms`); any other is refused NO_QUORUM, at
+the start or at the first page after the member lost its quorum, and its stream resumes
+on a member with one. A mode change wakes a following export, so the flag (or the
+refusal) comes at once rather than with the next heartbeat.
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +42,9 @@ import grpc
 from coord.history import datadir
 from coord.history.rows import Row
 from coord.history.schema import SCHEMA_VERSION
-from coord.server.api.errors import abort
+from coord.server.api.common import Caller, admit
+from coord.server.api.errors import ApiError, abort
+from coord.server.core.coordinator import Coordinator
 from coord.v1 import history_pb2, history_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -52,8 +62,9 @@ def row_to_pb(row: Row) -> history_pb2.HistoryRow:
 
 
 class HistoryService(history_pb2_grpc.HistoryServicer):
-    def __init__(self, member: str, data_dir: Path) -> None:
-        self.member = member
+    def __init__(self, coord: Coordinator, data_dir: Path) -> None:
+        self.coord = coord
+        self.member = coord.node.me.name
         self.data_dir = data_dir
         self._slots = asyncio.Semaphore(MAX_EXPORTS)
         self._waiters: set[asyncio.Event] = set()
@@ -64,12 +75,27 @@ class HistoryService(history_pb2_grpc.HistoryServicer):
         for event in self._waiters:
             event.set()
 
+    def mode_changed(self, _change: object) -> None:
+        """A mode listener: a following export flags (or refuses) its next page now."""
+        self.applied()
+
+    def _header(self, caller: Caller) -> Any:
+        """The member's header for a page; ApiError (UNAVAILABLE, NO_QUORUM) if the
+        member has no quorum and the caller did not say read_only_ok."""
+        admit(self.coord, caller)
+        return self.coord.header()
+
     async def Export(self, request, context) -> AsyncIterator[Any]:  # noqa: N802
         if self._slots.locked():
             await abort(context, grpc.StatusCode.RESOURCE_EXHAUSTED, "LIMIT_EXCEEDED",
                         f"member {self.member} is already serving {MAX_EXPORTS} exports; "
                         "try another member or later")
         page = min(request.page_entries or datadir.PAGE_ENTRIES, MAX_PAGE_ENTRIES)
+        caller = Caller.of(context)
+        try:
+            self._header(caller)  # refused before any replay starts
+        except ApiError as exc:
+            await exc.abort(context)
         async with self._slots:
             woken = asyncio.Event()
             self._waiters.add(woken)
@@ -79,8 +105,11 @@ class HistoryService(history_pb2_grpc.HistoryServicer):
                     member_log = datadir.MemberLog(
                         self.data_dir, request.after_index, request.from_revision,
                         live=True, label=f"member {self.member}")
-                    async for reply in self._pages(member_log, request.follow, page, woken):
+                    async for reply in self._pages(member_log, request.follow, page, woken,
+                                                   lambda: self._header(caller)):
                         yield reply
+                except ApiError as exc:  # the member lost its quorum: go to one with it
+                    await exc.abort(context)
                 except datadir.Compacted as exc:
                     await abort(context, grpc.StatusCode.OUT_OF_RANGE, "COMPACTED", str(exc), {
                         "compact_revision": str(exc.compact_revision),
@@ -130,7 +159,7 @@ class HistoryService(history_pb2_grpc.HistoryServicer):
             await asyncio.sleep(took)  # at most half the loop: the member's work comes first
 
     async def _pages(self, member_log: datadir.MemberLog, follow: bool, page: int,
-                     woken: asyncio.Event) -> AsyncIterator[Any]:
+                     woken: asyncio.Event, header: Callable[[], Any]) -> AsyncIterator[Any]:
         upto: int | None = None
         while True:
             woken.clear()
@@ -145,7 +174,7 @@ class HistoryService(history_pb2_grpc.HistoryServicer):
                 rows=[row_to_pb(r) for r in rows], member=self.member,
                 schema_version=SCHEMA_VERSION, snapshot_index=info.snapshot_index,
                 replayed_index=member_log.replayed_index, commit_index=info.commit_index,
-                caught_up=member_log.caught_up, done=done)
+                caught_up=member_log.caught_up, done=done, header=header())
             if done:
                 return
             while follow and member_log.caught_up:
@@ -157,4 +186,4 @@ class HistoryService(history_pb2_grpc.HistoryServicer):
                         member=self.member, schema_version=SCHEMA_VERSION,
                         snapshot_index=info.snapshot_index,
                         replayed_index=member_log.replayed_index,
-                        commit_index=info.commit_index, caught_up=True)
+                        commit_index=info.commit_index, caught_up=True, header=header())

@@ -33,13 +33,18 @@ def clean(tmp_path_factory, spark):
 def planted(tmp_path_factory, spark):
     rows, at = plant_all(list(synthesize(SYNTH, seed=5)))
     out = tmp_path_factory.mktemp("planted") / "h"
-    HistorySink(out, "jsonl").write(rows)  # the JSONL reader, while we are at it
+    with HistorySink(out, "jsonl") as sink:  # the JSONL reader, while we are at it
+        # as an export whose last pages came from a member without a quorum leaves it
+        sink.note_read_only({"member": "n3", "pages": 2, "quorum_lost_ms": 900,
+                             "commit_index": rows[-1]["index"]})
+        sink.write(rows)
     return run_audit(spark, out, with_stats=False, combined=True), at
 
 
 def test_a_clean_history_passes_every_check_and_gets_a_report(clean):
     result, report = clean
     assert result.violations == 0, result.examples
+    assert result.summary["read_only"] is None  # its tail was not served read-only
     assert set(result.summary["checks"]) == set(CHECKS)
     o = result.summary["overview"]
     assert o["last_index"] == SYNTH and o["first_index"] == 1 and o["grants"] > 100
@@ -61,3 +66,8 @@ def test_every_check_catches_its_planted_violation(planted, check):
     mine = [v for v in result.examples if v["check"] == check]
     assert any(v["index"] == at[check] for v in mine), mine
     assert all(v["evidence"] and v["detail"] for v in mine)
+
+
+def test_a_history_that_ends_read_only_says_so(planted):
+    result, _ = planted
+    assert result.summary["read_only"]["member"] == "n3"

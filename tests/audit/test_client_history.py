@@ -6,6 +6,7 @@ do not pair up is reported malformed, not guessed at."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -109,3 +110,63 @@ def test_each_key_gets_check_keys_verdict_and_the_stale_read_is_cited(
     assert check_key(keys["clean"]).verdict == "ok"  # the one ok key
     cited = [json.loads(e) for e in v["evidence"]]
     assert cited[0]["index"] == stale and cited[1]["value"] == 1  # the read, then its ok
+
+
+def _hard(key: str, writers: int, first_index: int) -> list[dict]:
+    """A key whose search is exponential: `writers` concurrent writes of unknown outcome
+    and a read of a value none wrote (illegal, but only after trying every subset: at
+    22 writers the 2,000,000-state bound takes ~10 s here, so a shorter budget ends it)."""
+    rows: list[dict] = []
+    t = 1_000
+
+    def add(process: int, type_: str, f: str, value) -> None:
+        nonlocal t
+        t += 10
+        rows.append({"index": first_index + len(rows), "process": process, "type": type_,
+                     "f": f, "key": key, "value": value, "time_ns": t, "error": None})
+
+    for p in range(writers):
+        add(p, "invoke", "write", p)
+    add(writers, "invoke", "read", None)
+    add(writers, "ok", "read", -1)
+    for p in range(writers):
+        add(p, "info", "write", p)
+    return rows
+
+
+def test_a_key_whose_search_begins_past_the_budget_is_unknown():
+    import pandas as pd
+
+    from coord.audit.clients import budget_reason, check_group
+
+    rows, stale = _history()
+    pdf = pd.DataFrame({"key": "stale", "line": [json.dumps(r) for r in rows
+                                                 if r["key"] == "stale"]})
+    past = check_group(pdf, 10.0, 1000, deadline=time.time() - 1, budget_s=2.0).iloc[0]
+    assert (past["verdict"], past["reason"]) == ("unknown", budget_reason(2.0))
+    assert past["states"] == 0  # never searched
+    within = check_group(pdf, 10.0, 1000, deadline=time.time() + 60, budget_s=60.0).iloc[0]
+    assert within["verdict"] == "illegal" and within["op_index"] == stale
+
+
+def test_the_budget_bounds_the_whole_client_history_check(
+        histories, tmp_path, capsys, spark, monkeypatch):
+    log = histories[0]
+    rows = [r for k in range(4) for r in _hard(f"hard{k}", 22, 1000 * k)]
+    path = tmp_path / "hard.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert main(["audit", str(log), "--client-history", str(path),
+                 "--client-history-budget", "0"]) == 2
+    assert "--client-history-budget must be positive" in capsys.readouterr().err
+    assert main(["audit", str(log), "--client-history-budget", "5"]) == 2
+    assert "--client-history-budget needs --client-history" in capsys.readouterr().err
+    monkeypatch.setattr("coord.audit.spark.session", lambda *a, **k: _Shared(spark))
+    assert main(["audit", str(log), "--client-history", str(path), "--checks",
+                 "log.gap_free", "--client-history-budget", "1.5", "--json"]) == 0
+    c = json.loads(capsys.readouterr().out)["clients"]
+    assert c["budget_s"] == 1.5
+    assert (c["keys"], c["unknown"], c["ok"], c["illegal"], c["malformed"]) == (4, 4, 0, 0, 0)
+    # each search ended by the budget (begun before it ran out, or never begun), none by
+    # its own 10 s limit or the state bound, which it would reach in ~10 s
+    assert all(u["reason"].startswith("the client-history budget (1.5 s)")
+               for u in c["undecided"]), c["undecided"]

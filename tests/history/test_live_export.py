@@ -19,7 +19,7 @@ from coord.cli.main import main
 from coord.client import Client, CompactedError
 from coord.client.history import HistoryCursor
 from coord.history import datadir
-from coord.history.sink import read_manifest
+from coord.history.sink import committed_files, read_manifest
 from coord.v1 import history_pb2
 
 
@@ -225,11 +225,13 @@ def test_the_wire_row_is_the_schema():
 
 def test_cli_follow_commits_as_entries_arrive_and_on_ctrl_c(member, tmp_path):
     """`--follow` commits what arrived at least every second (the manifest moves while
-    it runs), and Ctrl-C commits, prints the summary and exits 0."""
+    it runs), compacts its small runs (every 2 here), and Ctrl-C commits, prints the
+    summary and exits 0."""
     out = tmp_path / "f"
     proc = subprocess.Popen(
         [sys.executable, "-m", "coord", "history", "export", "--endpoints",
-         ",".join(member.endpoints), "--out", str(out), "--format", "jsonl", "--follow"],
+         ",".join(member.endpoints), "--out", str(out), "--format", "jsonl", "--follow",
+         "--compact-runs", "2"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         def manifest_after(index):
@@ -258,8 +260,14 @@ def test_cli_follow_commits_as_entries_arrive_and_on_ctrl_c(member, tmp_path):
     summary = json.loads(stdout)
     assert summary["last_index"] >= manifest["last_index"] >= last
     assert "committed through index" in stderr
-    rows = [json.loads(x) for p in sorted(out.glob("*.jsonl")) for x in p.read_text().split()]
+    # the first run and the put's were compacted into one while it ran
+    assert "compacted 2 runs (2 files) into one (1 files)" in stderr
+    final = read_manifest(out)
+    assert any(len(r.get("compacted_from", ())) >= 2 for r in final["runs"])
+    rows = [json.loads(x) for p in committed_files(out)[1] for x in open(p).read().split()]
     assert any(r.get("key") == "followed-cli" for r in rows)
+    entries = [r["index"] for r in rows if r["seq"] == 0]
+    assert entries == list(range(entries[0], entries[-1] + 1))  # once each, in order
 
 
 def test_a_member_serves_at_most_two_exports_at_once(member):

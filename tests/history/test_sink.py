@@ -19,11 +19,11 @@ def test_parquet_is_partitioned_by_date_and_kind_and_resumes_after_the_last_inde
     out = tmp_path / "h"
     w = HistorySink(out).write(first)
     assert (w.first_index, w.last_index, w.rows) == (1, 1_000, len(first))
-    sink = HistorySink(out)  # a second export resumes where the manifest says
-    assert sink.last_index == 1_000
-    with pytest.raises(ValueError, match="not after the last written"):
-        sink.write(first[-3:])
-    sink.write(rest)
+    with HistorySink(out) as sink:  # a second export resumes where the manifest says
+        assert sink.last_index == 1_000
+        with pytest.raises(ValueError, match="not after the last written"):
+            sink.write(first[-3:])
+        sink.write(rest)
     fmt, files = committed_files(out)
     assert fmt == "parquet" and all("/date=2025-11-25/kind=" in f for f in files)
     table = ds.dataset(files, format="parquet", partitioning="hive",
@@ -42,9 +42,8 @@ def test_a_run_that_died_leaves_nothing_a_reader_sees(tmp_path):
         yield from synthesize(300, seed=1)
         raise RuntimeError("export killed")
 
-    sink = HistorySink(out, "parquet")
-    with pytest.raises(ValueError):  # the same indexes again: refused before any commit
-        sink.write(dying())
+    with HistorySink(out, "parquet") as sink, pytest.raises(ValueError):
+        sink.write(dying())  # the same indexes again: refused before any commit
     stray = out / "date=2025-11-25" / "kind=put" / "part-dead-0.parquet"
     stray.write_bytes(b"half a file")
     before = committed_files(out)[1]
