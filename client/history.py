@@ -37,6 +37,8 @@ class HistoryPage:
     commit_index: int = 0  # the member's commit index when the page was read
     caught_up: bool = False
     done: bool = False  # the last page of an export that does not follow
+    read_only: bool = False  # the member had no quorum: its prefix may be stale
+    quorum_lost_ms: int = 0  # since when (the member's header), if read_only
 
 
 class HistoryCursor:
@@ -69,7 +71,8 @@ class HistoryCursor:
             self.after_index = rows[-1]["index"]
         return [HistoryPage(rows, response.member, response.schema_version,
                             response.snapshot_index, response.replayed_index,
-                            response.commit_index, response.caught_up, response.done)]
+                            response.commit_index, response.caught_up, response.done,
+                            response.header.read_only, response.header.quorum_lost_ms)]
 
     def on_error(self, err: CoordError) -> bool:
         if isinstance(err, CompactedError):

@@ -26,7 +26,6 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, fields
 from typing import Any
 
 from coord.client.history import HistoryCursor, HistoryPage
@@ -35,38 +34,18 @@ from coord.client.sync import Client, Stream
 
 COMMIT_ROWS = 200_000
 FOLLOW_COMMIT_S = 1.0
-
-
-@dataclass(frozen=True)
-class FlaggedPage(HistoryPage):
-    """A page and whether the member that sent it had a quorum."""
-
-    read_only: bool = False
-    quorum_lost_ms: int = 0
-
-
-class FlaggingCursor(HistoryCursor):
-    """The export's cursor, keeping the member's read-only flag with each page."""
-
-    def feed(self, response: Any) -> list[HistoryPage]:
-        header = response.header
-        return [FlaggedPage(**{f.name: getattr(p, f.name) for f in fields(p)},
-                            read_only=header.read_only, quorum_lost_ms=header.quorum_lost_ms)
-                for p in super().feed(response)]
-
-
 MOVE_WAIT_S = 5.0  # the prober's first rounds (its pauses double from 0.1 s to 2 s)
 
 
-def pages_across_moves(client: Client, cursor: FlaggingCursor,
-                       moved: threading.Event) -> Iterator[FlaggedPage]:
+def pages_across_moves(client: Client, cursor: HistoryCursor,
+                       moved: threading.Event) -> Iterator[HistoryPage]:
     """The export's pages; when the client has moved to a member with a quorum (its
     prober, after a flagged page) while a member without one serves the export, the
     stream is reopened there, after the last entry delivered. An export that would end
     on a flagged page waits up to MOVE_WAIT_S for such a move if the client knows other
     members (it could end short of what the majority committed)."""
     while True:
-        stream: Stream[FlaggedPage] = Stream(client, cursor)  # type: ignore[arg-type]
+        stream: Stream[HistoryPage] = Stream(client, cursor)  # type: ignore[arg-type]
         try:
             for page in stream:
                 yield page
@@ -94,7 +73,7 @@ class ReadOnlyPages:
         self.current: dict[str, Any] | None = None  # the last page was flagged
         self.run: dict[str, Any] | None = None  # flagged pages with rows, since the last commit
 
-    def page(self, page: FlaggedPage) -> None:
+    def page(self, page: HistoryPage) -> None:
         if not page.read_only:
             if self.current is not None:
                 self.say(f"[green]member {page.member} serves the export with a quorum[/] "
@@ -128,7 +107,7 @@ class ReadOnlyPages:
         return None if self.current is None else dict(self.current)
 
 
-def _count(note: dict[str, Any], page: FlaggedPage) -> None:
+def _count(note: dict[str, Any], page: HistoryPage) -> None:
     note["pages"] += 1
     note["quorum_lost_ms"] = max(note["quorum_lost_ms"], page.quorum_lost_ms)
     note["commit_index"] = page.commit_index
@@ -193,7 +172,7 @@ def export_live(args: argparse.Namespace) -> int:
                     progress.console.print(f"compacted {done.runs} runs ({done.files} files) "
                                            f"into one ({done.into_files} files)")
 
-        cursor = FlaggingCursor(after, args.from_revision, args.follow)
+        cursor = HistoryCursor(after, args.from_revision, args.follow)
         pages = pages_across_moves(client, cursor, moved)
         try:
             for page in pages:
