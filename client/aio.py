@@ -35,7 +35,7 @@ from coord.client.cursors import OwnersCursor, WatchCursor
 from coord.client.endpoints import EndpointRing, parse_endpoints
 from coord.client.errors import CoordError, ReadOnlyError, error_for, from_rpc_error
 from coord.client.keys import Bytesish, key_range
-from coord.client.read_only import READ_ONLY_OK_METADATA, ModeListener, Prober, find_member
+from coord.client.read_only import READ_ONLY_OK_METADATA, ModeListener, Prober
 from coord.client.results import (
     CasResult,
     DeleteResult,
@@ -141,6 +141,10 @@ class AsyncClient:
         """Send one request (a `Call` from `coord.client.calls`) with failover: on an
         error that allows it, try the next member after a short pause, within the
         policy's budget; else raise the typed error."""
+        return (await self.send_at(call))[0]
+
+    async def send_at(self, call: Call[T]) -> tuple[T, str]:
+        """`send`, and the endpoint whose member answered."""
         attempts = Attempts(self.policy, len(self.ring), self.timeout)
         field = PIPELINED.get((call.service, call.method)) if self.stream else None
         while True:
@@ -153,7 +157,7 @@ class AsyncClient:
                                            attempts.call_timeout())
                 if served_read_only(response):
                     self.saw_read_only(*header_facts(response.header))
-                return finish(call, response, self.read_only_ok)
+                return finish(call, response, self.read_only_ok), endpoint
             except grpc.RpcError as e:
                 err = from_rpc_error(e)
             except CoordError as e:
@@ -273,30 +277,31 @@ class AsyncClient:
     # -- sessions -----------------------------------------------------------------------
     async def open_session(self, name: str = "", ttl: float = 10.0,
                            read_only_ok: bool | None = None) -> SessionInfo:
+        return (await self._open_session_at(name, ttl, read_only_ok))[0]
+
+    async def _open_session_at(self, name: str, ttl: float,
+                               read_only_ok: bool | None) -> tuple[SessionInfo, str]:
+        """The open, and the endpoint whose member answered it."""
         ok = self.read_only_ok if read_only_ok is None else read_only_ok
         call = calls.open_session_call(name, ttl, ok)
         try:
-            return await self.send(call)
+            return await self.send_at(call)
         except ReadOnlyError:
             if not ok:
                 raise
             # The member went read-only while the open waited (READ_ONLY: not applied).
             # A read-only member opens member-local sessions for read-only clients: again.
-            return await self.send(call)
+            return await self.send_at(call)
 
-    async def open_session_to_keep(self, name: str, ttl: float,
-                                   read_only_ok: bool | None) -> tuple[SessionInfo, str]:
-        """Open a session that `session()` will keep alive: its info, and for a
-        member-local one the endpoint of the member that holds it ("" otherwise)."""
-        info = await self.open_session(name, ttl, read_only_ok)
-        if not info.local:
-            return info, ""
-        home = await find_member(self.ring, self._transports, info.header.member)
-        if home is None:
-            raise error_for(
-                "UNAVAILABLE", f"member-local session {info.session_id}: its member "
-                f"{info.header.member} stopped answering at once", grpc.StatusCode.UNAVAILABLE)
-        return info, home
+    async def start_session(self, name: str, ttl: float, read_only_ok: bool | None,
+                            **session_args: Any) -> AsyncSession:
+        """Open a session and start keeping it alive (what `session()` gives; the sync
+        facade's too, in one hop to this loop). A member-local session is kept on the
+        member that opened it: the one that answered (a read-only member never forwards
+        an open), so no second call looks for it."""
+        info, endpoint = await self._open_session_at(name, ttl, read_only_ok)
+        return AsyncSession(self, info.session_id, info.ttl or ttl, name=name,
+                            home=endpoint if info.local else "", **session_args)
 
     async def close_session(self, session: SessionRef) -> Header:
         return await self.send(calls.close_session_call(session))
@@ -362,9 +367,8 @@ class SessionOpener:
 
     async def _open(self) -> AsyncSession:
         name, ttl, on_severed, on_event, read_only_ok = self._args
-        info, home = await self._client.open_session_to_keep(name, ttl, read_only_ok)
-        return AsyncSession(self._client, info.session_id, info.ttl or ttl, name=name,
-                            on_severed=on_severed, on_event=on_event, home=home)
+        return await self._client.start_session(name, ttl, read_only_ok,
+                                                on_severed=on_severed, on_event=on_event)
 
     def __await__(self) -> Generator[Any, None, AsyncSession]:
         return self._open().__await__()

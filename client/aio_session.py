@@ -131,7 +131,11 @@ class AsyncSession(SessionFacts):
         *,
         output: SessionOutput | None = None,
         home: str = "",
+        start: bool = True,
     ) -> None:
+        """`start=False`: the background tasks wait for `start()` (the sync facade starts
+        them once its caller has the session, so the caller does not wait for the
+        tasks' first steps to run on the loop before the open's answer reaches it)."""
         if output is not None and (on_severed is not None or on_event is not None):
             raise ValueError("give the callbacks to the output, not to the session")
         self.client = client
@@ -149,9 +153,20 @@ class AsyncSession(SessionFacts):
         self._ev_index = -1
         client.mode_listeners.append(self._client_moved)
         client.sessions.add(self)
+        self._tasks: list[asyncio.Task[None]] = []
+        if start:
+            self.start()
+
+    def start(self) -> None:
+        """Start keeping the session alive and reading its events (once; on the loop)."""
+        if self._tasks:
+            return
+        if self._stopping:  # closed or detached before it started: nothing to keep
+            self._forget()
+            return
         self._tasks = [
-            asyncio.create_task(self._keepalive_loop(), name=f"coord-keepalive-{session_id}"),
-            asyncio.create_task(self._events_loop(), name=f"coord-events-{session_id}"),
+            asyncio.create_task(self._keepalive_loop(), name=f"coord-keepalive-{self.id}"),
+            asyncio.create_task(self._events_loop(), name=f"coord-events-{self.id}"),
         ]
         for task in self._tasks:
             task.add_done_callback(self._task_done)
@@ -341,9 +356,12 @@ class AsyncSession(SessionFacts):
     def _task_done(self, _: asyncio.Task[None]) -> None:
         """Once both tasks ended, the client need not know the session any more."""
         if all(task.done() for task in self._tasks):
-            self.client.sessions.discard(self)
-            if self._client_moved in self.client.mode_listeners:
-                self.client.mode_listeners.remove(self._client_moved)
+            self._forget()
+
+    def _forget(self) -> None:
+        self.client.sessions.discard(self)
+        if self._client_moved in self.client.mode_listeners:
+            self.client.mode_listeners.remove(self._client_moved)
 
     # -- closing ------------------------------------------------------------------------
     async def close(self, timeout: float = 2.0) -> None:

@@ -33,7 +33,6 @@ __all__ = [
     "ModeChange",
     "ModeListener",
     "Prober",
-    "find_member",
     "is_read_write",
     "probe_order",
     "probe_pause",
@@ -88,16 +87,6 @@ async def status_of(transports: Transports, endpoint: str) -> admin_pb2.StatusRe
             "Admin", "Status", STATUS_REQUEST, timeout=PROBE_TIMEOUT, metadata=())
     except (grpc.RpcError, CoordError, CallCancelled, TransportClosed):
         return None
-
-
-async def find_member(ring: EndpointRing, transports: Transports, name: str) -> str | None:
-    """The endpoint of member `name` (current one first), or None if none answers as it:
-    where a member-local session is kept alive."""
-    for index in probe_order(ring):
-        status = await status_of(transports, ring.endpoints[index])
-        if status is not None and status.name == name:
-            return ring.endpoints[index]
-    return None
 
 
 class Prober:

@@ -382,9 +382,8 @@ class Client:
         read_only_ok: bool | None = None,
     ) -> Session:
         """Open a session and keep it alive in the background until `close()`."""
-        info, home = self._wait(self._aio.open_session_to_keep(name, ttl, read_only_ok))
-        return Session(self, info.session_id, info.ttl or ttl, name=name,
-                       on_severed=on_severed, on_event=on_event, home=home)
+        return Session(self, lambda output: self._aio.start_session(
+            name, ttl, read_only_ok, output=output, start=False), on_severed, on_event)
 
     def attach(
         self,
@@ -395,7 +394,8 @@ class Client:
     ) -> Session:
         """Keep an existing session alive (e.g. one opened by another process): a session
         outlives its connections. `ttl` paces keepalives until the server states it."""
-        return Session(self, session_id, ttl, on_severed=on_severed, on_event=on_event)
+        return Session(self, lambda output: _attach(self._aio, session_id, ttl, output),
+                       on_severed, on_event)
 
     # -- lifecycle ----------------------------------------------------------------------
     def close(self) -> None:
@@ -549,9 +549,9 @@ class _ThreadOutput:
             self._events.put(_END)  # last: once events() ends, the callback has run
 
 
-async def _start_session(client: AsyncClient, session_id: int, ttl: float, name: str,
-                         output: _ThreadOutput, home: str) -> AsyncSession:
-    return AsyncSession(client, session_id, ttl, name, output=output, home=home)
+async def _attach(client: AsyncClient, session_id: int, ttl: float,
+                  output: _ThreadOutput) -> AsyncSession:
+    return AsyncSession(client, session_id, ttl, output=output, start=False)
 
 
 class Session(SessionFacts):
@@ -568,23 +568,24 @@ class Session(SessionFacts):
     def __init__(
         self,
         client: Client,
-        session_id: int,
-        ttl: float,
-        name: str = "",
+        start: Callable[[_ThreadOutput], Coroutine[Any, Any, AsyncSession]],
         on_severed: SessionCallback | None = None,
         on_event: SessionCallback | None = None,
-        home: str = "",
     ) -> None:
-        """`home`: a member-local session's member (see AsyncSession)."""
+        """`start(output)` gives, on the client's loop, the AsyncSession this one is,
+        its tasks not started yet: opened there in the same hop (`Client.session`), or
+        attached to an existing id (`Client.attach`)."""
         self.client = client
         self.fenced = threading.Event()
         self._events: queue.Queue[Any] = queue.Queue()
         output = _ThreadOutput(self.fenced, self._events, on_severed, on_event,
                                client._callbacks)
         self._owner = client._aio
-        self._aio = client._wait(_start_session(client._aio, session_id, ttl, name, output,
-                                                   home))
+        self._aio = client._wait(start(output))
         self.core = self._aio.core
+        # Its tasks start now, from here: run as part of the hop above they would keep
+        # the loop (and the GIL) busy before the answer reached this thread (~2 ms).
+        client._loop.call_soon(self._aio.start)
 
     # -- conveniences bound to this session ---------------------------------------------
     def own(self, group: str, claims: Iterable[ClaimLike] | Mapping[str, int] | str) -> OwnResult:
