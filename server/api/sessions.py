@@ -145,7 +145,12 @@ class SessionsService(coord_pb2_grpc.SessionsServicer):
                 try:
                     await self.coord.barrier(timeout=2.0)
                 except NodeError as e:
-                    await abort_node_error(context, e)
+                    # Cut off while checking: the member switched modes meanwhile (the
+                    # change waits in `sub`). A caller it may serve read-only hears of it
+                    # next, rather than meeting the refusal and coming back only after
+                    # its retry pause (~300 ms late).
+                    if not await admit_reader(context, self.coord, sid):
+                        await abort_node_error(context, e)
             if self.local.get(sid) is None and sid not in self.coord.machine.sessions:
                 await abort(context, grpc.StatusCode.NOT_FOUND, "UNKNOWN_SESSION",
                             self._unknown(sid))
