@@ -55,7 +55,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="readonly: ZooKeeper syncLimit (ticks); x tickTime is its failure detection",
     )
     b.add_argument("--zk-init-limit", type=int, default=10, help="readonly: ZooKeeper initLimit")
-    b.add_argument("--phases", default="soak,keys", help="scale: soak, keys or both")
+    b.add_argument("--phases", default="soak,keys",
+                   help="scale: comma-separated, of soak, keys and restart (kill -9 of "
+                   "every member to serving, and a wiped follower's catch-up, per decade)")
     b.add_argument("--keys", type=int, default=1_000_000, help="scale: keys to grow to")
     b.add_argument("--probe-ops", type=int, default=2_000,
                    help="scale: put and get latency samples at each decade of keys")

@@ -285,10 +285,12 @@ class LocalCluster:
         self._joined.add(name)
         self.start_member(name, wait=True, timeout=timeout)
 
-    def rejoin_member(self, name: str, timeout: float = 30.0) -> None:
+    def rejoin_member(self, name: str, timeout: float = 30.0, wait: bool = True) -> float:
         """Membership churn on a member that exists: remove it through the leader, kill
         it, wipe its data, add it back as a learner (same name and addresses) and start
-        it joining (`--initial-cluster-state existing`). `promote()` makes it a voter."""
+        it joining (`--initial-cluster-state existing`). `promote()` makes it a voter.
+        Returns the monotonic time of its start, so a caller can time its catch-up
+        (`wait=False`: return as soon as it is started, not once it serves)."""
         m = self.members[name]
         self._admin_on_leader(lambda a: a.remove_member(name), timeout)
         self.kill(name)
@@ -296,7 +298,9 @@ class LocalCluster:
         self._admin_on_leader(lambda a: a.add_member(name, m.peer_address, learner=True),
                               timeout)
         self._joined.add(name)
-        self.start_member(name, wait=True, timeout=timeout)
+        started = time.monotonic()
+        self.start_member(name, wait=wait, timeout=timeout)
+        return started
 
     def promote(self, name: str, timeout: float = 30.0) -> None:
         """Make learner `name` a voter once it has caught up (the leader refuses before)."""
