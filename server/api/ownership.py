@@ -42,15 +42,20 @@ class OwnershipService(coord_pb2_grpc.OwnershipServicer):
         live changes; a compacted start fails with COMPACTED (see proto). We subscribe
         before reading (no await in between), so a change applied around the read reaches
         the subscription as well: live changes at or below the revision the read saw are
-        dropped. Nothing falls in a gap and nothing arrives twice."""
-        if not await admit_reader(context, self.coord):
-            try:
-                await self.coord.barrier()
-            except NodeError as e:  # no leader, or the member went read-only meanwhile
-                await abort_node_error(context, e)
+        dropped. Nothing falls in a gap and nothing arrives twice. The subscription also
+        comes before the barrier, so a mode change while it waits is told next."""
         group, prefix, start = request.group, request.prefix, request.from_revision
         sub = self.hub.watch_owners(group, prefix)
         try:
+            if not await admit_reader(context, self.coord):
+                try:
+                    await self.coord.barrier()
+                except NodeError as e:
+                    # No leader, or the member went read-only meanwhile: a caller it may
+                    # serve read-only goes on (the change waits in `sub`), rather than
+                    # coming back after its retry pause.
+                    if not await admit_reader(context, self.coord):
+                        await abort_node_error(context, e)
             if start:
                 hist = await check(context, self.coord.machine.query(
                     c.OwnerEventsSince(start, group, prefix)))

@@ -300,3 +300,28 @@ def test_a_session_stream_that_comes_in_as_its_member_is_cut_off_says_read_only(
                                                           follower)
     finally:
         resume_paused(cluster3, others)
+
+
+def test_an_owner_watch_that_comes_in_as_its_member_is_cut_off_says_read_only(cluster3):
+    """The same window for WatchOwners: its barrier cut short by the switch, a read-only
+    caller's watch goes on and says the mode (it used to end with the refusal)."""
+    leader = cluster3.wait_for_leader()
+    names = list(cluster3.members)
+    follower = next(n for n in names if n != leader)
+    others = [n for n in names if n != follower]
+    endpoint = cluster3.members[follower].listen
+    try:
+        for n in others:
+            cluster3.pause(n)
+        with grpc.insecure_channel(endpoint) as channel:
+            stream = pb_grpc.OwnershipStub(channel).WatchOwners(
+                pb.WatchOwnersRequest(group="nobody-owns-here"), timeout=10,
+                metadata=(("coord-read-only-ok", "1"),))
+            try:
+                first = next(stream)
+            except grpc.RpcError as e:
+                pytest.fail(f"the watch ended instead: {reason_of(e)} {e.details()}")
+            stream.cancel()
+        assert (first.kind, first.mode) == ("mode", "read-only")
+    finally:
+        resume_paused(cluster3, others)
