@@ -331,7 +331,31 @@ class CoordMachine:
 
     def restore(self, data: bytes) -> None:
         """Replace the whole state with a snapshot's (ValueError leaves it untouched)."""
-        old = self.__dict__.copy()
+        self.adopt(self.restored(data))
+
+    def restored(self, data: bytes) -> CoordMachine:
+        """A new machine, with this one's settings, holding a snapshot's state (ValueError
+        if it does not load). This machine is only read for its settings, which nothing
+        but `adopt` changes, so this can run in another thread while this machine goes on
+        serving reads: a member decodes a leader's snapshot (seconds at 1M keys) off its
+        event loop that way, then `adopt`s the result on the loop."""
+        fresh = CoordMachine(**self.config, initial_revision=self.initial_revision)
+        fresh._load(data)
+        return fresh
+
+    def adopt(self, other: CoordMachine) -> None:
+        """Take over `other`'s whole state in one step (no copy: `other` is spent, so pass
+        only what `restored` returned), as an in-place restore would have left it. Those
+        who registered for session openings here (the leader's session tracker) keep
+        being told: the adopted session table reports to this machine, not `other`."""
+        other.sessions.remove_opener(other._session_opened)
+        other.sessions.add_opener(self._session_opened)
+        openers = self.session_openers
+        self.__dict__.update(other.__dict__)
+        self.session_openers = openers
+
+    def _load(self, data: bytes) -> None:
+        """Rebuild this (new, unshared) machine from a snapshot: `restored`'s work."""
         try:
             try:
                 state = codec.loads(zlib.decompress(data))
@@ -368,7 +392,6 @@ class CoordMachine:
                 self.recent.put(codec.from_plain(str, rid),
                                 (codec.from_plain(int, tag), codec.from_plain(bytes, data64)))
         except (AttributeError, KeyError, TypeError, ValueError) as exc:
-            self.__dict__.update(old)
             raise ValueError(f"bad snapshot: {exc}") from None
 
     def describe(self) -> dict:

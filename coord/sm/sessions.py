@@ -80,6 +80,10 @@ class SessionTable:
     def add_opener(self, opener: Opener) -> None:
         self._openers.append(opener)
 
+    def remove_opener(self, opener: Opener) -> None:
+        """Stop telling `opener` (a machine adopting this table reports to itself)."""
+        self._openers.remove(opener)
+
     def __len__(self) -> int:
         return len(self._sessions)
 

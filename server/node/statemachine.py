@@ -6,7 +6,7 @@ reading, `time_ms`) is in its arguments, so every member computes the same state
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, Self
 
 
 class StateMachine(Protocol):
@@ -18,6 +18,13 @@ class StateMachine(Protocol):
 
     def restore(self, data: bytes) -> None:
         """Replace the whole state with a snapshot's."""
+
+    def restored(self, data: bytes) -> Self:
+        """A new machine holding a snapshot's state, this one untouched: safe to run in
+        another thread while this one serves (the driver restores off its loop)."""
+
+    def adopt(self, other: Self) -> None:
+        """Take over the state of `other` (a `restored` result) in one step."""
 
     def describe(self) -> dict:
         """A small JSON-able summary, for status and tests."""

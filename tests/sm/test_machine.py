@@ -286,6 +286,31 @@ def test_snapshot_restore_round_trip_and_garbage():
         assert other.snapshot() == snap  # a bad snapshot leaves the state untouched
 
 
+def test_restored_leaves_the_machine_alone_until_adopted_and_openers_follow():
+    """A member builds a leader's snapshot into a machine of its own off its event loop
+    (`restored`), serving from the old state meanwhile, then `adopt`s it in one step: the
+    old machine is untouched until then, and whoever listens for session openings on it
+    (the leader's session tracker) hears those of the adopted state, once each."""
+    src = CoordMachine(pid_capacity=16)
+    src.execute(c.Put(b"a", b"1"))
+    snap = src.snapshot()
+    m = CoordMachine()
+    m.execute(c.Put(b"old", b"x"))
+    opened: list[int] = []
+    m.session_openers.append(lambda s: opened.append(s.id))
+    before = m.snapshot()
+    fresh = m.restored(snap)
+    assert m.snapshot() == before and fresh.snapshot() == snap
+    m.adopt(fresh)
+    assert m.snapshot() == snap and m.config["pid_capacity"] == 16
+    sid = m.execute(c.OpenSession("s", 5_000)).session_id
+    assert opened == [sid]
+    now = m.snapshot()
+    with pytest.raises(ValueError):
+        m.restored(b"garbage")
+    assert m.snapshot() == now
+
+
 def test_describe_summarises():
     m = CoordMachine()
     sid = m.execute(c.OpenSession("s", 5_000)).session_id
