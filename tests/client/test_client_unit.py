@@ -962,14 +962,17 @@ def test_a_member_without_the_stream_is_sent_unary_calls(members, flavour):
 def test_a_stream_that_fails_fails_its_operations_retryably():
     """What an operation in flight raises when its pipelined stream fails: the stream's
     status mapped as a unary call's, except that a cancellation we did not ask for (a
-    member ending its streams) is UNAVAILABLE — go to the next member — not CANCELLED,
-    and a closed client stays closed."""
+    member ending its streams) or gRPC's INTERNAL (a member killed mid-stream) is
+    UNAVAILABLE — go to the next member — and a closed client stays closed."""
     from coord.client.aio_pipeline import _stream_error
     from coord.client.transport import CallEnded, TransportClosed
 
     S = grpc.StatusCode
     cancelled = _stream_error(rpc_error(S.CANCELLED, None, "cancelled by the member"))
     assert isinstance(cancelled, UnavailableError) and cancelled.reason == "UNAVAILABLE"
+    # A member killed mid-stream: gRPC's core ends the stream with INTERNAL.
+    killed = _stream_error(rpc_error(S.INTERNAL, None, "Internal error from Core"))
+    assert isinstance(killed, UnavailableError) and "INTERNAL" in killed.message
     down = _stream_error(rpc_error(S.UNAVAILABLE, "NO_LEADER", "no leader"))
     assert isinstance(down, UnavailableError) and down.reason == "NO_LEADER"
     assert isinstance(_stream_error(CallEnded()), UnavailableError)
