@@ -142,13 +142,17 @@ def _enc_bytes(v: Any) -> str:
 
 
 def _dec_bytes(v: Any) -> bytes:
+    """Only canonical base64 (what `_enc_bytes` writes) decodes: whatever the lenient C
+    decoder makes of `v`, it must encode back to exactly `v`, which refuses stray or
+    non-ASCII characters, missing or extra padding and non-zero pad bits alike. (binascii
+    directly, not base64's wrappers: a snapshot decodes millions of these.)"""
     if type(v) is not str:
         raise ValueError(f"expected base64 text, got {v!r:.80}")
     try:
-        raw = base64.b64decode(v, validate=True)
+        raw = binascii.a2b_base64(v)
     except (binascii.Error, ValueError):
         raise ValueError(f"invalid base64 {v!r:.80}") from None
-    if base64.b64encode(raw).decode("ascii") != v:
+    if binascii.b2a_base64(raw, newline=False).decode("ascii") != v:
         raise ValueError(f"non-canonical base64 {v!r:.80}")
     return raw
 
@@ -319,12 +323,19 @@ def _dataclass_decoder(cls: type, tagged: bool) -> Converter:
     expected = {name for name, _ in names} | ({UNION_TAG} if tagged else set())
     added = frozenset(getattr(cls, "ADDED_FIELDS", ()))
     required = expected - added
+    # Every field present (the usual case) and none keyword-only: built from positional
+    # values, with no per-field presence test (a snapshot decodes millions of records).
+    positional = not any(f.kw_only for f in dataclasses.fields(cls))
 
     def dec(v: Any) -> Any:
         if type(v) is not dict:
             raise ValueError(f"expected an object for {cls.__name__}, got {v!r:.80}")
         keys = v.keys()
-        if keys != expected and not (required <= keys <= expected):
+        if keys == expected:
+            if positional:
+                return cls(*[d(v[name]) for name, d in names])
+            return cls(**{name: d(v[name]) for name, d in names})
+        if not (required <= keys <= expected):
             raise ValueError(
                 f"{cls.__name__} fields {sorted(keys)} != expected {sorted(expected)}"
             )
