@@ -15,6 +15,11 @@ has both cores), through the same etcd-v3-API asyncio driver talking to the lead
         by any member, and (2) a follower replaced by an empty one (removed, its data dir
         deleted, added back as a learner, then promoted again), from its exec to its own
         Status reporting the leader's revision: restart and catch-up time per key count.
+  sessions  (coord only) grows to --sessions native sessions (--session-ttl) by decade,
+        all kept alive every TTL/3 spread evenly, and at every decade samples over
+        --sample-s the leader's, a follower's and the driver's CPU %, RSS per member,
+        keepalive round-trip p50/p99, and how many sessions expired (the figures mean
+        something only at zero).
 
 Figures only, nothing asserted; the box is shared, so print `uptime` beside them."""
 
@@ -23,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -32,16 +38,19 @@ from pathlib import Path
 
 import grpc
 
-from coord.bench.footprint import dir_bytes, mib, rss_bytes
+from coord.bench.footprint import cpu_seconds, dir_bytes, mib, rss_bytes
 from coord.bench.startup import PROBE_OPTIONS
 from coord.bench.stats import latency_ms
 from coord.etcdpb import rpc_pb2 as epb
 from coord.etcdpb import rpc_pb2_grpc as erpc
 from coord.testing import LocalCluster
 from coord.testing.peer_etcd import EtcdCluster
+from coord.v1 import admin_pb2, admin_pb2_grpc
+from coord.v1 import coord_pb2 as pb
+from coord.v1 import coord_pb2_grpc as cpb
 
 VALUE = b"v" * 100
-PHASES = ("soak", "keys", "restart")
+PHASES = ("soak", "keys", "restart", "sessions")
 
 
 def _log(msg: str) -> None:
@@ -56,6 +65,7 @@ class Running:
     leader: str  # client endpoint
     pids: dict[str, int]
     data_dirs: dict[str, Path]
+    leader_name: str = ""
 
     def footprint(self) -> dict:
         rss = {n: rss_bytes(p) for n, p in self.pids.items()}
@@ -68,10 +78,10 @@ class Running:
 def running(system: str, members: int, compaction: list[str]) -> Iterator[Running]:
     if system == "coord":
         with LocalCluster(members, extra_args=compaction) as cluster:
-            leader = cluster.members[cluster.wait_for_leader(timeout=20)].listen
-            yield Running("coord", leader,
+            name = cluster.wait_for_leader(timeout=20)
+            yield Running("coord", cluster.members[name].listen,
                           {n: m.proc.pid for n, m in cluster.members.items() if m.proc},
-                          {n: m.data_dir for n, m in cluster.members.items()})
+                          {n: m.data_dir for n, m in cluster.members.items()}, name)
         return
     with EtcdCluster(members, extra_args=compaction) as etcd:
         leader = etcd.wait_leader()
@@ -419,6 +429,182 @@ def restart(system: str, members: int, compaction: list[str], total: int,
     return rows
 
 
+SESSION_STREAMS = 32  # keepalive streams every session's keepalives are spread over
+SESSION_OPENERS = 32  # OpenSession calls in flight while growing
+TICK_S = 0.05  # the keepalive sender's pace: one bucket of sessions every tick
+SESSIONS_TIMEOUT_S = 3600.0  # the sessions phase fails rather than run longer
+
+
+class KeepAlives:
+    """Keeps many sessions alive from one process, as a real client of each would: one
+    KeepAliveRequest renews one session, so rather than one client (tasks, streams) per
+    session, every session's keepalives are multiplexed over SESSION_STREAMS streams to
+    the leader. Sessions sit in TTL/3 / TICK_S buckets, filled round-robin, and one
+    bucket is sent every tick: each session is renewed every TTL/3, the load spread
+    evenly over the interval whatever the count. Round trips are timed (while
+    `sampling`) per session id, so they include any queueing behind the other sessions
+    on the same stream, as the server reads each stream in order."""
+
+    def __init__(self, channel: grpc.aio.Channel, interval_s: float) -> None:
+        self.buckets: list[list[int]] = [[] for _ in range(max(1, round(interval_s / TICK_S)))]
+        self.count = 0
+        self.sent: dict[int, float] = {}
+        self.rtts: list[float] = []
+        self.sampling = False
+        self.gone: set[int] = set()
+        self.not_renewed = 0  # pending or read-only answers: not renewed that time
+        self.late_s = 0.0  # how far the sender fell behind its ticks, at most (while sampling)
+        stub = cpb.SessionsStub(channel)
+        self.calls = [stub.KeepAlive() for _ in range(SESSION_STREAMS)]
+        self.tasks = [asyncio.ensure_future(self._read(c)) for c in self.calls]
+        self.tasks.append(asyncio.ensure_future(self._send()))
+
+    def add(self, session_id: int) -> None:
+        self.buckets[self.count % len(self.buckets)].append(session_id)
+        self.count += 1
+
+    async def _read(self, call: grpc.aio.StreamStreamCall) -> None:
+        async for r in call:  # until the call is cancelled (close)
+            t0 = self.sent.pop(r.session_id, None)
+            if r.gone:
+                self.gone.add(r.session_id)
+            elif r.pending or r.read_only:
+                self.not_renewed += 1
+            elif t0 is not None and self.sampling:
+                self.rtts.append(time.perf_counter() - t0)
+
+    async def _send(self) -> None:
+        start = time.monotonic()
+        tick = 0
+        while time.monotonic() - start < SESSIONS_TIMEOUT_S:
+            for sid in list(self.buckets[tick % len(self.buckets)]):
+                if sid in self.gone:
+                    continue
+                self.sent[sid] = time.perf_counter()
+                await self.calls[sid % len(self.calls)].write(pb.KeepAliveRequest(session_id=sid))
+            tick += 1
+            behind = time.monotonic() - (start + tick * TICK_S)
+            if self.sampling:
+                self.late_s = max(self.late_s, behind)
+            await asyncio.sleep(max(0.0, -behind))
+
+    async def close(self) -> None:
+        for t in self.tasks:
+            t.cancel()
+        for c in self.calls:
+            c.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+
+
+async def _open_sessions(stub: cpb.SessionsStub, ka: KeepAlives, start: int, end: int,
+                         ttl_ms: int, errors: list[int]) -> None:
+    """Opens sessions start..end-1 (SESSION_OPENERS in flight), each handed to `ka` as
+    soon as it is open; a request id per session makes a retried open safe."""
+    todo = iter(range(start, end))
+    run = f"{time.time_ns():x}"
+
+    async def opener() -> None:
+        for i in todo:
+            req = pb.OpenSessionRequest(name=f"bench-{i}", ttl_ms=ttl_ms,
+                                        request_id=f"bench-sessions-{run}-{i}")
+
+            async def call(req: pb.OpenSessionRequest = req) -> None:
+                ka.add((await stub.OpenSession(req, timeout=30)).session_id)
+
+            await _retrying(call, errors)
+
+    await asyncio.gather(*(opener() for _ in range(SESSION_OPENERS)))
+
+
+def _cpu(pids: dict[str, int]) -> dict[str, float]:
+    return {n: cpu_seconds(p) for n, p in pids.items()}
+
+
+async def sessions(run: Running, total: int, ttl_s: float, sample_s: float) -> list[dict]:
+    """At each decade of sessions up to `total`, all kept alive every TTL/3 by one
+    KeepAlives: CPU % of the leader, a follower and this driver (it shares the box, so
+    its load is part of the figure), RSS per member and keepalive round trips over
+    `sample_s`; then the leader's session count, so expiries are counted, not assumed."""
+    if run.system != "coord":
+        raise SystemExit("coord bench scale: the sessions phase drives coord only")
+    follower = next(n for n in run.pids if n != run.leader_name)
+    pids = {"leader": run.pids[run.leader_name], "follower": run.pids[follower],
+            "driver": os.getpid()}
+    rows: list[dict] = []
+    errors = [0]
+    opened = 0
+    big = [("grpc.max_receive_message_length", 64 << 20)]
+    async with grpc.aio.insecure_channel(run.leader, options=big) as ch:
+        ka = KeepAlives(ch, ttl_s / 3)
+        admin = admin_pb2_grpc.AdminStub(ch)
+        try:
+            for target in decades(total):
+                t0 = time.monotonic()
+                await _open_sessions(cpb.SessionsStub(ch), ka, opened, target,
+                                     round(ttl_s * 1000), errors)
+                open_per_s = (target - opened) / (time.monotonic() - t0)
+                opened = target
+                await asyncio.sleep(1.0)  # the last opens' replication settles
+                ka.rtts.clear()
+                ka.late_s = 0.0
+                ka.sampling = True
+                c0, w0 = _cpu(pids), time.monotonic()
+                await asyncio.sleep(sample_s)
+                c1, w1 = _cpu(pids), time.monotonic()
+                ka.sampling = False
+                fp = run.footprint()
+                keepalives = len(ka.rtts)
+                lat = latency_ms(ka.rtts)
+                st = await admin.Status(admin_pb2.StatusRequest(), timeout=30)
+                alive = json.loads(st.state_machine)["sessions"]
+                pct = {n: (c1[n] - c0[n]) / (w1 - w0) * 100 for n in pids}
+                row = {"system": run.system, "sessions": target, "ttl_s": ttl_s,
+                       "open_per_s": open_per_s, "sample_s": w1 - w0,
+                       "leader": st.leader_name, "leader_cpu_pct": pct["leader"],
+                       "follower_cpu_pct": pct["follower"], "driver_cpu_pct": pct["driver"],
+                       "rss": fp["rss"], "rss_max": fp["rss_max"],
+                       "leader_rss": fp["rss"][run.leader_name],
+                       "keepalives_per_s": keepalives / (w1 - w0),
+                       "keepalive_p50_ms": lat["p50_ms"], "keepalive_p99_ms": lat["p99_ms"],
+                       "sender_late_ms": ka.late_s * 1000, "alive": alive,
+                       "expired": max(opened - alive, len(ka.gone)),
+                       "not_renewed": ka.not_renewed, "errors": errors[0]}
+                rows.append(row)
+                _log(f"  coord {target:>7d} sessions: CPU % leader {pct['leader']:.0f} "
+                     f"follower {pct['follower']:.0f} driver {pct['driver']:.0f}, "
+                     f"rss MiB {' '.join(mib(v) for v in fp['rss'].values())}, keepalive "
+                     f"p50/p99 {lat['p50_ms']:.2f}/{lat['p99_ms']:.2f} ms, "
+                     f"{row['keepalives_per_s']:.0f}/s, expired {row['expired']}")
+                if st.leader_name != run.leader_name:
+                    _log(f"  the leader moved to {st.leader_name}: CPU figures are "
+                         f"{run.leader_name}'s")
+        finally:
+            await ka.close()
+    return rows
+
+
+def sessions_table(rows: list[dict]) -> list[str]:
+    lines = ["sessions  open/s  CPU % leader follower driver  rss MiB (per member)      "
+             "keepalive p50/p99 ms    ka/s  late ms  expired"]
+    for r in rows:
+        lines.append(f"{r['sessions']:>8d} {r['open_per_s']:7.0f} {r['leader_cpu_pct']:12.0f} "
+                     f"{r['follower_cpu_pct']:8.0f} {r['driver_cpu_pct']:6.0f}  "
+                     f"{' '.join(f'{mib(v):>7}' for v in r['rss'].values()):24}  "
+                     f"{r['keepalive_p50_ms']:9.2f}/{r['keepalive_p99_ms']:<9.2f} "
+                     f"{r['keepalives_per_s']:7.0f} {r['sender_late_ms']:8.0f} "
+                     f"{r['expired']:8d}")
+    for r in rows:
+        if r["expired"] or r["not_renewed"]:
+            lines.append(f"at {r['sessions']} sessions {r['expired']} expired and "
+                         f"{r['not_renewed']} keepalives were not renewed: the row does not "
+                         "show a sustained load")
+        if r["driver_cpu_pct"] >= 90:
+            lines.append(f"at {r['sessions']} sessions the driver used "
+                         f"{r['driver_cpu_pct']:.0f}% of a core: it, not coord, may be the "
+                         "limit (2 cores shared with the members)")
+    return lines
+
+
 def restart_table(rows: list[dict]) -> list[str]:
     lines = ["system      keys  load/s  disk MiB   revision  restart->serving s  "
              "wiped catch-up s  errors"]
@@ -481,8 +667,14 @@ def run_scale_bench(args: argparse.Namespace) -> int:
     compaction = ["--auto-compaction-mode", args.auto_compaction_mode,
                   "--auto-compaction-retention", args.auto_compaction_retention]
     clients = max(int(x) for x in args.concurrency.split(",") if x)
-    out: dict[str, list[dict]] = {"soak": [], "keys": [], "restart": []}
+    out: dict[str, list[dict]] = {"soak": [], "keys": [], "restart": [], "sessions": []}
     for phase in phases:
+        if phase == "sessions":  # coord only: etcd's leases are not driven here
+            _log(f"sessions: a {args.members}-member coord on 127.0.0.1 ...")
+            with running("coord", args.members, compaction) as run:
+                out["sessions"] += asyncio.run(sessions(run, args.sessions, args.session_ttl,
+                                                        args.sample_s))
+            continue
         for system in systems:
             _log(f"{phase}: a {args.members}-member {system} on 127.0.0.1 "
                  f"({' '.join(compaction)}) ...")
@@ -514,5 +706,12 @@ def run_scale_bench(args: argparse.Namespace) -> int:
               "the first linearizable Range; a follower wiped and re-added to its Status at "
               "the leader's revision")
         for line in restart_table(out["restart"]):
+            print("  " + line)
+    if out["sessions"]:
+        print(f"sessions: coord only, up to {args.sessions} sessions of TTL "
+              f"{args.session_ttl:g} s kept alive every TTL/3 over {SESSION_STREAMS} streams "
+              f"to the leader by one driver process on the same box; CPU % of one core over "
+              f"{args.sample_s:g} s at each decade")
+        for line in sessions_table(out["sessions"]):
             print("  " + line)
     return 0
