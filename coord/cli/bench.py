@@ -58,8 +58,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--phases", default="soak,keys",
                    help="scale: comma-separated, of soak, keys, restart (kill -9 of "
                    "every member to serving, and a wiped follower's catch-up, per decade) "
-                   "and sessions (coord only: CPU, RSS and keepalive round trips per decade "
-                   "of sessions kept alive)")
+                   "and sessions (CPU, RSS and keepalive round trips per decade of sessions, "
+                   "etcd: leases, kept alive)")
     b.add_argument("--sessions", type=int, default=100_000,
                    help="scale: sessions to grow to (the sessions phase)")
     b.add_argument("--session-ttl", type=float, default=30.0,
