@@ -434,6 +434,7 @@ SESSION_STREAMS = 32  # keepalive streams every session's keepalives are spread 
 SESSION_OPENERS = 32  # OpenSession calls in flight while growing
 TICK_S = 0.05  # the keepalive sender's pace: one bucket of sessions every tick
 SESSIONS_TIMEOUT_S = 3600.0  # the sessions phase fails rather than run longer
+LATE_NOTE_MS = 1000.0  # a sender this far behind its schedule is named under the table
 MAX_STREAM_ERRORS = 1000  # a keepalive stream reopened more often fails the run
 
 
@@ -653,10 +654,17 @@ def sessions_table(rows: list[dict]) -> list[str]:
                      f"{r['keepalives_per_s']:7.0f} {r['sender_late_ms']:8.0f} "
                      f"{r['expired']:8d}")
     for r in rows:
-        if r["expired"] or r["not_renewed"]:
-            lines.append(f"{r['system']} at {r['sessions']} sessions: {r['expired']} expired, "
-                         f"{r['not_renewed']} keepalives were not renewed: the row does not "
-                         "show a sustained load")
+        if r["expired"]:
+            lines.append(f"{r['system']} at {r['sessions']} sessions: {r['expired']} expired: "
+                         "the row does not show a sustained load")
+        if r["not_renewed"]:
+            lines.append(f"{r['system']} up to {r['sessions']} sessions: {r['not_renewed']} "
+                         "keepalives answered without a renewal (no leader in time)")
+        if r["sender_late_ms"] > LATE_NOTE_MS:
+            lines.append(f"{r['system']} at {r['sessions']} sessions: the driver fell up to "
+                         f"{r['sender_late_ms'] / 1000:.1f} s behind its keepalive schedule "
+                         "(its writes waited on the server): fewer keepalives than due were "
+                         "sent in the window (ka/s)")
         if r.get("stream_errors"):
             lines.append(f"{r['system']} up to {r['sessions']} sessions: {r['stream_errors']} "
                          "keepalive streams ended in an error and were opened again "

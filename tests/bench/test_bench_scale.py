@@ -107,6 +107,8 @@ def test_the_sessions_table_names_expiries_and_a_saturated_driver():
             "keepalive_p99_ms": 1.5}
     lines = sessions_table([_sessions_row(1000, 20.0, 0), _sessions_row(10_000, 95.0, 3),
                             etcd])
+    late = sessions_table([{**_sessions_row(1000, 20.0, 0), "sender_late_ms": 2500.0}])
+    assert late[-1].startswith("coord at 1000 sessions: the driver fell up to 2.5 s behind")
     assert lines[1].split() == ["coord", "1000", "2000", "40", "5", "20", "100.0", "90.0",
                                 "90.0", "0.50/3.00", "1000", "0", "0"]
     assert lines[4].startswith("coord at 10000 sessions: 3 expired")
