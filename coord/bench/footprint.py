@@ -35,3 +35,16 @@ def dir_bytes(path: Path) -> int:
 
 def mib(n: float) -> str:
     return f"{n / (1 << 20):.1f}"
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU seconds process `pid` has used, all its threads (0.0 if it is
+    gone): two readings a window apart give its CPU % over the window, read from outside
+    so coord and its driver are measured the same way."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return 0.0
+    fields = stat[stat.rindex(")") + 2:].split()  # after the command name, which may hold spaces
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

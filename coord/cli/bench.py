@@ -56,12 +56,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     b.add_argument("--zk-init-limit", type=int, default=10, help="readonly: ZooKeeper initLimit")
     b.add_argument("--phases", default="soak,keys",
-                   help="scale: comma-separated, of soak, keys and restart (kill -9 of "
-                   "every member to serving, and a wiped follower's catch-up, per decade)")
+                   help="scale: comma-separated, of soak, keys, restart (kill -9 of "
+                   "every member to serving, and a wiped follower's catch-up, per decade) "
+                   "and sessions (CPU, RSS and keepalive round trips per decade of sessions, "
+                   "etcd: leases, kept alive)")
+    b.add_argument("--sessions", type=int, default=100_000,
+                   help="scale: sessions to grow to (the sessions phase)")
+    b.add_argument("--session-ttl", type=float, default=30.0,
+                   help="scale: the sessions' TTL in seconds; keepalives every TTL/3")
     b.add_argument("--keys", type=int, default=1_000_000, help="scale: keys to grow to")
     b.add_argument("--probe-ops", type=int, default=2_000,
                    help="scale: put and get latency samples at each decade of keys")
-    b.add_argument("--sample-s", type=float, default=30.0, help="scale: soak sample period")
+    b.add_argument("--sample-s", type=float, default=30.0,
+                   help="scale: soak sample period; the sessions phase's CPU window")
     b.add_argument("--auto-compaction-mode", default="periodic",
                    help="scale: given to both systems")
     b.add_argument("--auto-compaction-retention", default="5m",

@@ -3,11 +3,21 @@ on a real cluster prints every figure (the full run is `make bench-scale`)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
 
-from coord.bench.scale import decades, keys_table, restart, restart_table, soak_table
+from coord.bench.scale import (
+    decades,
+    keys_table,
+    restart,
+    restart_table,
+    running,
+    sessions,
+    sessions_table,
+    soak_table,
+)
 from tests.etcdtools import require
 
 
@@ -81,3 +91,54 @@ def test_a_short_run_prints_every_figure():
                for r in result["keys"])
     assert result["soak"] and result["soak"][-1]["puts"] > 0
     assert all(len(r["rss"]) == 1 for r in result["soak"])
+
+
+def _sessions_row(sessions: int, driver: float, expired: int, system: str = "coord") -> dict:
+    return {"system": system, "sessions": sessions, "open_per_s": 2000.0,
+            "leader_cpu_pct": 40.0, "leader_rss": 100 << 20, "follower_cpu_pct": 5.0,
+            "driver_cpu_pct": driver,
+            "rss": {"n1": 100 << 20, "n2": 90 << 20, "n3": 90 << 20}, "rss_max": 100 << 20,
+            "keepalive_p50_ms": 0.5, "keepalive_p99_ms": 3.0, "keepalives_per_s": 1000.0,
+            "sender_late_ms": 0.0, "expired": expired, "not_renewed": 0}
+
+
+def test_the_sessions_table_names_expiries_and_a_saturated_driver():
+    etcd = {**_sessions_row(1000, 20.0, 0, "etcd"), "leader_cpu_pct": 20.0,
+            "keepalive_p99_ms": 1.5}
+    lines = sessions_table([_sessions_row(1000, 20.0, 0), _sessions_row(10_000, 95.0, 3),
+                            etcd])
+    late = sessions_table([{**_sessions_row(1000, 20.0, 0), "sender_late_ms": 2500.0}])
+    assert late[-1].startswith("coord at 1000 sessions: the driver fell up to 2.5 s behind")
+    assert lines[1].split() == ["coord", "1000", "2000", "40", "5", "20", "100.0", "90.0",
+                                "90.0", "0.50/3.00", "1000", "0", "0"]
+    assert lines[4].startswith("coord at 10000 sessions: 3 expired")
+    assert lines[5].startswith("coord at 10000 sessions: the driver used 95% of a core")
+    assert lines[6] == ("at 1000 sessions coord/etcd: leader CPU 2.00x, leader RSS 1.00x, "
+                        "keepalive p99 2.00x")
+    assert len(lines) == 7
+
+
+def test_a_short_sessions_run_keeps_every_session_alive():
+    """Three real members, 300 native sessions of TTL 3 s renewed every second over the
+    multiplexed keepalive streams: every figure is there and positive, none expired."""
+    out = subprocess.run(
+        [sys.executable, "-m", "coord", "bench", "scale", "--no-etcd", "--members", "3",
+         "--phases", "sessions", "--sessions", "300", "--session-ttl", "3",
+         "--sample-s", "2", "--json"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    [row] = json.loads(out.stdout)["sessions"]
+    assert row["sessions"] == row["alive"] == 300 and row["expired"] == 0, row
+    assert row["not_renewed"] == 0 and row["errors"] == 0
+    for k in ("open_per_s", "leader_cpu_pct", "follower_cpu_pct", "driver_cpu_pct", "rss_max",
+              "leader_rss", "keepalives_per_s", "keepalive_p50_ms", "keepalive_p99_ms"):
+        assert row[k] > 0, (k, row)
+    assert len(row["rss"]) == 3 and all(v > 0 for v in row["rss"].values())
+
+
+def test_the_sessions_phase_drives_etcd_leases_the_same_way():
+    """etcd's side: leases granted and kept alive over the same multiplexed streams."""
+    require("etcd")
+    with running("etcd", 3, ["--auto-compaction-retention", "0"]) as run:
+        [row] = asyncio.run(sessions(run, 200, 3.0, 1.5))
+    assert row["alive"] == 200 and row["expired"] == 0 and row["errors"] == 0, row
+    assert row["keepalive_p99_ms"] > 0 and row["leader_cpu_pct"] > 0 and row["leader_rss"] > 0
