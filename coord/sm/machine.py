@@ -319,7 +319,7 @@ class CoordMachine:
             "clock_ms": self.clock_ms,
             "elapsed": self.elapsed.to_state(),
             "leader_note": list(self.leader_note),
-            "sessions": self.sessions.to_state(),
+            "sessions": self.sessions.capture(),
             "kv": self.kv.capture(),
             "ownership": self.ownership.to_state(),
             "owner_history": self.ownership.history.capture(),

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coord.sm import limits
-from coord.sm.codec import INT64_MAX
+from coord.sm.codec import INT64_MAX, Lazy
 from coord.sm.errors import (
     INVALID_ARGUMENT,
     LIMIT_EXCEEDED,
@@ -183,12 +183,14 @@ class SessionTable:
 
     # -- snapshot ------------------------------------------------------------------------
 
-    def to_state(self) -> dict:
-        return {
-            "next_id": self.next_id,
-            "sessions": [[s.id, s.name, s.ttl_ms, s.read_only_ok, s.opened_ms]
-                         for s in (self._sessions[i] for i in sorted(self._sessions))],
-        }
+    def capture(self) -> dict:
+        """This table now, cheaply: the sessions in id order, each made a row only when
+        `codec.iter_dumps` reaches it. A session's row fields never change once it is
+        open, so holding the records is holding their state (at 100k sessions building
+        every row here took 170 ms of the loop, and a leader's heartbeats stalled)."""
+        sessions = self._sessions
+        return {"next_id": self.next_id,
+                "sessions": Lazy([sessions[i] for i in sorted(sessions)], _session_row)}
 
     def load_state(self, state: dict) -> None:
         """Holdings are rebuilt by the modules that own them (see their load_state)."""
@@ -203,6 +205,10 @@ class SessionTable:
 
     def describe(self) -> dict:
         return {"sessions": len(self._sessions), "next_session_id": self.next_id}
+
+
+def _session_row(s: Session) -> list[Any]:
+    return [s.id, s.name, s.ttl_ms, s.read_only_ok, s.opened_ms]
 
 
 def check_open(name: Any, ttl_ms: Any, read_only_ok: Any, session_id: Any = 0) -> None:
