@@ -52,6 +52,22 @@ class Lazy:
         self.convert = convert
 
 
+class Pieces:
+    """A value whose JSON text a generator gives in pieces of its own making (joined, it is
+    exactly what `dumps` would write for the value): for a state part whose conversion
+    must itself be spread over pieces, such as sorting (see ownership's capture)."""
+
+    __slots__ = ("pieces",)
+
+    def __init__(self, pieces: Iterator[str]) -> None:
+        self.pieces = pieces
+
+
+def encode_text(plain: Any) -> str:
+    """`dumps`, as text."""
+    return _ENCODER.encode(plain)
+
+
 def iter_dumps(plain: Any, slice_len: int = 500) -> Iterator[str]:
     """`dumps` in pieces (joined and encoded, exactly its bytes, with each `Lazy` as the
     list of its converted items): long lists go a slice at a time, so the caller can do
@@ -63,6 +79,8 @@ def iter_dumps(plain: Any, slice_len: int = 500) -> Iterator[str]:
             yield ("," if i else "") + encode(key) + ":"
             yield from iter_dumps(plain[key], slice_len)
         yield "}"
+    elif type(plain) is Pieces:
+        yield from plain.pieces
     elif type(plain) is Lazy or (type(plain) is list and len(plain) > slice_len):
         items, convert = (plain.items, plain.convert) if type(plain) is Lazy else (plain, None)
         yield "["

@@ -321,7 +321,7 @@ class CoordMachine:
             "leader_note": list(self.leader_note),
             "sessions": self.sessions.capture(),
             "kv": self.kv.capture(),
-            "ownership": self.ownership.to_state(),
+            "ownership": self.ownership.capture(),
             "owner_history": self.ownership.history.capture(),
             "pids": self.pids.to_state(),
             "recent": codec.Lazy(list(self.recent.items()), _recent_row),

@@ -18,7 +18,9 @@ watch can replay what it missed (`events_since`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import heapq
+import itertools
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from coord.sm import codec, limits
@@ -61,7 +63,9 @@ _END_KINDS = {RELEASED: RELEASE, EXPIRED: EXPIRE, SEVERED: SEVER}
 
 
 class _Slot:
-    """One (group, resource): its owner (0 if free), generation and last change."""
+    """One (group, resource): its owner (0 if free), generation and last change. Never
+    changed once made: a change puts a new slot in its place, so a snapshot's capture can
+    hold a copy of the group's dict and read it later, a slice at a time."""
 
     __slots__ = ("owner", "generation", "revision")
 
@@ -167,7 +171,7 @@ class OwnershipTable:
                 if slot is None:
                     slots[resource] = _Slot(session_id, generation, revision)
                 else:
-                    slot.owner, slot.generation, slot.revision = session_id, generation, revision
+                    slots[resource] = _Slot(session_id, generation, revision)
                 requester.owned.add((group, resource))
                 self._changed(OwnershipEvent(group, resource, session_id, generation, revision,
                                              kind))
@@ -249,7 +253,7 @@ class OwnershipTable:
         return sum(1 for slots in self._groups.values() for s in slots.values() if s.owner)
 
     def _free(self, group: str, resource: str, slot: _Slot, revision: int, kind: str) -> None:
-        slot.owner, slot.revision = 0, revision
+        self._groups[group][resource] = _Slot(0, slot.generation, revision)
         self._changed(OwnershipEvent(group, resource, 0, slot.generation, revision, kind))
 
     def _changed(self, event: OwnershipEvent) -> None:
@@ -264,9 +268,13 @@ class OwnershipTable:
 
     # -- snapshot ------------------------------------------------------------------------
 
-    def to_state(self) -> list:
-        return [[group, [[r, s.owner, s.generation, s.revision] for r, s in sorted(slots.items())]]
-                for group, slots in sorted(self._groups.items())]
+    def capture(self) -> codec.Pieces:
+        """This table now, cheaply: a copy of each group's dict (slots never change, see
+        `_Slot`), made JSON later, a slice at a time: the rows must come out sorted by
+        resource, and sorting 1M names (and making their rows) at capture held the loop
+        1.7 s. So the names are sorted in runs, one run per piece, and merged."""
+        groups = [(group, slots.copy()) for group, slots in sorted(self._groups.items())]
+        return codec.Pieces(_state_pieces(groups))
 
     def load_state(self, state: list) -> None:
         self._groups = {}
@@ -286,3 +294,31 @@ class OwnershipTable:
     def describe(self) -> dict:
         return {"groups": len(self._groups), "owned_resources": self.owned_count(),
                 **self.history.describe()}
+
+
+RUN = 5000
+"""Names sorted, and rows made, per piece of a capture (a few milliseconds each)."""
+
+
+def _state_pieces(groups: list[tuple[str, dict[str, _Slot]]]) -> Iterator[str]:
+    """The text of `[[group, [[resource, owner, generation, revision], ...]], ...]` (groups
+    and resources sorted), in pieces: each run of names is sorted in a piece of its own
+    (an empty one), then the runs are merged lazily and their rows written a run at a
+    time."""
+    encode = codec.encode_text
+    yield "["
+    for g, (group, slots) in enumerate(groups):
+        yield ("," if g else "") + "[" + encode(group) + ",["
+        names = list(slots)
+        runs = []
+        for start in range(0, len(names), RUN):
+            runs.append(sorted(names[start:start + RUN]))
+            yield ""
+        merged = heapq.merge(*runs)
+        first = True
+        while batch := list(itertools.islice(merged, RUN)):
+            rows = [[r, s.owner, s.generation, s.revision] for r in batch for s in (slots[r],)]
+            yield ("" if first else ",") + encode(rows)[1:-1]
+            first = False
+        yield "]]"
+    yield "]"
