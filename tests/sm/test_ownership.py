@@ -294,3 +294,31 @@ def test_ownership_properties(cmds):
         table = {(g, o.resource): o.session_id for g in ("g", "h")
                  for o in m.query(c.ListOwners(g)).owners}
         assert held == table
+
+
+def test_a_capture_of_many_resources_is_their_sorted_rows_as_they_were():
+    """Ownership is captured as copies of its groups' dicts and written out later through
+    runs of names sorted one per piece and merged: with more names than one run, in
+    shuffled order, the text is still every group's rows sorted by resource, as they were
+    at the capture (slots are replaced on change, never changed under a capture)."""
+    import json
+    import random
+
+    from coord.sm import codec
+    from coord.sm.ownership import RUN
+
+    m, sids = machine_with(3)
+    names = [f"r{i:06d}" for i in range(2 * RUN + 123)]
+    random.Random(5).shuffle(names)
+    for i in range(0, len(names), 1000):
+        own(m, sids[i // 1000 % 3], *((n, 0) for n in names[i:i + 1000]),
+            group="g" if i % 2000 else "é")
+    expected = [[group, [[r, s.owner, s.generation, s.revision] for r, s in sorted(slots.items())]]
+                for group, slots in sorted(m.ownership._groups.items())]
+    pieces = codec.iter_dumps(m.ownership.capture())
+    first = next(pieces)
+    own(m, sids[0], (names[0], 0), (names[-1], 0), group="g")  # takeovers after the capture
+    own(m, sids[0], (names[1], 0), (names[-2], 0), group="é")
+    m.execute(c.CloseSession(sids[1]), 5000)
+    assert json.loads(first + "".join(pieces)) == expected
+    assert sum(len(rows) for _, rows in expected) == len(names)
