@@ -7,7 +7,7 @@ PROTOS := $(wildcard proto/coord/v1/*.proto proto/coord/etcdpb/*.proto proto/coo
 SEEDS  ?= 10000
 NODES  ?= 3
 
-.PHONY: all venv proto run test lint soak diff bench bench-readonly bench-scale clean etcd-tools bench-tui chaos bench-audit java-runtime bench-spark
+.PHONY: all venv proto run test lint soak diff bench bench-readonly bench-scale clean etcd-tools zookeeper-server bench-tui chaos bench-audit java-runtime bench-spark
 
 all: test
 
@@ -90,9 +90,23 @@ bench: venv
 	$(VENV)/bin/coord bench raft
 
 # Needs Debian's zookeeper package (apt-get install -y zookeeper) for the ZooKeeper side.
-bench-readonly: venv
+bench-readonly: venv zookeeper-server
 	$(PY) -m pip install -q -e '.[bench]'
 	$(VENV)/bin/coord bench readonly
+
+# ZooKeeper 3.8 (Debian's zookeeper: its jars under /usr/share/java) for the read-only
+# benchmark's peer, installed when missing as etcd-tools above. Tests do not need it.
+zookeeper-server:
+	@if [ ! -e /usr/share/java/zookeeper.jar ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing zookeeper (Debian)"; \
+	    (apt-get install -y -q zookeeper >/dev/null 2>&1 || \
+	     (apt-get update -q >/dev/null && apt-get install -y -q zookeeper >/dev/null)) \
+	      || echo "warning: could not install zookeeper"; \
+	  else \
+	    echo "note: zookeeper is missing (apt-get install zookeeper as root)"; \
+	  fi; \
+	fi
 
 # Memory and disk over a 30-minute hot-key soak and a growth to 1M keys, beside etcd 3.4
 # (about an hour on this box; `coord bench scale --help` for smaller runs).
