@@ -319,9 +319,10 @@ class AsyncClient:
 
     async def attach(self, session_id: int, ttl: float = 10.0,
                      on_severed: Callback | None = None,
-                     on_event: Callback | None = None) -> AsyncSession:
+                     on_event: Callback | None = None, **session_args: Any) -> AsyncSession:
         """Keep an existing session alive (see Client.attach)."""
-        return AsyncSession(self, session_id, ttl, on_severed=on_severed, on_event=on_event)
+        return AsyncSession(self, session_id, ttl, on_severed=on_severed, on_event=on_event,
+                            **session_args)
 
     # -- lifecycle ----------------------------------------------------------------------
     async def close(self) -> None:

@@ -394,8 +394,8 @@ class Client:
     ) -> Session:
         """Keep an existing session alive (e.g. one opened by another process): a session
         outlives its connections. `ttl` paces keepalives until the server states it."""
-        return Session(self, lambda output: _attach(self._aio, session_id, ttl, output),
-                       on_severed, on_event)
+        return Session(self, lambda output: self._aio.attach(
+            session_id, ttl, output=output, start=False), on_severed, on_event)
 
     # -- lifecycle ----------------------------------------------------------------------
     def close(self) -> None:
@@ -547,11 +547,6 @@ class _ThreadOutput:
                 on_severed(event)
         finally:
             self._events.put(_END)  # last: once events() ends, the callback has run
-
-
-async def _attach(client: AsyncClient, session_id: int, ttl: float,
-                  output: _ThreadOutput) -> AsyncSession:
-    return AsyncSession(client, session_id, ttl, output=output, start=False)
 
 
 class Session(SessionFacts):
