@@ -14,6 +14,7 @@ from coord.cli.main import main
 from coord.client import Client
 from coord.history import datadir
 from coord.history.sink import committed_files
+from tests.history.leader_note import wait_for_the_leader_note
 
 
 def _digest(d):
@@ -37,6 +38,7 @@ def stopped_member(tmp_path_factory):
                 seen["session"] = s.id
             seen["block"] = client.allocate_pid_block("w", 10)
             seen["last"] = client.put(b"last", b"x").header.revision
+            wait_for_the_leader_note(client)
         c.stop()
         yield c.members["n1"].data_dir, seen
 

@@ -21,6 +21,7 @@ from coord.client.history import HistoryCursor
 from coord.history import datadir
 from coord.history.sink import committed_files, read_manifest
 from coord.v1 import history_pb2
+from tests.history.leader_note import wait_for_the_leader_note
 
 
 def _plain(rows):
@@ -47,21 +48,9 @@ def member(tmp_path_factory):
                                     extra_args=["--snapshot-every", "40"]) as c:
         with Client(c.endpoints) as client:
             _load(client)
-            _wait_for_the_leader_note(client)
+            wait_for_the_leader_note(client)
         yield c
 
-
-def _wait_for_the_leader_note(client: Client) -> None:
-    """A leader names itself with its first session sweep, a few entries into its term,
-    and a quick load can end before that: rows exported then carry no leader, while an
-    offline read once the note is in the log has it. Wait until every row has one."""
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        rows = [r for p in client.export_history() for r in p.rows]
-        if rows and all(r.get("leader") for r in rows):
-            return
-        time.sleep(0.05)
-    pytest.fail("the leader did not name itself within 10 s")
 
 
 def test_live_rows_are_the_offline_rows_and_follow_streams_new_entries(member, tmp_path):
