@@ -33,6 +33,7 @@ from coord.server.core.compaction import AutoCompactor
 from coord.server.core.coordinator import Coordinator
 from coord.server.core.events import EventHub
 from coord.server.core.forward import ForwardService, LeaderLink
+from coord.server.core.leader_note import LeaderNote
 from coord.server.core.local_sessions import LocalSessions
 from coord.server.core.quorum_notes import QuorumNotes
 from coord.server.core.quota import SpaceGuard
@@ -133,6 +134,7 @@ class Member:
         self.link = LeaderLink(self.auth)
         self.coordinator = Coordinator(self.node, self.machine, self.link)
         self.tracker = SessionTracker(self.node, self.machine, self.coordinator.write)
+        self.leader_note = LeaderNote(self.node, self.coordinator.write)  # for the history
         # sessions a read-only member opens, registered with the cluster when it is back
         self.local_sessions = LocalSessions(self.coordinator, self.hub.offer_session)
         self.compactor = AutoCompactor(
@@ -186,6 +188,7 @@ class Member:
         for s in self._servers:
             await s.start()
         await self.node.start()
+        self.leader_note.start()
         self.tracker.start()
         self.local_sessions.start()
         self.compactor.start()
@@ -241,6 +244,7 @@ class Member:
     async def stop(self, grace: float = 1.0) -> None:
         await self.health.enter_graceful_shutdown()
         await self.tracker.stop()
+        await self.leader_note.stop()
         await self.local_sessions.stop()
         await self.compactor.stop()
         await self.space.stop()

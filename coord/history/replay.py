@@ -58,8 +58,8 @@ class Replayer:
         # Rows of a log's first entries (membership, the first leader's no-op), which come
         # before any leader clock reading: they take the first time that follows.
         self._untimed: list[Row] = []
-        # Rows of a term whose leader has not named itself yet (its NoteLeader comes with
-        # its first session sweep, a few entries into the term): held until the note
+        # Rows of a term whose leader has not named itself yet (its NoteLeader is proposed
+        # at election, but a client's write can commit before it): held until the note
         # fills them in, or a later term begins without one (then the leader stays None).
         self._unled: list[Row] = []
 

@@ -1,5 +1,6 @@
-"""A member's background loops (session sweep, mode monitor, auto-compaction, space
-guard): one step every interval, started with the member and cancelled with it."""
+"""A member's background tasks (the leader note) and loops (session sweep, mode monitor,
+auto-compaction, space guard: one step every interval), started with the member and
+cancelled with it."""
 
 from __future__ import annotations
 
@@ -27,20 +28,21 @@ def deferring(step: Callable[[], Awaitable[Any]], who: str, what: str
     return run
 
 
-class Periodic:
-    def __init__(self, name: str, interval_s: float, step: Callable[[], Awaitable[None]],
+class Background:
+    """A coroutine run as a task from the member's start until its stop."""
+
+    def __init__(self, name: str, run: Callable[[], Awaitable[None]],
                  enabled: bool = True) -> None:
         """`enabled` False: start and stop do nothing (a loop turned off by a flag)."""
         self.name = name
-        self.interval_s = interval_s
-        self.step = step
+        self.run = run
         self.enabled = enabled
         self._task: asyncio.Task | None = None
 
     def start(self) -> None:
         if not self.enabled:
             return
-        self._task = asyncio.get_running_loop().create_task(self._run(), name=self.name)
+        self._task = asyncio.get_running_loop().create_task(self.run(), name=self.name)
 
     async def stop(self) -> None:
         if self._task is None:
@@ -51,7 +53,18 @@ class Periodic:
         except asyncio.CancelledError:
             pass
 
-    async def _run(self) -> None:
+
+
+class Periodic(Background):
+    """One step every interval."""
+
+    def __init__(self, name: str, interval_s: float, step: Callable[[], Awaitable[None]],
+                 enabled: bool = True) -> None:
+        super().__init__(name, self._every, enabled)
+        self.interval_s = interval_s
+        self.step = step
+
+    async def _every(self) -> None:
         while True:
             await asyncio.sleep(self.interval_s)
             await self.step()

@@ -14,7 +14,7 @@ make the audit flag those expiries. A leader that lost its quorum steps down (Ch
 so a period without any quorum always ends with a new term. Hence, once back:
   - the term is the one it lost its quorum in: a leader kept its quorum; nothing noted;
   - else the first entry stamped after the loss began (waited for a little: the new
-    leader names itself within a sweep) decides: of the old term, the old leader still
+    leader names itself at election) decides: of the old term, the old leader still
     committed after the loss began, nothing noted; of a newer term, the period ends just
     before it (`until_ms`), or when this member came back if that is earlier. The new
     leader restarted every session's TTL when it took over, at or after that entry.

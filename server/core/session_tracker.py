@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable
 from coord.server.core.periodic import Periodic
 from coord.server.node.driver import Node
 from coord.server.node.errors import NodeError
-from coord.sm.commands import ExpireSessions, NoteLeader
+from coord.sm.commands import ExpireSessions
 from coord.sm.limits import MAX_EXPIRE_IDS
 from coord.sm.machine import CoordMachine
 from coord.sm.sessions import Session
@@ -45,7 +45,7 @@ class SessionTracker:
         self,
         node: Node,
         machine: CoordMachine,
-        propose: Callable[[ExpireSessions | NoteLeader], Awaitable[object]],
+        propose: Callable[[ExpireSessions], Awaitable[object]],
     ) -> None:
         self.node = node
         self.machine = machine
@@ -58,7 +58,6 @@ class SessionTracker:
         self._fresh: list[Session] = []  # opened since the last sweep
         machine.session_openers.append(self._fresh.append)
         self._led_term = 0
-        self._noted_term = 0  # the term this leader named itself in the log for
         self._quorum_losses = node.quorum_losses
         self._last_sweep = time.monotonic()
         self._loop = Periodic("session-sweep", SWEEP_INTERVAL_S, self._sweep_logged)
@@ -156,11 +155,6 @@ class SessionTracker:
             self._led_term = self.node.term
             self._quorum_losses = self.node.quorum_losses
             self._restart_clocks(now)  # every session gets its full TTL back
-        if self._noted_term != self.node.term:
-            # The log holds terms, not who led them: the history export needs both.
-            term = self.node.term
-            await self.propose(NoteLeader(self.node.me.name, term))
-            self._noted_term = term
         sessions, fresh = self.machine.sessions, self._fresh
         while fresh:
             session = fresh.pop()

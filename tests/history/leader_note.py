@@ -10,9 +10,10 @@ from coord.client import Client
 
 
 def wait_for_the_leader_note(client: Client) -> None:
-    """A leader names itself with its first session sweep, a few entries into its term,
-    and a quick load can end before that: rows exported then carry no leader, while an
-    offline read once the note is in the log has it. Wait until every row has one."""
+    """A leader names itself right after its election (server/core/leader_note.py), but
+    a client's first writes can still commit before the note: rows exported then carry
+    no leader, while an offline read once the note is in the log has it. Wait until
+    every row has one."""
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         rows = [r for p in client.export_history() for r in p.rows]

@@ -54,9 +54,7 @@ def _tracked(monkeypatch, fail_first: int = 0):
     m = CoordMachine()
     proposed: list[tuple[int, ...]] = []
 
-    async def propose(cmd: c.ExpireSessions | c.NoteLeader):
-        if isinstance(cmd, c.NoteLeader):  # a new leader names itself first
-            return m.execute(cmd)
+    async def propose(cmd: c.ExpireSessions):
         if len(proposed) < fail_first:
             proposed.append(())
             raise NotLeader(None)
@@ -67,7 +65,6 @@ def _tracked(monkeypatch, fail_first: int = 0):
 
 
 def test_sessions_expire_by_deadline_and_keepalives_move_them(monkeypatch):
-    import asyncio
 
     clock, m, tracker, proposed = _tracked(monkeypatch)
     kept = m.execute(c.OpenSession("kept", 2_000), 1).session_id
@@ -82,7 +79,6 @@ def test_sessions_expire_by_deadline_and_keepalives_move_them(monkeypatch):
 
 
 def test_a_failed_expiry_is_proposed_again(monkeypatch):
-    import asyncio
 
     from coord.server.node.errors import NodeError
 
@@ -106,7 +102,6 @@ def test_idle_sweeps_touch_no_session_and_keepalives_do_not_grow_the_heap(monkey
     """What makes 100k sessions cheap: a sweep with nothing due looks at none of them,
     and renewals leave at most ~2 heap entries per session (the old sweep walked and
     sorted every session every 100 ms: planted below, the count catches it)."""
-    import asyncio
 
     from coord.sm.sessions import SessionTable
 
@@ -128,23 +123,3 @@ def test_idle_sweeps_touch_no_session_and_keepalives_do_not_grow_the_heap(monkey
     # the planted violation: a sweep that walks every session is seen by the same count
     tracker.machine.sessions.ids()
     assert walks == ["ids"]
-
-
-def test_a_new_leader_names_itself_in_the_log_once_per_term():
-    node = SimpleNamespace(caught_up_leader=True, is_leader=True, term=4, quorum_losses=0,
-                           me=SimpleNamespace(name="m1"))
-    proposed = []
-
-    async def propose(cmd: object) -> object:
-        proposed.append(cmd)
-        return None
-
-    async def sweeps() -> None:
-        tracker = SessionTracker(node, CoordMachine(), propose)
-        await tracker.sweep()
-        await tracker.sweep()
-        node.term = 5
-        await tracker.sweep()
-
-    asyncio.run(sweeps())
-    assert proposed == [c.NoteLeader("m1", 4), c.NoteLeader("m1", 5)]

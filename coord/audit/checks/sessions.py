@@ -4,9 +4,11 @@ from when it opened, from when its leader took over (a new leader restarts every
 deadline) and from when a quorum came back.
 
 Times are the leaders' clocks as committed (`time_ms`), and quorum losses are the
-members' `note_quorum_lost` records. `SLACK_MS` allows for what separates the leader's
-restart of its deadlines from the time stamped on its first entry (its note_leader is
-proposed in the same sweep, moments later).
+members' `note_quorum_lost` records. A term begins at its first timed entry (its
+note_leader, proposed at election), and its leader restarts the deadlines only later,
+once it applied what it inherited: the check measures from the earlier time, so it can
+only be looser than the leader was, never flag a legal expiry. `SLACK_MS` allows for
+the deadlines running on the leader's monotonic clock while entries carry its wall clock.
 """
 
 from __future__ import annotations
