@@ -287,7 +287,8 @@ class CoordMachine:
             if type(cmd.term) is not int or cmd.term < 0:
                 return Result(error=INVALID_ARGUMENT, revision=self.revision,
                               message="term must be a non-negative int")
-            self.leader_note = (cmd.term, cmd.member)
+            if cmd.term >= self.leader_note[0]:  # a deposed leader's late note is history
+                self.leader_note = (cmd.term, cmd.member)
         return Result(revision=self.revision)
 
     _HANDLERS: dict[type, Callable[..., Result]] = {

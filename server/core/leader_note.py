@@ -68,3 +68,6 @@ class LeaderNote:
                     log.warning("%s: leader note for term %d not committed: %s", name, term, exc)
                     return
                 await asyncio.sleep(RETRY_S)
+            except Exception:  # anything else: this term goes unnamed, the next ones not
+                log.exception("%s: leader note for term %d failed", name, term)
+                return

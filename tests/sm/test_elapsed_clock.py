@@ -26,7 +26,7 @@ class Log:
         return c.decode_result(self.m.apply(self.index, term, time_ms, c.encode_command(cmd)))
 
     def lead(self, term: int, time_ms: int) -> None:
-        """A new leader's first entry: its note (server/core/session_tracker.py)."""
+        """A new leader's first entry: its note (server/core/leader_note.py)."""
         assert self.apply(term, time_ms, c.NoteLeader(f"n{term}", term)).ok
 
     def lease(self, term: int, time_ms: int):

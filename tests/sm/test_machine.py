@@ -476,3 +476,13 @@ def test_determinism_does_not_depend_on_the_hash_seed():
                              text=True, timeout=60, check=True)
         digests.add(out.stdout.strip())
     assert digests == {replay_digest(11)}
+
+
+def test_the_machine_keeps_the_newest_terms_leader_note():
+    """A deposed leader's note can commit after its successor's (it was forwarded late):
+    the machine's latest note stays the newest term's."""
+    m = CoordMachine()
+    for index, (member, term) in enumerate([("n1", 2), ("n2", 3), ("n1", 2)], 1):
+        assert c.decode_result(m.apply(index, term, 1_000, c.encode_command(
+            c.NoteLeader(member, term)))).ok
+    assert m.leader_note == (3, "n2")
