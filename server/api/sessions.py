@@ -5,6 +5,7 @@ member opens, renews and closes it, and its stream says what became of it."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import grpc
@@ -29,7 +30,28 @@ from coord.v1 import coord_pb2_grpc
 log = logging.getLogger(__name__)
 
 KEEPALIVE_FORWARD_TIMEOUT_S = 0.25  # well under a keepalive interval (>= TTL/3 >= 0.33 s)
+MAX_FORWARDS_PER_STREAM = 256
 ENDING_EVENTS = frozenset({"severed", "expired", "released"})
+
+
+def _renewed(sid: int, ttl: int | None) -> pb.KeepAliveResponse:
+    if ttl is None:
+        # No leader answered in time: say so at once, so the client does not take this
+        # live member for a stuck one and move off it.
+        return pb.KeepAliveResponse(session_id=sid, pending=True)
+    return pb.KeepAliveResponse(session_id=sid, ttl_ms=max(ttl, 0), gone=ttl == GONE)
+
+
+class _Answers:
+    """A keepalive stream's writes, one at a time (forwarded answers come from tasks)."""
+
+    def __init__(self, context: grpc.aio.ServicerContext) -> None:
+        self._context = context
+        self._lock = asyncio.Lock()
+
+    async def write(self, answer: pb.KeepAliveResponse) -> None:
+        async with self._lock:
+            await self._context.write(answer)
 
 
 def session_event_to_pb(e: SessionEvent) -> pb.SessionEvent:
@@ -84,41 +106,54 @@ class SessionsService(coord_pb2_grpc.SessionsServicer):
         return pb.CloseSessionResponse(header=self.coord.header(res.revision))
 
     async def KeepAlive(self, request_iterator, context):  # noqa: N802
-        async for req in request_iterator:
-            ttl = self.local.keepalive(req.session_id)
-            if ttl is not None:  # renewed by this member: the session lives here
-                read_only = not self.coord.mode.serving_writes
-                yield pb.KeepAliveResponse(session_id=req.session_id, ttl_ms=ttl, local=True,
-                                           read_only=read_only,
-                                           header=self.coord.header() if read_only else None)
-                continue
-            if self._lost_local(req.session_id):
-                yield pb.KeepAliveResponse(session_id=req.session_id, gone=True)
-                continue
-            if await admit_reader(context, self.coord, req.session_id):
-                # Read-only: no leader can renew it; say so instead of pretending.
-                session = self.coord.machine.sessions.get(req.session_id)
-                yield pb.KeepAliveResponse(
-                    session_id=req.session_id,
-                    ttl_ms=session.ttl_ms if session else 0,
-                    read_only=True,
-                    header=self.coord.header(),
-                )
-                continue
-            ttl = await self._keepalive(req.session_id)
-            if ttl is None:
-                # No leader answered in time: say so at once, so the client does not take
-                # this live member for a stuck one and move off it.
-                yield pb.KeepAliveResponse(session_id=req.session_id, pending=True)
-                continue
-            yield pb.KeepAliveResponse(
-                session_id=req.session_id, ttl_ms=max(ttl, 0), gone=ttl == GONE
-            )
+        """Each keepalive answered as soon as it is settled, naming its session. Here
+        (a local session, a read-only member, the leader) that is at once and in order;
+        a follower asks the leader, and those asks do not hold up the stream: up to
+        MAX_FORWARDS_PER_STREAM are out at once (a client multiplexing many sessions'
+        keepalives on one stream would otherwise get one leader round trip per
+        keepalive), their answers written as they come back."""
+        out = _Answers(context)
+        forwards: set[asyncio.Task] = set()
+        try:
+            async for req in request_iterator:
+                answer = await self._answer_here(req.session_id, context)
+                if answer is not None:
+                    await out.write(answer)
+                    continue
+                while len(forwards) >= MAX_FORWARDS_PER_STREAM:
+                    await asyncio.wait(forwards, return_when=asyncio.FIRST_COMPLETED)
+                task = asyncio.create_task(self._forwarded(req.session_id, out))
+                forwards.add(task)
+                task.add_done_callback(forwards.discard)
+            if forwards:
+                await asyncio.gather(*forwards)
+        finally:
+            for task in forwards:
+                task.cancel()
 
-    async def _keepalive(self, session_id: int) -> int | None:
-        return await liveness.renew(
-            self.coord, self.tracker, session_id, timeout=KEEPALIVE_FORWARD_TIMEOUT_S
-        )
+    async def _answer_here(self, sid: int, context) -> pb.KeepAliveResponse | None:
+        """The answer this member gives by itself, or None: ask the leader."""
+        ttl = self.local.keepalive(sid)
+        if ttl is not None:  # renewed by this member: the session lives here
+            read_only = not self.coord.mode.serving_writes
+            return pb.KeepAliveResponse(session_id=sid, ttl_ms=ttl, local=True,
+                                        read_only=read_only,
+                                        header=self.coord.header() if read_only else None)
+        if self._lost_local(sid):
+            return pb.KeepAliveResponse(session_id=sid, gone=True)
+        if await admit_reader(context, self.coord, sid):
+            # Read-only: no leader can renew it; say so instead of pretending.
+            session = self.coord.machine.sessions.get(sid)
+            return pb.KeepAliveResponse(session_id=sid, ttl_ms=session.ttl_ms if session else 0,
+                                        read_only=True, header=self.coord.header())
+        if self.coord.node.is_leader:
+            return _renewed(sid, self.tracker.keepalive(sid))
+        return None
+
+    async def _forwarded(self, sid: int, out: _Answers) -> None:
+        ttl = await liveness.renew(self.coord, self.tracker, sid,
+                                   timeout=KEEPALIVE_FORWARD_TIMEOUT_S)
+        await out.write(_renewed(sid, ttl))
 
     def _lost_local(self, sid: int) -> bool:
         """A local session this member dropped or closed (a member that restarted knows

@@ -13,6 +13,7 @@ from typing import Any
 import grpc
 
 from coord.server.api.errors import ApiError, abort, abort_node_error, status_for
+from coord.server.core.session_asks import SessionAsks
 from coord.server.core.session_tracker import SessionTracker
 from coord.server.core.tagged_stream import TaggedStream
 from coord.server.node.driver import Node
@@ -25,6 +26,7 @@ from coord.v1 import coord_pb2 as pb
 from coord.v1 import coord_pb2_grpc
 
 PROPOSE_TIMEOUT_S = 5.0
+ASK_TIMEOUT_S = 2.0  # a batch of keepalives; each asker gives up on its own sooner
 
 
 class ForwardService(coord_pb2_grpc.ForwardServicer):
@@ -198,6 +200,7 @@ class LeaderLink:
         self.auth = auth
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._streams: dict[str, ProposeStream] = {}
+        self._asks: dict[tuple[str, str], SessionAsks] = {}
 
     async def propose(self, leader: MemberInfo, payload: bytes,
                       timeout: float) -> tuple[bytes, int]:
@@ -215,6 +218,20 @@ class LeaderLink:
             pb.ForwardRequest(command=payload), metadata=self.metadata(leader), timeout=timeout)
         return resp.result, resp.index
 
+    def session_asks(self, leader: MemberInfo, method: str) -> SessionAsks:
+        """The batcher of `method` ("KeepAlive" or "Remaining") calls to `leader`."""
+        key = (leader.peer_address, method)
+        asks = self._asks.get(key)
+        if asks is None:
+            async def call(session_ids: list[int]) -> list[int]:
+                resp = await getattr(self.stub(leader), method)(
+                    pb.ForwardKeepAliveRequest(session_ids=session_ids),
+                    metadata=self.metadata(leader), timeout=ASK_TIMEOUT_S)
+                return list(resp.ttl_ms)
+
+            asks = self._asks[key] = SessionAsks(call)
+        return asks
+
     def stub(self, member: MemberInfo) -> coord_pb2_grpc.ForwardStub:
         channel = self._channels.get(member.peer_address)
         if channel is None:
@@ -229,6 +246,9 @@ class LeaderLink:
         for stream in self._streams.values():
             stream.close()
         self._streams.clear()
+        for asks in self._asks.values():
+            await asks.close()
+        self._asks.clear()
         for channel in self._channels.values():
             await channel.close()
         self._channels.clear()

@@ -1,19 +1,13 @@
 """Asking the leader about a session's liveness from any member: renew it (a keepalive)
 or read how long it has left. Only the leader's session tracker knows deadlines, so a
-follower forwards over the peer port. Native session keepalives and etcd lease
-keepalives/TTL queries both come here: a lease is a session."""
+follower forwards over the peer port, batched (server/core/session_asks.py). Native
+session keepalives and etcd lease keepalives/TTL queries both come here: a lease is a
+session."""
 
 from __future__ import annotations
 
-import logging
-
-import grpc
-
 from coord.server.core.coordinator import Coordinator
 from coord.server.core.session_tracker import GONE, SessionTracker
-from coord.v1 import coord_pb2 as pb
-
-log = logging.getLogger(__name__)
 
 FORWARD_TIMEOUT_S = 2.0
 
@@ -43,18 +37,8 @@ async def remaining(coord: Coordinator, tracker: SessionTracker, session_id: int
 async def _ask_leader(
     coord: Coordinator, method: str, session_id: int, timeout: float = FORWARD_TIMEOUT_S
 ) -> int | None:
+    """Batched with the other asks this member forwards meanwhile (SessionAsks)."""
     leader = coord.node.leader
     if leader is None:
         return None
-    link = coord.link
-    try:
-        resp = await getattr(link.stub(leader), method)(
-            pb.ForwardKeepAliveRequest(session_ids=[session_id]),
-            metadata=link.metadata(leader),
-            timeout=timeout,
-        )
-    except grpc.aio.AioRpcError as e:
-        log.debug("%s forward to %s failed: %s", method, leader.name, e.code().name)
-        return None
-    ttl = resp.ttl_ms[0] if resp.ttl_ms else 0
-    return None if ttl == 0 else ttl
+    return await coord.link.session_asks(leader, method).ask(session_id, timeout)

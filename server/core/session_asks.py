@@ -1,0 +1,86 @@
+"""A follower's keepalives (and TTL queries) go to the leader in batches.
+
+Only the leader knows session deadlines, so a follower forwards every keepalive its
+clients send. One call per keepalive costs the leader a gRPC call each: 100k sessions
+renewed every TTL/3 make ~10k calls/s, more than a Python leader serves, and the
+keepalives that time out leave live sessions to expire — which is what happened to
+every one of 100k sessions whose keepalives were on a member that lost its leadership
+(`coord bench scale --phases sessions`, before this). ZooKeeper's followers likewise
+hand their clients' session touches to the leader in batches.
+
+Here it is group commit: a keepalive goes at once when fewer than `MAX_IN_FLIGHT`
+calls are out, else it waits and goes with the others that arrived meanwhile in the
+next call (at most `MAX_IDS` each). Under light load each goes alone and nothing waits;
+under heavy load calls stay few and carry many ids. The `Forward.KeepAlive` and
+`Forward.Remaining` RPCs always took a list.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+log = logging.getLogger(__name__)
+
+MAX_IN_FLIGHT = 1
+MAX_IDS = 4096
+
+# the leader's answers per id, in order: the TTL (ms), -1 gone, 0 it cannot tell yet
+Call = Callable[[list[int]], Awaitable[list[int]]]
+
+
+class SessionAsks:
+    """Batches one kind of question (renew, or time left) to one leader."""
+
+    def __init__(self, call: Call) -> None:
+        self._call = call
+        self._queue: list[tuple[int, asyncio.Future[int | None]]] = []
+        self._in_flight: set[asyncio.Task] = set()
+
+    async def ask(self, session_id: int, timeout: float) -> int | None:
+        """The leader's answer for the session (TTL ms, or -1 gone); None if it could not
+        say within `timeout` (no answer, a failed call, or it cannot tell yet)."""
+        fut: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
+        self._queue.append((session_id, fut))
+        self._pump()
+        try:
+            return await asyncio.wait_for(fut, timeout)
+        except TimeoutError:
+            return None
+
+    @property
+    def waiting(self) -> int:
+        return len(self._queue)
+
+    def _pump(self) -> None:
+        while self._queue and len(self._in_flight) < MAX_IN_FLIGHT:
+            batch = [(sid, f) for sid, f in self._queue[:MAX_IDS] if not f.done()]
+            del self._queue[:MAX_IDS]
+            if batch:
+                task = asyncio.get_running_loop().create_task(self._send(batch))
+                self._in_flight.add(task)
+                task.add_done_callback(self._sent)
+
+    def _sent(self, task: asyncio.Task) -> None:
+        self._in_flight.discard(task)
+        self._pump()
+
+    async def _send(self, batch: list[tuple[int, asyncio.Future[int | None]]]) -> None:
+        try:
+            ttls: list[int] | None = await self._call([sid for sid, _ in batch])
+        except Exception as exc:  # the leader went or failed: these go unanswered now
+            log.debug("forwarding %d session asks failed: %r", len(batch), exc)
+            ttls = None
+        for i, (_, fut) in enumerate(batch):
+            if not fut.done():
+                ttl = ttls[i] if ttls is not None and i < len(ttls) else 0
+                fut.set_result(None if ttl == 0 else ttl)
+
+    async def close(self) -> None:
+        for task in list(self._in_flight):
+            task.cancel()
+        await asyncio.gather(*self._in_flight, return_exceptions=True)
+        for _, fut in self._queue:
+            fut.cancel()
+        self._queue.clear()

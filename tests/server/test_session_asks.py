@@ -1,0 +1,157 @@
+"""A follower's keepalives go to the leader in batches (server/core/session_asks.py):
+asks that arrive while calls are out share the next call; a failed call or a late
+answer is None (the keepalive says `pending`), never a guess."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import grpc
+import pytest
+
+from coord.server.core import session_asks
+from coord.server.core.forward import ForwardService
+from coord.server.core.session_asks import MAX_IN_FLIGHT, SessionAsks
+from coord.v1 import coord_pb2 as pb
+from coord.v1 import coord_pb2_grpc as stubs
+
+T = 10.0
+
+
+class Leader:
+    """Answers each batch after `delay` s: ttl = 1000 + id (id 0: cannot tell; 13: gone)."""
+
+    def __init__(self, delay: float = 0.01, fail: bool = False) -> None:
+        self.delay, self.fail = delay, fail
+        self.calls: list[list[int]] = []
+        self.out = self.most_out = 0
+
+    async def __call__(self, ids: list[int]) -> list[int]:
+        self.calls.append(ids)
+        self.out += 1
+        self.most_out = max(self.most_out, self.out)
+        try:
+            await asyncio.sleep(self.delay)
+            if self.fail:
+                raise ConnectionError("leader went away")
+            return [0 if i == 0 else -1 if i == 13 else 1000 + i for i in ids]
+        finally:
+            self.out -= 1
+
+
+def _run(coro):
+    return asyncio.run(asyncio.wait_for(coro, T))
+
+
+def test_asks_that_arrive_together_share_calls_and_each_gets_its_own_answer():
+    leader = Leader()
+
+    async def main():
+        asks = SessionAsks(leader)
+        return await asyncio.gather(*(asks.ask(i, 5.0) for i in range(1, 1001)))
+
+    answers = _run(main())
+    assert answers == [-1 if i == 13 else 1000 + i for i in range(1, 1001)]
+    assert sorted(i for call in leader.calls for i in call) == list(range(1, 1001))
+    # the first MAX_IN_FLIGHT go alone at once; the rest waited and went together
+    assert len(leader.calls) <= MAX_IN_FLIGHT + 2
+    assert leader.most_out <= MAX_IN_FLIGHT
+
+
+def test_a_lone_ask_goes_at_once():
+    leader = Leader(delay=0)
+
+    async def main():
+        return await SessionAsks(leader).ask(7, 5.0)
+
+    assert _run(main()) == 1007 and leader.calls == [[7]]
+
+
+def test_batches_are_bounded(monkeypatch):
+    monkeypatch.setattr(session_asks, "MAX_IDS", 10)
+    leader = Leader()
+
+    async def main():
+        asks = SessionAsks(leader)
+        await asyncio.gather(*(asks.ask(i, 5.0) for i in range(1, 101)))
+
+    _run(main())
+    assert max(len(c) for c in leader.calls) == 10 and sum(map(len, leader.calls)) == 100
+
+
+def test_failed_calls_unknown_ids_and_late_answers_are_none():
+    async def main():
+        failed = await SessionAsks(Leader(fail=True)).ask(5, 5.0)
+        unknown = await SessionAsks(Leader()).ask(0, 5.0)
+        late = await SessionAsks(Leader(delay=1.0)).ask(5, 0.05)
+        return failed, unknown, late
+
+    assert _run(main()) == (None, None, None)
+
+
+def test_an_ask_that_timed_out_is_not_sent_later():
+    """Asks still queued when their asker gave up are dropped from the next call."""
+    leader = Leader(delay=0.2)
+
+    async def main():
+        asks = SessionAsks(leader)
+        first = [asyncio.create_task(asks.ask(i, 5.0)) for i in (1, 2)]  # fill the calls
+        await asyncio.sleep(0)
+        assert await asks.ask(3, 0.02) is None  # queued behind them, gave up
+        await asyncio.gather(*first)
+        await asyncio.sleep(0.3)
+
+    _run(main())
+    assert [3] not in leader.calls and all(3 not in c for c in leader.calls)
+
+
+@pytest.fixture
+def forwarded(monkeypatch) -> list[int]:
+    """The size of each Forward.KeepAlive call a leader serves, each answered 5 ms late:
+    a leader a real network (or load) away, which the in-process members are not
+    (patched before the cluster starts: gRPC binds the handler when the service is
+    added)."""
+    sizes: list[int] = []
+    serve = ForwardService.KeepAlive
+
+    async def counted(self, request, context):
+        sizes.append(len(request.session_ids))
+        await asyncio.sleep(0.005)
+        return await serve(self, request, context)
+
+    monkeypatch.setattr(ForwardService, "KeepAlive", counted)
+    return sizes
+
+
+@pytest.mark.cluster
+@pytest.mark.coord_cluster(members=3)
+def test_many_keepalives_on_a_follower_reach_the_leader_in_few_calls(forwarded, coord_cluster):
+    n = 1000
+    members = list(coord_cluster.members.values())
+    deadline = time.monotonic() + T
+    while not any(m.embedded.member.node.is_leader for m in members):
+        assert time.monotonic() < deadline, "no leader"
+        time.sleep(0.02)
+    leader = next(m for m in members if m.embedded.member.node.is_leader)
+    follower = next(m for m in members if m is not leader)
+    with grpc.insecure_channel(leader.listen) as ch:
+        opened = stubs.SessionsStub(ch)
+        ids = [opened.OpenSession(pb.OpenSessionRequest(ttl_ms=30_000), timeout=T).session_id
+               for _ in range(n)]
+    forwarded.clear()
+    renewed: dict[int, int] = {}
+    with grpc.insecure_channel(follower.listen) as ch:
+        for _ in range(5):  # a keepalive answered `pending` (leader too slow) goes again
+            todo = [sid for sid in ids if sid not in renewed]
+            if not todo:
+                break
+            answers = stubs.SessionsStub(ch).KeepAlive(
+                iter([pb.KeepAliveRequest(session_id=sid) for sid in todo]), timeout=T)
+            for a in answers:
+                assert not a.gone, a
+                if not a.pending:
+                    renewed[a.session_id] = a.ttl_ms
+    assert renewed == {sid: 30_000 for sid in ids}
+    assert sum(forwarded) >= n
+    assert len(forwarded) <= n // 10, f"{len(forwarded)} calls for {n} keepalives"
