@@ -33,8 +33,9 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import grpc
 
@@ -66,6 +67,7 @@ class Running:
     pids: dict[str, int]
     data_dirs: dict[str, Path]
     leader_name: str = ""
+    endpoints: dict[str, str] = field(default_factory=dict)  # every member's, by name
 
     def footprint(self) -> dict:
         rss = {n: rss_bytes(p) for n, p in self.pids.items()}
@@ -81,13 +83,15 @@ def running(system: str, members: int, compaction: list[str]) -> Iterator[Runnin
             name = cluster.wait_for_leader(timeout=20)
             yield Running("coord", cluster.members[name].listen,
                           {n: m.proc.pid for n, m in cluster.members.items() if m.proc},
-                          {n: m.data_dir for n, m in cluster.members.items()}, name)
+                          {n: m.data_dir for n, m in cluster.members.items()}, name,
+                          {n: m.listen for n, m in cluster.members.items()})
         return
     with EtcdCluster(members, extra_args=compaction) as etcd:
         leader = etcd.wait_leader()
         name = next(n for n in etcd.names if f"127.0.0.1:{etcd.client_ports[n]}" == leader)
         yield Running("etcd", leader, {n: p.pid for n, p in etcd.procs.items()},
-                      {n: etcd.root / n for n in etcd.names}, name)
+                      {n: etcd.root / n for n in etcd.names}, name,
+                      {n: f"127.0.0.1:{etcd.client_ports[n]}" for n in etcd.names})
 
 
 async def soak(run: Running, seconds: float, sample_s: float, clients: int) -> list[dict]:
@@ -448,7 +452,10 @@ class KeepAlives:
     `sampling`) per session id, so they include any queueing behind the other sessions
     on the same stream, as the server reads each stream in order."""
 
-    def __init__(self, system: str, channel: grpc.aio.Channel, interval_s: float) -> None:
+    def __init__(self, system: str, channels: list[grpc.aio.Channel], interval_s: float) -> None:
+        """Stream k goes to channels[k % len(channels)]: the leader alone, or every
+        member in turn (clients spread over the members, as ZooKeeper's shuffle their
+        server list)."""
         self.etcd = system == "etcd"  # a lease per session, LeaseKeepAlive its keepalive
         self.buckets: list[list[int]] = [[] for _ in range(max(1, round(interval_s / TICK_S)))]
         self.count = 0
@@ -458,11 +465,11 @@ class KeepAlives:
         self.gone: set[int] = set()
         self.not_renewed = 0  # pending or read-only answers: not renewed that time
         self.late_s = 0.0  # how far the sender fell behind its ticks, at most (while sampling)
-        self.start = (erpc.LeaseStub(channel).LeaseKeepAlive if self.etcd
-                      else cpb.SessionsStub(channel).KeepAlive)
+        self.starts = [erpc.LeaseStub(ch).LeaseKeepAlive if self.etcd
+                       else cpb.SessionsStub(ch).KeepAlive for ch in channels]
         self.stream_errors = 0  # streams that ended in an error and were opened again
         self.unsent = 0  # keepalives not sent: their stream had just ended
-        self.calls = [self.start() for _ in range(SESSION_STREAMS)]
+        self.calls = [self.start(k) for k in range(SESSION_STREAMS)]
         self.tasks = [asyncio.ensure_future(self._read(k)) for k in range(SESSION_STREAMS)]
         self.tasks.append(asyncio.ensure_future(self._send()))
 
@@ -472,6 +479,9 @@ class KeepAlives:
         for t in self.tasks:
             if t.done() and not t.cancelled() and t.exception() is not None:
                 raise t.exception()
+
+    def start(self, k: int) -> Any:
+        return self.starts[k % len(self.starts)]()
 
     def add(self, session_id: int) -> None:
         self.buckets[self.count % len(self.buckets)].append(session_id)
@@ -495,7 +505,7 @@ class KeepAlives:
             if time.monotonic() - start > SESSIONS_TIMEOUT_S:
                 return
             await asyncio.sleep(0.01)
-            self.calls[k] = self.start()
+            self.calls[k] = self.start(k)
         raise RuntimeError(f"keepalive stream {k} ended {MAX_STREAM_ERRORS} times")
 
     def _answer(self, r: epb.LeaseKeepAliveResponse | pb.KeepAliveResponse) -> None:
@@ -582,11 +592,13 @@ def _cpu(pids: dict[str, int]) -> dict[str, float]:
     return {n: cpu_seconds(p) for n, p in pids.items()}
 
 
-async def sessions(run: Running, total: int, ttl_s: float, sample_s: float) -> list[dict]:
+async def sessions(run: Running, total: int, ttl_s: float, sample_s: float,
+                   spread: bool = False) -> list[dict]:
     """At each decade of sessions (etcd: leases) up to `total`, all kept alive every
     TTL/3 by one KeepAlives: CPU % of the leader, a follower and this driver (it shares the box, so
     its load is part of the figure), RSS per member and keepalive round trips over
-    `sample_s`; then the leader's session count, so expiries are counted, not assumed."""
+    `sample_s`; then the leader's session count, so expiries are counted, not assumed.
+    `spread`: the keepalive streams go to every member in turn, not the leader alone."""
     follower = next(n for n in run.pids if n != run.leader_name)
     pids = {"leader": run.pids[run.leader_name], "follower": run.pids[follower],
             "driver": os.getpid()}
@@ -594,8 +606,10 @@ async def sessions(run: Running, total: int, ttl_s: float, sample_s: float) -> l
     errors = [0]
     opened = 0
     big = [("grpc.max_receive_message_length", 64 << 20)]
+    others = [grpc.aio.insecure_channel(e) for n, e in run.endpoints.items()
+              if spread and n != run.leader_name]
     async with grpc.aio.insecure_channel(run.leader, options=big) as ch:
-        ka = KeepAlives(run.system, ch, ttl_s / 3)
+        ka = KeepAlives(run.system, [ch, *others], ttl_s / 3)
         try:
             for target in decades(total):
                 t0 = time.monotonic()
@@ -617,6 +631,7 @@ async def sessions(run: Running, total: int, ttl_s: float, sample_s: float) -> l
                 alive, leader = await _alive(run, ch)
                 pct = {n: (c1[n] - c0[n]) / (w1 - w0) * 100 for n in pids}
                 row = {"system": run.system, "sessions": target, "ttl_s": ttl_s,
+                       "keepalives_to": "spread" if spread else "leader",
                        "open_per_s": open_per_s, "sample_s": w1 - w0,
                        "leader": leader, "leader_cpu_pct": pct["leader"],
                        "follower_cpu_pct": pct["follower"], "driver_cpu_pct": pct["driver"],
@@ -639,6 +654,8 @@ async def sessions(run: Running, total: int, ttl_s: float, sample_s: float) -> l
                          f"{run.leader_name}'s")
         finally:
             await ka.close()
+            for other in others:
+                await other.close()
     return rows
 
 
@@ -758,8 +775,9 @@ def run_scale_bench(args: argparse.Namespace) -> int:
                 continue
             with running(system, args.members, compaction) as run:
                 if phase == "sessions":
-                    out["sessions"] += asyncio.run(sessions(run, args.sessions,
-                                                            args.session_ttl, args.sample_s))
+                    out["sessions"] += asyncio.run(sessions(
+                        run, args.sessions, args.session_ttl, args.sample_s,
+                        spread=args.keepalives_to == "spread"))
                 elif phase == "soak":
                     out["soak"] += asyncio.run(soak(run, args.seconds, args.sample_s, clients))
                 else:
@@ -787,7 +805,8 @@ def run_scale_bench(args: argparse.Namespace) -> int:
     if out["sessions"]:
         print(f"sessions: up to {args.sessions} sessions (etcd: leases) of TTL "
               f"{args.session_ttl:g} s kept alive every TTL/3 over {SESSION_STREAMS} streams "
-              f"to the leader by one driver process on the same box; CPU % of one core over "
+              f"{'spread over every member' if args.keepalives_to == 'spread' else 'to the leader'}"
+              f" by one driver process on the same box; CPU % of one core over "
               f"{args.sample_s:g} s at each decade")
         for line in sessions_table(out["sessions"]):
             print("  " + line)

@@ -64,6 +64,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="scale: sessions to grow to (the sessions phase)")
     b.add_argument("--session-ttl", type=float, default=30.0,
                    help="scale: the sessions' TTL in seconds; keepalives every TTL/3")
+    b.add_argument("--keepalives-to", choices=("leader", "spread"), default="leader",
+                   help="scale: the sessions phase's keepalive streams go to the leader, or "
+                   "to every member in turn (followers batch theirs to the leader)")
     b.add_argument("--keys", type=int, default=1_000_000, help="scale: keys to grow to")
     b.add_argument("--probe-ops", type=int, default=2_000,
                    help="scale: put and get latency samples at each decade of keys")
