@@ -37,6 +37,11 @@ def mib(n: float) -> str:
     return f"{n / (1 << 20):.1f}"
 
 
+def per_member(values: dict[str, float]) -> str:
+    """MiB of each member, in one table column."""
+    return " ".join(f"{mib(v):>7}" for v in values.values())
+
+
 def cpu_seconds(pid: int) -> float:
     """User plus system CPU seconds process `pid` has used, all its threads (0.0 if it is
     gone): two readings a window apart give its CPU % over the window, read from outside

@@ -20,6 +20,7 @@ has both cores), through the same etcd-v3-API asyncio driver talking to the lead
         evenly, and at every decade samples over --sample-s the leader's, a follower's
         and the driver's CPU %, RSS per member, keepalive round-trip p50/p99, and how
         many sessions expired (the figures mean something only at zero).
+  owners  grows to --owners owned resources (coord only; coord/bench/scale_owners.py).
 
 Figures only, nothing asserted; the box is shared, so print `uptime` beside them."""
 
@@ -35,11 +36,11 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 
-from coord.bench.footprint import cpu_seconds, dir_bytes, mib, rss_bytes
+from coord.bench.footprint import cpu_seconds, dir_bytes, mib, per_member, rss_bytes
 from coord.bench.startup import PROBE_OPTIONS
 from coord.bench.stats import latency_ms
 from coord.etcdpb import rpc_pb2 as epb
@@ -51,7 +52,7 @@ from coord.v1 import coord_pb2 as pb
 from coord.v1 import coord_pb2_grpc as cpb
 
 VALUE = b"v" * 100
-PHASES = ("soak", "keys", "restart", "sessions")
+PHASES = ("soak", "keys", "restart", "sessions", "owners")
 
 
 def _log(msg: str) -> None:
@@ -140,22 +141,24 @@ def decades(total: int) -> list[int]:
 
 
 RETRIES = 50
+T = TypeVar("T")
 LOAD_BATCH = 100  # keys per txn while growing the key space (etcd allows 128 ops)
 
 
-async def _retrying(call: Callable[[], Awaitable[object]], errors: list[int]) -> None:
-    """`call()` until it succeeds (puts of a fixed value and reads are safe to repeat);
-    each failure is counted in errors[0] and shown, the 50th is raised."""
+async def _retrying(call: Callable[[], Awaitable[T]], errors: list[int]) -> T:
+    """`call()` until it succeeds (puts of a fixed value, reads, and writes with a
+    request id are safe to repeat); each failure is counted in errors[0] and shown, the
+    50th is raised."""
     for attempt in range(RETRIES):
         try:
-            await call()
-            return
+            return await call()
         except grpc.RpcError as e:
             errors[0] += 1
             _log(f"  call failed ({e.code().name}: {e.details()}); again")
             if attempt == RETRIES - 1:
                 raise
             await asyncio.sleep(0.1)
+    raise AssertionError("unreachable")
 
 
 def key(i: int) -> bytes:
@@ -666,7 +669,7 @@ def sessions_table(rows: list[dict]) -> list[str]:
         lines.append(f"{r['system']:6} {r['sessions']:>8d} {r['open_per_s']:7.0f} "
                      f"{r['leader_cpu_pct']:12.0f} "
                      f"{r['follower_cpu_pct']:8.0f} {r['driver_cpu_pct']:6.0f}  "
-                     f"{' '.join(f'{mib(v):>7}' for v in r['rss'].values()):24}  "
+                     f"{per_member(r['rss']):24}  "
                      f"{r['keepalive_p50_ms']:9.2f}/{r['keepalive_p99_ms']:<9.2f} "
                      f"{r['keepalives_per_s']:7.0f} {r['sender_late_ms']:8.0f} "
                      f"{r['expired']:8d}")
@@ -725,8 +728,8 @@ def soak_table(rows: list[dict]) -> list[str]:
              "disk MiB (per member)"]
     for r in rows:
         lines.append(f"{r['system']:6} {r['t_s']:7.1f} {r['puts']:9d} {r['errors']:6d}  "
-                     f"{' '.join(f'{mib(v):>7}' for v in r['rss'].values()):27}  "
-                     f"{' '.join(f'{mib(v):>7}' for v in r['disk'].values())}")
+                     f"{per_member(r['rss']):27}  "
+                     f"{per_member(r['disk'])}")
     for system in sorted({r["system"] for r in rows}):
         mine = [r for r in rows if r["system"] == system]
         half = mine[len(mine) // 2:]
@@ -764,9 +767,15 @@ def run_scale_bench(args: argparse.Namespace) -> int:
     compaction = ["--auto-compaction-mode", args.auto_compaction_mode,
                   "--auto-compaction-retention", args.auto_compaction_retention]
     clients = max(int(x) for x in args.concurrency.split(",") if x)
-    out: dict[str, list[dict]] = {"soak": [], "keys": [], "restart": [], "sessions": []}
+    from coord.bench.scale_owners import GROW_BATCH, owners, owners_table
+
+    owners_batch = f"{GROW_BATCH:,} per own"
+
+    out: dict[str, list[dict]] = {p: [] for p in PHASES}
     for phase in phases:
         for system in systems:
+            if phase == "owners" and system != "coord":
+                continue  # etcd has no ownership: the keys phase is its side
             _log(f"{phase}: a {args.members}-member {system} on 127.0.0.1 "
                  f"({' '.join(compaction)}) ...")
             if phase == "restart":
@@ -774,7 +783,9 @@ def run_scale_bench(args: argparse.Namespace) -> int:
                                           clients)
                 continue
             with running(system, args.members, compaction) as run:
-                if phase == "sessions":
+                if phase == "owners":
+                    out["owners"] += asyncio.run(owners(run, args.owners, args.probe_ops))
+                elif phase == "sessions":
                     out["sessions"] += asyncio.run(sessions(
                         run, args.sessions, args.session_ttl, args.sample_s,
                         spread=args.keepalives_to == "spread"))
@@ -809,5 +820,10 @@ def run_scale_bench(args: argparse.Namespace) -> int:
               f" by one driver process on the same box; CPU % of one core over "
               f"{args.sample_s:g} s at each decade")
         for line in sessions_table(out["sessions"]):
+            print("  " + line)
+    if out["owners"]:
+        print(f"owners: coord grown to {args.owners} owned resources (claimed "
+              f"{owners_batch}); one claim's latency from {args.probe_ops} claims")
+        for line in owners_table(out["owners"]):
             print("  " + line)
     return 0

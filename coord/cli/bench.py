@@ -58,8 +58,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--phases", default="soak,keys",
                    help="scale: comma-separated, of soak, keys, restart (kill -9 of "
                    "every member to serving, and a wiped follower's catch-up, per decade) "
-                   "and sessions (CPU, RSS and keepalive round trips per decade of sessions, "
-                   "etcd: leases, kept alive)")
+                   "sessions (CPU, RSS and keepalive round trips per decade of sessions, "
+                   "etcd: leases, kept alive) and owners (RSS and claim latency per decade "
+                   "of owned resources, coord only)")
     b.add_argument("--sessions", type=int, default=100_000,
                    help="scale: sessions to grow to (the sessions phase)")
     b.add_argument("--session-ttl", type=float, default=30.0,
@@ -68,6 +69,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="scale: the sessions phase's keepalive streams go to the leader, or "
                    "to every member in turn (followers batch theirs to the leader)")
     b.add_argument("--keys", type=int, default=1_000_000, help="scale: keys to grow to")
+    b.add_argument("--owners", type=int, default=1_000_000,
+                   help="scale: owned resources to grow to (the owners phase)")
     b.add_argument("--probe-ops", type=int, default=2_000,
                    help="scale: put and get latency samples at each decade of keys")
     b.add_argument("--sample-s", type=float, default=30.0,

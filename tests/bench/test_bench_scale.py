@@ -18,6 +18,7 @@ from coord.bench.scale import (
     sessions_table,
     soak_table,
 )
+from coord.bench.scale_owners import owners_table
 from tests.etcdtools import require
 
 
@@ -146,3 +147,21 @@ def test_the_sessions_phase_drives_etcd_leases_the_same_way():
         [row] = asyncio.run(sessions(run, 200, 3.0, 1.5))
     assert row["alive"] == 200 and row["expired"] == 0 and row["errors"] == 0, row
     assert row["keepalive_p99_ms"] > 0 and row["leader_cpu_pct"] > 0 and row["leader_rss"] > 0
+
+
+def test_a_short_owners_run_grows_the_table_and_measures_each_decade():
+    """Three real members grown to 2,000 owned resources: a row per decade with every
+    figure there, and the claims really held (the leader's owner count)."""
+    out = subprocess.run(
+        [sys.executable, "-m", "coord", "bench", "scale", "--members", "3",
+         "--phases", "owners", "--owners", "2000", "--probe-ops", "64", "--json"],
+        capture_output=True, text=True, timeout=90)
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)["owners"]
+    assert [r["owned"] for r in rows] == [1000, 2000]
+    for r in rows:
+        assert r["errors"] == 0 and r["sessions"] == 1, r
+        assert r["owned_on_leader"] == r["owned"], r  # the probes' claims were released
+        for k in ("own_per_s", "rss_max", "claim_p50_ms", "claim_p99_ms", "batched_own_s"):
+            assert r[k] > 0, (k, r)
+    assert owners_table(rows)[2].split()[0] == "2000"
