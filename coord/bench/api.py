@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 
 import grpc
 
+from coord.bench.member_cpu import Meter, per_op
 from coord.bench.stats import latency_ms
 from coord.testing import LocalCluster
 from coord.v1 import coord_pb2 as pb
@@ -25,10 +26,13 @@ def _log(msg: str) -> None:
 
 
 async def closed_loop(
-    op: Callable[[int, int], Awaitable[object]], clients: int, seconds: float
+    op: Callable[[int, int], Awaitable[object]], clients: int, seconds: float,
+    meter: Meter | None = None,
 ) -> dict:
-    """`clients` workers each run `op(worker, i)` back to back for `seconds`."""
+    """`clients` workers each run `op(worker, i)` back to back for `seconds`; with a
+    `meter`, also the members' CPU µs per op (`cpu_us_per_op`)."""
     latencies: list[float] = []
+    before = meter() if meter else {}
     deadline = time.monotonic() + seconds
 
     async def worker(w: int) -> None:
@@ -42,15 +46,19 @@ async def closed_loop(
     t0 = time.perf_counter()
     await asyncio.gather(*(worker(w) for w in range(clients)))
     elapsed = time.perf_counter() - t0
-    return {
+    row = {
         "clients": clients,
         "ops": len(latencies),
         "per_s": len(latencies) / elapsed,
         **latency_ms(latencies),
     }
+    if meter:
+        row["cpu_us_per_op"] = per_op(before, meter(), len(latencies))
+    return row
 
 
-async def bench_kv(channel: grpc.aio.Channel, levels: list[int], seconds: float) -> list[dict]:
+async def bench_kv(channel: grpc.aio.Channel, levels: list[int], seconds: float,
+                   meter: Meter | None = None) -> list[dict]:
     kv = rpc.KVStub(channel)
     rows = []
     for n in levels:
@@ -59,14 +67,14 @@ async def bench_kv(channel: grpc.aio.Channel, levels: list[int], seconds: float)
         async def put(w: int, i: int) -> None:
             await kv.Put(pb.PutRequest(key=f"bench/{w}/{i % 100}".encode(), value=b"x" * 16))
 
-        rows.append({"op": "put", **await closed_loop(put, n, seconds)})
+        rows.append({"op": "put", **await closed_loop(put, n, seconds, meter)})
         _log(f"  {rows[-1]['per_s']:.0f}/s")
         _log(f"kv linearizable get: {n} clients ...")
 
         async def get(w: int, i: int) -> None:
             await kv.Range(pb.RangeRequest(key=f"bench/{w}/{i % 100}".encode()))
 
-        rows.append({"op": "get", **await closed_loop(get, n, seconds)})
+        rows.append({"op": "get", **await closed_loop(get, n, seconds, meter)})
         _log(f"  {rows[-1]['per_s']:.0f}/s")
     return rows
 

@@ -13,13 +13,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import sys
 import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
 
 import grpc
 
 from coord.bench.api import bench_kv, closed_loop
+from coord.bench.flame import Profiler
+from coord.bench.member_cpu import Meter, member_meter, per_op
 from coord.bench.stats import latency_ms
 from coord.client import AsyncClient
 from coord.etcdpb import rpc_pb2 as epb
@@ -35,7 +41,7 @@ def _log(msg: str) -> None:
 
 
 async def etcd_ops(endpoint: str, system: str, levels: list[int], seconds: float,
-                   claims: int) -> list[dict]:
+                   claims: int, meter: Meter | None = None) -> list[dict]:
     """The same driver for both systems: the etcd v3 API on `endpoint`."""
     rows: list[dict] = []
     async with grpc.aio.insecure_channel(endpoint) as channel:
@@ -47,7 +53,7 @@ async def etcd_ops(endpoint: str, system: str, levels: list[int], seconds: float
                 await kv.Put(epb.PutRequest(key=f"bench/{w}/{i % 100}".encode(), value=b"x" * 16))
 
             rows.append({"system": system, "api": "etcd", "op": "put",
-                         **await closed_loop(put, n, seconds)})
+                         **await closed_loop(put, n, seconds, meter)})
             _log(f"  {rows[-1]['per_s']:.0f}/s")
             _log(f"{system}: etcd-API linearizable get, {n} clients ...")
 
@@ -55,18 +61,20 @@ async def etcd_ops(endpoint: str, system: str, levels: list[int], seconds: float
                 await kv.Range(epb.RangeRequest(key=f"bench/{w}/{i % 100}".encode()))
 
             rows.append({"system": system, "api": "etcd", "op": "get",
-                         **await closed_loop(get, n, seconds)})
+                         **await closed_loop(get, n, seconds, meter)})
             _log(f"  {rows[-1]['per_s']:.0f}/s")
             granted = await lease.LeaseGrant(epb.LeaseGrantRequest(TTL=600))
             _log(f"{system}: {claims} create-if-absent claims on one lease, {n} clients ...")
             rows.append({"system": system, "api": "etcd", "op": "claim",
-                         **await _claims(kv, granted.ID, f"claims-{n}", claims, n)})
+                         **await _claims(kv, granted.ID, f"claims-{n}", claims, n, meter)})
             _log(f"  {rows[-1]['per_s']:.0f}/s")
     return rows
 
 
-async def _claims(kv: erpc.KVStub, lease_id: int, prefix: str, total: int, clients: int) -> dict:
+async def _claims(kv: erpc.KVStub, lease_id: int, prefix: str, total: int, clients: int,
+                  meter: Meter | None = None) -> dict:
     """Claim `total` keys (each once) with `clients` workers: Txn(create == 0 → put)."""
+    before = meter() if meter else {}
     todo = list(range(total))
     latencies: list[float] = []
     won = unavailable = 0
@@ -98,22 +106,28 @@ async def _claims(kv: erpc.KVStub, lease_id: int, prefix: str, total: int, clien
     t0 = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(clients)))
     elapsed = time.perf_counter() - t0
-    return {"clients": clients, "ops": len(latencies), "succeeded": won,
-            "unavailable": unavailable, "per_s": len(latencies) / elapsed,
-            **latency_ms(latencies)}
+    row = {"clients": clients, "ops": len(latencies), "succeeded": won,
+           "unavailable": unavailable, "per_s": len(latencies) / elapsed,
+           **latency_ms(latencies)}
+    if meter:
+        row["cpu_us_per_op"] = per_op(before, meter(), len(latencies))
+    return row
 
 
-async def coord_native(endpoint: str, levels: list[int], seconds: float) -> list[dict]:
+async def coord_native(endpoint: str, levels: list[int], seconds: float,
+                       meter: Meter | None = None) -> list[dict]:
     async with grpc.aio.insecure_channel(endpoint) as channel:
-        rows = await bench_kv(channel, levels, seconds)
+        rows = await bench_kv(channel, levels, seconds, meter)
     return [{"system": "coord", "api": "native", **r} for r in rows]
 
 
-async def coord_stream(endpoint: str, levels: list[int], seconds: float,
-                       claims: int) -> list[dict]:
+async def coord_stream(endpoint: str, levels: list[int], seconds: float, claims: int,
+                       meter: Meter | None = None,
+                       profile: Callable[[str], Profiler] | None = None) -> list[dict]:
     """coord's client library on its pipelined stream (one stream to the leader, every
     worker's requests on it): puts, linearizable gets, and `claims` single-resource
-    `own` calls of one session (coord's claim; etcd needs a Txn on a lease for it)."""
+    `own` calls of one session (coord's claim; etcd needs a Txn on a lease for it).
+    `profile(name)`: what records the members during the put at the most clients."""
     rows: list[dict] = []
     async with AsyncClient([endpoint], stream=True) as client:
         for n in levels:
@@ -122,8 +136,10 @@ async def coord_stream(endpoint: str, levels: list[int], seconds: float,
             async def put(w: int, i: int) -> None:
                 await client.put(f"bench/{w}/{i % 100}", b"x" * 16)
 
-            rows.append({"system": "coord", "api": "stream", "op": "put",
-                         **await closed_loop(put, n, seconds)})
+            with (profile(f"stream-put-{n}") if profile and n == max(levels)
+                  else contextlib.nullcontext()):
+                rows.append({"system": "coord", "api": "stream", "op": "put",
+                             **await closed_loop(put, n, seconds, meter)})
             _log(f"  {rows[-1]['per_s']:.0f}/s")
             _log(f"coord: stream linearizable get, {n} clients ...")
 
@@ -131,19 +147,21 @@ async def coord_stream(endpoint: str, levels: list[int], seconds: float,
                 await client.get(f"bench/{w}/{i % 100}")
 
             rows.append({"system": "coord", "api": "stream", "op": "get",
-                         **await closed_loop(get, n, seconds)})
+                         **await closed_loop(get, n, seconds, meter)})
             _log(f"  {rows[-1]['per_s']:.0f}/s")
             _log(f"coord: {claims} single-resource own calls, {n} clients ...")
             session = await client.open_session(f"bench-claims-{n}", ttl=600)
             rows.append({"system": "coord", "api": "stream", "op": "claim",
-                         **await _owns(client, session.session_id, f"claims-{n}", claims, n)})
+                         **await _owns(client, session.session_id, f"claims-{n}", claims, n,
+                                       meter)})
             _log(f"  {rows[-1]['per_s']:.0f}/s")
     return rows
 
 
 async def _owns(client: AsyncClient, session: int, group: str, total: int,
-                clients: int) -> dict:
+                clients: int, meter: Meter | None = None) -> dict:
     """Claim `total` resources (each once, one per call) with `clients` workers."""
+    before = meter() if meter else {}
     todo = list(range(total))
     latencies: list[float] = []
     won = 0
@@ -160,15 +178,24 @@ async def _owns(client: AsyncClient, session: int, group: str, total: int,
     t0 = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(clients)))
     elapsed = time.perf_counter() - t0
-    return {"clients": clients, "ops": len(latencies), "succeeded": won,
-            "per_s": len(latencies) / elapsed, **latency_ms(latencies)}
+    row = {"clients": clients, "ops": len(latencies), "succeeded": won,
+           "per_s": len(latencies) / elapsed, **latency_ms(latencies)}
+    if meter:
+        row["cpu_us_per_op"] = per_op(before, meter(), len(latencies))
+    return row
+
+
+def _cpu(r: dict) -> str:
+    cpu = r.get("cpu_us_per_op")
+    return f"{cpu['leader']:.0f}/{cpu['follower']:.0f}" if cpu else "-"
 
 
 def table(rows: list[dict]) -> list[str]:
     """One line per (op, api, clients): coord and etcd figures and coord/etcd."""
     etcd = {(r["op"], r["clients"]): r for r in rows if r["system"] == "etcd"}
     lines = [f"{'op':6} {'api':7} {'clients':>7} {'coord/s':>9} {'p50 ms':>7} {'p99 ms':>7}"
-             f" {'etcd/s':>9} {'p50 ms':>7} {'p99 ms':>7} {'coord/etcd':>10}"]
+             f" {'etcd/s':>9} {'p50 ms':>7} {'p99 ms':>7} {'coord/etcd':>10}"
+             f"  {'CPU us/op leader/follower: coord':>32} {'etcd':>11}"]
     ops, apis = ["put", "get", "claim"], ["etcd", "native", "stream"]
 
     def order(r: dict) -> tuple:
@@ -182,7 +209,8 @@ def table(rows: list[dict]) -> list[str]:
             peer = (f"{e['per_s']:9.0f} {e['p50_ms']:7.2f} {e['p99_ms']:7.2f} "
                     f"{r['per_s'] / e['per_s']:10.2f}")
         lines.append(f"{r['op']:6} {r['api']:7} {r['clients']:7d} {r['per_s']:9.0f} "
-                     f"{r['p50_ms']:7.2f} {r['p99_ms']:7.2f} {peer}")
+                     f"{r['p50_ms']:7.2f} {r['p99_ms']:7.2f} {peer}  {_cpu(r):>32} "
+                     f"{_cpu(e) if e else '-':>11}")
     return lines
 
 
@@ -192,19 +220,30 @@ def run_etcd_bench(args: argparse.Namespace) -> int:
     n = args.members
     _log(f"starting a {n}-member etcd on 127.0.0.1 ...")
     with EtcdCluster(n) as etcd:
-        rows += asyncio.run(etcd_ops(etcd.wait_leader(), "etcd", levels, args.seconds,
-                                     args.claims))
+        endpoint = etcd.wait_leader()
+        name = next(m for m in etcd.names if endpoint.endswith(f":{etcd.client_ports[m]}"))
+        meter = member_meter({m: p.pid for m, p in etcd.procs.items()}, name)
+        rows += asyncio.run(etcd_ops(endpoint, "etcd", levels, args.seconds, args.claims,
+                                     meter))
     _log(f"starting a {n}-member coord on 127.0.0.1 ...")
     with LocalCluster(n) as cluster:
-        leader = cluster.members[cluster.wait_for_leader(timeout=15)].listen
-        rows += asyncio.run(etcd_ops(leader, "coord", levels, args.seconds, args.claims))
-        rows += asyncio.run(coord_native(leader, levels, args.seconds))
-        rows += asyncio.run(coord_stream(leader, levels, args.seconds, args.claims))
+        name = cluster.wait_for_leader(timeout=15)
+        leader = cluster.members[name].listen
+        pids = {m: member.proc.pid for m, member in cluster.members.items() if member.proc}
+        meter = member_meter(pids, name)
+        profile = (partial(Profiler, Path(args.profile), pids, name, seconds=args.seconds)
+                   if args.profile else None)
+        rows += asyncio.run(etcd_ops(leader, "coord", levels, args.seconds, args.claims,
+                                     meter))
+        rows += asyncio.run(coord_native(leader, levels, args.seconds, meter))
+        rows += asyncio.run(coord_stream(leader, levels, args.seconds, args.claims, meter,
+                                         profile))
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
     print(f"coord vs etcd 3.4, {n} member(s) each on 127.0.0.1, one client process, "
-          f"{args.seconds:g} s per put/get level, {args.claims} claims per level")
+          f"{args.seconds:g} s per put/get level, {args.claims} claims per level; CPU: "
+          "each member's from /proc over the measurement, per op (followers: their mean)")
     for line in table(rows):
         print("  " + line)
     return 0

@@ -35,6 +35,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--failover-trials", type=int, default=10)
     b.add_argument("--claims", type=int, default=10_000, help="etcd: keys claimed per level")
     b.add_argument("--members", type=int, default=3, help="etcd: members per cluster")
+    b.add_argument("--profile", metavar="DIR", default="",
+                   help="etcd: py-spy flame graphs (SVG) of every coord member during the "
+                   "stream put at the most clients, written to DIR (the bench extra)")
     b.add_argument(
         "--trials", type=int, default=10, help="readonly, startup: trials per system and row"
     )

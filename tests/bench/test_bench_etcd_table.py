@@ -6,6 +6,11 @@ def _row(system: str, api: str, op: str, clients: int, per_s: float) -> dict:
             "p50_ms": 1.0, "p99_ms": 2.0}
 
 
+def _ratio(line: str) -> str:
+    """The coord/etcd column (before the two CPU columns)."""
+    return line.split()[-3]
+
+
 def test_table_pairs_coord_with_etcd_by_op_and_clients():
     rows = [
         _row("etcd", "etcd", "put", 16, 3000.0),
@@ -16,9 +21,9 @@ def test_table_pairs_coord_with_etcd_by_op_and_clients():
     header, *lines = table(rows)
     assert "coord/etcd" in header
     assert len(lines) == 3  # coord rows only
-    assert lines[0].split()[:3] == ["put", "etcd", "16"] and lines[0].endswith("0.50")
-    assert lines[1].split()[:2] == ["put", "native"] and lines[1].endswith("0.40")
-    assert lines[2].split()[-1] == "-"
+    assert lines[0].split()[:3] == ["put", "etcd", "16"] and _ratio(lines[0]) == "0.50"
+    assert lines[1].split()[:2] == ["put", "native"] and _ratio(lines[1]) == "0.40"
+    assert _ratio(lines[2]) == "-"
 
 
 def test_stream_rows_sit_beside_the_etcd_api_rows_of_their_op_and_clients():
@@ -35,4 +40,16 @@ def test_stream_rows_sit_beside_the_etcd_api_rows_of_their_op_and_clients():
     assert [line.split()[:3] for line in lines] == [
         ["put", "etcd", "64"], ["put", "native", "64"], ["put", "stream", "64"],
         ["claim", "etcd", "64"], ["claim", "stream", "64"]]
-    assert lines[2].endswith("1.25") and lines[4].endswith("1.50")
+    assert _ratio(lines[2]) == "1.25" and _ratio(lines[4]) == "1.50"
+
+
+def test_cpu_per_op_sits_beside_each_row_for_both_systems():
+    cpu = {"cpu_us_per_op": {"leader": 150.4, "follower": 60.6}}
+    rows = [{**_row("etcd", "etcd", "put", 64, 4000.0), "cpu_us_per_op":
+             {"leader": 90.0, "follower": 40.0}},
+            {**_row("coord", "stream", "put", 64, 5000.0), **cpu},
+            _row("coord", "native", "put", 64, 1000.0)]  # measured without a meter
+    header, *lines = table(rows)
+    assert "CPU us/op" in header
+    assert lines[0].split()[-2:] == ["-", "90/40"]
+    assert lines[1].split()[-2:] == ["150/61", "90/40"]
