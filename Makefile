@@ -7,7 +7,7 @@ PROTOS := $(wildcard proto/coord/v1/*.proto proto/coord/etcdpb/*.proto proto/coo
 SEEDS  ?= 10000
 NODES  ?= 3
 
-.PHONY: all venv proto run test lint soak diff bench bench-readonly bench-scale clean etcd-tools zookeeper-server bench-tui chaos bench-audit java-runtime bench-spark
+.PHONY: all venv proto run test lint soak diff etcd3-suite bench bench-readonly bench-scale clean etcd-tools zookeeper-server bench-tui chaos bench-audit java-runtime bench-spark
 
 all: test
 
@@ -75,6 +75,13 @@ soak: venv
 DIFF_SEEDS := $(if $(filter command line,$(origin SEEDS)),$(SEEDS),1000)
 diff: venv
 	$(PY) -m coord.testing.etcd_diff --seeds $(DIFF_SEEDS)
+
+# python-etcd3's own test suite against a one-member etcd 3.4 and a one-member coord,
+# compared test by test (a few minutes). Not in `make test`: the suite (the etcd3 sdist's
+# tests/) and two packages for it only are downloaded into ETCD3_SUITE_CACHE when missing.
+ETCD3_SUITE_CACHE ?= .cache/etcd3-suite
+etcd3-suite: venv
+	$(PY) -m coord.testing.etcd3_suite --cache $(ETCD3_SUITE_CACHE)
 
 # Long chaos runs (issue 16): CHAOS_SECONDS each, one per seed; any violation fails.
 # Partitions use network namespaces when run as root (else TCP gates).

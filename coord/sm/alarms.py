@@ -57,28 +57,31 @@ class AlarmTable:
 
     @operation(AlarmResult)
     def change(self, action: str, member_id: int, kind: str) -> AlarmResult:
-        """Raise or lower one alarm; lowering with member 0 lowers that kind for every
-        member (etcd's disarm with no member). Doing what is already done changes
-        nothing and is not an error (every member that sees the quota may ask)."""
+        """Raise or lower the alarm of one member, as etcd 3.4's alarm store: member 0 is
+        a member id like any other (etcd's clients raise and lower alarms of member 0;
+        `etcdctl alarm disarm` lowers every alarm by listing them and lowering each).
+        Doing what is already done changes nothing and is not an error (every member
+        that sees the quota may ask). The result names the alarm as etcd answers: the
+        one raised (new or not), or the one lowered (none if it was not up)."""
         if action not in (ACTIVATE, DEACTIVATE):
             raise CommandError(INVALID_ARGUMENT, f"alarm action must be {ACTIVATE} or "
                                f"{DEACTIVATE}, got {action!r:.40}")
         if kind not in KINDS:
             raise CommandError(INVALID_ARGUMENT, f"unknown alarm {kind!r:.40}; known: "
                                f"{sorted(KINDS)}")
-        if type(member_id) is not int or member_id < 0 or (action == ACTIVATE and not member_id):
-            raise CommandError(INVALID_ARGUMENT, "member id must be a positive int (0: every"
-                               " member, when lowering)")
+        if type(member_id) is not int or member_id < 0:
+            raise CommandError(INVALID_ARGUMENT, "member id must be an int >= 0")
+        alarm = (member_id, kind)
+        was_up = alarm in self._active
         if action == ACTIVATE:
-            changed = {(member_id, kind)} - self._active
-            self._active |= changed
+            self._active.add(alarm)
         else:
-            changed = {a for a in self._active if a[1] == kind and member_id in (0, a[0])}
-            self._active -= changed
-        if changed:
+            self._active.discard(alarm)
+        if was_up != (action == ACTIVATE):
             self.ledger.mark()  # a change of state, not of the revision (as etcd's)
+        named = action == ACTIVATE or was_up
         return AlarmResult(revision=self.ledger.revision,
-                           alarms=tuple(f"{m}:{k}" for m, k in self.active()))
+                           alarms=(f"{member_id}:{kind}",) if named else ())
 
     def to_state(self) -> list:
         return [[m, k] for m, k in self.active()]
@@ -89,7 +92,7 @@ class AlarmTable:
             if not isinstance(row, list) or len(row) != 2:
                 raise ValueError("bad alarm record")
             member_id, kind = row
-            if type(member_id) is not int or member_id <= 0 or kind not in KINDS:
+            if type(member_id) is not int or member_id < 0 or kind not in KINDS:
                 raise ValueError("bad alarm record")
             active.add((member_id, kind))
         self._active = active

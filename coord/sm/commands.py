@@ -99,13 +99,18 @@ OPS = frozenset({"=", "!=", "<", ">"})
 
 @dataclass(frozen=True)
 class Compare:
-    """etcd compare: `target` of `key` against `value` (VALUE) or `number` (others)."""
+    """etcd compare: `target` of `key` against `value` (VALUE) or `number` (others). With
+    a `range_end` (etcd's conventions, "\\0": every key from `key` on), true iff it holds
+    for every key in the range; for an empty range, as for a missing key."""
 
     key: bytes
     target: str
     op: str
     value: bytes = b""
     number: int = 0
+    range_end: bytes = b""
+
+    ADDED_FIELDS = frozenset({"range_end"})  # see coord.sm.codec
 
     @classmethod
     def of_value(cls, key: bytes, op: str, value: bytes) -> Compare:

@@ -444,6 +444,7 @@ class KVStore:
         if type(cmp.value) is not bytes or len(cmp.value) > limits.MAX_VALUE_BYTES:
             raise CommandError(INVALID_ARGUMENT, "compare value must be bytes within limits")
         _check_int(cmp.number, "compare number")
+        _check_range_end(cmp.range_end)
 
     def _check_txn(self, compares: Any, success: Any, failure: Any, budget: int) -> None:
         """Shape and types, both branches, nested txns too. etcd's op budget: the longest
@@ -472,7 +473,17 @@ class KVStore:
                                    "or Txn")
 
     def _compare(self, cmp: Compare) -> bool:
-        kv = self._kvs.get(cmp.key)
+        """etcd 3.4's applyCompare: over a range, every key must pass (stopping at the
+        first that does not); a range with no key is judged as one missing key."""
+        if cmp.range_end == b"":
+            return self._compare_kv(cmp, self._kvs.get(cmp.key))
+        lo, hi = self._span(cmp.key, cmp.range_end)
+        if lo == hi:
+            return self._compare_kv(cmp, None)
+        return all(self._compare_kv(cmp, self._kvs[k]) for k in self._keys.islice(lo, hi))
+
+    @staticmethod
+    def _compare_kv(cmp: Compare, kv: KeyValue | None) -> bool:
         if cmp.target == VALUE:
             if kv is None:
                 return False  # etcd: a value compare on a missing key is false

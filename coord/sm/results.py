@@ -134,7 +134,7 @@ class ProducerResult(Result):
 
 @dataclass(frozen=True, kw_only=True)
 class AlarmResult(Result):
-    alarms: tuple[str, ...] = ()  # "member_id:KIND", every alarm active after the command
+    alarms: tuple[str, ...] = ()  # "member_id:KIND": the alarm raised, or lowered if it was up
 
 
 _TAGS: dict[type, int] = {

@@ -99,17 +99,14 @@ def delete_from_pb(r: pb.DeleteRangeRequest) -> c.DeleteRange:
 def compare_from_pb(x: pb.Compare) -> c.Compare:
     if not x.key:
         raise err.EMPTY_KEY
-    if x.range_end:
-        raise err.EtcdError(err.Code.UNIMPLEMENTED,
-                            "etcdserver: coord does not support compares over a key range")
     target, field = _TARGETS.get(x.target, (None, ""))
     op = _OPS.get(x.result)
     if target is None or op is None:
         raise err.EtcdError(err.Code.INVALID_ARGUMENT, "etcdserver: unknown compare")
     operand = getattr(x, field)
     if target == c.VALUE:
-        return c.Compare(x.key, target, op, value=operand)
-    return c.Compare(x.key, target, op, number=operand)
+        return c.Compare(x.key, target, op, value=operand, range_end=x.range_end)
+    return c.Compare(x.key, target, op, number=operand, range_end=x.range_end)
 
 
 def txn_from_pb(r: pb.TxnRequest, budget: int = limits.MAX_TXN_OPS) -> c.Txn:

@@ -77,22 +77,25 @@ class EtcdMaintenanceService(rpc_pb2_grpc.MaintenanceServicer):
 
     @etcd_call
     async def Alarm(self, request, context):  # noqa: N802
-        """GET lists the alarms (one kind, or all for NONE); ACTIVATE / DEACTIVATE go
-        through the log like any change. etcd's disarm of member 0 lowers them all."""
+        """etcd 3.4's answers: GET lists the alarms (one kind, or all for NONE); ACTIVATE
+        and DEACTIVATE change one member's alarm (member 0 is one too) through the log
+        and answer the alarm raised, or the one lowered if it was up. Lowering kind NONE
+        lowers nothing, as in etcd (`etcdctl alarm disarm` lists and lowers each)."""
         kind = pb.AlarmType.Name(request.alarm)
-        if request.action != pb.AlarmRequest.GET:
-            if kind == "NONE" and request.action == pb.AlarmRequest.DEACTIVATE:
-                kind = "NOSPACE"  # the one kind coord raises
+        if request.action == pb.AlarmRequest.GET:
+            alarms = [a for a in self.coord.machine.alarms.active() if kind in ("NONE", a[1])]
+        elif kind == "NONE" and request.action == pb.AlarmRequest.DEACTIVATE:
+            alarms = []
+        elif kind != "NOSPACE":
+            raise EtcdError(grpc.StatusCode.INVALID_ARGUMENT,
+                            f"etcdserver: alarm {kind} is not one coord raises")
+        else:
             action = ACTIVATE if request.action == pb.AlarmRequest.ACTIVATE else DEACTIVATE
-            if kind not in ("NOSPACE",):
-                raise EtcdError(grpc.StatusCode.INVALID_ARGUMENT,
-                                f"etcdserver: alarm {kind} is not one coord raises")
-            check(await self.coord.write(Alarm(action, request.memberID, kind),
-                                         local_apply=True))
+            result = check(await self.coord.write(Alarm(action, request.memberID, kind),
+                                                  local_apply=True))
+            alarms = [(int(m), k) for m, k in (a.split(":") for a in result.alarms)]
         out = pb.AlarmResponse(header=conv.header(self.coord))
-        for member_id, active in self.coord.machine.alarms.active():
-            if request.action == pb.AlarmRequest.GET and kind not in ("NONE", active):
-                continue
+        for member_id, active in alarms:
             out.alarms.add(memberID=member_id, alarm=pb.AlarmType.Value(active))
         return out
 

@@ -137,6 +137,31 @@ def test_lease_compares_nested_txns_and_range_options(etcd):
     assert etcd.get(b"nt/a").count == 0
 
 
+def test_compares_over_a_key_range_hold_for_every_key_in_it(etcd):
+    """etcd 3.3+'s Compare.range_end (python-etcd3's own suite uses it): true iff every
+    key in the range passes; a range with no key is judged as one missing key (a value
+    compare fails, version/create/mod/lease compare against 0); "\\0" is every key on."""
+    etcd.put(b"rc/1", b"same")
+    etcd.put(b"rc/2", b"same")
+    etcd.put(b"rd", b"other")
+
+    def holds(key: bytes, end: bytes, **compare) -> bool:
+        cmp = pb.Compare(key=key, range_end=end, **compare)
+        return etcd.kv.Txn(pb.TxnRequest(compare=[cmp]), timeout=T).succeeded
+
+    value, version = pb.Compare.VALUE, pb.Compare.VERSION
+    assert holds(b"rc/", b"rc0", target=value, value=b"same")
+    assert not holds(b"rc/", b"re", target=value, value=b"same")  # rd differs
+    assert holds(b"rc/", b"re", target=version, version=1)
+    etcd.put(b"rc/2", b"same")
+    assert not holds(b"rc/", b"rc0", target=version, version=1)  # rc/2 is at 2 now
+    assert holds(b"rc/", b"rc0", target=version, version=0, result=pb.Compare.GREATER)
+    assert not holds(b"rc/", b"\0", target=version, version=2, result=pb.Compare.LESS)
+    assert not holds(b"rx/", b"rx0", target=value, value=b"")  # no key: a value fails
+    assert holds(b"rx/", b"rx0", target=pb.Compare.CREATE, create_revision=0)
+    assert holds(b"rx/", b"rc/", target=version, version=0)  # backwards: no key
+
+
 class WatchStream:
     """A bidirectional watch call, requests in and responses out, read with deadlines."""
 

@@ -127,3 +127,38 @@ def test_a_new_cluster_restored_from_a_backup_serves_it_and_goes_on(etcd_cluster
             for m in restored.members.values():
                 with Client([m.listen]) as one:
                     assert one.get("bk/3", serializable=True).value == b"v3"
+
+
+def test_alarms_are_etcds_one_per_member_and_member_0_is_one(coord_cluster):
+    """etcd 3.4's Alarm, as python-etcd3's own suite drives it: `create_alarm()` raises
+    NOSPACE for member 0 and expects it listed beside a real member's; each member's
+    alarm is raised and lowered on its own, and an answer names the alarm changed."""
+    ch, m = maintenance(coord_cluster.etcd_endpoints[0])
+    with ch:
+        me = m.Status(pb.StatusRequest(), timeout=10).header.member_id
+        req = pb.AlarmRequest
+
+        def alarm(action: int, member: int = 0, kind: int = pb.NOSPACE) -> list[tuple]:
+            r = m.Alarm(req(action=action, memberID=member, alarm=kind), timeout=10)
+            return sorted((a.memberID, a.alarm) for a in r.alarms)
+
+        assert alarm(req.ACTIVATE) == [(0, pb.NOSPACE)]
+        assert alarm(req.ACTIVATE, me) == [(me, pb.NOSPACE)]
+        assert alarm(req.ACTIVATE) == [(0, pb.NOSPACE)]  # already up: the same, no error
+        assert alarm(req.GET, kind=pb.NONE) == sorted([(0, pb.NOSPACE), (me, pb.NOSPACE)])
+        kv = stubs.KVStub(ch)
+        with pytest.raises(grpc.RpcError) as refused:
+            kv.Put(pb.PutRequest(key=b"alarm/k", value=b"v"), timeout=10)
+        assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert alarm(req.DEACTIVATE, kind=pb.NONE) == []  # lowers nothing, as etcd
+        assert alarm(req.DEACTIVATE) == [(0, pb.NOSPACE)]
+        assert alarm(req.GET, kind=pb.NONE) == [(me, pb.NOSPACE)]  # the member's stays up
+        assert alarm(req.DEACTIVATE) == []  # it was not up
+        assert alarm(req.DEACTIVATE, me) == [(me, pb.NOSPACE)]
+        assert alarm(req.GET, kind=pb.NONE) == []
+        kv.Put(pb.PutRequest(key=b"alarm/k", value=b"v"), timeout=10)
+        # `etcdctl alarm disarm` lowers every alarm: it lists them and lowers each
+        alarm(req.ACTIVATE)
+        alarm(req.ACTIVATE, me)
+        etcdctl(coord_cluster.etcd_endpoints[0], "alarm", "disarm")
+        assert alarm(req.GET, kind=pb.NONE) == []

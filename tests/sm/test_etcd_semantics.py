@@ -178,6 +178,9 @@ def test_encodings_written_before_the_etcd_fields_still_decode():
     assert c.decode_command(old_put) == c.Put(b"k", b"v")
     old_open = b'\x01\x0a{"name":"s","read_only_ok":false,"request_id":"","ttl_ms":5000}'
     assert c.decode_command(old_open) == c.OpenSession("s", 5000)
+    old_txn = b'\x01\x04{"compares":[{"key":"aw==","number":1,"op":"=","target":"VERSION",' \
+              b'"value":""}],"failure":[],"request_id":"","success":[]}'  # no range_end
+    assert c.decode_command(old_txn) == c.Txn((c.Compare(b"k", c.VERSION, "=", number=1),))
     with pytest.raises(ValueError):  # only fields declared as added may be absent
         c.decode_command(b'\x01\x0a{"name":"s","read_only_ok":false,"ttl_ms":5000}')
 

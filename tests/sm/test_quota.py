@@ -47,23 +47,30 @@ def test_nospace_refuses_whole_writes_that_add_state_and_changes_nothing():
     assert m.execute(c.Release(sid, "g", ("r1",))).ok
     assert m.execute(c.Compact(m.revision)).ok
     assert m.execute(c.CloseSession(sid)).ok
-    assert m.execute(c.Alarm("deactivate", 7)).alarms == ()
+    assert m.execute(c.Alarm("deactivate", 7)).alarms == ("7:NOSPACE",)  # the one lowered
     assert m.execute(c.Put(b"new", b"x")).ok
 
 
-def test_the_alarm_is_in_the_snapshot_and_lowering_for_member_0_lowers_all():
+def test_the_alarms_are_in_the_snapshot_and_each_member_s_is_its_own_member_0_too():
+    """etcd 3.4's alarm store: member 0 is an id like any other (etcd's clients raise
+    and lower alarms of member 0), and lowering one member's alarm leaves the others."""
     m, _ = _loaded()
-    m.execute(c.Alarm("activate", 7))
-    m.execute(c.Alarm("activate", 9))
+    for member in (7, 9, 0):
+        assert m.execute(c.Alarm("activate", member)).alarms == (f"{member}:NOSPACE",)
     restored = CoordMachine()
     restored.restore(m.snapshot())
-    assert restored.alarms.active() == [(7, "NOSPACE"), (9, "NOSPACE")]
+    assert restored.alarms.active() == [(0, "NOSPACE"), (7, "NOSPACE"), (9, "NOSPACE")]
     assert restored.execute(c.Put(b"x", b"y")).error == "NO_SPACE"
     before = restored.revision
-    assert restored.execute(c.Alarm("deactivate", 0)).alarms == ()
+    assert restored.execute(c.Alarm("deactivate", 0)).alarms == ("0:NOSPACE",)
+    assert restored.alarms.active() == [(7, "NOSPACE"), (9, "NOSPACE")]
+    assert restored.execute(c.Put(b"x", b"y")).error == "NO_SPACE"
+    assert restored.execute(c.Alarm("deactivate", 0)).alarms == ()  # it was not up
+    for member in (7, 9):
+        restored.execute(c.Alarm("deactivate", member))
     assert restored.revision == before, "an alarm does not move the revision (etcd's)"
     assert restored.execute(c.Put(b"x", b"y")).ok
-    assert m.execute(c.Alarm("activate", 0)).error == "INVALID_ARGUMENT"
+    assert m.execute(c.Alarm("activate", -1)).error == "INVALID_ARGUMENT"
     assert m.execute(c.Alarm("activate", 7, "DISK_ON_FIRE")).error == "INVALID_ARGUMENT"
 
 

@@ -10,7 +10,7 @@ two kinds of placeholders the player resolves per system (`coord.testing.etcd_di
 
 What is not generated, and why (README, "Where coord knowingly differs from etcd"):
 lease TTLs outside 2 s..1 h and negative lease ids, keys/values near the size limits,
-compares with a range_end, and sorted ranges of more than 12 keys (tie order).
+and sorted ranges of more than 12 keys (tie order).
 """
 
 from __future__ import annotations
@@ -124,7 +124,9 @@ class _Gen:
         # lease ids means the same on both.
         results = (C.EQUAL, C.NOT_EQUAL) if target == C.LEASE else \
             (C.EQUAL, C.NOT_EQUAL, C.LESS, C.GREATER)
-        cmp = pb.Compare(key=self.key(), target=target, result=self.rnd.choice(results))
+        key, end = self.key_range() if self.chance(0.3) else (self.key(), b"")
+        cmp = pb.Compare(key=key, range_end=end, target=target,
+                         result=self.rnd.choice(results))
         if target == C.VERSION:
             cmp.version = self.rnd.randint(0, 3)
         elif target == C.CREATE:
