@@ -21,6 +21,7 @@ import grpc
 
 from coord.bench.api import bench_kv, closed_loop
 from coord.bench.stats import latency_ms
+from coord.cli.progress import Phases, Step, on_terminal
 from coord.client import AsyncClient
 from coord.etcdpb import rpc_pb2 as epb
 from coord.etcdpb import rpc_pb2_grpc as erpc
@@ -35,7 +36,7 @@ def _log(msg: str) -> None:
 
 
 async def etcd_ops(endpoint: str, system: str, levels: list[int], seconds: float,
-                   claims: int) -> list[dict]:
+                   claims: int, phases: Phases) -> list[dict]:
     """The same driver for both systems: the etcd v3 API on `endpoint`."""
     rows: list[dict] = []
     async with grpc.aio.insecure_channel(endpoint) as channel:
@@ -46,26 +47,30 @@ async def etcd_ops(endpoint: str, system: str, levels: list[int], seconds: float
             async def put(w: int, i: int) -> None:
                 await kv.Put(epb.PutRequest(key=f"bench/{w}/{i % 100}".encode(), value=b"x" * 16))
 
-            rows.append({"system": system, "api": "etcd", "op": "put",
-                         **await closed_loop(put, n, seconds)})
+            async with phases.timed(f"{system} etcd-API put, {n} clients", seconds):
+                rows.append({"system": system, "api": "etcd", "op": "put",
+                             **await closed_loop(put, n, seconds)})
             _log(f"  {rows[-1]['per_s']:.0f}/s")
             _log(f"{system}: etcd-API linearizable get, {n} clients ...")
 
             async def get(w: int, i: int) -> None:
                 await kv.Range(epb.RangeRequest(key=f"bench/{w}/{i % 100}".encode()))
 
-            rows.append({"system": system, "api": "etcd", "op": "get",
-                         **await closed_loop(get, n, seconds)})
+            async with phases.timed(f"{system} etcd-API get, {n} clients", seconds):
+                rows.append({"system": system, "api": "etcd", "op": "get",
+                             **await closed_loop(get, n, seconds)})
             _log(f"  {rows[-1]['per_s']:.0f}/s")
             granted = await lease.LeaseGrant(epb.LeaseGrantRequest(TTL=600))
             _log(f"{system}: {claims} create-if-absent claims on one lease, {n} clients ...")
-            rows.append({"system": system, "api": "etcd", "op": "claim",
-                         **await _claims(kv, granted.ID, f"claims-{n}", claims, n)})
+            with phases.phase(f"{system} claims, {n} clients", claims, "claims") as step:
+                rows.append({"system": system, "api": "etcd", "op": "claim",
+                             **await _claims(kv, granted.ID, f"claims-{n}", claims, n, step)})
             _log(f"  {rows[-1]['per_s']:.0f}/s")
     return rows
 
 
-async def _claims(kv: erpc.KVStub, lease_id: int, prefix: str, total: int, clients: int) -> dict:
+async def _claims(kv: erpc.KVStub, lease_id: int, prefix: str, total: int, clients: int,
+                  step: Step) -> dict:
     """Claim `total` keys (each once) with `clients` workers: Txn(create == 0 → put)."""
     todo = list(range(total))
     latencies: list[float] = []
@@ -93,6 +98,7 @@ async def _claims(kv: erpc.KVStub, lease_id: int, prefix: str, total: int, clien
                     continue
                 latencies.append(time.perf_counter() - t)
                 won += resp.succeeded
+                step()
                 break
 
     t0 = time.perf_counter()
@@ -103,14 +109,15 @@ async def _claims(kv: erpc.KVStub, lease_id: int, prefix: str, total: int, clien
             **latency_ms(latencies)}
 
 
-async def coord_native(endpoint: str, levels: list[int], seconds: float) -> list[dict]:
+async def coord_native(endpoint: str, levels: list[int], seconds: float,
+                       phases: Phases) -> list[dict]:
     async with grpc.aio.insecure_channel(endpoint) as channel:
-        rows = await bench_kv(channel, levels, seconds)
+        rows = await bench_kv(channel, levels, seconds, phases)
     return [{"system": "coord", "api": "native", **r} for r in rows]
 
 
 async def coord_stream(endpoint: str, levels: list[int], seconds: float,
-                       claims: int) -> list[dict]:
+                       claims: int, phases: Phases) -> list[dict]:
     """coord's client library on its pipelined stream (one stream to the leader, every
     worker's requests on it): puts, linearizable gets, and `claims` single-resource
     `own` calls of one session (coord's claim; etcd needs a Txn on a lease for it)."""
@@ -122,27 +129,31 @@ async def coord_stream(endpoint: str, levels: list[int], seconds: float,
             async def put(w: int, i: int) -> None:
                 await client.put(f"bench/{w}/{i % 100}", b"x" * 16)
 
-            rows.append({"system": "coord", "api": "stream", "op": "put",
-                         **await closed_loop(put, n, seconds)})
+            async with phases.timed(f"coord stream put, {n} clients", seconds):
+                rows.append({"system": "coord", "api": "stream", "op": "put",
+                             **await closed_loop(put, n, seconds)})
             _log(f"  {rows[-1]['per_s']:.0f}/s")
             _log(f"coord: stream linearizable get, {n} clients ...")
 
             async def get(w: int, i: int) -> None:
                 await client.get(f"bench/{w}/{i % 100}")
 
-            rows.append({"system": "coord", "api": "stream", "op": "get",
-                         **await closed_loop(get, n, seconds)})
+            async with phases.timed(f"coord stream get, {n} clients", seconds):
+                rows.append({"system": "coord", "api": "stream", "op": "get",
+                             **await closed_loop(get, n, seconds)})
             _log(f"  {rows[-1]['per_s']:.0f}/s")
             _log(f"coord: {claims} single-resource own calls, {n} clients ...")
             session = await client.open_session(f"bench-claims-{n}", ttl=600)
-            rows.append({"system": "coord", "api": "stream", "op": "claim",
-                         **await _owns(client, session.session_id, f"claims-{n}", claims, n)})
+            with phases.phase(f"coord stream own, {n} clients", claims, "claims") as step:
+                rows.append({"system": "coord", "api": "stream", "op": "claim",
+                             **await _owns(client, session.session_id, f"claims-{n}", claims,
+                                           n, step)})
             _log(f"  {rows[-1]['per_s']:.0f}/s")
     return rows
 
 
 async def _owns(client: AsyncClient, session: int, group: str, total: int,
-                clients: int) -> dict:
+                clients: int, step: Step) -> dict:
     """Claim `total` resources (each once, one per call) with `clients` workers."""
     todo = list(range(total))
     latencies: list[float] = []
@@ -156,6 +167,7 @@ async def _owns(client: AsyncClient, session: int, group: str, total: int,
             res = await client.own(session, group, resource)
             latencies.append(time.perf_counter() - t)
             won += len(res.grants)
+            step()
 
     t0 = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(clients)))
@@ -190,16 +202,19 @@ def run_etcd_bench(args: argparse.Namespace) -> int:
     levels = [int(x) for x in args.concurrency.split(",") if x]
     rows: list[dict] = []
     n = args.members
-    _log(f"starting a {n}-member etcd on 127.0.0.1 ...")
-    with EtcdCluster(n) as etcd:
-        rows += asyncio.run(etcd_ops(etcd.wait_leader(), "etcd", levels, args.seconds,
-                                     args.claims))
-    _log(f"starting a {n}-member coord on 127.0.0.1 ...")
-    with LocalCluster(n) as cluster:
-        leader = cluster.members[cluster.wait_for_leader(timeout=15)].listen
-        rows += asyncio.run(etcd_ops(leader, "coord", levels, args.seconds, args.claims))
-        rows += asyncio.run(coord_native(leader, levels, args.seconds))
-        rows += asyncio.run(coord_stream(leader, levels, args.seconds, args.claims))
+    with Phases("bench", on_terminal(args)) as phases:
+        _log(f"starting a {n}-member etcd on 127.0.0.1 ...")
+        with EtcdCluster(n) as etcd:
+            rows += asyncio.run(etcd_ops(etcd.wait_leader(), "etcd", levels, args.seconds,
+                                         args.claims, phases))
+        _log(f"starting a {n}-member coord on 127.0.0.1 ...")
+        with LocalCluster(n) as cluster:
+            leader = cluster.members[cluster.wait_for_leader(timeout=15)].listen
+            rows += asyncio.run(etcd_ops(leader, "coord", levels, args.seconds, args.claims,
+                                         phases))
+            rows += asyncio.run(coord_native(leader, levels, args.seconds, phases))
+            rows += asyncio.run(coord_stream(leader, levels, args.seconds, args.claims,
+                                             phases))
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0

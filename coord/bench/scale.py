@@ -41,6 +41,7 @@ import grpc
 from coord.bench.footprint import cpu_seconds, dir_bytes, mib, rss_bytes
 from coord.bench.startup import PROBE_OPTIONS
 from coord.bench.stats import latency_ms
+from coord.cli.progress import Phases, Step, on_terminal
 from coord.etcdpb import rpc_pb2 as epb
 from coord.etcdpb import rpc_pb2_grpc as erpc
 from coord.testing import LocalCluster
@@ -90,7 +91,8 @@ def running(system: str, members: int, compaction: list[str]) -> Iterator[Runnin
                       {n: etcd.root / n for n in etcd.names}, name)
 
 
-async def soak(run: Running, seconds: float, sample_s: float, clients: int) -> list[dict]:
+async def soak(run: Running, seconds: float, sample_s: float, clients: int,
+               phases: Phases) -> list[dict]:
     """Puts on one key for `seconds`; a footprint row every `sample_s`."""
     rows: list[dict] = []
     t0 = time.monotonic()
@@ -111,19 +113,27 @@ async def soak(run: Running, seconds: float, sample_s: float, clients: int) -> l
 
         tasks = [asyncio.ensure_future(writer()) for _ in range(clients)]
         try:
-            while time.monotonic() - t0 < seconds:
-                await asyncio.sleep(min(sample_s, max(0.0, seconds - (time.monotonic() - t0))))
-                row = {"system": run.system, "t_s": round(time.monotonic() - t0, 1),
-                       "puts": puts, "errors": errors, **run.footprint()}
-                rows.append(row)
-                _log(f"  {run.system} t={row['t_s']:7.1f}s puts={puts:9d} errors={errors} "
-                     f"rss MiB {' '.join(mib(v) for v in row['rss'].values())} "
-                     f"disk MiB {' '.join(mib(v) for v in row['disk'].values())}")
+            async with phases.timed(f"{run.system} soak", seconds):
+                await _samples(run, t0, seconds, sample_s, rows, lambda: (puts, errors))
         finally:
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
     return rows
+
+
+async def _samples(run: Running, t0: float, seconds: float, sample_s: float,
+                   rows: list[dict], counts: Callable[[], tuple[int, int]]) -> None:
+    """A footprint row every `sample_s` until `seconds` since `t0`."""
+    while time.monotonic() - t0 < seconds:
+        await asyncio.sleep(min(sample_s, max(0.0, seconds - (time.monotonic() - t0))))
+        puts, errors = counts()
+        row = {"system": run.system, "t_s": round(time.monotonic() - t0, 1),
+               "puts": puts, "errors": errors, **run.footprint()}
+        rows.append(row)
+        _log(f"  {run.system} t={row['t_s']:7.1f}s puts={puts:9d} errors={errors} "
+             f"rss MiB {' '.join(mib(v) for v in row['rss'].values())} "
+             f"disk MiB {' '.join(mib(v) for v in row['disk'].values())}")
 
 
 def decades(total: int) -> list[int]:
@@ -158,9 +168,11 @@ def key(i: int) -> bytes:
     return b"keys/%09d" % i
 
 
-async def load(kv: erpc.KVStub, start: int, end: int, clients: int, errors: list[int]) -> None:
+async def load(kv: erpc.KVStub, start: int, end: int, clients: int, errors: list[int],
+               step: Step | None = None) -> None:
     """Puts keys start..end-1 as txns of LOAD_BATCH puts shared by `clients` loaders: one
-    loader for `keys` and `restart`, so both systems, and both phases, load the same way."""
+    loader for `keys` and `restart`, so both systems, and both phases, load the same way;
+    `step(n)` hears of each txn's n keys."""
     todo = iter(range(start, end, LOAD_BATCH))
 
     async def loader() -> None:
@@ -169,11 +181,14 @@ async def load(kv: erpc.KVStub, start: int, end: int, clients: int, errors: list
                 epb.RequestOp(request_put=epb.PutRequest(key=key(i), value=VALUE))
                 for i in range(first, min(end, first + LOAD_BATCH))])
             await _retrying(lambda txn=txn: kv.Txn(txn, timeout=30), errors)
+            if step is not None:
+                step(len(txn.success))
 
     await asyncio.gather(*(loader() for _ in range(clients)))
 
 
-async def grow(run: Running, total: int, clients: int, probe_ops: int) -> list[dict]:
+async def grow(run: Running, total: int, clients: int, probe_ops: int,
+               phases: Phases) -> list[dict]:
     rows: list[dict] = []
     base = run.footprint()
     written = 0
@@ -182,7 +197,9 @@ async def grow(run: Running, total: int, clients: int, probe_ops: int) -> list[d
         kv = erpc.KVStub(ch)
         for target in decades(total):
             t0 = time.monotonic()
-            await load(kv, written, target, clients, errors)
+            with phases.phase(f"{run.system} keys to {target:,}", target - written,
+                              "keys") as step:
+                await load(kv, written, target, clients, errors, step)
             load_s = time.monotonic() - t0
             written = target
             fp = run.footprint()
@@ -756,14 +773,19 @@ def run_scale_bench(args: argparse.Namespace) -> int:
                 out["restart"] += restart(system, args.members, compaction, args.keys,
                                           clients)
                 continue
-            with running(system, args.members, compaction) as run:
+            # No bar in the sessions phase: it measures this process's CPU too.
+            shown = on_terminal(args) and phase in ("soak", "keys")
+            with running(system, args.members, compaction) as run, \
+                    Phases("scale", shown) as phases:
                 if phase == "sessions":
                     out["sessions"] += asyncio.run(sessions(run, args.sessions,
                                                             args.session_ttl, args.sample_s))
                 elif phase == "soak":
-                    out["soak"] += asyncio.run(soak(run, args.seconds, args.sample_s, clients))
+                    out["soak"] += asyncio.run(soak(run, args.seconds, args.sample_s, clients,
+                                                    phases))
                 else:
-                    out["keys"] += asyncio.run(grow(run, args.keys, clients, args.probe_ops))
+                    out["keys"] += asyncio.run(grow(run, args.keys, clients, args.probe_ops,
+                                                    phases))
     if args.json:
         print(json.dumps(out, indent=2))
         return 0
