@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 import grpc
 
 from coord.bench.stats import latency_ms
-from coord.cli.progress import Phases, Step, on_terminal
+from coord.progress import Phases, Step, on_terminal
 from coord.testing import LocalCluster
 from coord.v1 import coord_pb2 as pb
 from coord.v1 import coord_pb2_grpc as rpc

@@ -21,10 +21,10 @@ import grpc
 
 from coord.bench.api import bench_kv, closed_loop
 from coord.bench.stats import latency_ms
-from coord.cli.progress import Phases, Step, on_terminal
 from coord.client import AsyncClient
 from coord.etcdpb import rpc_pb2 as epb
 from coord.etcdpb import rpc_pb2_grpc as erpc
+from coord.progress import Phases, Step, on_terminal
 from coord.testing import LocalCluster
 from coord.testing.peer_etcd import EtcdCluster
 

@@ -41,9 +41,9 @@ import grpc
 from coord.bench.footprint import cpu_seconds, dir_bytes, mib, rss_bytes
 from coord.bench.startup import PROBE_OPTIONS
 from coord.bench.stats import latency_ms
-from coord.cli.progress import Phases, Step, on_terminal
 from coord.etcdpb import rpc_pb2 as epb
 from coord.etcdpb import rpc_pb2_grpc as erpc
+from coord.progress import Phases, Step, on_terminal
 from coord.testing import LocalCluster
 from coord.testing.peer_etcd import EtcdCluster
 from coord.v1 import admin_pb2, admin_pb2_grpc

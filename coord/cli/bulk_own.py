@@ -15,8 +15,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from coord.cli.progress import Phases, on_terminal
 from coord.client.errors import CoordError
+from coord.progress import Phases, on_terminal
 
 BAR_FROM = 1_000  # resources from which a terminal gets a bar
 

@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from coord.cli import main as cli
-from coord.cli.progress import on_terminal
 from coord.client import Client
+from coord.progress import on_terminal
 from coord.testing import cluster
 
 pytestmark = pytest.mark.cluster

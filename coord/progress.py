@@ -4,6 +4,9 @@ benchmarks' long phases): rich, on stderr, so stdout carries only the command's 
 The history commands show theirs whenever stderr is a terminal (their stdout is a JSON
 summary). A bulk own and the benchmarks show theirs only to a person at a terminal
 (`on_terminal`): not with --json, not when stdout is piped or redirected.
+
+A module of its own, beside the layers: the command line and the benchmarks both draw
+bars, and the benchmarks may not import the command line (tests/test_layout.py).
 """
 
 from __future__ import annotations
