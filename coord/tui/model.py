@@ -150,7 +150,8 @@ class Producers:
 
     revision: int = 0
     next_pid: int = 0
-    clock_ms: int = 0
+    clock_ms: int = 0  # the replicated clock (leader wall time) of the latest entry
+    clock_seen: float | None = None  # when that entry arrived (monotonic); None: fixed
     version: int = 0  # bumps on every entry (the view redraws its title if it moved)
     blocks: Table[tuple[str, int], tuple] = field(default_factory=Table)
     leases: Table[int, tuple] = field(default_factory=Table)
@@ -158,6 +159,13 @@ class Producers:
 
     def tables(self) -> tuple[Table, Table, Table]:
         return self.blocks, self.leases, self.producers
+
+    def now_ms(self, mono: float) -> int:
+        """The cluster's clock now, counted on from the latest entry's (lease expiries
+        are given in it; the stream says nothing while nothing changes)."""
+        if self.clock_seen is None:
+            return self.clock_ms
+        return self.clock_ms + int((mono - self.clock_seen) * 1000)
 
 
 class ClusterModel:
@@ -304,6 +312,7 @@ class ClusterModel:
         """One entry of the producers stream (`ProducerChange`)."""
         p = self.producers
         p.revision, p.next_pid, p.clock_ms = max(p.revision, c.revision), c.next_pid, c.clock_ms
+        p.clock_seen = self.mono()
         self.revision = max(self.revision, c.revision)
         if c.kind == "listed":
             named = self._listed_now("producers")

@@ -310,9 +310,11 @@ class ProducersView(TableView):
         """(name, table, row id of a key, cells of a row) of the lease and block tables."""
         p = self.model.producers
 
+        now_ms = p.now_ms(self.model.mono())
+
         def lease(x: tuple) -> tuple:
             pid, epoch, expire_ms, topic, partition = x
-            return (pid, epoch, topic, partition, duration_ms(expire_ms - p.clock_ms))
+            return (pid, epoch, topic, partition, duration_ms(max(0, expire_ms - now_ms)))
 
         def block(x: tuple) -> tuple:
             requester, start, n, revision = x
@@ -359,6 +361,16 @@ class ProducersView(TableView):
                     ids.add(rid)
                     side.add_row(*cells, key=rid)
         self.update_title()
+
+    def tick(self) -> None:
+        """Leases count down between entries of the stream."""
+        p = self.model.producers
+        now_ms = p.now_ms(self.model.mono())
+        side = self.query_one("#table-pid-leases", DataTable)
+        for rid in self._side_ids["pid-leases"]:
+            lease = p.leases.get(int(rid))
+            if lease is not None:
+                side.update_cell(rid, "expires", duration_ms(max(0, lease[2] - now_ms)))
 
     def update_title(self) -> None:
         p = self.model.producers

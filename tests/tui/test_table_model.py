@@ -80,7 +80,8 @@ def change(kind: str, detail, snapshot: bool = False, removed: bool = False
 
 
 def test_producer_tables():
-    m = ClusterModel()
+    now = [50.0]
+    m = ClusterModel(mono=lambda: now[0])
     m.producer_change(change("block", BlockDetail("a", 1, 10, 3), snapshot=True))
     m.producer_change(change("lease", LeaseDetail(11, 0, 9_000, "t", 0), snapshot=True))
     m.producer_change(change("producer", ProducerDetail("tx", 12, 0), snapshot=True))
@@ -88,6 +89,8 @@ def test_producer_tables():
     p = m.producers
     assert (len(p.blocks), len(p.leases), len(p.producers)) == (1, 1, 1)
     assert p.next_pid == 50 and p.revision == 7
+    now[0] += 2.5  # nothing streamed meanwhile: the clock is counted on locally
+    assert p.now_ms(now[0]) == 1_000 + 2_500
     m.producer_change(change("producer", ProducerDetail("tx", 12, 1)))
     m.producer_change(change("lease", LeaseDetail(11, 0, 9_000, "t", 0), removed=True))
     assert p.producers.get("tx") == ("tx", 12, 1) and 11 not in p.leases.rows
