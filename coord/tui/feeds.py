@@ -35,6 +35,7 @@ RECONCILE_S = 5.0
 STATUS_MIN_GAP_S = 1.0  # writes re-read member status at most this often
 BACKOFF_S = (0.2, 0.5, 1.0, 2.0)
 MODE_SETTLE_S = (0.5, 1.5, 3.0)  # after a quorum change: the member's mode follows later
+LEADER_WAIT_S = 2.0  # the sessions stream waits this long for a leader to open it at
 
 
 def _backoff(failures: int) -> float:
@@ -58,6 +59,8 @@ class Feeds:
         self._index = {"sessions": 0, "producers": 0}
         self._streams: dict[str, AsyncStream] = {}
         self._moved_to = ""
+        self._sessions_on_leader = False
+        self._leader_seen = asyncio.Event()
 
     def start(self) -> None:
         self.model.serving = self.client.ring.current()[1]
@@ -163,6 +166,9 @@ class Feeds:
         else:
             model.event("member", f"{row.name} reachable again")
         model.members.put(row.name, row)
+        if model.leader() is not None:
+            self._leader_seen.set()
+            self._sessions_to_leader()
         for m in st.members:  # members added since (learners) are watched too
             if m.client_address:
                 self._watch_member(m.client_address)
@@ -253,23 +259,36 @@ class Feeds:
     # -- sessions and producers -----------------------------------------------------------
     async def _sessions(self) -> None:
         """`WatchSessions`, opened at the leader when one is known (only it says how long
-        sessions have left); moved there once, if it was opened elsewhere."""
+        sessions have left; at start, the first status reads name it), and reopened
+        there when served elsewhere (`_sessions_to_leader`)."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._leader_seen.wait(), LEADER_WAIT_S)
         leader = self.model.leader()
         at = leader.endpoint if leader is not None else None
+        self._moved_to = at or self._moved_to
         stream = self.admin.watch_sessions(self._index["sessions"], at)
         self._streams["sessions"] = stream
         try:
             async for change in stream:
                 self._index["sessions"] = max(self._index["sessions"], change.index)
+                self._sessions_on_leader = change.leader
                 self.model.session_change(change)
-                leader = self.model.leader()
-                if (not change.leader and leader is not None and leader.endpoint != at
-                        and leader.endpoint != self._moved_to):
-                    self._moved_to = leader.endpoint
-                    return  # reopened at the leader by `_forever`
+                self._sessions_to_leader()
         finally:
             self.model.loading.discard("sessions")
             stream.cancel()
+
+    def _sessions_to_leader(self) -> None:
+        """Reopen the sessions stream at the leader if another member serves it (the
+        stream then relists, with the time each session has left); once per leader, so
+        a leader that cannot be reached is not tried again and again."""
+        leader = self.model.leader()
+        stream = self._streams.get("sessions")
+        if (self._sessions_on_leader or leader is None or stream is None
+                or leader.endpoint == self._moved_to):
+            return
+        self._moved_to = leader.endpoint
+        stream.cancel()  # `_forever` opens it again, at the leader
 
     async def _producers(self) -> None:
         stream = self.admin.watch_producers(self._index["producers"])

@@ -68,6 +68,9 @@ def test_views_follow_the_streams(cluster3, monkeypatch):
                 s = await client.session("streamed", ttl=30)
                 took = await until(lambda: str(s.id) in shown, SEEN_S, "opened", pause)
                 print(f"session opened → row: {took * 1000:.0f} ms")
+                # the stream is (re)opened at the leader: only it knows the time left
+                await until(lambda: m.sessions.get(s.id).remaining_ms > 0, SEEN_S,
+                            "time left from the leader", pause)
                 await client.put("bound", "x", session=s)
                 await until(lambda: m.sessions.get(s.id).keys == (b"bound",), SEEN_S,
                             "a key bound", pause)
