@@ -366,7 +366,8 @@ def cmd_own(args: argparse.Namespace) -> int:
     if not names:
         raise UsageError("no resources: name them, or give --resources-from FILE")
     if args.batch < 0:
-        raise UsageError(f"--batch must be positive, not {args.batch}")
+        raise UsageError(f"--batch must be 1 or more (0, the default: one command), not "
+                         f"{args.batch}")
     claims = [_resource_claim(r) for r in names]
     with _client(args) as client:
         if args.session:
