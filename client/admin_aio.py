@@ -3,7 +3,8 @@
 
 Member status is per member (each answers for itself), so `status` and `watch_status`
 name the endpoint; the inspection reads fail over like any read; `watch_ownership` is an
-`AsyncStream` that reopens itself on the next member (with a fresh listing). Membership
+`AsyncStream` that reopens itself on the next member (with a fresh listing), as do
+`watch_sessions` and `watch_producers` (client/admin_streams.py). Membership
 changes and leadership transfer go to the endpoint the caller names (the leader).
 """
 
@@ -13,9 +14,17 @@ from typing import Any
 
 import grpc
 
+from coord.client.admin_streams import (
+    FirstAt,
+    ProducerChange,
+    SessionChange,
+    producers_cursor,
+    sessions_cursor,
+)
 from coord.client.aio import AsyncClient
 from coord.client.aio_stream import AsyncStream
 from coord.client.calls import Call
+from coord.client.cursors import Unpinned
 from coord.client.errors import CoordError, from_rpc_error
 from coord.client.results import OwnerChange, owner_change
 from coord.client.retry import stream_may_resume
@@ -27,19 +36,13 @@ __all__ = ["AsyncAdmin", "OwnershipCursor"]
 
 
 
-class OwnershipCursor:
+class OwnershipCursor(Unpinned):
     """The position of a WatchOwnership stream: always a fresh listing (the server keeps
     no all-groups history), ended by an entry of kind "listed"; consumers treat a listing
     as "the current state" and drop what it no longer names."""
 
     service = "Admin"
     method = "WatchOwnership"
-
-    def start_call(self) -> None:
-        return None
-
-    def started(self, result: Any) -> None:
-        return None
 
     def request(self) -> admin_pb2.WatchOwnershipRequest:
         return admin_pb2.WatchOwnershipRequest()
@@ -100,6 +103,18 @@ class AsyncAdmin:
     def watch_ownership(self) -> AsyncStream[OwnerChange]:
         """Every group's owners, then changes; reopens itself on the next member."""
         return AsyncStream(self.client, OwnershipCursor())
+
+    def watch_sessions(self, after_index: int = 0, endpoint: str | None = None
+                       ) -> AsyncStream[SessionChange]:
+        """Every session, then changes (client/admin_streams.py); opens at `endpoint`
+        first if given (the leader, which knows how long each session has left), and
+        reopens itself on the next member."""
+        link = self.client if endpoint is None else FirstAt(self.client, endpoint)
+        return AsyncStream(link, sessions_cursor(after_index))
+
+    def watch_producers(self, after_index: int = 0) -> AsyncStream[ProducerChange]:
+        """The pid blocks, leases and producers, then changes; reopens itself."""
+        return AsyncStream(self.client, producers_cursor(after_index))
 
     async def transfer_leader(self, endpoint: str, to_name: str) -> int:
         req = admin_pb2.TransferLeaderRequest(to_name=to_name)

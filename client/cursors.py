@@ -25,7 +25,7 @@ from coord.client.results import (
 from coord.client.retry import stream_may_resume
 from coord.v1 import coord_pb2 as pb
 
-__all__ = ["Cursor", "OwnersCursor", "WatchCursor"]
+__all__ = ["Cursor", "OwnersCursor", "Unpinned", "WatchCursor"]
 
 T = TypeVar("T")
 
@@ -48,6 +48,16 @@ class Cursor(Protocol[T]):
 
     def on_error(self, err: CoordError) -> bool:
         """True: reopen the stream; False: the error goes to the caller."""
+
+
+class Unpinned:
+    """For a cursor whose stream has nothing to resolve before its first open."""
+
+    def start_call(self) -> None:
+        return None
+
+    def started(self, result: Any) -> None:
+        return None
 
 
 class WatchCursor:

@@ -16,6 +16,7 @@ import grpc
 
 from coord.bench.member_cpu import Meter, per_op
 from coord.bench.stats import latency_ms
+from coord.progress import Phases, Step, on_terminal
 from coord.testing import LocalCluster
 from coord.v1 import coord_pb2 as pb
 from coord.v1 import coord_pb2_grpc as rpc
@@ -58,7 +59,7 @@ async def closed_loop(
 
 
 async def bench_kv(channel: grpc.aio.Channel, levels: list[int], seconds: float,
-                   meter: Meter | None = None) -> list[dict]:
+                   phases: Phases, meter: Meter | None = None) -> list[dict]:
     kv = rpc.KVStub(channel)
     rows = []
     for n in levels:
@@ -67,19 +68,22 @@ async def bench_kv(channel: grpc.aio.Channel, levels: list[int], seconds: float,
         async def put(w: int, i: int) -> None:
             await kv.Put(pb.PutRequest(key=f"bench/{w}/{i % 100}".encode(), value=b"x" * 16))
 
-        rows.append({"op": "put", **await closed_loop(put, n, seconds, meter)})
+        async with phases.timed(f"kv put, {n} clients", seconds):
+            rows.append({"op": "put", **await closed_loop(put, n, seconds, meter)})
         _log(f"  {rows[-1]['per_s']:.0f}/s")
         _log(f"kv linearizable get: {n} clients ...")
 
         async def get(w: int, i: int) -> None:
             await kv.Range(pb.RangeRequest(key=f"bench/{w}/{i % 100}".encode()))
 
-        rows.append({"op": "get", **await closed_loop(get, n, seconds, meter)})
+        async with phases.timed(f"kv get, {n} clients", seconds):
+            rows.append({"op": "get", **await closed_loop(get, n, seconds, meter)})
         _log(f"  {rows[-1]['per_s']:.0f}/s")
     return rows
 
 
-async def bench_pid(channel: grpc.aio.Channel, levels: list[int], seconds: float) -> list[dict]:
+async def bench_pid(channel: grpc.aio.Channel, levels: list[int], seconds: float,
+                    phases: Phases) -> list[dict]:
     producers = rpc.ProducersStub(channel)
     rows = []
     for n in levels:
@@ -90,12 +94,14 @@ async def bench_pid(channel: grpc.aio.Channel, levels: list[int], seconds: float
                 pb.AllocatePidBlockRequest(requester=f"b{w}", size=1000, request_id=f"{w}-{i}")
             )
 
-        rows.append({"op": "pid-block", **await closed_loop(block, n, seconds)})
+        async with phases.timed(f"pid block, {n} clients", seconds):
+            rows.append({"op": "pid-block", **await closed_loop(block, n, seconds)})
         _log(f"  {rows[-1]['per_s']:.0f}/s")
     return rows
 
 
-async def bench_own(channel: grpc.aio.Channel, resources: int, levels: list[int]) -> list[dict]:
+async def bench_own(channel: grpc.aio.Channel, resources: int, levels: list[int],
+                    phases: Phases) -> list[dict]:
     sessions, own = rpc.SessionsStub(channel), rpc.OwnershipStub(channel)
     rows = []
     s = await sessions.OpenSession(pb.OpenSessionRequest(name="bench-batched", ttl_ms=60_000))
@@ -114,9 +120,9 @@ async def bench_own(channel: grpc.aio.Channel, resources: int, levels: list[int]
         latencies: list[float] = []
         queue = list(range(resources))
         t0 = time.perf_counter()
-        await asyncio.gather(
-            *(_claim_one_by_one(own, s.session_id, group, queue, latencies) for _ in range(n))
-        )
+        with phases.phase(f"own one by one, {n} clients", resources, "claims") as step:
+            await asyncio.gather(*(_claim_one_by_one(own, s.session_id, group, queue,
+                                                     latencies, step) for _ in range(n)))
         dt = time.perf_counter() - t0
         rows.append({"op": "own-single", "resources": resources, "clients": n, "seconds": dt,
                      "claims_per_s": resources / dt, **latency_ms(latencies)})
@@ -125,7 +131,8 @@ async def bench_own(channel: grpc.aio.Channel, resources: int, levels: list[int]
 
 
 async def _claim_one_by_one(
-    own: rpc.OwnershipStub, session: int, group: str, queue: list[int], latencies: list[float]
+    own: rpc.OwnershipStub, session: int, group: str, queue: list[int], latencies: list[float],
+    step: Step,
 ) -> None:
     while queue:
         i = queue.pop()
@@ -134,6 +141,7 @@ async def _claim_one_by_one(
             pb.OwnRequest(session_id=session, group=group, claims=[pb.Claim(resource=f"p{i}")])
         )
         latencies.append(time.perf_counter() - t)
+        step()
 
 
 def run_api_bench(args: argparse.Namespace) -> int:
@@ -142,13 +150,14 @@ def run_api_bench(args: argparse.Namespace) -> int:
     async def main(endpoint: str) -> list[dict]:
         async with grpc.aio.insecure_channel(endpoint) as channel:
             if args.target == "kv":
-                return await bench_kv(channel, levels, args.seconds)
+                return await bench_kv(channel, levels, args.seconds, phases)
             if args.target == "pid":
-                return await bench_pid(channel, levels, args.seconds)
-            return await bench_own(channel, args.resources, [x for x in levels if x > 1] or [16])
+                return await bench_pid(channel, levels, args.seconds, phases)
+            return await bench_own(channel, args.resources, [x for x in levels if x > 1] or [16],
+                                   phases)
 
     _log("starting a 3-member cluster on 127.0.0.1 ...")
-    with LocalCluster(3) as cluster:
+    with LocalCluster(3) as cluster, Phases("bench", on_terminal(args)) as phases:
         leader = cluster.wait_for_leader(timeout=15)
         rows = asyncio.run(main(cluster.members[leader].listen))
     if args.json:

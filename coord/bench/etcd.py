@@ -30,6 +30,7 @@ from coord.bench.stats import latency_ms
 from coord.client import AsyncClient
 from coord.etcdpb import rpc_pb2 as epb
 from coord.etcdpb import rpc_pb2_grpc as erpc
+from coord.progress import Phases, Step, on_terminal
 from coord.testing import LocalCluster
 from coord.testing.peer_etcd import EtcdCluster
 
@@ -41,7 +42,7 @@ def _log(msg: str) -> None:
 
 
 async def etcd_ops(endpoint: str, system: str, levels: list[int], seconds: float,
-                   claims: int, meter: Meter | None = None) -> list[dict]:
+                   claims: int, phases: Phases, meter: Meter | None = None) -> list[dict]:
     """The same driver for both systems: the etcd v3 API on `endpoint`."""
     rows: list[dict] = []
     async with grpc.aio.insecure_channel(endpoint) as channel:
@@ -52,27 +53,31 @@ async def etcd_ops(endpoint: str, system: str, levels: list[int], seconds: float
             async def put(w: int, i: int) -> None:
                 await kv.Put(epb.PutRequest(key=f"bench/{w}/{i % 100}".encode(), value=b"x" * 16))
 
-            rows.append({"system": system, "api": "etcd", "op": "put",
-                         **await closed_loop(put, n, seconds, meter)})
+            async with phases.timed(f"{system} etcd-API put, {n} clients", seconds):
+                rows.append({"system": system, "api": "etcd", "op": "put",
+                             **await closed_loop(put, n, seconds, meter)})
             _log(f"  {rows[-1]['per_s']:.0f}/s")
             _log(f"{system}: etcd-API linearizable get, {n} clients ...")
 
             async def get(w: int, i: int) -> None:
                 await kv.Range(epb.RangeRequest(key=f"bench/{w}/{i % 100}".encode()))
 
-            rows.append({"system": system, "api": "etcd", "op": "get",
-                         **await closed_loop(get, n, seconds, meter)})
+            async with phases.timed(f"{system} etcd-API get, {n} clients", seconds):
+                rows.append({"system": system, "api": "etcd", "op": "get",
+                             **await closed_loop(get, n, seconds, meter)})
             _log(f"  {rows[-1]['per_s']:.0f}/s")
             granted = await lease.LeaseGrant(epb.LeaseGrantRequest(TTL=600))
             _log(f"{system}: {claims} create-if-absent claims on one lease, {n} clients ...")
-            rows.append({"system": system, "api": "etcd", "op": "claim",
-                         **await _claims(kv, granted.ID, f"claims-{n}", claims, n, meter)})
+            with phases.phase(f"{system} claims, {n} clients", claims, "claims") as step:
+                rows.append({"system": system, "api": "etcd", "op": "claim",
+                             **await _claims(kv, granted.ID, f"claims-{n}", claims, n, step,
+                                             meter)})
             _log(f"  {rows[-1]['per_s']:.0f}/s")
     return rows
 
 
 async def _claims(kv: erpc.KVStub, lease_id: int, prefix: str, total: int, clients: int,
-                  meter: Meter | None = None) -> dict:
+                  step: Step, meter: Meter | None = None) -> dict:
     """Claim `total` keys (each once) with `clients` workers: Txn(create == 0 → put)."""
     before = meter() if meter else {}
     todo = list(range(total))
@@ -101,6 +106,7 @@ async def _claims(kv: erpc.KVStub, lease_id: int, prefix: str, total: int, clien
                     continue
                 latencies.append(time.perf_counter() - t)
                 won += resp.succeeded
+                step()
                 break
 
     t0 = time.perf_counter()
@@ -115,14 +121,14 @@ async def _claims(kv: erpc.KVStub, lease_id: int, prefix: str, total: int, clien
 
 
 async def coord_native(endpoint: str, levels: list[int], seconds: float,
-                       meter: Meter | None = None) -> list[dict]:
+                       phases: Phases, meter: Meter | None = None) -> list[dict]:
     async with grpc.aio.insecure_channel(endpoint) as channel:
-        rows = await bench_kv(channel, levels, seconds, meter)
+        rows = await bench_kv(channel, levels, seconds, phases, meter)
     return [{"system": "coord", "api": "native", **r} for r in rows]
 
 
-async def coord_stream(endpoint: str, levels: list[int], seconds: float, claims: int,
-                       meter: Meter | None = None,
+async def coord_stream(endpoint: str, levels: list[int], seconds: float,
+                       claims: int, phases: Phases, meter: Meter | None = None,
                        profile: Callable[[str], Profiler] | None = None) -> list[dict]:
     """coord's client library on its pipelined stream (one stream to the leader, every
     worker's requests on it): puts, linearizable gets, and `claims` single-resource
@@ -136,30 +142,33 @@ async def coord_stream(endpoint: str, levels: list[int], seconds: float, claims:
             async def put(w: int, i: int) -> None:
                 await client.put(f"bench/{w}/{i % 100}", b"x" * 16)
 
-            with (profile(f"stream-put-{n}") if profile and n == max(levels)
-                  else contextlib.nullcontext()):
-                rows.append({"system": "coord", "api": "stream", "op": "put",
-                             **await closed_loop(put, n, seconds, meter)})
+            async with phases.timed(f"coord stream put, {n} clients", seconds):
+                with (profile(f"stream-put-{n}") if profile and n == max(levels)
+                      else contextlib.nullcontext()):
+                    rows.append({"system": "coord", "api": "stream", "op": "put",
+                                 **await closed_loop(put, n, seconds, meter)})
             _log(f"  {rows[-1]['per_s']:.0f}/s")
             _log(f"coord: stream linearizable get, {n} clients ...")
 
             async def get(w: int, i: int) -> None:
                 await client.get(f"bench/{w}/{i % 100}")
 
-            rows.append({"system": "coord", "api": "stream", "op": "get",
-                         **await closed_loop(get, n, seconds, meter)})
+            async with phases.timed(f"coord stream get, {n} clients", seconds):
+                rows.append({"system": "coord", "api": "stream", "op": "get",
+                             **await closed_loop(get, n, seconds, meter)})
             _log(f"  {rows[-1]['per_s']:.0f}/s")
             _log(f"coord: {claims} single-resource own calls, {n} clients ...")
             session = await client.open_session(f"bench-claims-{n}", ttl=600)
-            rows.append({"system": "coord", "api": "stream", "op": "claim",
-                         **await _owns(client, session.session_id, f"claims-{n}", claims, n,
-                                       meter)})
+            with phases.phase(f"coord stream own, {n} clients", claims, "claims") as step:
+                rows.append({"system": "coord", "api": "stream", "op": "claim",
+                             **await _owns(client, session.session_id, f"claims-{n}", claims,
+                                           n, step, meter)})
             _log(f"  {rows[-1]['per_s']:.0f}/s")
     return rows
 
 
 async def _owns(client: AsyncClient, session: int, group: str, total: int,
-                clients: int, meter: Meter | None = None) -> dict:
+                clients: int, step: Step, meter: Meter | None = None) -> dict:
     """Claim `total` resources (each once, one per call) with `clients` workers."""
     before = meter() if meter else {}
     todo = list(range(total))
@@ -174,6 +183,7 @@ async def _owns(client: AsyncClient, session: int, group: str, total: int,
             res = await client.own(session, group, resource)
             latencies.append(time.perf_counter() - t)
             won += len(res.grants)
+            step()
 
     t0 = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(clients)))
@@ -218,26 +228,27 @@ def run_etcd_bench(args: argparse.Namespace) -> int:
     levels = [int(x) for x in args.concurrency.split(",") if x]
     rows: list[dict] = []
     n = args.members
-    _log(f"starting a {n}-member etcd on 127.0.0.1 ...")
-    with EtcdCluster(n) as etcd:
-        endpoint = etcd.wait_leader()
-        name = next(m for m in etcd.names if endpoint.endswith(f":{etcd.client_ports[m]}"))
-        meter = member_meter({m: p.pid for m, p in etcd.procs.items()}, name)
-        rows += asyncio.run(etcd_ops(endpoint, "etcd", levels, args.seconds, args.claims,
-                                     meter))
-    _log(f"starting a {n}-member coord on 127.0.0.1 ...")
-    with LocalCluster(n) as cluster:
-        name = cluster.wait_for_leader(timeout=15)
-        leader = cluster.members[name].listen
-        pids = {m: member.proc.pid for m, member in cluster.members.items() if member.proc}
-        meter = member_meter(pids, name)
-        profile = (partial(Profiler, Path(args.profile), pids, name, seconds=args.seconds)
-                   if args.profile else None)
-        rows += asyncio.run(etcd_ops(leader, "coord", levels, args.seconds, args.claims,
-                                     meter))
-        rows += asyncio.run(coord_native(leader, levels, args.seconds, meter))
-        rows += asyncio.run(coord_stream(leader, levels, args.seconds, args.claims, meter,
-                                         profile))
+    with Phases("bench", on_terminal(args)) as phases:
+        _log(f"starting a {n}-member etcd on 127.0.0.1 ...")
+        with EtcdCluster(n) as etcd:
+            endpoint = etcd.wait_leader()
+            name = next(m for m in etcd.names if endpoint.endswith(f":{etcd.client_ports[m]}"))
+            meter = member_meter({m: p.pid for m, p in etcd.procs.items()}, name)
+            rows += asyncio.run(etcd_ops(endpoint, "etcd", levels, args.seconds, args.claims,
+                                         phases, meter))
+        _log(f"starting a {n}-member coord on 127.0.0.1 ...")
+        with LocalCluster(n) as cluster:
+            name = cluster.wait_for_leader(timeout=15)
+            leader = cluster.members[name].listen
+            pids = {m: member.proc.pid for m, member in cluster.members.items() if member.proc}
+            meter = member_meter(pids, name)
+            profile = (partial(Profiler, Path(args.profile), pids, name, seconds=args.seconds)
+                       if args.profile else None)
+            rows += asyncio.run(etcd_ops(leader, "coord", levels, args.seconds, args.claims,
+                                         phases, meter))
+            rows += asyncio.run(coord_native(leader, levels, args.seconds, phases, meter))
+            rows += asyncio.run(coord_stream(leader, levels, args.seconds, args.claims,
+                                             phases, meter, profile))
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0

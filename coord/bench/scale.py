@@ -30,21 +30,20 @@ import argparse
 import asyncio
 import json
 import os
-import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, TypeVar
+from collections.abc import Callable
+from typing import Any
 
 import grpc
 
-from coord.bench.footprint import cpu_seconds, dir_bytes, mib, per_member, rss_bytes
+from coord.bench.footprint import cpu_seconds, dir_bytes, mib, per_member
+from coord.bench.scale_common import Running, decades, log, probe, retrying, running
+from coord.bench.scale_owners import GROW_BATCH, owners, owners_table
 from coord.bench.startup import PROBE_OPTIONS
 from coord.bench.stats import latency_ms
 from coord.etcdpb import rpc_pb2 as epb
 from coord.etcdpb import rpc_pb2_grpc as erpc
+from coord.progress import Phases, Step, on_terminal
 from coord.testing import LocalCluster
 from coord.testing.peer_etcd import EtcdCluster
 from coord.v1 import admin_pb2, admin_pb2_grpc
@@ -52,50 +51,12 @@ from coord.v1 import coord_pb2 as pb
 from coord.v1 import coord_pb2_grpc as cpb
 
 VALUE = b"v" * 100
+
 PHASES = ("soak", "keys", "restart", "sessions", "owners")
 
 
-def _log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
-
-
-@dataclass
-class Running:
-    """A started cluster, seen the same way whichever system it is."""
-
-    system: str
-    leader: str  # client endpoint
-    pids: dict[str, int]
-    data_dirs: dict[str, Path]
-    leader_name: str = ""
-    endpoints: dict[str, str] = field(default_factory=dict)  # every member's, by name
-
-    def footprint(self) -> dict:
-        rss = {n: rss_bytes(p) for n, p in self.pids.items()}
-        disk = {n: dir_bytes(d) for n, d in self.data_dirs.items()}
-        return {"rss": rss, "disk": disk, "rss_max": max(rss.values()),
-                "disk_max": max(disk.values())}
-
-
-@contextmanager
-def running(system: str, members: int, compaction: list[str]) -> Iterator[Running]:
-    if system == "coord":
-        with LocalCluster(members, extra_args=compaction) as cluster:
-            name = cluster.wait_for_leader(timeout=20)
-            yield Running("coord", cluster.members[name].listen,
-                          {n: m.proc.pid for n, m in cluster.members.items() if m.proc},
-                          {n: m.data_dir for n, m in cluster.members.items()}, name,
-                          {n: m.listen for n, m in cluster.members.items()})
-        return
-    with EtcdCluster(members, extra_args=compaction) as etcd:
-        leader = etcd.wait_leader()
-        name = next(n for n in etcd.names if f"127.0.0.1:{etcd.client_ports[n]}" == leader)
-        yield Running("etcd", leader, {n: p.pid for n, p in etcd.procs.items()},
-                      {n: etcd.root / n for n in etcd.names}, name,
-                      {n: f"127.0.0.1:{etcd.client_ports[n]}" for n in etcd.names})
-
-
-async def soak(run: Running, seconds: float, sample_s: float, clients: int) -> list[dict]:
+async def soak(run: Running, seconds: float, sample_s: float, clients: int,
+               phases: Phases) -> list[dict]:
     """Puts on one key for `seconds`; a footprint row every `sample_s`."""
     rows: list[dict] = []
     t0 = time.monotonic()
@@ -111,19 +72,13 @@ async def soak(run: Running, seconds: float, sample_s: float, clients: int) -> l
                     puts += 1
                 except grpc.RpcError as e:  # counted and shown: a stall is a finding
                     errors += 1
-                    _log(f"  {run.system}: put failed: {e.code().name} {e.details()}")
+                    log(f"  {run.system}: put failed: {e.code().name} {e.details()}")
                     await asyncio.sleep(0.1)
 
         tasks = [asyncio.ensure_future(writer()) for _ in range(clients)]
         try:
-            while time.monotonic() - t0 < seconds:
-                await asyncio.sleep(min(sample_s, max(0.0, seconds - (time.monotonic() - t0))))
-                row = {"system": run.system, "t_s": round(time.monotonic() - t0, 1),
-                       "puts": puts, "errors": errors, **run.footprint()}
-                rows.append(row)
-                _log(f"  {run.system} t={row['t_s']:7.1f}s puts={puts:9d} errors={errors} "
-                     f"rss MiB {' '.join(mib(v) for v in row['rss'].values())} "
-                     f"disk MiB {' '.join(mib(v) for v in row['disk'].values())}")
+            async with phases.timed(f"{run.system} soak", seconds):
+                await _samples(run, t0, seconds, sample_s, rows, lambda: (puts, errors))
         finally:
             for t in tasks:
                 t.cancel()
@@ -131,43 +86,32 @@ async def soak(run: Running, seconds: float, sample_s: float, clients: int) -> l
     return rows
 
 
-def decades(total: int) -> list[int]:
-    """1000, 10000, ... up to `total` (and `total` itself)."""
-    out, n = [], 1000
-    while n < total:
-        out.append(n)
-        n *= 10
-    return [*out, total]
+async def _samples(run: Running, t0: float, seconds: float, sample_s: float,
+                   rows: list[dict], counts: Callable[[], tuple[int, int]]) -> None:
+    """A footprint row every `sample_s` until `seconds` since `t0`."""
+    while time.monotonic() - t0 < seconds:
+        await asyncio.sleep(min(sample_s, max(0.0, seconds - (time.monotonic() - t0))))
+        puts, errors = counts()
+        row = {"system": run.system, "t_s": round(time.monotonic() - t0, 1),
+               "puts": puts, "errors": errors, **run.footprint()}
+        rows.append(row)
+        log(f"  {run.system} t={row['t_s']:7.1f}s puts={puts:9d} errors={errors} "
+             f"rss MiB {' '.join(mib(v) for v in row['rss'].values())} "
+             f"disk MiB {' '.join(mib(v) for v in row['disk'].values())}")
 
 
-RETRIES = 50
-T = TypeVar("T")
 LOAD_BATCH = 100  # keys per txn while growing the key space (etcd allows 128 ops)
-
-
-async def _retrying(call: Callable[[], Awaitable[T]], errors: list[int]) -> T:
-    """`call()` until it succeeds (puts of a fixed value, reads, and writes with a
-    request id are safe to repeat); each failure is counted in errors[0] and shown, the
-    50th is raised."""
-    for attempt in range(RETRIES):
-        try:
-            return await call()
-        except grpc.RpcError as e:
-            errors[0] += 1
-            _log(f"  call failed ({e.code().name}: {e.details()}); again")
-            if attempt == RETRIES - 1:
-                raise
-            await asyncio.sleep(0.1)
-    raise AssertionError("unreachable")
 
 
 def key(i: int) -> bytes:
     return b"keys/%09d" % i
 
 
-async def load(kv: erpc.KVStub, start: int, end: int, clients: int, errors: list[int]) -> None:
+async def load(kv: erpc.KVStub, start: int, end: int, clients: int, errors: list[int],
+               step: Step | None = None) -> None:
     """Puts keys start..end-1 as txns of LOAD_BATCH puts shared by `clients` loaders: one
-    loader for `keys` and `restart`, so both systems, and both phases, load the same way."""
+    loader for `keys` and `restart`, so both systems, and both phases, load the same way;
+    `step(n)` hears of each txn's n keys."""
     todo = iter(range(start, end, LOAD_BATCH))
 
     async def loader() -> None:
@@ -175,12 +119,15 @@ async def load(kv: erpc.KVStub, start: int, end: int, clients: int, errors: list
             txn = epb.TxnRequest(success=[
                 epb.RequestOp(request_put=epb.PutRequest(key=key(i), value=VALUE))
                 for i in range(first, min(end, first + LOAD_BATCH))])
-            await _retrying(lambda txn=txn: kv.Txn(txn, timeout=30), errors)
+            await retrying(lambda txn=txn: kv.Txn(txn, timeout=30), errors)
+            if step is not None:
+                step(len(txn.success))
 
     await asyncio.gather(*(loader() for _ in range(clients)))
 
 
-async def grow(run: Running, total: int, clients: int, probe_ops: int) -> list[dict]:
+async def grow(run: Running, total: int, clients: int, probe_ops: int,
+               phases: Phases) -> list[dict]:
     rows: list[dict] = []
     base = run.footprint()
     written = 0
@@ -189,7 +136,9 @@ async def grow(run: Running, total: int, clients: int, probe_ops: int) -> list[d
         kv = erpc.KVStub(ch)
         for target in decades(total):
             t0 = time.monotonic()
-            await load(kv, written, target, clients, errors)
+            with phases.phase(f"{run.system} keys to {target:,}", target - written,
+                              "keys") as step:
+                await load(kv, written, target, clients, errors, step)
             load_s = time.monotonic() - t0
             written = target
             fp = run.footprint()
@@ -197,12 +146,12 @@ async def grow(run: Running, total: int, clients: int, probe_ops: int) -> list[d
 
             async def put(w: int, i: int, per: int = per, target: int = target) -> None:
                 k = key((w * per + i) % target)
-                await _retrying(lambda: kv.Put(epb.PutRequest(key=k, value=VALUE),
+                await retrying(lambda: kv.Put(epb.PutRequest(key=k, value=VALUE),
                                                timeout=10), errors)
 
             async def get(w: int, i: int, per: int = per, target: int = target) -> None:
                 k = key((w * per + i) % target)
-                await _retrying(lambda: kv.Range(epb.RangeRequest(key=k), timeout=10), errors)
+                await retrying(lambda: kv.Range(epb.RangeRequest(key=k), timeout=10), errors)
 
             puts = await probe(put, clients, per)
             gets = await probe(get, clients, per)
@@ -212,24 +161,10 @@ async def grow(run: Running, total: int, clients: int, probe_ops: int) -> list[d
                 "put_p50_ms": puts["p50_ms"], "put_p99_ms": puts["p99_ms"],
                 "get_p50_ms": gets["p50_ms"], "get_p99_ms": gets["p99_ms"], "errors": errors[0]}
             rows.append(row)
-            _log(f"  {run.system} {target:>9d} keys: rss max {mib(fp['rss_max'])} MiB "
+            log(f"  {run.system} {target:>9d} keys: rss max {mib(fp['rss_max'])} MiB "
                  f"({row['bytes_per_key']:.0f} B/key), disk max {mib(fp['disk_max'])} MiB, "
                  f"put p99 {puts['p99_ms']:.2f} ms, get p99 {gets['p99_ms']:.2f} ms")
     return rows
-
-
-async def probe(op: Callable[[int, int], Awaitable[object]], clients: int, per: int) -> dict:
-    """p50/p99 of `per` calls of `op(worker, i)` by each of `clients` workers."""
-    latencies: list[float] = []
-
-    async def worker(w: int) -> None:
-        for i in range(per):
-            t0 = time.perf_counter()
-            await op(w, i)
-            latencies.append(time.perf_counter() - t0)
-
-    await asyncio.gather(*(worker(w) for w in range(clients)))
-    return latency_ms(latencies)
 
 
 RESTART_TIMEOUT = 600.0  # seconds any one restart or catch-up may take before the run fails
@@ -431,7 +366,7 @@ def restart(system: str, members: int, compaction: list[str], total: int,
                    "disk_max": disk, "revision": revision, "restart_serving_s": serving_s,
                    "catchup_s": catchup_s, "errors": errors[0]}
             rows.append(row)
-            _log(f"  {system} {target:>9d} keys (rev {revision}, disk max {mib(disk)} MiB): "
+            log(f"  {system} {target:>9d} keys (rev {revision}, disk max {mib(disk)} MiB): "
                  f"kill -9 all to serving {serving_s:.2f} s, wiped {follower} caught up in "
                  f"{catchup_s:.2f} s")
     return rows
@@ -503,7 +438,7 @@ class KeepAlives:
                 if e.code() == grpc.StatusCode.CANCELLED:
                     return
                 self.stream_errors += 1
-                _log(f"  keepalive stream {k} ended ({e.code().name}: {e.details()}); "
+                log(f"  keepalive stream {k} ended ({e.code().name}: {e.details()}); "
                      "opened again")
             if time.monotonic() - start > SESSIONS_TIMEOUT_S:
                 return
@@ -573,7 +508,7 @@ async def _open_sessions(channel: grpc.aio.Channel, ka: KeepAlives, start: int, 
                                             request_id=f"bench-sessions-{run}-{i}")
                 ka.add((await sessions_stub.OpenSession(req, timeout=30)).session_id)
 
-            await _retrying(call, errors)
+            await retrying(call, errors)
 
     await asyncio.gather(*(opener() for _ in range(SESSION_OPENERS)))
 
@@ -647,13 +582,13 @@ async def sessions(run: Running, total: int, ttl_s: float, sample_s: float,
                        "not_renewed": ka.not_renewed, "stream_errors": ka.stream_errors,
                        "unsent": ka.unsent, "errors": errors[0]}
                 rows.append(row)
-                _log(f"  {run.system} {target:>7d} sessions: CPU % leader {pct['leader']:.0f} "
+                log(f"  {run.system} {target:>7d} sessions: CPU % leader {pct['leader']:.0f} "
                      f"follower {pct['follower']:.0f} driver {pct['driver']:.0f}, "
                      f"rss MiB {' '.join(mib(v) for v in fp['rss'].values())}, keepalive "
                      f"p50/p99 {lat['p50_ms']:.2f}/{lat['p99_ms']:.2f} ms, "
                      f"{row['keepalives_per_s']:.0f}/s, expired {row['expired']}")
                 if leader != run.leader_name:
-                    _log(f"  the leader moved ({leader}): CPU figures are "
+                    log(f"  the leader moved ({leader}): CPU figures are "
                          f"{run.leader_name}'s")
         finally:
             await ka.close()
@@ -767,8 +702,6 @@ def run_scale_bench(args: argparse.Namespace) -> int:
     compaction = ["--auto-compaction-mode", args.auto_compaction_mode,
                   "--auto-compaction-retention", args.auto_compaction_retention]
     clients = max(int(x) for x in args.concurrency.split(",") if x)
-    from coord.bench.scale_owners import GROW_BATCH, owners, owners_table
-
     owners_batch = f"{GROW_BATCH:,} per own"
 
     out: dict[str, list[dict]] = {p: [] for p in PHASES}
@@ -776,13 +709,16 @@ def run_scale_bench(args: argparse.Namespace) -> int:
         for system in systems:
             if phase == "owners" and system != "coord":
                 continue  # etcd has no ownership: the keys phase is its side
-            _log(f"{phase}: a {args.members}-member {system} on 127.0.0.1 "
+            log(f"{phase}: a {args.members}-member {system} on 127.0.0.1 "
                  f"({' '.join(compaction)}) ...")
             if phase == "restart":
                 out["restart"] += restart(system, args.members, compaction, args.keys,
                                           clients)
                 continue
-            with running(system, args.members, compaction) as run:
+            # No bar in the sessions phase: it measures this process's CPU too.
+            shown = on_terminal(args) and phase in ("soak", "keys")
+            with running(system, args.members, compaction) as run, \
+                    Phases("scale", shown) as bars:
                 if phase == "owners":
                     out["owners"] += asyncio.run(owners(run, args.owners, args.probe_ops))
                 elif phase == "sessions":
@@ -790,9 +726,11 @@ def run_scale_bench(args: argparse.Namespace) -> int:
                         run, args.sessions, args.session_ttl, args.sample_s,
                         spread=args.keepalives_to == "spread"))
                 elif phase == "soak":
-                    out["soak"] += asyncio.run(soak(run, args.seconds, args.sample_s, clients))
+                    out["soak"] += asyncio.run(soak(run, args.seconds, args.sample_s, clients,
+                                                    bars))
                 else:
-                    out["keys"] += asyncio.run(grow(run, args.keys, clients, args.probe_ops))
+                    out["keys"] += asyncio.run(grow(run, args.keys, clients, args.probe_ops,
+                                                    bars))
     if args.json:
         print(json.dumps(out, indent=2))
         return 0

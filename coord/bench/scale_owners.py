@@ -19,7 +19,7 @@ import time
 import grpc
 
 from coord.bench.footprint import mib, per_member
-from coord.bench.scale import Running, _log, _retrying, decades, probe
+from coord.bench.scale_common import Running, decades, log, probe, retrying
 from coord.sm.limits import MAX_TTL_MS
 from coord.v1 import admin_pb2, admin_pb2_grpc
 from coord.v1 import coord_pb2 as pb
@@ -52,7 +52,7 @@ async def owners(run: Running, total: int, probe_ops: int) -> list[dict]:
         async def session_for(i: int) -> int:
             while len(held) <= i // PER_SESSION:
                 req = pb.OpenSessionRequest(name=f"owners-{len(held)}", ttl_ms=MAX_TTL_MS)
-                opened = await _retrying(lambda req=req: sessions.OpenSession(req, timeout=30),
+                opened = await retrying(lambda req=req: sessions.OpenSession(req, timeout=30),
                                          errors)
                 held.append(opened.session_id)
             return held[i // PER_SESSION]
@@ -68,7 +68,7 @@ async def owners(run: Running, total: int, probe_ops: int) -> list[dict]:
                                     claims=_claims([f"r{i:08d}" for i in range(owned,
                                                                                owned + n)]),
                                     request_id=f"bench-owners-grow-{owned}")
-                await _retrying(lambda req=req: own.Own(req, timeout=60), errors)
+                await retrying(lambda req=req: own.Own(req, timeout=60), errors)
                 owned += n
             grow_s = time.monotonic() - t0
             fp = run.footprint()
@@ -79,7 +79,7 @@ async def owners(run: Running, total: int, probe_ops: int) -> list[dict]:
                             probe_session: int = probe_session) -> None:
                 req = pb.OwnRequest(session_id=probe_session, group=GROUP,
                                     claims=_claims([f"probe-{target}-{w}-{i}"]))
-                await _retrying(lambda: own.Own(req, timeout=10), errors)
+                await retrying(lambda: own.Own(req, timeout=10), errors)
 
             one = await probe(claim, PROBE_CLIENTS, per)
             batch = [f"batched-{target}-{i}" for i in range(BATCHED)]
@@ -102,7 +102,7 @@ async def owners(run: Running, total: int, probe_ops: int) -> list[dict]:
                    "batched_own_s": batched_s, "sessions": len(held),
                    "owned_on_leader": held_now, "errors": errors[0]}
             rows.append(row)
-            _log(f"  coord {target:>9d} owned: rss max {mib(fp['rss_max'])} MiB "
+            log(f"  coord {target:>9d} owned: rss max {mib(fp['rss_max'])} MiB "
                  f"({row['bytes_per_owned']:.0f} B/owned), disk max {mib(fp['disk_max'])} "
                  f"MiB, one claim p50/p99 {one['p50_ms']:.2f}/{one['p99_ms']:.2f} ms, own of "
                  f"{BATCHED} in {batched_s * 1000:.0f} ms")

@@ -21,6 +21,7 @@ import threading
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
+from coord.cli import bulk_own
 from coord.cli.tables import is_terminal, print_table
 from coord.client.calls import BARE_CLAIM_GENERATION
 from coord.client.endpoints import DEFAULT_ENDPOINTS, ENDPOINTS_ENV, parse_endpoints
@@ -359,25 +360,42 @@ def _watch_loop(args: argparse.Namespace, stream: Any, line: Callable[[Any], str
 
 @_command
 def cmd_own(args: argparse.Namespace) -> int:
-    """Claim resources; without --session, open one and hold it until Ctrl-C."""
-    claims = [_resource_claim(r) for r in args.resources]
+    """Claim resources; without --session, open one and hold it until Ctrl-C. Many
+    resources (a bulk own): coord/cli/bulk_own.py."""
+    names = bulk_own.resource_args(args.resources, args.resources_from)
+    if not names:
+        raise UsageError("no resources: name them, or give --resources-from FILE")
+    if args.batch < 0:
+        raise UsageError(f"--batch must be 1 or more (0, the default: one command), not "
+                         f"{args.batch}")
+    claims = [_resource_claim(r) for r in names]
     with _client(args) as client:
         if args.session:
-            result = client.own(args.session, args.group, claims)
-            _emit(args, result, lambda: _grant_lines(result))
+            def emit(results: list[Any]) -> None:
+                for result in results:
+                    _emit(args, result, lambda result=result: _grant_lines(result))
+            bulk_own.own_in_batches(lambda batch: client.own(args.session, args.group, batch),
+                                    claims, args, emit)
             return 0
         with _Interrupt() as stop:
             session = client.session(name=args.name, ttl=args.ttl,
                                      on_severed=lambda ev: stop.set())
-            try:
-                result = session.own(args.group, claims)
+
+            def held(results: list[Any]) -> None:
                 if args.json:
-                    print(json.dumps({"session_id": session.id, **jsonable(result)}),
-                          flush=True)
-                else:
-                    for line in (f"session {session.id}", *_grant_lines(result),
-                                 f"holding (ttl {session.ttl:g}s); Ctrl-C releases"):
+                    for result in results:
+                        print(json.dumps({"session_id": session.id, **jsonable(result)}),
+                              flush=True)
+                    return
+                print(f"session {session.id}", flush=True)
+                for result in results:
+                    for line in _grant_lines(result):
                         print(line, flush=True)
+            try:
+                bulk_own.own_in_batches(lambda batch: session.own(args.group, batch), claims,
+                                        args, held)
+                if not args.json:
+                    print(f"holding (ttl {session.ttl:g}s); Ctrl-C releases", flush=True)
                 stop.wait()
             finally:
                 ended = session.ended
@@ -702,9 +720,15 @@ def register(sub: Any) -> None:
              "claim resources in a group (without --session: open a session, hold until "
              "Ctrl-C, then release)")
     p.add_argument("group")
-    p.add_argument("resources", nargs="+", metavar="RESOURCE[=GENERATION]",
+    p.add_argument("resources", nargs="*", metavar="RESOURCE[=GENERATION]",
                    help="a bare name claims at generation 1 (takes a free resource at its last"
                         " generation + 1); =0 takes over whatever the owner's generation")
+    p.add_argument("--resources-from", metavar="FILE",
+                   help="more resources, one RESOURCE[=GENERATION] a line ('-': stdin)")
+    p.add_argument("--batch", type=int, default=0, metavar="N",
+                   help="claim in commands of at most N resources, each all or none (a "
+                        "refused one stops the rest; those before stay held); default: one "
+                        "command for all. A terminal shows a progress bar from 1,000")
     p.add_argument("--session", type=int, default=0, help="claim for this existing session")
     p.add_argument("--ttl", type=float, default=10.0, help="TTL of the session opened here")
     p.add_argument("--name", default="coord-cli", help="name of the session opened here")

@@ -98,8 +98,8 @@ def _tracked(rows: Iterator[dict], progress: Any, task: Any, first: int) -> Iter
 
 def _write(rows: Iterator[dict], out: str, fmt: str, source: str, total: int, first: int,
            what: str) -> int:
-    from coord.cli.progress import progress_bar
     from coord.history.sink import HistoryDirError, HistorySink
+    from coord.progress import progress_bar
 
     try:
         sink = HistorySink(out, fmt, source)

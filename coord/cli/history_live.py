@@ -119,11 +119,11 @@ def _say(message: str) -> None:
 
 def export_live(args: argparse.Namespace) -> int:
     """`--endpoints`: see the module's docstring."""
-    from coord.cli.progress import progress_bar
     from coord.client.endpoints import parse_endpoints
     from coord.client.errors import CompactedError, CoordError
     from coord.history.compact import compact, small_runs
     from coord.history.sink import HistoryDirError, HistorySink
+    from coord.progress import progress_bar
 
     if args.compact_runs < 0 or args.compact_runs == 1:
         _say("coord history export: --compact-runs must be 0 (never) or >= 2")

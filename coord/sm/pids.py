@@ -138,6 +138,11 @@ class PidAllocator:
         self.next_pid = 1
         self.ring = PidRing(pid_capacity)
         self.producers: dict[str, tuple[int, int]] = {}  # producer_key -> (pid, generation)
+        # Blocks, leases and producer generations handed out since this allocator was
+        # built. Not state (not in the snapshot), as `Ledger.changes`: an inspection
+        # stream compares it with itself to learn that the tables moved without walking
+        # them (a restore builds a new allocator).
+        self.changes = 0
         # (kind, requester or producer key, request_id) -> (a, b, revision)
         self._recent: RecentRequests[tuple[str, str, str], tuple[int, int, int]] = (
             RecentRequests(request_capacity))
@@ -163,6 +168,7 @@ class PidAllocator:
             raise CommandError(PID_CAPACITY_EXHAUSTED, "the pid sequence is exhausted")
         revision = self.ledger.touch()
         start = self._take(size)
+        self.changes += 1
         if request_id:
             self._recent.put(key, (start, size, revision))
         return PidBlockResult(revision=revision, start=start, size=size)
@@ -204,6 +210,7 @@ class PidAllocator:
         expire_ms = max(now_ms + self.pid_lifetime_ms, last.expire_ms if last else 0)
         lease = PidLease(self._take(1), random_generation, expire_ms, topic, partition)
         self.ring.append(lease)
+        self.changes += 1
         return LeasePidResult(revision=revision, pid=lease.pid, generation=lease.generation,
                               sequence_number=0, expire_ms=wall_ms + expire_ms - now_ms)
 
@@ -228,6 +235,7 @@ class PidAllocator:
         else:
             pid, generation = current[0], current[1] + 1
         self.producers[producer_key] = (pid, generation)
+        self.changes += 1
         if request_id:
             self._recent.put(key, (pid, generation, revision))
         return ProducerResult(revision=revision, pid=pid, generation=generation)

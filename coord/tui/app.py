@@ -296,8 +296,7 @@ class CoordApp(App):
         elif key == "v" and isinstance(view, KeysView):
             view.cycle_value_mode()
         elif key == "r" and self.feeds is not None:
-            self.feeds.kick_producers()
-            self.feeds.kick_sessions()
+            self.feeds.relist()
             self.feeds.kick_status()
 
     # -- actions --------------------------------------------------------------------------
@@ -337,9 +336,7 @@ class CoordApp(App):
         if getattr(view, "marked", None):
             view.clear_marks()
         if self.feeds is not None:
-            self.feeds.kick_sessions()
-            self.feeds.kick_producers()
-            self.feeds.kick_status()
+            self.feeds.kick_status()  # sessions and producers follow by their streams
 
     def action_put_key(self, new: bool) -> None:
         view = self.view

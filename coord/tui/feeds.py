@@ -6,9 +6,13 @@ current from a watch stream and reconnects by itself through failover.
   as does a burst of writes (at most once a second) and a slow reconciliation;
 - owners: `WatchOwnership` (every group; a reopened stream relists and sweeps);
 - keys: a listing of every key, then a KV watch from the revision after it;
-- sessions and producers: read again when the owners or keys they hold change and every
-  `RECONCILE_S` (no stream announces a session opening or a pid lease).
-Nothing here polls each second.
+- sessions: `WatchSessions` (each session's row, then every change: opened, what it
+  holds, ended and why), opened at the leader, the only member that knows how long a
+  session has left;
+- producers: `WatchProducers` (pid blocks, leases, producer epochs, then changes).
+A reopened table stream resumes from the log index it reached and lists again; the
+model keeps what the listing names. Member status is also re-read every `RECONCILE_S`
+(a slow reconciliation); nothing else is read on a timer.
 """
 
 from __future__ import annotations
@@ -21,8 +25,9 @@ from dataclasses import replace
 
 from coord.client import AsyncClient
 from coord.client.admin_aio import AsyncAdmin
+from coord.client.aio_stream import AsyncStream
 from coord.client.errors import CoordError
-from coord.tui.model import ClusterModel, KeyRow, MemberRow, SessionRow
+from coord.tui.model import ClusterModel, KeyRow, MemberRow
 
 log = logging.getLogger("coord.tui")
 
@@ -30,6 +35,7 @@ RECONCILE_S = 5.0
 STATUS_MIN_GAP_S = 1.0  # writes re-read member status at most this often
 BACKOFF_S = (0.2, 0.5, 1.0, 2.0)
 MODE_SETTLE_S = (0.5, 1.5, 3.0)  # after a quorum change: the member's mode follows later
+LEADER_WAIT_S = 2.0  # the sessions stream waits this long for a leader to open it at
 
 
 def _backoff(failures: int) -> float:
@@ -46,11 +52,15 @@ class Feeds:
         self._tasks: list[asyncio.Task] = []
         self._watched: set[str] = set()
         self._status_wanted = asyncio.Event()
-        self._sessions_wanted = asyncio.Event()
-        self._producers_wanted = asyncio.Event()
         self._closed = False
         self._status_pending = False  # a throttled status re-read is scheduled
-        self._sessions_listed = False
+        # the table streams: the log index each has reached (a reopened one resumes
+        # there), the stream open now, and the leader the sessions stream last moved to
+        self._index = {"sessions": 0, "producers": 0}
+        self._streams: dict[str, AsyncStream] = {}
+        self._moved_to = ""
+        self._sessions_on_leader = False
+        self._leader_seen = asyncio.Event()
 
     def start(self) -> None:
         self.model.serving = self.client.ring.current()[1]
@@ -71,11 +81,10 @@ class Feeds:
     def kick_status(self) -> None:
         self._status_wanted.set()
 
-    def kick_sessions(self) -> None:
-        self._sessions_wanted.set()
-
-    def kick_producers(self) -> None:
-        self._producers_wanted.set()
+    def relist(self) -> None:
+        """Reopen the sessions and producers streams: each lists its table again."""
+        for stream in self._streams.values():
+            stream.cancel()
 
     def _spawn(self, job: Callable[[], Awaitable[None]]) -> None:
         self._tasks.append(asyncio.get_running_loop().create_task(self._forever(job)))
@@ -157,6 +166,9 @@ class Feeds:
         else:
             model.event("member", f"{row.name} reachable again")
         model.members.put(row.name, row)
+        if model.leader() is not None:
+            self._leader_seen.set()
+            self._sessions_to_leader()
         for m in st.members:  # members added since (learners) are watched too
             if m.client_address:
                 self._watch_member(m.client_address)
@@ -183,8 +195,7 @@ class Feeds:
             await self._read_status(endpoint)
 
     def _wrote(self) -> None:
-        """Writes move commit indexes and may end sessions: re-read both, throttled."""
-        self._sessions_wanted.set()
+        """Writes move commit indexes: re-read member status, throttled."""
         loop = asyncio.get_running_loop()
         if not self._status_pending:
             self._status_pending = True
@@ -247,40 +258,45 @@ class Feeds:
 
     # -- sessions and producers -----------------------------------------------------------
     async def _sessions(self) -> None:
-        model = self.model
-        while True:
-            leader = model.leader()
-            resp = await self.admin.list_sessions(leader.endpoint if leader else None)
-            now = model.mono()
-            rows = {s.id: SessionRow(s.id, s.name, s.ttl_ms, s.read_only_ok, s.remaining_ms,
-                                     now, tuple((h.group, h.resource) for h in s.owned),
-                                     tuple(s.keys))
-                    for s in resp.sessions}
-            if self._sessions_listed:
-                for sid in sorted(rows.keys() - model.sessions.rows.keys()):
-                    model.event("session", f"session {sid} ({rows[sid].name}) opened")
-                for sid in sorted(model.sessions.rows.keys() - rows.keys()):
-                    model.event("session", f"session {sid} "
-                                f"({model.sessions.rows[sid].name}) ended")
-            self._sessions_listed = True
-            model.sessions.replace_all(rows)
-            model.revision = max(model.revision, resp.revision)
-            self._sessions_wanted.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._sessions_wanted.wait(), RECONCILE_S)
-            await asyncio.sleep(0.3)  # a burst of changes: one read
+        """`WatchSessions`, opened at the leader when one is known (only it says how long
+        sessions have left; at start, the first status reads name it), and reopened
+        there when served elsewhere (`_sessions_to_leader`)."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._leader_seen.wait(), LEADER_WAIT_S)
+        leader = self.model.leader()
+        at = leader.endpoint if leader is not None else None
+        self._moved_to = at or self._moved_to
+        stream = self.admin.watch_sessions(self._index["sessions"], at)
+        self._streams["sessions"] = stream
+        try:
+            async for change in stream:
+                self._index["sessions"] = max(self._index["sessions"], change.index)
+                self._sessions_on_leader = change.leader
+                self.model.session_change(change)
+                self._sessions_to_leader()
+        finally:
+            self.model.loading.discard("sessions")
+            stream.cancel()
+
+    def _sessions_to_leader(self) -> None:
+        """Reopen the sessions stream at the leader if another member serves it (the
+        stream then relists, with the time each session has left); once per leader, so
+        a leader that cannot be reached is not tried again and again."""
+        leader = self.model.leader()
+        stream = self._streams.get("sessions")
+        if (self._sessions_on_leader or leader is None or stream is None
+                or leader.endpoint == self._moved_to):
+            return
+        self._moved_to = leader.endpoint
+        stream.cancel()  # `_forever` opens it again, at the leader
 
     async def _producers(self) -> None:
-        model = self.model
-        while True:
-            resp = await self.admin.list_producers()
-            p = model.producers
-            p.revision, p.next_pid, p.clock_ms = resp.revision, resp.next_pid, resp.clock_ms
-            p.blocks = [(b.requester, b.start, b.size, b.revision) for b in resp.blocks]
-            p.leases = [(x.pid, x.epoch, x.expire_ms, x.topic, x.partition)
-                        for x in resp.leases]
-            p.producers = [(x.producer_key, x.pid, x.epoch) for x in resp.producers]
-            model.producers_version += 1
-            self._producers_wanted.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._producers_wanted.wait(), RECONCILE_S)
+        stream = self.admin.watch_producers(self._index["producers"])
+        self._streams["producers"] = stream
+        try:
+            async for change in stream:
+                self._index["producers"] = max(self._index["producers"], change.index)
+                self.model.producer_change(change)
+        finally:
+            self.model.loading.discard("producers")
+            stream.cancel()

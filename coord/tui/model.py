@@ -18,6 +18,7 @@ K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
 EVENTS_KEPT = 5000
+RENEWED_AFTER_MS = 1000
 
 
 class Table(Generic[K, V]):
@@ -108,10 +109,19 @@ class SessionRow:
     keys: tuple[bytes, ...]
 
     def left_ms(self, now: float) -> int:
-        """Counting down from the leader's answer; -1 unknown."""
+        """Counting down from the leader's deadline as streamed; -1 unknown. Keepalives
+        move that deadline on the leader only (never replicated, so no stream says so):
+        this is the least the session has left, and once it ran out with the session
+        still listed, a keepalive renewed it (`renewed`)."""
         if self.remaining_ms < 0:
             return -1
         return max(0, self.remaining_ms - int((now - self.fetched_at) * 1000))
+
+    def renewed(self, now: float) -> bool:
+        """Past the streamed deadline by more than the leader takes to expire a session
+        (it sweeps every 100 ms): still listed, so a keepalive moved the deadline."""
+        return self.remaining_ms >= 0 and (
+            (now - self.fetched_at) * 1000 - self.remaining_ms > RENEWED_AFTER_MS)
 
 
 @dataclass(frozen=True)
@@ -134,12 +144,28 @@ class EventRow:
 
 @dataclass
 class Producers:
+    """The pid tables: blocks by (requester, start) as (requester, start, size,
+    revision); leases by pid as (pid, epoch, expire_ms, topic, partition); producers by
+    transactional id as (producer_key, pid, epoch)."""
+
     revision: int = 0
     next_pid: int = 0
-    clock_ms: int = 0
-    blocks: list[tuple[str, int, int, int]] = field(default_factory=list)
-    leases: list[tuple[int, int, int, str, int]] = field(default_factory=list)
-    producers: list[tuple[str, int, int]] = field(default_factory=list)
+    clock_ms: int = 0  # the replicated clock (leader wall time) of the latest entry
+    clock_seen: float | None = None  # when that entry arrived (monotonic); None: fixed
+    version: int = 0  # bumps on every entry (the view redraws its title if it moved)
+    blocks: Table[tuple[str, int], tuple] = field(default_factory=Table)
+    leases: Table[int, tuple] = field(default_factory=Table)
+    producers: Table[str, tuple] = field(default_factory=Table)
+
+    def tables(self) -> tuple[Table, Table, Table]:
+        return self.blocks, self.leases, self.producers
+
+    def now_ms(self, mono: float) -> int:
+        """The cluster's clock now, counted on from the latest entry's (lease expiries
+        are given in it; the stream says nothing while nothing changes)."""
+        if self.clock_seen is None:
+            return self.clock_ms
+        return self.clock_ms + int((mono - self.clock_seen) * 1000)
 
 
 class ClusterModel:
@@ -155,7 +181,6 @@ class ClusterModel:
         self.sessions: Table[int, SessionRow] = Table()
         self.keys: Table[bytes, KeyRow] = Table()
         self.producers = Producers()
-        self.producers_version = 0
         self.events: collections.deque[EventRow] = collections.deque(maxlen=EVENTS_KEPT)
         self.events_seq = 0
         self.revision = 0
@@ -165,6 +190,11 @@ class ClusterModel:
         # tables whose listing is arriving: views wait for its end and draw it at once
         # (drawing a 10,000-row listing row batch by row batch starves the feeds)
         self.loading: set[str] = set()
+        # what the listing arriving on each table stream named so far (a reopened stream
+        # lists again: rows it does not name went away meanwhile), and the tables whose
+        # first listing is done (from then on a new row is news: an event says so)
+        self._listing: dict[str, set] = {}
+        self._listed: set[str] = set()
 
     # -- members --------------------------------------------------------------------------
     def leader(self) -> MemberRow | None:
@@ -238,3 +268,66 @@ class ClusterModel:
         else:
             self.keys.put(kv.key, KeyRow(kv.key, kv.value, kv.create_revision,
                                          kv.mod_revision, kv.version, kv.session_id))
+
+    # -- sessions and producers (coord.client.admin_streams entries) ---------------------
+    def _listing_of(self, name: str, snapshot: bool, key: Any) -> None:
+        if snapshot:
+            if name not in self._listing:
+                self._listing[name] = set()
+                self.loading.add(name)
+            self._listing[name].add(key)
+
+    def _listed_now(self, name: str) -> set:
+        """The listing is complete: what it named (the caller drops the rest)."""
+        self.loading.discard(name)
+        named = self._listing.pop(name, set())
+        self._listed.add(name)
+        return named
+
+    def session_change(self, c: Any) -> None:
+        """One entry of the sessions stream (`SessionChange`)."""
+        self.revision = max(self.revision, c.revision)
+        if c.kind == "listed":
+            named = self._listed_now("sessions")
+            for sid in [k for k in self.sessions.rows if k not in named]:
+                self._session_ended(sid, "ended while the console reconnected")
+            return
+        s = c.session
+        self._listing_of("sessions", c.snapshot, s.id)
+        if c.kind == "ended":
+            self._session_ended(s.id, c.reason)
+            return
+        if s.id not in self.sessions.rows and "sessions" in self._listed:
+            self.event("session", f"session {s.id} ({s.name}) opened")
+        self.sessions.put(s.id, SessionRow(s.id, s.name, s.ttl_ms, s.read_only_ok,
+                                           s.remaining_ms, self.mono(), s.owned, s.keys))
+
+    def _session_ended(self, sid: int, why: str) -> None:
+        row = self.sessions.get(sid)
+        if row is not None:
+            self.event("session", f"session {sid} ({row.name}) ended: {why or 'gone'}")
+            self.sessions.remove(sid)
+
+    def producer_change(self, c: Any) -> None:
+        """One entry of the producers stream (`ProducerChange`)."""
+        p = self.producers
+        p.revision, p.next_pid, p.clock_ms = max(p.revision, c.revision), c.next_pid, c.clock_ms
+        p.clock_seen = self.mono()
+        self.revision = max(self.revision, c.revision)
+        if c.kind == "listed":
+            named = self._listed_now("producers")
+            for kind, table in zip(("block", "lease", "producer"), p.tables(), strict=True):
+                for key in [k for k in table.rows if (kind, k) not in named]:
+                    table.remove(key)
+            p.version += 1
+            return
+        table, key = {"block": (p.blocks, c.row[:2]), "lease": (p.leases, c.row[0]),
+                      "producer": (p.producers, c.row[0])}[c.kind]
+        self._listing_of("producers", c.snapshot, (c.kind, key))
+        if c.removed:
+            table.remove(key)
+        else:
+            if c.kind == "producer" and not c.snapshot:
+                self.event("producer", f"producer {key}: pid {c.row[1]} epoch {c.row[2]}")
+            table.put(key, tuple(c.row))
+        p.version += 1

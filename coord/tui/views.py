@@ -106,10 +106,17 @@ class SessionsView(TableView):
         owned += f" (+{len(s.owned) - 3})" if len(s.owned) > 3 else ""
         keys = ", ".join(key_text(k) for k in s.keys[:2])
         keys += f" (+{len(s.keys) - 2})" if len(s.keys) > 2 else ""
-        left = s.left_ms(self.model.mono())
-        left_text = Text(duration_ms(left), style="bold red" if 0 <= left < 2000 else "")
-        return (s.id, s.name or "-", duration_ms(s.ttl_ms), left_text,
+        return (s.id, s.name or "-", duration_ms(s.ttl_ms), self.left(s, self.model.mono()),
                 "yes" if s.read_only_ok else "", owned or "-", keys or "-")
+
+    @staticmethod
+    def left(s: SessionRow, now: float) -> Text:
+        """The countdown from the leader's streamed deadline; "renewed" once a keepalive
+        (which no stream tells of) must have moved it."""
+        if s.renewed(now):
+            return Text("renewed", style="dim")
+        left = s.left_ms(now)
+        return Text(duration_ms(left), style="bold red" if 0 <= left < 2000 else "")
 
     def sort_key(self, key: Hashable) -> Any:
         return key
@@ -120,9 +127,7 @@ class SessionsView(TableView):
         for rid, key in self._ids.items():
             s = self.model.sessions.get(key)
             if s is not None and s.remaining_ms >= 0:
-                left = s.left_ms(now)
-                table.update_cell(rid, "left", Text(
-                    duration_ms(left), style="bold red" if left < 2000 else ""))
+                table.update_cell(rid, "left", self.left(s, now))
 
     def describe(self, row: SessionRow) -> dict:
         d = super().describe(row)
@@ -256,18 +261,27 @@ class EventsView(TableView):
 
 
 class ProducersView(TableView):
-    """Three tables: pid blocks handed out, live pid leases, producers by transactional
-    id (read again when asked, `r`, and every few seconds: no stream announces them)."""
+    """Three tables: producers by transactional id, live pid leases, pid blocks handed
+    out; each updated row by row from the producers stream."""
 
     view = "producers"
     title = "Producers"
     columns = (("producer", "TRANSACTIONAL ID"), ("pid", "PID"), ("epoch", "EPOCH"))
     help = (("r", "read the producer tables again"),)
+    SIDES = (("pid-leases", (("pid", "LEASED PID"), ("epoch", "EPOCH"), ("topic", "TOPIC"),
+                             ("partition", "PARTITION"), ("expires", "EXPIRES IN"))),
+             ("pid-blocks", (("requester", "BLOCK REQUESTER"), ("start", "START"),
+                             ("size", "SIZE"), ("revision", "REVISION"))))
+
+    def __init__(self, model: ClusterModel) -> None:
+        super().__init__(model)
+        self._drawn = -1
+        self._side_ids: dict[str, set[str]] = {name: set() for name, _ in self.SIDES}
 
     def compose(self):
         yield from super().compose()
-        yield DataTable(id="table-pid-leases", cursor_type="row")
-        yield DataTable(id="table-pid-blocks", cursor_type="row")
+        for name, _ in self.SIDES:
+            yield DataTable(id=f"table-{name}", cursor_type="row")
 
     @property
     def data_table(self) -> DataTable:
@@ -275,21 +289,16 @@ class ProducersView(TableView):
 
     def add_columns(self) -> None:
         super().add_columns()
-        leases = self.query_one("#table-pid-leases", DataTable)
-        for key, label in (("pid", "LEASED PID"), ("epoch", "EPOCH"), ("topic", "TOPIC"),
-                           ("partition", "PARTITION"), ("expires", "EXPIRES IN")):
-            leases.add_column(label, key=key)
-        blocks = self.query_one("#table-pid-blocks", DataTable)
-        for key, label in (("requester", "BLOCK REQUESTER"), ("start", "START"),
-                           ("size", "SIZE"), ("revision", "REVISION")):
-            blocks.add_column(label, key=key)
+        for name, columns in self.SIDES:
+            side = self.query_one(f"#table-{name}", DataTable)
+            for key, label in columns:
+                side.add_column(label, key=key)
 
     def table_of(self, model: ClusterModel) -> Table:
-        table: Table = Table()
-        for key, pid, epoch in model.producers.producers:
-            table.rows[key] = (key, pid, epoch)
-        table.version = model.producers_version
-        return table
+        return model.producers.producers
+
+    def row_id(self, key: Hashable) -> str:
+        return str(key)
 
     def cells(self, row: tuple) -> tuple[Any, ...]:
         return row
@@ -297,29 +306,75 @@ class ProducersView(TableView):
     def describe(self, row: tuple) -> dict:
         return {"transactional_id": row[0], "pid": row[1], "epoch": row[2]}
 
+    def _sides(self) -> list[tuple[str, Table, Any, Any]]:
+        """(name, table, row id of a key, cells of a row) of the lease and block tables."""
+        p = self.model.producers
+
+        now_ms = p.now_ms(self.model.mono())
+
+        def lease(x: tuple) -> tuple:
+            pid, epoch, expire_ms, topic, partition = x
+            return (pid, epoch, topic, partition, duration_ms(max(0, expire_ms - now_ms)))
+
+        def block(x: tuple) -> tuple:
+            requester, start, n, revision = x
+            return (requester or "-", start, n, revision)
+        return [("pid-leases", p.leases, str, lease),
+                ("pid-blocks", p.blocks, lambda k: f"{k[0]}\x1f{k[1]}", block)]
+
     def rebuild(self) -> None:
         super().rebuild()
+        for name, table, rid_of, cells_of in self._sides():
+            side = self.query_one(f"#table-{name}", DataTable)
+            side.clear()
+            ids = self._side_ids[name]
+            ids.clear()
+            table.take()
+            for key in sorted(table.rows):
+                cells = cells_of(table.rows[key])
+                if self.filter.keeps(" ".join(map(str, cells))):
+                    ids.add(rid_of(key))
+                    side.add_row(*cells, key=rid_of(key))
+        self._drawn = self.model.producers.version
+        self.update_title()
+
+    def sync(self) -> None:
         p = self.model.producers
-        leases = self.query_one("#table-pid-leases", DataTable)
-        leases.clear()
-        for pid, epoch, expire_ms, topic, partition in p.leases:
-            row = (pid, epoch, topic, partition, duration_ms(expire_ms - p.clock_ms))
-            if self.filter.keeps(" ".join(map(str, row))):
-                leases.add_row(*row, key=str(pid))
-        blocks = self.query_one("#table-pid-blocks", DataTable)
-        blocks.clear()
-        for i, (requester, start, n, revision) in enumerate(p.blocks):
-            row = (requester or "-", start, n, revision)
-            if self.filter.keeps(" ".join(map(str, row))):
-                blocks.add_row(*row, key=str(i))
+        if p.version == self._drawn or self.view in self.model.loading:
+            return
+        self._drawn = p.version
+        super().sync()
+        for name, table, rid_of, cells_of in self._sides():
+            side = self.query_one(f"#table-{name}", DataTable)
+            ids = self._side_ids[name]
+            for key in table.take():
+                rid, row = rid_of(key), table.rows.get(key)
+                cells = cells_of(row) if row is not None else ()
+                keep = row is not None and self.filter.keeps(" ".join(map(str, cells)))
+                if rid in ids and not keep:
+                    side.remove_row(rid)
+                    ids.discard(rid)
+                elif rid in ids:
+                    for (col, _), value in zip(dict(self.SIDES)[name], cells, strict=True):
+                        side.update_cell(rid, col, value)
+                elif keep:
+                    ids.add(rid)
+                    side.add_row(*cells, key=rid)
+        self.update_title()
+
+    def tick(self) -> None:
+        """Leases count down between entries of the stream."""
+        p = self.model.producers
+        now_ms = p.now_ms(self.model.mono())
+        side = self.query_one("#table-pid-leases", DataTable)
+        for rid in self._side_ids["pid-leases"]:
+            lease = p.leases.get(int(rid))
+            if lease is not None:
+                side.update_cell(rid, "expires", duration_ms(max(0, lease[2] - now_ms)))
+
+    def update_title(self) -> None:
+        p = self.model.producers
         self.query_one(f"#title-{self.view}").update(
             f"Producers [{len(p.producers)}]   pid leases [{len(p.leases)}]   blocks "
             f"[{len(p.blocks)}]   next pid {p.next_pid}   at revision {p.revision}"
             + (f"  /{self.filter}" if self.filter else ""))
-
-    def update_title(self) -> None:
-        pass
-
-    def sync(self) -> None:
-        if self.model.producers_version != self._version:
-            self.rebuild()

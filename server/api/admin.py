@@ -8,7 +8,7 @@ from pathlib import Path
 import grpc
 
 from coord.raft import ConfChange, ConfChangeType
-from coord.server.api import inspect
+from coord.server.api import inspect, table_streams
 from coord.server.api.errors import abort, abort_node_error
 from coord.server.core.events import EventHub
 from coord.server.core.local_sessions import LocalSessions
@@ -186,12 +186,29 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         return inspect.list_producers(await self._coord_machine(context))
 
     async def WatchOwnership(self, request, context):  # noqa: N802
+        machine, hub = await self._inspected(context)
+        async for change in inspect.watch_ownership(machine, hub, context):
+            yield change
+
+    async def WatchSessions(self, request, context):  # noqa: N802
+        machine, hub = await self._inspected(context)
+        async for change in table_streams.watch_sessions(
+                self.node, machine, hub, self.tracker, request.after_index, context):
+            yield change
+
+    async def WatchProducers(self, request, context):  # noqa: N802
+        machine, hub = await self._inspected(context)
+        async for change in table_streams.watch_producers(
+                self.node, machine, hub, request.after_index, context):
+            yield change
+
+    async def _inspected(self, context) -> tuple[CoordMachine, EventHub]:
+        """The machine and event hub an inspection stream reads (UNIMPLEMENTED without)."""
         machine = await self._coord_machine(context)
         if self.hub is None:
             await abort(context, grpc.StatusCode.UNIMPLEMENTED, "NOT_SUPPORTED",
-                        "this member serves no ownership watch")
-        async for change in inspect.watch_ownership(machine, self.hub, context):
-            yield change
+                        "this member serves no inspection streams")
+        return machine, self.hub
 
     async def _coord_machine(self, context) -> CoordMachine:
         if not isinstance(self.machine, CoordMachine):

@@ -23,6 +23,8 @@ from coord.server.core.mode import ModeChange
 from coord.server.core.session_tracker import SessionTracker
 from coord.server.node.driver import Node
 from coord.sm.machine import CoordMachine
+from coord.sm.pids import PidLease
+from coord.sm.sessions import Session
 from coord.v1 import admin_pb2
 from coord.v1 import coord_pb2 as pb
 
@@ -54,17 +56,22 @@ def list_sessions(node: Node, machine: CoordMachine,
         revision=machine.revision, member=node.me.name, leader=leader)
     for sid in machine.sessions.ids():
         s = machine.sessions.get(sid)
-        if s is None:
-            continue
-        remaining = tracker.remaining(sid) if leader and tracker is not None else None
-        detail = resp.sessions.add(
-            id=s.id, name=s.name, ttl_ms=s.ttl_ms, read_only_ok=s.read_only_ok,
-            opened_ms=s.opened_ms,
-            remaining_ms=remaining if remaining is not None and remaining > 0 else UNKNOWN,
-            keys=sorted(s.keys))
-        for group, resource in sorted(s.owned):
-            detail.owned.add(group=group, resource=resource)
+        if s is not None:
+            resp.sessions.append(session_detail(s, tracker if leader else None))
     return resp
+
+
+def session_detail(s: Session, tracker: SessionTracker | None) -> admin_pb2.SessionDetail:
+    """One session's row; `tracker` (the leader's only) says how long it has left."""
+    remaining = tracker.remaining(s.id) if tracker is not None else None
+    detail = admin_pb2.SessionDetail(
+        id=s.id, name=s.name, ttl_ms=s.ttl_ms, read_only_ok=s.read_only_ok,
+        opened_ms=s.opened_ms,
+        remaining_ms=remaining if remaining is not None and remaining > 0 else UNKNOWN,
+        keys=sorted(s.keys))
+    for group, resource in sorted(s.owned):
+        detail.owned.add(group=group, resource=resource)
+    return detail
 
 
 def list_producers(machine: CoordMachine) -> admin_pb2.ListProducersResponse:
@@ -73,14 +80,19 @@ def list_producers(machine: CoordMachine) -> admin_pb2.ListProducersResponse:
         revision=machine.revision, next_pid=pids.next_pid, clock_ms=machine.clock_ms)
     for requester, start, size, revision in pids.recent_blocks():
         resp.blocks.add(requester=requester, start=start, size=size, revision=revision)
-    elapsed_ms = machine.elapsed.now_ms  # leases run on it; shown as leader wall time
-    for lease in pids.live_leases(elapsed_ms):
-        resp.leases.add(pid=lease.pid, epoch=lease.generation,
-                        expire_ms=machine.clock_ms + lease.expire_ms - elapsed_ms,
-                        topic=lease.topic, partition=lease.partition)
+    for lease in pids.live_leases(machine.elapsed.now_ms):
+        resp.leases.append(lease_detail(machine, lease))
     for key, (pid, generation) in sorted(pids.producers.items()):
         resp.producers.add(producer_key=key, pid=pid, epoch=generation)
     return resp
+
+
+def lease_detail(machine: CoordMachine, lease: PidLease) -> admin_pb2.PidLeaseDetail:
+    """A lease runs on the elapsed clock (coord/sm/elapsed.py); shown as leader wall time."""
+    return admin_pb2.PidLeaseDetail(
+        pid=lease.pid, epoch=lease.generation,
+        expire_ms=machine.clock_ms + lease.expire_ms - machine.elapsed.now_ms,
+        topic=lease.topic, partition=lease.partition)
 
 
 async def watch_ownership(machine: CoordMachine, hub: EventHub,

@@ -9,8 +9,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from coord.server.core.table_watch import TableWatch
 from coord.sm.machine import CoordMachine
 from coord.sm.records import OwnershipEvent, SessionEvent, WatchEvent
+from coord.sm.sessions import Session
 
 QUEUE_LIMIT = 65_536
 """Events a subscriber may fall behind by before its stream is ended (it can resume
@@ -48,10 +50,15 @@ class EventHub:
         self._kv: set[Subscription] = set()
         self._owners: set[Subscription] = set()
         self._sessions: set[Subscription] = set()
+        self._tables: set[TableWatch] = set()
+        machine.session_openers.append(self._opened)
 
     def publish(self) -> None:
         """Called by the node after every batch of applied entries."""
+        tables = self._tables
         for event in self.machine.drain_events():
+            for watch in tables:
+                watch.offer(event)
             if isinstance(event, WatchEvent):
                 subs = self._kv
             elif isinstance(event, OwnershipEvent):
@@ -63,6 +70,21 @@ class EventHub:
             for sub in subs:
                 if sub.matches(event):
                     sub.offer(event)
+        for watch in tables:
+            watch.applied()
+
+    def _opened(self, session: Session) -> None:
+        for watch in self._tables:
+            watch.opened(session)
+
+    def watch_tables(self, watch: TableWatch) -> TableWatch:
+        """Tell `watch` of every event, session opening and applied batch (an inspection
+        stream: server/api/table_streams.py) until `unwatch_tables`."""
+        self._tables.add(watch)
+        return watch
+
+    def unwatch_tables(self, watch: TableWatch) -> None:
+        self._tables.discard(watch)
 
     def broadcast(self, event: Any) -> None:
         """A member-local event (a mode change) for every stream on this member; each

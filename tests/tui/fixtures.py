@@ -48,12 +48,13 @@ def picture(read_only: bool = False) -> ClusterModel:
             (b"raw", bytes(range(0, 40)), 40, 40, 1, 0)):
         m.key_change("PUT", SimpleNamespace(key=key, value=value, create_revision=create,
                                             mod_revision=mod, version=version, session_id=sid))
-    m.producers = Producers(revision=1190, next_pid=5001, clock_ms=1_000_000,
-                            blocks=[("spark-1", 1, 1000, 900), ("spark-2", 1001, 1000, 950)],
-                            leases=[(2001, 0, 1_060_000, "orders", 0),
-                                    (2002, 3, 1_500_000, "orders", 1)],
-                            producers=[("tx-orders-0", 3001, 2), ("tx-orders-1", 3002, 0)])
-    m.producers_version = 1
+    m.producers = Producers(revision=1190, next_pid=5001, clock_ms=1_000_000)
+    for block in (("spark-1", 1, 1000, 900), ("spark-2", 1001, 1000, 950)):
+        m.producers.blocks.put(block[:2], block)
+    for lease in ((2001, 0, 1_060_000, "orders", 0), (2002, 3, 1_500_000, "orders", 1)):
+        m.producers.leases.put(lease[0], lease)
+    for producer in (("tx-orders-0", 3001, 2), ("tx-orders-1", 3002, 0)):
+        m.producers.producers.put(producer[0], producer)
     m.event("leader", "n2: leader is now n2 (term 7)")
     m.event("grant", "jobs/ingest-1 → session 12 (generation 1, revision 1102)")
     m.event("sever", "jobs/ingest-0 → session 11 (generation 3, revision 1101)")

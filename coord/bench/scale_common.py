@@ -1,0 +1,102 @@
+"""What the phases of `coord bench scale` share: a running cluster of either system
+seen one way, the decades a phase grows by, retried calls and latency probes."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+import grpc
+
+from coord.bench.footprint import dir_bytes, rss_bytes
+from coord.bench.stats import latency_ms
+from coord.testing import LocalCluster
+from coord.testing.peer_etcd import EtcdCluster
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+@dataclass
+class Running:
+    """A started cluster, seen the same way whichever system it is."""
+
+    system: str
+    leader: str  # client endpoint
+    pids: dict[str, int]
+    data_dirs: dict[str, Path]
+    leader_name: str = ""
+    endpoints: dict[str, str] = field(default_factory=dict)  # every member's, by name
+
+    def footprint(self) -> dict:
+        rss = {n: rss_bytes(p) for n, p in self.pids.items()}
+        disk = {n: dir_bytes(d) for n, d in self.data_dirs.items()}
+        return {"rss": rss, "disk": disk, "rss_max": max(rss.values()),
+                "disk_max": max(disk.values())}
+
+
+@contextmanager
+def running(system: str, members: int, compaction: list[str]) -> Iterator[Running]:
+    if system == "coord":
+        with LocalCluster(members, extra_args=compaction) as cluster:
+            name = cluster.wait_for_leader(timeout=20)
+            yield Running("coord", cluster.members[name].listen,
+                          {n: m.proc.pid for n, m in cluster.members.items() if m.proc},
+                          {n: m.data_dir for n, m in cluster.members.items()}, name,
+                          {n: m.listen for n, m in cluster.members.items()})
+        return
+    with EtcdCluster(members, extra_args=compaction) as etcd:
+        leader = etcd.wait_leader()
+        name = next(n for n in etcd.names if f"127.0.0.1:{etcd.client_ports[n]}" == leader)
+        yield Running("etcd", leader, {n: p.pid for n, p in etcd.procs.items()},
+                      {n: etcd.root / n for n in etcd.names}, name,
+                      {n: f"127.0.0.1:{etcd.client_ports[n]}" for n in etcd.names})
+
+
+def decades(total: int) -> list[int]:
+    """1000, 10000, ... up to `total` (and `total` itself)."""
+    out, n = [], 1000
+    while n < total:
+        out.append(n)
+        n *= 10
+    return [*out, total]
+
+
+RETRIES = 50
+T = TypeVar("T")
+
+async def retrying(call: Callable[[], Awaitable[T]], errors: list[int]) -> T:
+    """`call()` until it succeeds (puts of a fixed value, reads, and writes with a
+    request id are safe to repeat); each failure is counted in errors[0] and shown, the
+    50th is raised."""
+    for attempt in range(RETRIES):
+        try:
+            return await call()
+        except grpc.RpcError as e:
+            errors[0] += 1
+            log(f"  call failed ({e.code().name}: {e.details()}); again")
+            if attempt == RETRIES - 1:
+                raise
+            await asyncio.sleep(0.1)
+    raise AssertionError("unreachable")
+
+
+async def probe(op: Callable[[int, int], Awaitable[object]], clients: int, per: int) -> dict:
+    """p50/p99 of `per` calls of `op(worker, i)` by each of `clients` workers."""
+    latencies: list[float] = []
+
+    async def worker(w: int) -> None:
+        for i in range(per):
+            t0 = time.perf_counter()
+            await op(w, i)
+            latencies.append(time.perf_counter() - t0)
+
+    await asyncio.gather(*(worker(w) for w in range(clients)))
+    return latency_ms(latencies)
