@@ -718,10 +718,6 @@ def run_zk(trials: int, roles: list[str], out: list[Trial], tick_ms: int, sync_l
 # -- command --------------------------------------------------------------------------------
 
 
-def _raise_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
-
-
 def run_readonly_bench(args: argparse.Namespace) -> int:
     """`coord bench readonly`: both systems in one run; table on stdout (on stderr with
     --json, which prints the raw trials on stdout)."""
@@ -734,7 +730,6 @@ def run_readonly_bench(args: argparse.Namespace) -> int:
         except ImportError:
             raise SystemExit("coord bench readonly --zk needs kazoo: pip install -e '.[bench]'"
                              " (or pass --no-zk)") from None
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)  # clean up on kill, too
     trials: list[Trial] = []
     started = time.time()
     load_before = os.getloadavg()
@@ -753,8 +748,6 @@ def run_readonly_bench(args: argparse.Namespace) -> int:
     except (ClusterError, grpc.RpcError) as e:
         errors.append(f"coord: {e}")
         _log(f"coord: {e}")
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     load_after = os.getloadavg()
     election_ms = COORD_TICK_MS * COORD_ELECTION_TICKS
     targets = {"election": 2.0 * election_ms, "100": 100.0, "1000": 1000.0}

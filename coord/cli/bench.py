@@ -4,6 +4,7 @@ there that starts its own clusters and prints its figures)."""
 from __future__ import annotations
 
 import argparse
+import signal
 
 TARGETS = ["raft", "own", "pid", "kv", "etcd", "startup", "readonly", "machine", "scale",
            "audit", "spark"]
@@ -95,7 +96,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.set_defaults(func=cmd_bench)
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
+    # SIGTERM stops a benchmark as Ctrl-C does, through its clean-up: the clusters it
+    # started are stopped and their temp dirs removed (a killed driver used to leave its
+    # members running).
+    signal.signal(signal.SIGTERM, _interrupt)
     # Only the chosen benchmark is imported: they bring clusters, etcd and ZooKeeper
     # drivers that the others (and the parser) have no use for.
     if args.target == "readonly":

@@ -261,7 +261,13 @@ class LocalCluster:
             shutil.rmtree(self.root, ignore_errors=True)
 
     def __enter__(self) -> LocalCluster:
-        return self.start()
+        # A start cut short (a member that never serves, Ctrl-C, SIGTERM) must not leave
+        # the members already started running: `with` calls __exit__ only after this.
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
 
     def __exit__(self, *exc) -> None:
         self.stop()

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 
 from coord.bench.scale import (
     decades,
@@ -165,3 +168,50 @@ def test_a_short_owners_run_grows_the_table_and_measures_each_decade():
         for k in ("own_per_s", "rss_max", "claim_p50_ms", "claim_p99_ms", "batched_own_s"):
             assert r[k] > 0, (k, r)
     assert owners_table(rows)[2].split()[0] == "2000"
+
+
+def _children(pid: int) -> set[int]:
+    """Every live descendant of `pid` (from /proc)."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            parents[int(entry)] = int(stat[stat.rindex(")") + 2:].split()[1])
+    found, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        kids = {c for c, parent in parents.items() if parent == p} - found
+        found |= kids
+        todo.extend(kids)
+    return found
+
+
+def test_sigterm_stops_a_benchmark_and_the_members_it_started():
+    """A benchmark killed with SIGTERM goes through its clean-up as with Ctrl-C: the
+    members it started are stopped (they used to keep running)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "coord", "bench", "scale", "--no-etcd", "--members", "3",
+         "--phases", "owners", "--owners", "100000000", "--json"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while len(_children(proc.pid)) < 3:  # its three members are up
+            assert proc.poll() is None and time.monotonic() < deadline, "no members started"
+            time.sleep(0.1)
+        members = _children(proc.pid)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        deadline = time.monotonic() + 10
+        while members & _children(1) and time.monotonic() < deadline:
+            time.sleep(0.1)  # reparented orphans would show up under init
+        alive = {m for m in members if os.path.exists(f"/proc/{m}")
+                 and open(f"/proc/{m}/stat").read().split()[2] != "Z"}
+        assert not alive, f"members left running: {alive}"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
