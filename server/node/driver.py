@@ -51,6 +51,7 @@ from coord.server.node.errors import (
 from coord.server.node.members import MemberInfo
 from coord.server.node.snapshots import BackgroundSnapshot
 from coord.server.node.statemachine import StateMachine
+from coord.server.node.ticker import tick_every
 from coord.server.storage.log_store import LogStore
 from coord.server.transport.peer import PeerTransport
 
@@ -264,7 +265,8 @@ class Node:
         self.failed = loop.create_future()
         self._tasks = [
             loop.create_task(self._run(), name=f"raft-{self.me.name}"),
-            loop.create_task(self._ticker(), name=f"tick-{self.me.name}"),
+            loop.create_task(tick_every(self.options.tick_ms / 1000, self._tick),
+                             name=f"tick-{self.me.name}"),
         ]
         for t in self._tasks:
             t.add_done_callback(self._task_done)
@@ -301,14 +303,9 @@ class Node:
         self._unreachable.add(node)
         self._wake.set()
 
-    async def _ticker(self) -> None:
-        interval = self.options.tick_ms / 1000
-        next_at = time.monotonic()
-        while True:
-            next_at += interval
-            await asyncio.sleep(max(0.0, next_at - time.monotonic()))
-            self._ticks += 1
-            self._wake.set()
+    def _tick(self) -> None:
+        self._ticks += 1
+        self._wake.set()
 
     # -- requests -------------------------------------------------------------------------
     def _check_running(self) -> None:
