@@ -21,7 +21,7 @@ def test_the_curve_counts_a_childs_resident_memory():
         assert child.stdout.readline().strip() == "held"  # its pages are touched
         assert child.pid in descendants(os.getpid())
         now = tree_rss(os.getpid())
-        assert now["py_workers"] >= HOLD and now["jvms"] == 0
+        assert now["py_workers"] >= HOLD  # not a JVM (a Spark test may have started one)
         with MemoryCurve(every_s=0.05) as curve:
             deadline = time.monotonic() + 5
             while len(curve.samples) < 3 and time.monotonic() < deadline:
