@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -129,6 +130,12 @@ def _audit(history: Path, master: str) -> dict[str, Any]:
             "violations": s["violations"], "load": _load(), "memory": memory.figures()}
 
 
+def masters(text: str) -> list[str]:
+    """`--masters`, split on the commas outside brackets: `local-cluster[2,1,1024]` is
+    one master."""
+    return [m for m in re.split(r",(?![^\[]*\])", text) if m]
+
+
 def run_audit_bench(args: argparse.Namespace) -> int:
     sizes = [int(x) for x in str(args.commands).split(",")]
     root = Path(tempfile.mkdtemp(prefix="coord-bench-audit-"))
@@ -142,7 +149,7 @@ def run_audit_bench(args: argparse.Namespace) -> int:
             out = (kept or root) / f"synth-{n}"
             results[f"synth_{n}"] = _synth(n, out)
             print(json.dumps({f"synth_{n}": results[f"synth_{n}"]}), flush=True)
-            for master in args.masters.split(","):
+            for master in masters(args.masters):
                 key = f"audit_{n}_{master}"
                 results[key] = _audit(out, master)
                 print(json.dumps({key: results[key]}), flush=True)
