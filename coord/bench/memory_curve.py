@@ -109,15 +109,19 @@ class MemoryCurve:
             self._stop.wait(self.every_s)
 
     def figures(self, points: int = 8) -> dict[str, Any]:
-        """Peak MiB per group (and of the total at any one time), the most JVMs seen,
-        `points` samples (seconds, total MiB) spread evenly over the run, and the 1-min
-        load's lowest and highest."""
+        """Peak MiB per group (and of the total at any one time), each group's growth
+        from the first sample to its peak (what this phase added: the driver keeps what
+        an earlier phase in the same process used), the most JVMs seen, `points`
+        samples (seconds, total MiB) spread evenly over the run, and the 1-min load's
+        lowest and highest."""
         if not self.samples:
             return {}
         peak = {g: float(mib(max(s[g] for _, s in self.samples))) for g in (*GROUPS, "total")}
         step = max(1, len(self.samples) // points)
         picked = self.samples[::step][:points - 1] + [self.samples[-1]]
-        return {"peak_mib": peak, "jvms": max(s["jvms"] for _, s in self.samples),
-                "samples": len(self.samples),
+        first = self.samples[0][1]
+        growth = {g: round(peak[g] - float(mib(first[g])), 1) for g in peak}
+        return {"peak_mib": peak, "growth_mib": growth,
+                "jvms": max(s["jvms"] for _, s in self.samples), "samples": len(self.samples),
                 "curve_s_mib": [[round(t), float(mib(s["total"]))] for t, s in picked],
                 "load_1m": [round(min(self.loads), 2), round(max(self.loads), 2)]}
