@@ -125,11 +125,14 @@ bench-tui: venv
 	$(PY) -m coord.bench.tui
 
 # The history pipeline at scale: synth, export and the PySpark audit, rows/s
-# (`make bench-audit COMMANDS=1000000,10000000 MASTERS=local[2],local-cluster[2,1,1024]`).
+# (`make bench-audit COMMANDS=1000000,10000000 MASTERS=local[2],local-cluster[2,1,1024]`;
+# HISTORY_DIR=DIR keeps the synthesized histories there and reuses them on the next run).
 COMMANDS ?= 1000000
 MASTERS  ?= local[2]
+HISTORY_DIR ?=
 bench-audit: venv
-	$(VENV)/bin/coord bench audit --commands $(COMMANDS) --masters '$(MASTERS)'
+	$(VENV)/bin/coord bench audit --commands $(COMMANDS) --masters '$(MASTERS)' \
+		--history-dir '$(HISTORY_DIR)'
 
 # The fenced Spark writer vs a plain write: 1M rows, 8 partitions, local[2] (minutes).
 bench-spark: venv

@@ -27,6 +27,11 @@ def session(master: str = "local[*]", app: str = "coord-audit", *,
         builder = builder.config("spark.pyspark.python", sys.executable)  # it has coord
         # (an in-process SparkContext reads the worker's Python from the environment only)
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        # and loopback only: Spark binds the address the host name resolves to, else the
+        # first interface's (a local-cluster's worker and executor JVMs read the variable)
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        builder = (builder.config("spark.driver.host", "127.0.0.1")
+                   .config("spark.driver.bindAddress", "127.0.0.1"))
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

@@ -2,7 +2,8 @@
 real state machine making a history, written to Parquet), export (a real member's
 history, live through History.Export and then offline from its data dir, with the
 member's put latency while a live export runs), and the PySpark audit (per check) — at
-the sizes given.
+the sizes given, each phase with its memory curve (driver Python, JVMs, Python workers:
+peak and samples) and the machine's load while it ran.
 Heavy by design: `make bench-audit` runs it, the suite never does."""
 
 from __future__ import annotations
@@ -10,11 +11,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from coord.bench.memory_curve import MemoryCurve
 
 
 def _load() -> str:
@@ -22,14 +26,22 @@ def _load() -> str:
 
 
 def _synth(n: int, out: Path) -> dict[str, Any]:
-    from coord.history.sink import HistorySink
+    """Synthesize `n` commands into `out`, or reuse the history a kept `out` holds
+    (`--history-dir`: a 10M history takes a quarter of an hour to make)."""
+    from coord.history.sink import HistorySink, read_manifest
     from coord.history.synth import synthesize
 
+    kept = read_manifest(out) if out.is_dir() else None
+    if kept and kept["runs"]:  # committed: synth-N was made whole for this N
+        return {"commands": n, "rows": kept["rows"], "reused": str(out)}
+    shutil.rmtree(out, ignore_errors=True)
     t = time.monotonic()
-    w = HistorySink(out).write(synthesize(n, seed=1))
+    with MemoryCurve() as memory:
+        w = HistorySink(out).write(synthesize(n, seed=1))
     s = time.monotonic() - t
     return {"commands": n, "rows": w.rows, "seconds": round(s, 2),
-            "entries_per_s": round(n / s), "rows_per_s": round(w.rows / s), "load": _load()}
+            "entries_per_s": round(n / s), "rows_per_s": round(w.rows / s), "load": _load(),
+            "memory": memory.figures()}
 
 
 def _put_ms(client: Any, n: int = 300) -> dict[str, float]:
@@ -102,37 +114,47 @@ def _audit(history: Path, master: str) -> dict[str, Any]:
     from coord.audit.job import run_audit
     from coord.audit.spark import session
 
-    t = time.monotonic()
-    spark = session(master, "coord-bench-audit", progress=False)
-    started = time.monotonic() - t
-    try:
-        r = run_audit(spark, history, with_stats=False)
-    finally:
-        spark.stop()
+    with MemoryCurve() as memory:
+        t = time.monotonic()
+        spark = session(master, "coord-bench-audit", progress=False)
+        started = time.monotonic() - t
+        try:
+            r = run_audit(spark, history, with_stats=False)
+        finally:
+            spark.stop()
     s = r.summary
     return {"master": master, "session_start_s": round(started, 1),
             "rows": s["overview"]["rows"], "seconds": round(s["seconds"], 1),
             "rows_per_s": round(s["rows_per_second"]), "load_s": round(s["load_seconds"], 1),
             "checks_s": {k: round(v["seconds"], 1) for k, v in s["checks"].items()},
-            "violations": s["violations"], "load": _load()}
+            "violations": s["violations"], "load": _load(), "memory": memory.figures()}
+
+
+def masters(text: str) -> list[str]:
+    """`--masters`, split on the commas outside brackets: `local-cluster[2,1,1024]` is
+    one master."""
+    return [m for m in re.split(r",(?![^\[]*\])", text) if m]
 
 
 def run_audit_bench(args: argparse.Namespace) -> int:
     sizes = [int(x) for x in str(args.commands).split(",")]
     root = Path(tempfile.mkdtemp(prefix="coord-bench-audit-"))
+    kept = Path(args.history_dir) if args.history_dir else None
     results: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M"), "cpus": os.cpu_count()}
     try:
-        results["export"] = _export(args.export_entries, root)
-        print(json.dumps({"export": results["export"]}), flush=True)
+        if args.export_entries:
+            results["export"] = _export(args.export_entries, root)
+            print(json.dumps({"export": results["export"]}), flush=True)
         for n in sizes:
-            out = root / f"synth-{n}"
+            out = (kept or root) / f"synth-{n}"
             results[f"synth_{n}"] = _synth(n, out)
             print(json.dumps({f"synth_{n}": results[f"synth_{n}"]}), flush=True)
-            for master in args.masters.split(","):
+            for master in masters(args.masters):
                 key = f"audit_{n}_{master}"
                 results[key] = _audit(out, master)
                 print(json.dumps({key: results[key]}), flush=True)
-            shutil.rmtree(out, ignore_errors=True)
+            if kept is None:
+                shutil.rmtree(out, ignore_errors=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     print(json.dumps(results, indent=1))

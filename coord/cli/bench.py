@@ -29,7 +29,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="audit: Spark masters to audit with (comma-separated), e.g. "
                    "local[2],local-cluster[2,1,1024]")
     b.add_argument("--export-entries", type=int, default=5000,
-                   help="audit: entries a real member writes before its data dir is exported")
+                   help="audit: entries a real member writes before its data dir is exported "
+                   "(0: no export phase)")
+    b.add_argument("--history-dir", default="",
+                   help="audit: keep the synthesized histories in DIR/synth-N and reuse "
+                   "one already there (default: a temporary dir, deleted)")
     b.add_argument("--resources", type=int, default=10_000, help="own: resources to claim")
     b.add_argument("--concurrency", default="1,16,256")
     b.add_argument("--seconds", type=float, default=5.0)

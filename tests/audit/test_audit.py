@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from coord.audit.checks import CHECKS
+from coord.audit.checks import CHECKS, log
 from coord.audit.job import run_audit
 from coord.history.sink import HistorySink
 from coord.history.synth import synthesize
@@ -30,7 +30,7 @@ def clean(tmp_path_factory, spark):
 
 
 @pytest.fixture(scope="module")
-def planted(tmp_path_factory, spark):
+def planted_history(tmp_path_factory):
     rows, at = plant_all(list(synthesize(SYNTH, seed=5)))
     out = tmp_path_factory.mktemp("planted") / "h"
     with HistorySink(out, "jsonl") as sink:  # the JSONL reader, while we are at it
@@ -38,6 +38,12 @@ def planted(tmp_path_factory, spark):
         sink.note_read_only({"member": "n3", "pages": 2, "quorum_lost_ms": 900,
                              "commit_index": rows[-1]["index"]})
         sink.write(rows)
+    return out, at
+
+
+@pytest.fixture(scope="module")
+def planted(planted_history, spark):
+    out, at = planted_history
     return run_audit(spark, out, with_stats=False, combined=True), at
 
 
@@ -71,3 +77,17 @@ def test_every_check_catches_its_planted_violation(planted, check):
 def test_a_history_that_ends_read_only_says_so(planted):
     result, _ = planted
     assert result.summary["read_only"]["member"] == "n3"
+
+
+def test_the_log_checks_cite_the_same_rows_when_too_many_to_broadcast(
+        planted_history, planted, spark, monkeypatch):
+    """Past BROADCAST_STEPS_MAX bad steps the log checks join their rows back by a
+    shuffle: the same violations, citing the same rows, as by the broadcast."""
+    monkeypatch.setattr(log, "BROADCAST_STEPS_MAX", 0)
+    names = ["revisions.monotone", "log.gap_free"]
+    result = run_audit(spark, planted_history[0], checks=names, with_stats=False)
+    by_broadcast, _ = planted
+    for name in names:
+        assert result.count(name) == by_broadcast.count(name) >= 1
+    assert (sorted(map(str, result.examples))
+            == sorted(str(v) for v in by_broadcast.examples if v["check"] in names))

@@ -28,6 +28,23 @@ def cite(prefix: str = "") -> Column:
     )
 
 
+CITED = ("index", "seq", "kind", "session", "group", "resource", "generation", "pid", "epoch",
+         "revision", "time_ms", "leader")
+
+
+def cited() -> Column:
+    """The columns `cite` reads, as one struct. A window carries an earlier row as this
+    and only the few rows that violate are cited from it: building every row's string
+    cost more than the check itself."""
+    return F.struct(*CITED)
+
+
+def cite_row(name: str) -> Column:
+    """`cite` of the struct column `name` made by `cited()`; null where it is null (no
+    earlier row)."""
+    return F.when(F.col(name).isNotNull(), cite(name))
+
+
 def violations(df: Any, check: str, index: Column, revision: Column, subject: Column,
                detail: Column, evidence: Column) -> Any:
     return df.select(F.lit(check).alias("check"), index.cast("long").alias("index"),

@@ -15,7 +15,7 @@ from typing import Any
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
-from coord.audit.checks.common import cite, resource, violations
+from coord.audit.checks.common import cite, cite_row, cited, resource, violations
 
 GRANTS = ("owner.grant", "owner.reset")
 ENDS = ("session.released", "session.expired", "session.severed")
@@ -35,7 +35,7 @@ def single_owner(df: Any) -> Any:
     w = _per_resource()
     ev = (_owner_rows(df)
           .withColumn("prev_owner", F.lag("owner").over(w))
-          .withColumn("prev_cite", F.lag(cite()).over(w)))
+          .withColumn("prev_row", F.lag(cited()).over(w)))
     takeovers = ev.filter(F.col("kind").isin(*GRANTS) & (F.col("prev_owner") > 0)
                           & (F.col("prev_owner") != F.col("owner")))
     severed = (df.filter(F.col("kind") == "session.severed")
@@ -47,7 +47,7 @@ def single_owner(df: Any) -> Any:
         F.concat(F.lit("granted to session "), F.col("owner"), F.lit(" at generation "),
                  F.col("generation"), F.lit(" while session "), F.col("prev_owner"),
                  F.lit(" still owned it and was not severed: two owners")),
-        F.array(F.col("prev_cite"), cite()))
+        F.array(cite_row("prev_row"), cite()))
 
 
 def owner_alive(df: Any) -> Any:
@@ -61,14 +61,14 @@ def owner_alive(df: Any) -> Any:
         F.col("kind").isin(*ENDS), F.lit("ended"))
     lived = (life.withColumn("state", state)
              .withColumn("last_state", F.last("state", ignorenulls=True).over(w))
-             .withColumn("last_cite", F.last(F.when(state.isNotNull(), cite()),
+             .withColumn("last_row", F.last(F.when(state.isNotNull(), cited()),
                                              ignorenulls=True).over(w)))
     bad = lived.filter(F.col("kind").isin(*GRANTS) & (F.col("last_state") == "ended"))
     return violations(
         bad, "ownership.owner_alive", F.col("index"), F.col("revision"), resource(),
         F.concat(F.lit("granted to session "), F.col("session"),
                  F.lit(", which had already ended")),
-        F.array(F.col("last_cite"), cite()))
+        F.array(cite_row("last_row"), cite()))
 
 
 def generations(df: Any) -> Any:
@@ -82,7 +82,7 @@ def generations(df: Any) -> Any:
          .rowsBetween(Window.unboundedPreceding, -1))
     ev = (_owner_rows(df).withColumn("era", era)
           .withColumn("prev_max", F.max("generation").over(w))
-          .withColumn("prev_cite", F.last(cite()).over(w)))
+          .withColumn("prev_row", F.last(cited()).over(w)))
     bad = ev.filter((reset & (F.col("generation") != 1))
                     | ((F.col("kind") == "owner.grant")
                        & (F.col("generation") <= F.col("prev_max"))))
@@ -93,7 +93,7 @@ def generations(df: Any) -> Any:
         .otherwise(F.concat(F.lit("generation "), F.col("generation"),
                             F.lit(" granted after generation "), F.col("prev_max"),
                             F.lit(" (must strictly increase)"))),
-        F.array(F.col("prev_cite"), cite()))
+        F.array(cite_row("prev_row"), cite()))
 
 
 def fencing_tokens(df: Any) -> Any:
@@ -103,7 +103,7 @@ def fencing_tokens(df: Any) -> Any:
     grants = _owner_rows(df).filter(F.col("kind").isin(*GRANTS))
     w = Window.partitionBy("group", "resource").orderBy("index", "seq")
     ev = (grants.withColumn("prev_rev", F.lag("revision").over(w))
-          .withColumn("prev_cite", F.lag(cite()).over(w)))
+          .withColumn("prev_row", F.lag(cited()).over(w)))
     cmd = (df.filter(F.col("seq") == 0)
            .select(F.col("index").alias("c_index"), F.col("revision").alias("c_rev")))
     ev = ev.join(cmd, F.col("index") == F.col("c_index"), "left")
@@ -117,4 +117,4 @@ def fencing_tokens(df: Any) -> Any:
                                    F.col("prev_rev")))
         .otherwise(F.concat(F.lit("grant recorded at revision "), F.col("revision"),
                             F.lit(" but its command reported revision "), F.col("c_rev"))),
-        F.array(F.col("prev_cite"), cite()))
+        F.array(cite_row("prev_row"), cite()))

@@ -11,7 +11,7 @@ from typing import Any
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
-from coord.audit.checks.common import cite, commands, violations
+from coord.audit.checks.common import cite, cite_row, cited, commands, violations
 
 ISSUING = ("allocate_pid_block", "lease_pid", "init_producer")
 
@@ -29,7 +29,7 @@ def disjoint(df: Any) -> Any:
     w = Window.orderBy("index").rowsBetween(Window.unboundedPreceding, -1)
     ev = (_issues(df).withColumn("end", F.col("pid") + F.col("size"))
           .withColumn("prev_end", F.max("end").over(w))
-          .withColumn("prev_cite", F.last(cite()).over(w)))
+          .withColumn("prev_row", F.last(cited()).over(w)))
     bad = ev.filter(F.col("pid") < F.col("prev_end"))
     return violations(
         bad, "pids.disjoint", F.col("index"), F.col("revision"),
@@ -38,7 +38,7 @@ def disjoint(df: Any) -> Any:
                  F.lit(") under leader "), F.coalesce(F.col("leader"), F.lit("?")),
                  F.lit(", overlapping pids already issued (up to "), F.col("prev_end"),
                  F.lit(")")),
-        F.array(F.col("prev_cite"), cite()))
+        F.array(cite_row("prev_row"), cite()))
 
 
 def lease_unique(df: Any) -> Any:
@@ -66,7 +66,7 @@ def producer_epochs(df: Any) -> Any:
     w = _per_producer()
     ev = (inits.withColumn("prev_pid", F.lag("pid").over(w))
           .withColumn("prev_epoch", F.lag("epoch").over(w))
-          .withColumn("prev_cite", F.lag(cite()).over(w)))
+          .withColumn("prev_row", F.lag(cited()).over(w)))
     bumped = (F.col("pid") == F.col("prev_pid")) & (F.col("epoch") == F.col("prev_epoch") + 1)
     fresh = (F.col("pid") > F.col("prev_pid")) & (F.col("epoch") == 0)
     bad = ev.filter(F.col("prev_pid").isNotNull() & ~(bumped | fresh))
@@ -76,7 +76,7 @@ def producer_epochs(df: Any) -> Any:
         F.concat(F.lit("init gave pid "), F.col("pid"), F.lit(" epoch "), F.col("epoch"),
                  F.lit(" after pid "), F.col("prev_pid"), F.lit(" epoch "), F.col("prev_epoch"),
                  F.lit(" (epochs only go up)")),
-        F.array(F.col("prev_cite"), cite()))
+        F.array(cite_row("prev_row"), cite()))
 
 
 def producer_fencing(df: Any) -> Any:
@@ -87,7 +87,7 @@ def producer_fencing(df: Any) -> Any:
     is_init = F.col("kind") == "init_producer"
     ev = (rows.withColumn("cur_pid", F.last(F.when(is_init, F.col("pid")), True).over(w))
           .withColumn("cur_epoch", F.last(F.when(is_init, F.col("epoch")), True).over(w))
-          .withColumn("cur_cite", F.last(F.when(is_init, cite()), True).over(w)))
+          .withColumn("cur_row", F.last(F.when(is_init, cited()), True).over(w)))
     older = (F.col("pid") < F.col("cur_pid")) | (
         (F.col("pid") == F.col("cur_pid")) & (F.col("epoch") < F.col("cur_epoch")))
     bad = ev.filter((F.col("kind") == "check_producer") & older)
@@ -97,4 +97,4 @@ def producer_fencing(df: Any) -> Any:
         F.concat(F.lit("pid "), F.col("pid"), F.lit(" epoch "), F.col("epoch"),
                  F.lit(" accepted after the bump to pid "), F.col("cur_pid"), F.lit(" epoch "),
                  F.col("cur_epoch")),
-        F.array(F.col("cur_cite"), cite()))
+        F.array(cite_row("cur_row"), cite()))
