@@ -43,15 +43,55 @@ def _renewed(sid: int, ttl: int | None) -> pb.KeepAliveResponse:
 
 
 class _Answers:
-    """A keepalive stream's writes, one at a time (forwarded answers come from tasks)."""
+    """A keepalive stream's writes, one at a time: the reader's own answers, and the
+    forwarded ones as their futures complete, written by one writer task (made at the
+    first forward) rather than a task per keepalive."""
 
     def __init__(self, context: grpc.aio.ServicerContext) -> None:
         self._context = context
         self._lock = asyncio.Lock()
+        self._out = 0  # forwarded, not yet written
+        self._ready: asyncio.Queue[pb.KeepAliveResponse] = asyncio.Queue()
+        self._written = asyncio.Event()
+        self._writer: asyncio.Task | None = None
 
     async def write(self, answer: pb.KeepAliveResponse) -> None:
         async with self._lock:
             await self._context.write(answer)
+
+    async def room(self) -> None:
+        """Wait while MAX_FORWARDS_PER_STREAM forwarded answers are still to write."""
+        while self._out >= MAX_FORWARDS_PER_STREAM:
+            self._written.clear()
+            await self._written.wait()
+
+    def forwarded(self, sid: int, ttl: asyncio.Future[int | None]) -> None:
+        self._out += 1
+        if self._writer is None:
+            self._writer = asyncio.create_task(self._write_forwarded())
+        ttl.add_done_callback(lambda f: self._ready.put_nowait(
+            _renewed(sid, None if f.cancelled() else f.result())))
+
+    async def _write_forwarded(self) -> None:
+        while True:
+            answer = await self._ready.get()
+            try:
+                await self.write(answer)
+            except Exception:  # the stream broke: its reader ends too; count it written
+                pass
+            finally:
+                self._out -= 1
+                self._written.set()
+
+    async def drained(self) -> None:
+        """Every forwarded answer written (the client closed its side)."""
+        while self._out:
+            self._written.clear()
+            await self._written.wait()
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.cancel()
 
 
 def session_event_to_pb(e: SessionEvent) -> pb.SessionEvent:
@@ -113,23 +153,19 @@ class SessionsService(coord_pb2_grpc.SessionsServicer):
         keepalives on one stream would otherwise get one leader round trip per
         keepalive), their answers written as they come back."""
         out = _Answers(context)
-        forwards: set[asyncio.Task] = set()
         try:
             async for req in request_iterator:
-                answer = await self._answer_here(req.session_id, context)
+                sid = req.session_id
+                answer = await self._answer_here(sid, context)
                 if answer is not None:
                     await out.write(answer)
                     continue
-                while len(forwards) >= MAX_FORWARDS_PER_STREAM:
-                    await asyncio.wait(forwards, return_when=asyncio.FIRST_COMPLETED)
-                task = asyncio.create_task(self._forwarded(req.session_id, out))
-                forwards.add(task)
-                task.add_done_callback(forwards.discard)
-            if forwards:
-                await asyncio.gather(*forwards)
+                await out.room()
+                out.forwarded(sid, liveness.renew_soon(
+                    self.coord, self.tracker, sid, timeout=KEEPALIVE_FORWARD_TIMEOUT_S))
+            await out.drained()
         finally:
-            for task in forwards:
-                task.cancel()
+            out.close()
 
     async def _answer_here(self, sid: int, context) -> pb.KeepAliveResponse | None:
         """The answer this member gives by itself, or None: ask the leader."""
@@ -149,11 +185,6 @@ class SessionsService(coord_pb2_grpc.SessionsServicer):
         if self.coord.node.is_leader:
             return _renewed(sid, self.tracker.keepalive(sid))
         return None
-
-    async def _forwarded(self, sid: int, out: _Answers) -> None:
-        ttl = await liveness.renew(self.coord, self.tracker, sid,
-                                   timeout=KEEPALIVE_FORWARD_TIMEOUT_S)
-        await out.write(_renewed(sid, ttl))
 
     def _lost_local(self, sid: int) -> bool:
         """A local session this member dropped or closed (a member that restarted knows

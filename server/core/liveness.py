@@ -6,6 +6,8 @@ session."""
 
 from __future__ import annotations
 
+import asyncio
+
 from coord.server.core.coordinator import Coordinator
 from coord.server.core.session_tracker import GONE, SessionTracker
 
@@ -22,9 +24,25 @@ async def renew(
 ) -> int | None:
     """The session's full TTL (ms) once the leader renewed it, GONE if it is over, None
     if no leader could say within `timeout` (the caller keeps trying)."""
+    return await renew_soon(coord, tracker, session_id, timeout)
+
+
+def renew_soon(coord: Coordinator, tracker: SessionTracker, session_id: int,
+               timeout: float = FORWARD_TIMEOUT_S) -> asyncio.Future[int | None]:
+    """`renew` as a future, done at once on the leader (a stream with many keepalives
+    out needs no task for each)."""
     if coord.node.is_leader:
-        return tracker.keepalive(session_id)
-    return await _ask_leader(coord, "KeepAlive", session_id, timeout)
+        return _done(tracker.keepalive(session_id))
+    leader = coord.node.leader
+    if leader is None:
+        return _done(None)
+    return coord.link.session_asks(leader, "KeepAlive").ask_soon(session_id, timeout)
+
+
+def _done(value: int | None) -> asyncio.Future[int | None]:
+    fut: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
+    fut.set_result(value)
+    return fut
 
 
 async def remaining(coord: Coordinator, tracker: SessionTracker, session_id: int) -> int | None:

@@ -90,8 +90,9 @@ def test_failed_calls_unknown_ids_and_late_answers_are_none():
     assert _run(main()) == (None, None, None)
 
 
-def test_an_ask_that_timed_out_is_not_sent_later():
-    """Asks still queued when their asker gave up are dropped from the next call."""
+def test_an_ask_whose_asker_gave_up_still_reaches_the_leader():
+    """An asker told `pending` leaves its keepalive in the queue: it goes with the next
+    call (dropping it left a busy cluster renewing nothing)."""
     leader = Leader(delay=0.2)
 
     async def main():
@@ -103,7 +104,7 @@ def test_an_ask_that_timed_out_is_not_sent_later():
         await asyncio.sleep(0.3)
 
     _run(main())
-    assert [3] not in leader.calls and all(3 not in c for c in leader.calls)
+    assert any(3 in c for c in leader.calls), leader.calls
 
 
 @pytest.fixture
