@@ -8,10 +8,12 @@ every one of 100k sessions whose keepalives were on a member that lost its leade
 (`coord bench scale --phases sessions`, before this). ZooKeeper's followers likewise
 hand their clients' session touches to the leader in batches.
 
-Here it is group commit: a keepalive goes at once when fewer than `MAX_IN_FLIGHT`
-calls are out, else it waits and goes with the others that arrived meanwhile in the
-next call (at most `MAX_IDS` each). Under light load each goes alone and nothing waits;
-under heavy load calls stay few and carry many ids. The `Forward.KeepAlive` and
+Here it is group commit: a keepalive goes at once when no call is out and none went in
+the last `MIN_GAP_S`, else it waits and goes with the others that arrived meanwhile in
+the next call (at most `MAX_IDS` each). Under light load each goes alone and nothing
+waits; under heavy load a follower makes at most 1/MIN_GAP_S calls a second, each with
+many ids (a call costs the leader a few hundred µs: with calls back to back, batches of
+3-5 keepalives cost it about as much as taking them directly). The `Forward.KeepAlive` and
 `Forward.Remaining` RPCs always took a list.
 
 An asker that gives up (its client is told `pending`) does not take its keepalive
@@ -31,6 +33,7 @@ log = logging.getLogger(__name__)
 
 MAX_IN_FLIGHT = 1
 MAX_IDS = 4096
+MIN_GAP_S = 0.01  # between the starts of two calls: keepalives wait at most this long
 
 # the leader's answers per id, in order: the TTL (ms), -1 gone, 0 it cannot tell yet
 Call = Callable[[list[int]], Awaitable[list[int]]]
@@ -48,6 +51,8 @@ class SessionAsks:
         self._call = call
         self._queue: list[tuple[int, asyncio.Future[int | None]]] = []
         self._in_flight: set[asyncio.Task] = set()
+        self._last_call = float("-inf")  # loop time the last call started
+        self._timer: asyncio.TimerHandle | None = None
 
     async def ask(self, session_id: int, timeout: float) -> int | None:
         """The leader's answer for the session (TTL ms, or -1 gone); None if it could not
@@ -69,12 +74,23 @@ class SessionAsks:
         return len(self._queue)
 
     def _pump(self) -> None:
-        while self._queue and len(self._in_flight) < MAX_IN_FLIGHT:
-            batch = self._queue[:MAX_IDS]  # given up or not: see the module's docstring
-            del self._queue[:MAX_IDS]
-            task = asyncio.get_running_loop().create_task(self._send(batch))
-            self._in_flight.add(task)
-            task.add_done_callback(self._sent)
+        if not self._queue or len(self._in_flight) >= MAX_IN_FLIGHT or self._timer:
+            return
+        loop = asyncio.get_running_loop()
+        wait = self._last_call + MIN_GAP_S - loop.time()
+        if wait > 0:
+            self._timer = loop.call_later(wait, self._waited)
+            return
+        self._last_call = loop.time()
+        batch = self._queue[:MAX_IDS]  # given up or not: see the module's docstring
+        del self._queue[:MAX_IDS]
+        task = loop.create_task(self._send(batch))
+        self._in_flight.add(task)
+        task.add_done_callback(self._sent)
+
+    def _waited(self) -> None:
+        self._timer = None
+        self._pump()
 
     def _sent(self, task: asyncio.Task) -> None:
         self._in_flight.discard(task)
@@ -92,6 +108,9 @@ class SessionAsks:
                 fut.set_result(None if ttl == 0 else ttl)
 
     async def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         for task in list(self._in_flight):
             task.cancel()
         await asyncio.gather(*self._in_flight, return_exceptions=True)

@@ -68,6 +68,25 @@ def test_a_lone_ask_goes_at_once():
     assert _run(main()) == 1007 and leader.calls == [[7]]
 
 
+def test_a_steady_trickle_goes_in_few_calls_even_to_a_fast_leader():
+    """Asks arriving one every 2 ms to a leader that answers at once: calls start at
+    most every MIN_GAP_S, so about 20 over 0.2 s, not one per ask (a call costs the
+    leader far more than an id in it)."""
+    leader = Leader(delay=0)
+
+    async def main():
+        asks = SessionAsks(leader)
+        pending = []
+        for i in range(1, 101):
+            pending.append(asyncio.create_task(asks.ask(i, 5.0)))
+            await asyncio.sleep(0.002)
+        return await asyncio.gather(*pending)
+
+    answers = _run(main())
+    assert answers == [-1 if i == 13 else 1000 + i for i in range(1, 101)]
+    assert len(leader.calls) <= 40, len(leader.calls)  # MIN_GAP_S 10 ms: about 20
+
+
 def test_batches_are_bounded(monkeypatch):
     monkeypatch.setattr(session_asks, "MAX_IDS", 10)
     leader = Leader()
