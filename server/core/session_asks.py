@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 MAX_IN_FLIGHT = 1
 MAX_IDS = 4096
 MIN_GAP_S = 0.01  # between the starts of two calls: keepalives wait at most this long
+MAX_WAITING = 16 * MAX_IDS  # queued asks: past it, those whose askers gave up are dropped
 
 # the leader's answers per id, in order: the TTL (ms), -1 gone, 0 it cannot tell yet
 Call = Callable[[list[int]], Awaitable[list[int]]]
@@ -63,15 +64,16 @@ class SessionAsks:
         """`ask` as a future (a caller with many asks out needs no task for each)."""
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[int | None] = loop.create_future()
+        if len(self._queue) >= MAX_WAITING:  # a leader that does not answer: bounded
+            self._queue = [(sid, f) for sid, f in self._queue if not f.done()]
+            if len(self._queue) >= MAX_WAITING:
+                fut.set_result(None)
+                return fut
         self._queue.append((session_id, fut))
         self._pump()
         if not fut.done():
             loop.call_later(timeout, _give_up, fut)
         return fut
-
-    @property
-    def waiting(self) -> int:
-        return len(self._queue)
 
     def _pump(self) -> None:
         if not self._queue or len(self._in_flight) >= MAX_IN_FLIGHT or self._timer:

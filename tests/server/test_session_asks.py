@@ -87,6 +87,29 @@ def test_a_steady_trickle_goes_in_few_calls_even_to_a_fast_leader():
     assert len(leader.calls) <= 40, len(leader.calls)  # MIN_GAP_S 10 ms: about 20
 
 
+def test_the_queue_is_bounded_while_the_leader_does_not_answer(monkeypatch):
+    """A leader that hangs: asks pile up only to MAX_WAITING. Past it, asks whose askers
+    gave up are dropped; while every queued one is still waited on, a new ask is
+    answered None at once."""
+    monkeypatch.setattr(session_asks, "MAX_WAITING", 50)
+    leader = Leader(delay=3.0)
+
+    async def main():
+        asks = SessionAsks(leader)
+        asks.ask_soon(1, 0.01)  # the call that hangs
+        await asyncio.sleep(0)
+        fill = [asks.ask_soon(i, 0.02) for i in range(2, 52)]
+        refused = asks.ask_soon(99, 5.0)
+        assert refused.done() and refused.result() is None
+        await asyncio.sleep(0.05)  # the fill's askers give up
+        assert all(f.done() for f in fill)
+        kept = asks.ask_soon(100, 5.0)
+        assert not kept.done() and [sid for sid, _ in asks._queue] == [100]
+        await asks.close()
+
+    _run(main())
+
+
 def test_batches_are_bounded(monkeypatch):
     monkeypatch.setattr(session_asks, "MAX_IDS", 10)
     leader = Leader()
