@@ -702,7 +702,6 @@ def run_scale_bench(args: argparse.Namespace) -> int:
     compaction = ["--auto-compaction-mode", args.auto_compaction_mode,
                   "--auto-compaction-retention", args.auto_compaction_retention]
     clients = max(int(x) for x in args.concurrency.split(",") if x)
-    owners_batch = f"{GROW_BATCH:,} per own"
 
     out: dict[str, list[dict]] = {p: [] for p in PHASES}
     for phase in phases:
@@ -761,7 +760,7 @@ def run_scale_bench(args: argparse.Namespace) -> int:
             print("  " + line)
     if out["owners"]:
         print(f"owners: coord grown to {args.owners} owned resources (claimed "
-              f"{owners_batch}); one claim's latency from {args.probe_ops} claims")
+              f"{GROW_BATCH:,} per own); one claim's latency from {args.probe_ops} claims")
         for line in owners_table(out["owners"]):
             print("  " + line)
     return 0

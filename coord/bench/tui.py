@@ -15,7 +15,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 from coord.client import AsyncClient, Client
 from coord.testing import LocalCluster
@@ -58,6 +60,23 @@ def preload(endpoints: list[str]) -> None:
             t.commit()
 
 
+async def _to_row(pilot: Any, view: Any, act: Callable[[int], Awaitable[str]],
+                  what: str) -> tuple[list[float], list[float]]:
+    """CLAIMS times: `act(i)` (its call timed) and the wait until the row id it returns
+    is in `view`; (ms to the row, ms of the call), each bounded by 10 s."""
+    latencies, rpcs = [], []
+    for i in range(CLAIMS):
+        start = time.monotonic()
+        row = await act(i)
+        rpcs.append((time.monotonic() - start) * 1000)
+        while row not in view._ids:
+            if time.monotonic() - start > 10:
+                raise RuntimeError(f"{what} row did not appear in 10 s")
+            await pilot.pause(0.005)
+        latencies.append((time.monotonic() - start) * 1000)
+    return latencies, rpcs
+
+
 async def measure(endpoints: list[str]) -> dict[str, float]:
     out: dict[str, float] = {}
     async with AsyncClient(endpoints, read_only_ok=True) as console, \
@@ -80,32 +99,23 @@ async def measure(endpoints: list[str]) -> dict[str, float]:
                 time.monotonic() - wall0)
 
             s = await client.open_session("claims", ttl=60)
-            latencies, rpcs = [], []
-            for i in range(CLAIMS):
-                start = time.monotonic()
+
+            async def claim(i: int) -> str:
                 await client.own(s.session_id, "claims", [f"c-{i}"])
-                rpcs.append((time.monotonic() - start) * 1000)
-                rid = f"claims\x1fc-{i}"
-                while rid not in app.views["owners"]._ids:
-                    if time.monotonic() - start > 10:
-                        raise RuntimeError("a claim's row did not appear in 10 s")
-                    await pilot.pause(0.005)
-                latencies.append((time.monotonic() - start) * 1000)
+                return f"claims\x1fc-{i}"
+
+            latencies, rpcs = await _to_row(pilot, app.views["owners"], claim, "a claim's")
             out["claim_to_row_ms_median"] = statistics.median(latencies)
             out["claim_to_row_ms_max"] = max(latencies)
             out["own_rpc_ms_median"] = statistics.median(rpcs)  # of which: the claim itself
 
             app.show_view("sessions")  # sessions come by their own stream (WatchSessions)
-            latencies, rpcs = [], []
-            for i in range(CLAIMS):
-                start = time.monotonic()
-                opened = await client.open_session(f"opened-{i}", ttl=60)
-                rpcs.append((time.monotonic() - start) * 1000)
-                while str(opened.session_id) not in app.views["sessions"]._ids:
-                    if time.monotonic() - start > 10:
-                        raise RuntimeError("a session's row did not appear in 10 s")
-                    await pilot.pause(0.005)
-                latencies.append((time.monotonic() - start) * 1000)
+
+            async def open_one(i: int) -> str:
+                return str((await client.open_session(f"opened-{i}", ttl=60)).session_id)
+
+            latencies, rpcs = await _to_row(pilot, app.views["sessions"], open_one,
+                                            "a session's")
             out["session_to_row_ms_median"] = statistics.median(latencies)
             out["session_to_row_ms_max"] = max(latencies)
             out["open_rpc_ms_median"] = statistics.median(rpcs)
