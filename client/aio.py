@@ -78,8 +78,9 @@ class AsyncClient:
     `timeout` bounds each try (the whole operation, failover included, is bounded by
     `policy.budget_factor` times it). Only requests that are safe to repeat are repeated
     on the next member: reads, writes carrying a request_id, and any request whose error
-    proves it was not applied. `read_only_ok`: see `Client`. `connect` makes the
-    transport for an endpoint (default grpc.aio; the sync Client passes its own).
+    proves it was not applied. `read_only_ok`, `randomize_endpoints`: see `Client`.
+    `connect` makes the transport for an endpoint (default grpc.aio; the sync Client
+    passes its own).
     """
 
     def __init__(
@@ -91,8 +92,9 @@ class AsyncClient:
         *,
         connect: Connect | None = None,
         stream: bool = True,
+        randomize_endpoints: bool = True,
     ) -> None:
-        self.ring = EndpointRing(parse_endpoints(endpoints))
+        self.ring = EndpointRing(parse_endpoints(endpoints), randomize=randomize_endpoints)
         self.timeout = timeout
         self.read_only_ok = read_only_ok
         self.policy = policy or RetryPolicy()
@@ -100,6 +102,7 @@ class AsyncClient:
         self.mode_listeners: list[ModeListener] = []
         self._transports = Transports(connect or aio_transport.connect)
         self.stream = stream
+        self.randomize_endpoints = randomize_endpoints
         self._pipelines = Pipelines(self.metadata)
         self._prober = Prober(self.ring, self._transports, self.mode_listeners)
         self.sessions: set[AsyncSession] = set()  # live ones, ended when the client closes

@@ -7,6 +7,7 @@ member found down is skipped by all of them at once instead of each rediscoverin
 from __future__ import annotations
 
 import os
+import random
 import threading
 from collections.abc import Sequence
 
@@ -38,13 +39,18 @@ class EndpointRing:
     """The current endpoint, shared by every call, stream and keepalive of one client so
     that a member found down is skipped by all of them. `failed(i)` moves on only if `i`
     is still current: concurrent failures against one member rotate once, not N times.
-    Locked: the sync client's callers read it from their own threads."""
+    Locked: the sync client's callers read it from their own threads.
 
-    def __init__(self, endpoints: Sequence[str]) -> None:
+    `randomize`: start at a random endpoint rather than the first, so that many clients
+    given the same list spread over the members instead of all landing on the first
+    (ZooKeeper's clients shuffle their connect string; kazoo's `randomize_hosts`). The
+    order of failover after it stays the list's."""
+
+    def __init__(self, endpoints: Sequence[str], randomize: bool = False) -> None:
         if not endpoints:
             raise ValueError("no endpoints given")
         self.endpoints: tuple[str, ...] = tuple(endpoints)
-        self._index = 0
+        self._index = random.randrange(len(self.endpoints)) if randomize else 0
         self._lock = threading.Lock()
 
     def __len__(self) -> int:

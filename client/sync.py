@@ -134,6 +134,11 @@ class Client:
     `stream` (default True): requests travel on one pipelined stream per member (see
     `AsyncClient`); False sends each as its own unary call.
 
+    `randomize_endpoints` (default True): start at a random member of `endpoints`, so
+    that clients given the same list spread over the cluster (as ZooKeeper's and kazoo's
+    clients do); False starts at the first endpoint, for a client that must reach a
+    particular member first. Failover goes on through the list in its order either way.
+
     After fork(), a client inherited by the child starts afresh there; in a child forked
     while this process's clients had live sessions, every Client raises `CoordError`
     reason FORKED instead (see `_restart_clients_in_child`).
@@ -146,10 +151,12 @@ class Client:
         read_only_ok: bool = False,
         policy: RetryPolicy | None = None,
         stream: bool = True,
+        randomize_endpoints: bool = True,
     ) -> None:
         _refuse_if_forked_with_sessions()
         self._aio = AsyncClient(endpoints, timeout, read_only_ok, policy,
-                                connect=thread_transport.connect, stream=stream)
+                                connect=thread_transport.connect, stream=stream,
+                                randomize_endpoints=randomize_endpoints)
         self.mode_listeners: list[ModeListener] = []
         self._callbacks = CallbackThread("coord-callbacks")
         self._loop = LoopThread("coord-client")
@@ -162,7 +169,8 @@ class Client:
         and mode listeners. Streams and sessions made before the fork stay the parent's."""
         old = self._aio
         self._aio = AsyncClient(old.endpoints, old.timeout, old.read_only_ok, old.policy,
-                                connect=thread_transport.connect, stream=old.stream)
+                                connect=thread_transport.connect, stream=old.stream,
+                                randomize_endpoints=old.randomize_endpoints)
         self._callbacks = CallbackThread("coord-callbacks")
         self._loop = LoopThread("coord-client")
         self._lock = threading.Lock()

@@ -286,8 +286,10 @@ def coord_trial(cluster: LocalCluster, role: str, index: int) -> Trial:
     others = [n for n in names if n != survivor]
     trial = Trial("coord", role, index, survivor)
     endpoints = [cluster.members[n].listen for n in [survivor, *others]]
-    client = Client(endpoints, read_only_ok=True, timeout=1.0)
-    api_client = Client(endpoints, read_only_ok=True)  # default timeout, for ro_read_api
+    # Both start at the survivor: the trial times a client whose first member is cut off.
+    client = Client(endpoints, read_only_ok=True, timeout=1.0, randomize_endpoints=False)
+    api_client = Client(endpoints, read_only_ok=True,  # default timeout, for ro_read_api
+                        randomize_endpoints=False)
     ro_events: list[float] = []
 
     def on_event(ev) -> None:

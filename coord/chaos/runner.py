@@ -199,13 +199,15 @@ def _worker(i: int, nth: int, cfg: RunConfig, workload: Workload, recorder: Reco
     """Worker `i`, the `nth` of those running `workload`."""
     rng = random.Random(f"{cfg.seed}-worker-{i}")
     proc = Process(recorder, i, cfg.workers)
-    # Each worker starts at a different member, so every member serves clients.
+    # Each worker starts at a different member, so every member serves clients (chosen
+    # here, not at random by the client, so a seed replays the same run).
     ordered = endpoints[i % len(endpoints):] + endpoints[:i % len(endpoints)]
     # Every other register worker accepts read-only service: cut off with a minority, it
     # gets stale reads flagged read_only (left out of the linearizability check, which
     # then holds every read *not* flagged to be linearizable).
     read_only_ok = workload.name == "register" and nth % 2 == 1
-    with Client(ordered, timeout=cfg.client_timeout, read_only_ok=read_only_ok) as client:
+    with Client(ordered, timeout=cfg.client_timeout, read_only_ok=read_only_ok,
+                randomize_endpoints=False) as client:
         while not stop.is_set():
             try:
                 workload.step(proc, client, rng)

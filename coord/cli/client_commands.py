@@ -259,8 +259,10 @@ def _client_settings(args: argparse.Namespace) -> tuple[list[str], dict[str, Any
     if args.timeout <= 0:
         raise UsageError(f"--timeout must be positive, not {args.timeout}")
     # --timeout bounds each command, failover included (etcdctl's --command-timeout).
+    # One command is one client: nothing to spread over the members, and an operator who
+    # lists a member first means that member.
     return endpoints, {"timeout": args.timeout, "read_only_ok": args.read_only_ok,
-                       "policy": RetryPolicy(budget_factor=1.0)}
+                       "policy": RetryPolicy(budget_factor=1.0), "randomize_endpoints": False}
 
 
 def _client(args: argparse.Namespace) -> Any:

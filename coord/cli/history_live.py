@@ -146,7 +146,8 @@ def export_live(args: argparse.Namespace) -> int:
         if change.moved:
             moved.set()
 
-    with sink, Client(endpoints, read_only_ok=args.read_only_ok) as client, \
+    with sink, Client(endpoints, read_only_ok=args.read_only_ok,  # the first listed first
+                      randomize_endpoints=False) as client, \
             progress_bar("export") as progress:
         client.add_mode_listener(on_mode)
         task = progress.add_task("export", total=None, rate="")

@@ -418,5 +418,6 @@ class CoordApp(App):
 
 async def run(endpoints: list[str], read_only: bool = False) -> None:
     """`coord tui`: the console on a client of `endpoints` until the operator quits."""
-    async with AsyncClient(endpoints, read_only_ok=True) as client:
+    # One operator, one client: the member listed first is the one asked first.
+    async with AsyncClient(endpoints, read_only_ok=True, randomize_endpoints=False) as client:
         await CoordApp(client=client, read_only=read_only).run_async()

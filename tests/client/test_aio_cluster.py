@@ -172,7 +172,7 @@ def test_failover_when_the_connected_member_is_killed(cluster3: LocalCluster):
         leader = await asyncio.to_thread(cluster3.wait_for_leader)
         others = [n for n in cluster3.members if n != leader]
         order = [cluster3.members[n].listen for n in [leader, *others]]
-        async with AsyncClient(order, timeout=5.0) as client:
+        async with AsyncClient(order, timeout=5.0, randomize_endpoints=False) as client:
             assert (await client.put("f/0", "0")).header.member == leader
             async with client.session(name="survivor", ttl=TTL_S) as s:
                 await s.own("g", [("keep", 1)])

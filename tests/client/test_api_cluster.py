@@ -158,7 +158,8 @@ def test_session_outlives_its_member_and_a_leader_failover(cluster3: LocalCluste
     leader = cluster3.wait_for_leader()
     others = [n for n in cluster3.members if n != leader]
     order = [cluster3.members[leader].listen] + [cluster3.members[n].listen for n in others]
-    with Client(order) as c, Client([cluster3.members[others[0]].listen]) as watcher:
+    with Client(order, randomize_endpoints=False) as c, \
+            Client([cluster3.members[others[0]].listen]) as watcher:
         with c.session(name="survivor", ttl=TTL_S) as s:
             s.own("g", [("keep", 1)])
             cluster3.kill(leader)

@@ -309,6 +309,26 @@ def test_endpoint_ring_rotates_once_per_failure_of_the_current_member():
     assert ring.current() == (0, "a")  # wraps around
 
 
+def test_endpoint_rings_start_at_a_random_member_when_asked():
+    """Clients given the same list must not all land on its first member (ZooKeeper's
+    and kazoo's clients shuffle theirs). 300 rings of 3: each start is missed by all of
+    them with probability (2/3)^300."""
+    starts = {EndpointRing(["a", "b", "c"], randomize=True).current() for _ in range(300)}
+    assert starts == {(0, "a"), (1, "b"), (2, "c")}
+    assert {EndpointRing(["a", "b", "c"]).current() for _ in range(50)} == {(0, "a")}
+    ring = EndpointRing(["a", "b", "c"], randomize=True)
+    index, _ = ring.current()
+    ring.failed(index)  # failover goes on in the list's order from wherever it started
+    assert ring.current()[0] == (index + 1) % 3
+
+
+def test_clients_randomize_their_start_by_default_and_not_when_told():
+    lists = ["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"]
+    assert {AsyncClient(lists).ring.current()[0] for _ in range(300)} == {0, 1, 2}
+    assert {AsyncClient(lists, randomize_endpoints=False).ring.current()[0]
+            for _ in range(50)} == {0}
+
+
 def test_retry_policy_is_bounded():
     p = RetryPolicy(rounds=2, min_attempts=3, backoff=0.05, max_backoff=1.0)
     assert p.attempts(3) == 6
@@ -820,7 +840,8 @@ def eventually(predicate, timeout: float = 5.0) -> bool:
 def test_write_fails_over_with_the_same_request_id(members):
     a, b = members
     a.behaviour["Put"] = "no_leader"
-    with Client([a.endpoint, b.endpoint], timeout=2, policy=FAST) as client:
+    with Client([a.endpoint, b.endpoint], timeout=2, policy=FAST,
+                randomize_endpoints=False) as client:
         result = client.put("k", "v")
         assert result.header.member == "b"
         assert a.requests["Put"][0].request_id == b.requests["Put"][0].request_id != ""
@@ -829,7 +850,8 @@ def test_write_fails_over_with_the_same_request_id(members):
 
 def test_ambiguous_failure_of_unsafe_write_is_not_repeated(members):
     a, b = members
-    with Client([a.endpoint, b.endpoint], timeout=2, policy=FAST) as client:
+    with Client([a.endpoint, b.endpoint], timeout=2, policy=FAST,
+                randomize_endpoints=False) as client:
         with pytest.raises(DeadlineError):
             client.compact(3)
     assert len(a.requests["Compact"]) == 1 and "Compact" not in b.requests
@@ -846,7 +868,8 @@ def test_watch_resumes_on_another_member_without_loss_or_repeat(members):
     a, b = members
     a.behaviour["Watch"] = [wresp((b"k1", 11)), wresp((b"k2", 12)), "abort"]
     b.behaviour["Watch"] = [wresp((b"k2", 12), (b"k3", 12)), wresp((b"k4", 13))]
-    with Client([a.endpoint, b.endpoint], timeout=2, policy=FAST) as client:
+    with Client([a.endpoint, b.endpoint], timeout=2, policy=FAST,
+                randomize_endpoints=False) as client:
         stream = client.watch(prefix="k")
         got = [(e.kv.key, e.revision) for _, e in zip(range(4), stream, strict=False)]
         stream.cancel()
@@ -917,7 +940,8 @@ def test_async_client_fails_over_and_watches(members):
     b.behaviour["Watch"] = [wresp((b"k1", 11))]
 
     async def main() -> None:
-        async with AsyncClient([a.endpoint, b.endpoint], timeout=2, policy=FAST) as client:
+        async with AsyncClient([a.endpoint, b.endpoint], timeout=2, policy=FAST,
+                               randomize_endpoints=False) as client:
             assert (await client.put("k", "v")).header.member == "b"
             async with client.watch("k1") as stream:
                 event = await stream.__anext__()

@@ -209,7 +209,7 @@ def test_stream_fails_over_when_the_leader_is_killed(cluster3: LocalCluster, via
         rest = [n for n in cluster3.members if n != first]
         order = [cluster3.members[n].listen for n in [first, *rest]]
         writes_per_worker = 40
-        async with AsyncClient(order, timeout=5.0) as client:
+        async with AsyncClient(order, timeout=5.0, randomize_endpoints=False) as client:
             members: dict[str, int] = {}
             killed = asyncio.Event()
 
@@ -292,7 +292,7 @@ def test_stream_moves_on_when_its_member_stops_gracefully(cluster3: LocalCluster
         first = next(n for n in cluster3.members if n != leader)
         order = [cluster3.members[n].listen for n in [first, *(
             n for n in cluster3.members if n != first)]]
-        async with AsyncClient(order, timeout=5.0) as client:
+        async with AsyncClient(order, timeout=5.0, randomize_endpoints=False) as client:
             members: dict[str, int] = {}
 
             async def worker(w: int) -> None:

@@ -141,7 +141,8 @@ def test_a_local_session_stays_with_its_member_when_the_client_moves_to_the_majo
         wait_until("minority read-only", lambda: mode_of(cluster, minority) == "read-only")
 
         async def run() -> None:
-            async with AsyncClient(endpoints, read_only_ok=True, timeout=2.0) as client:
+            async with AsyncClient(endpoints, read_only_ok=True, timeout=2.0,
+                                   randomize_endpoints=False) as client:
                 moves: asyncio.Queue = asyncio.Queue()
                 client.add_mode_listener(moves.put_nowait)
                 events: list = []

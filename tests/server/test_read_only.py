@@ -70,7 +70,7 @@ def test_survivor_serves_reads_read_only_and_comes_back(cluster3, survivor_role)
     first = cluster3.members[survivor].listen
     rest = [cluster3.members[n].listen for n in others]
 
-    ro = Client([first, *rest], read_only_ok=True, timeout=2.0)
+    ro = Client([first, *rest], read_only_ok=True, timeout=2.0, randomize_endpoints=False)
     normal = Client([first], timeout=1.0)
     raw = grpc.insecure_channel(first)
     try:
@@ -176,7 +176,8 @@ def test_minority_member_cut_off_serves_stale_flagged_reads_then_catches_up(tmp_
         on_minority = cluster.members[minority].listen
         pinned = Client([on_minority], read_only_ok=True, timeout=2.0)
         writer = Client(majority, timeout=2.0)
-        mover = Client([on_minority, *majority], read_only_ok=True, timeout=2.0)
+        mover = Client([on_minority, *majority], read_only_ok=True, timeout=2.0,
+                       randomize_endpoints=False)
         moves: queue.Queue = queue.Queue()
         mover.add_mode_listener(moves.put)
         try:
@@ -244,7 +245,8 @@ def test_a_session_hears_read_only_mode_no_later_than_the_first_read_only_answer
     endpoints = [cluster3.members[n].listen for n in [survivor, *others]]
 
     async def run() -> None:
-        async with AsyncClient(endpoints, read_only_ok=True, timeout=1.0) as client:
+        async with AsyncClient(endpoints, read_only_ok=True, timeout=1.0,
+                               randomize_endpoints=False) as client:
             events: list = []
             session = await client.session(ttl=3.0, on_event=events.append)
             await client.put(b"k", b"v")
