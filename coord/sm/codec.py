@@ -43,13 +43,17 @@ def dumps(plain: Any) -> bytes:
 
 class Lazy:
     """A list whose items become plain values only when `iter_dumps` reaches them, a
-    slice at a time (a snapshot's keys and histories: converting them is the slow part)."""
+    slice at a time (a snapshot's keys and histories: converting them is the slow part).
+    `slice_len` (default: `iter_dumps`'s) is how many items make one piece: 1 when each
+    item is itself a chunk of records."""
 
-    __slots__ = ("items", "convert")
+    __slots__ = ("items", "convert", "slice_len")
 
-    def __init__(self, items: Sequence[Any], convert: Converter) -> None:
+    def __init__(self, items: Sequence[Any], convert: Converter,
+                 slice_len: int | None = None) -> None:
         self.items = items
         self.convert = convert
+        self.slice_len = slice_len
 
 
 class Pieces:
@@ -82,10 +86,11 @@ def iter_dumps(plain: Any, slice_len: int = 500) -> Iterator[str]:
     elif type(plain) is Pieces:
         yield from plain.pieces
     elif type(plain) is Lazy or (type(plain) is list and len(plain) > slice_len):
-        items, convert = (plain.items, plain.convert) if type(plain) is Lazy else (plain, None)
+        items, convert, step = ((plain.items, plain.convert, plain.slice_len or slice_len)
+                                if type(plain) is Lazy else (plain, None, slice_len))
         yield "["
-        for start in range(0, len(items), slice_len):
-            chunk = items[start:start + slice_len]
+        for start in range(0, len(items), step):
+            chunk = items[start:start + step]
             text = encode(chunk if convert is None else [convert(x) for x in chunk])
             yield ("," if start else "") + text[1:-1]
         yield "]"
