@@ -18,7 +18,7 @@ from typing import Any
 
 from sortedcontainers import SortedList
 
-from coord.sm import codec, limits
+from coord.sm import codec, kv_columns, limits
 from coord.sm.commands import (
     CREATE,
     LEASE,
@@ -576,13 +576,18 @@ class KVStore:
     def capture(self) -> dict:
         """This state now, cheaply: copies of the containers (the records are frozen), to
         be converted later, a slice at a time (`codec.iter_dumps`)."""
-        kvs = self._kvs.copy()
-        enc_kv = codec.encoder(KeyValue)
+        kvs, keys, history = self._kvs.copy(), list(self._keys), self._history.copy()
+        step = kv_columns.CHUNK
         return {
             "compact_revision": self.compact_revision,
             "compacted": self.compacted,
-            "kvs": codec.Lazy(list(self._keys), lambda k: enc_kv(kvs[k])),
-            "history": codec.Lazy(self._history.copy(), codec.encoder(WatchEvent)),
+            "kv_columns": codec.Lazy(
+                range(0, len(keys), step),
+                lambda at: kv_columns.kv_chunk([kvs[k] for k in keys[at:at + step]]),
+                slice_len=1),
+            "history_columns": codec.Lazy(
+                range(0, len(history), step),
+                lambda at: kv_columns.events_chunk(history[at:at + step]), slice_len=1),
         }
 
     def view(self) -> KVView:
@@ -592,12 +597,16 @@ class KVStore:
                       self.ledger.revision)
 
     def load_state(self, state: dict) -> None:
-        dec_kv, dec_ev = codec.decoder(KeyValue), codec.decoder(WatchEvent)
         compact_revision = state["compact_revision"]
         if type(compact_revision) is not int:
             raise ValueError("bad compact revision")
-        kvs = [dec_kv(x) for x in state["kvs"]]
-        history = [dec_ev(x) for x in state["history"]]
+        if "kv_columns" in state:
+            kvs = kv_columns.kvs_from(state["kv_columns"])
+            history, kvs = kv_columns.events_from(state["history_columns"], kvs)
+        else:  # snapshots from before the columns: a JSON object per record
+            dec_kv, dec_ev = codec.decoder(KeyValue), codec.decoder(WatchEvent)
+            kvs = [dec_kv(x) for x in state["kvs"]]
+            history = [dec_ev(x) for x in state["history"]]
         keys = [kv.key for kv in kvs]
         revs = [e.revision for e in history]
         if keys != sorted(set(keys)) or revs != sorted(revs):

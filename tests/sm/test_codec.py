@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from coord.sm import codec
+from coord.sm.records import Claim
 
 
 @pytest.mark.parametrize("text", ["YQ", "YQ===", "YR==", "YQ==\n", " YQ==", "Y!Q==", "YQ==é",
@@ -23,3 +24,42 @@ def test_bytes_round_trip_through_canonical_base64():
         assert codec.from_plain(bytes, text) == raw
     with pytest.raises(ValueError):
         codec.from_plain(bytes, b"YQ==")  # text only
+
+
+ROWS = tuple[Claim, ...]
+GOOD_ROWS = [["a", 0], ["b", 7], ["c", codec.INT64_MAX]]
+BAD_ROWS = {
+    "a bool for an int": [["a", 0], ["b", True]],
+    "an int past int64": [["a", codec.INT64_MAX + 1]],
+    "an int below int64": [["a", codec.INT64_MIN - 1]],
+    "an int for a str": [[5, 0]],
+    "a row too short": [["a", 0], ["b"]],
+    "a row too long": [["a", 0, 1]],
+    "a row that is not a list": [("a", 0)],
+    "a dict for the rows": {"a": 0},
+}
+
+
+def test_rows_of_a_flat_namedtuple_decode_in_columns_as_one_by_one():
+    assert codec.from_plain(ROWS, GOOD_ROWS) == tuple(Claim(*r) for r in GOOD_ROWS)
+    assert codec.from_plain(ROWS, []) == ()
+    assert codec.to_plain(ROWS, codec.from_plain(ROWS, GOOD_ROWS)) == GOOD_ROWS
+
+
+@pytest.mark.parametrize("name", sorted(BAD_ROWS))
+def test_rows_refused_in_columns_are_refused_with_the_row_s_own_error(name):
+    """The column checks refuse what the per-row converter refuses, with its message."""
+    rows = BAD_ROWS[name]
+    with pytest.raises(ValueError) as batch:
+        codec.from_plain(ROWS, rows)
+    if isinstance(rows, list):
+        bad = next(r for r in rows if r not in GOOD_ROWS and r != ["a", 0])
+        with pytest.raises(ValueError) as single:
+            codec.from_plain(Claim, bad)
+        assert str(batch.value) == str(single.value)
+
+
+def test_rows_encode_only_from_tuples_of_the_right_kinds():
+    for bad in ([Claim("a", True)], [("a", 0, 1)], [["a", 0]], [Claim(5, 0)]):
+        with pytest.raises(ValueError):
+            codec.to_plain(ROWS, bad)

@@ -223,7 +223,7 @@ def test_session_bound_keys():
 
 
 def kvs_state(kv: KVStore) -> str:
-    return "".join(codec.iter_dumps(kv.capture()["kvs"]))
+    return "".join(codec.iter_dumps(kv.capture()["kv_columns"]))
 
 
 def test_bad_input_is_refused_and_changes_nothing(kv):
