@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Sequence
 
 import grpc
 
+from coord.client.errors import UnavailableError, from_rpc_error
 from coord.v1 import admin_pb2, admin_pb2_grpc
 
 
@@ -52,3 +54,28 @@ class AdminClient:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def propose_to_leader(endpoints: Sequence[str], data: bytes, timeout: float = 10.0) -> bytes:
+    """Commit one encoded command through `Admin.Propose` on whichever member leads, and
+    return its encoded result: for cluster settings that have no API of their own
+    (`coord pid capacity`). Members that do not lead or cannot be reached are passed
+    over, pass after pass, until `timeout`; give the command a request id, so that a
+    try whose answer was lost is not applied twice. UnavailableError if none led."""
+    deadline = time.monotonic() + timeout
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        for endpoint in endpoints:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            try:
+                with AdminClient(endpoint, timeout=min(left, 5.0)) as admin:
+                    return admin.propose(data).result
+            except grpc.RpcError as e:
+                last = from_rpc_error(e)
+                if not (isinstance(last, UnavailableError)
+                        or last.code is grpc.StatusCode.DEADLINE_EXCEEDED):
+                    raise last from None
+        time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
+    raise UnavailableError("NO_LEADER", f"no member led within {timeout:g}s ({last})")

@@ -21,6 +21,7 @@ has both cores), through the same etcd-v3-API asyncio driver talking to the lead
         and the driver's CPU %, RSS per member, keepalive round-trip p50/p99, and how
         many sessions expired (the figures mean something only at zero).
   owners  grows to --owners owned resources (coord only; coord/bench/scale_owners.py).
+  pids  grows to --pids live pid leases (coord only; coord/bench/scale_pids.py).
 
 Figures only, nothing asserted; the box is shared, so print `uptime` beside them."""
 
@@ -39,6 +40,7 @@ import grpc
 from coord.bench.footprint import cpu_seconds, dir_bytes, mib, per_member
 from coord.bench.scale_common import Running, decades, log, probe, retrying, running
 from coord.bench.scale_owners import GROW_BATCH, owners, owners_table
+from coord.bench.scale_pids import IN_FLIGHT, pids, pids_table
 from coord.bench.startup import PROBE_OPTIONS
 from coord.bench.stats import latency_ms
 from coord.etcdpb import rpc_pb2 as epb
@@ -52,7 +54,7 @@ from coord.v1 import coord_pb2_grpc as cpb
 
 VALUE = b"v" * 100
 
-PHASES = ("soak", "keys", "restart", "sessions", "owners")
+PHASES = ("soak", "keys", "restart", "sessions", "owners", "pids")
 
 
 async def soak(run: Running, seconds: float, sample_s: float, clients: int,
@@ -196,12 +198,7 @@ class _CoordRig:
         return max(dir_bytes(m.data_dir) for m in self.cluster.members.values())
 
     def kill_all_and_exec(self) -> float:
-        for name in self.names:
-            self.cluster.kill(name)
-        started = time.monotonic()
-        for name in self.names:
-            self.cluster.start_member(name, wait=False)
-        return started
+        return self.cluster.restart_all(wait=False)
 
     def settle(self) -> None:
         for name in self.names:
@@ -706,8 +703,8 @@ def run_scale_bench(args: argparse.Namespace) -> int:
     out: dict[str, list[dict]] = {p: [] for p in PHASES}
     for phase in phases:
         for system in systems:
-            if phase == "owners" and system != "coord":
-                continue  # etcd has no ownership: the keys phase is its side
+            if phase in ("owners", "pids") and system != "coord":
+                continue  # etcd has neither ownership nor pids
             log(f"{phase}: a {args.members}-member {system} on 127.0.0.1 "
                  f"({' '.join(compaction)}) ...")
             if phase == "restart":
@@ -720,6 +717,8 @@ def run_scale_bench(args: argparse.Namespace) -> int:
                     Phases("scale", shown) as bars:
                 if phase == "owners":
                     out["owners"] += asyncio.run(owners(run, args.owners, args.probe_ops))
+                elif phase == "pids":
+                    out["pids"] += asyncio.run(pids(run, args.pids, args.probe_ops))
                 elif phase == "sessions":
                     out["sessions"] += asyncio.run(sessions(
                         run, args.sessions, args.session_ttl, args.sample_s,
@@ -762,5 +761,10 @@ def run_scale_bench(args: argparse.Namespace) -> int:
         print(f"owners: coord grown to {args.owners} owned resources (claimed "
               f"{GROW_BATCH:,} per own); one claim's latency from {args.probe_ops} claims")
         for line in owners_table(out["owners"]):
+            print("  " + line)
+    if out["pids"]:
+        print(f"pids: coord grown to {args.pids} live pid leases ({IN_FLIGHT:,} at a time on "
+              f"one pipelined stream); one lease's latency from {args.probe_ops} leases")
+        for line in pids_table(out["pids"]):
             print("  " + line)
     return 0

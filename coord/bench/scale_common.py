@@ -4,6 +4,7 @@ seen one way, the decades a phase grows by, retried calls and latency probes."""
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -18,6 +19,7 @@ from coord.bench.footprint import dir_bytes, rss_bytes
 from coord.bench.stats import latency_ms
 from coord.testing import LocalCluster
 from coord.testing.peer_etcd import EtcdCluster
+from coord.v1 import admin_pb2, admin_pb2_grpc
 
 
 def log(msg: str) -> None:
@@ -100,3 +102,11 @@ async def probe(op: Callable[[int, int], Awaitable[object]], clients: int, per: 
 
     await asyncio.gather(*(worker(w) for w in range(clients)))
     return latency_ms(latencies)
+
+
+async def machine_state(endpoint: str) -> dict:
+    """A member's state machine as its Status describes it (counts of owned resources,
+    pid leases, ...): what a phase checks its own counts against."""
+    async with grpc.aio.insecure_channel(endpoint) as ch:
+        st = await admin_pb2_grpc.AdminStub(ch).Status(admin_pb2.StatusRequest(), timeout=30)
+    return json.loads(st.state_machine)

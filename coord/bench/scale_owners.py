@@ -13,15 +13,13 @@ Sessions hold at most PER_SESSION resources each and are opened with the maximum
 
 from __future__ import annotations
 
-import json
 import time
 
 import grpc
 
 from coord.bench.footprint import mib, per_member
-from coord.bench.scale_common import Running, decades, log, probe, retrying
+from coord.bench.scale_common import Running, decades, log, machine_state, probe, retrying
 from coord.sm.limits import MAX_TTL_MS
-from coord.v1 import admin_pb2, admin_pb2_grpc
 from coord.v1 import coord_pb2 as pb
 from coord.v1 import coord_pb2_grpc as cpb
 
@@ -91,9 +89,7 @@ async def owners(run: Running, total: int, probe_ops: int) -> list[dict]:
                       for i in range(per)]
             await own.Release(pb.ReleaseRequest(session_id=probe_session, group=GROUP,
                                                 resources=batch + probes), timeout=60)
-            st = await admin_pb2_grpc.AdminStub(ch).Status(admin_pb2.StatusRequest(),
-                                                           timeout=30)
-            held_now = json.loads(st.state_machine)["owned_resources"]
+            held_now = (await machine_state(run.leader))["owned_resources"]
             grown = max(0, fp["rss_max"] - base["rss_max"])
             row = {"system": run.system, "owned": target,
                    "own_per_s": (target - (rows[-1]["owned"] if rows else 0)) / grow_s,

@@ -67,8 +67,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="scale: comma-separated, of soak, keys, restart (kill -9 of "
                    "every member to serving, and a wiped follower's catch-up, per decade) "
                    "sessions (CPU, RSS and keepalive round trips per decade of sessions, "
-                   "etcd: leases, kept alive) and owners (RSS and claim latency per decade "
-                   "of owned resources, coord only)")
+                   "etcd: leases, kept alive), owners (RSS and claim latency per decade "
+                   "of owned resources, coord only) and pids (the same per decade of live "
+                   "pid leases, coord only)")
     b.add_argument("--sessions", type=int, default=100_000,
                    help="scale: sessions to grow to (the sessions phase)")
     b.add_argument("--session-ttl", type=float, default=30.0,
@@ -79,6 +80,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--keys", type=int, default=1_000_000, help="scale: keys to grow to")
     b.add_argument("--owners", type=int, default=1_000_000,
                    help="scale: owned resources to grow to (the owners phase)")
+    b.add_argument("--pids", type=int, default=1_000_000,
+                   help="scale: live pid leases to grow to (the pids phase)")
     b.add_argument("--probe-ops", type=int, default=2_000,
                    help="scale: put and get latency samples at each decade of keys")
     b.add_argument("--sample-s", type=float, default=30.0,

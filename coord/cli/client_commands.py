@@ -493,6 +493,26 @@ def cmd_pid_init(args: argparse.Namespace) -> int:
 
 
 @_command
+def cmd_pid_capacity(args: argparse.Namespace) -> int:
+    """Set how many live pid leases the cluster holds (committed: every member's ring)."""
+    import uuid
+
+    from coord.client.admin import propose_to_leader
+    from coord.client.errors import error_for
+    from coord.sm import commands as c
+
+    endpoints, settings = _client_settings(args)
+    cmd = c.SetPidCapacity(args.capacity, request_id=f"cli-{uuid.uuid4().hex}")
+    result = c.decode_result(propose_to_leader(endpoints, c.encode_command(cmd),
+                                               settings["timeout"]))
+    if result.error:
+        raise error_for(result.error, result.message)
+    _emit(args, {"capacity": args.capacity, "revision": result.revision},
+          lambda: [f"pid capacity {args.capacity} (revision {result.revision})"])
+    return 0
+
+
+@_command
 def cmd_pid_list(args: argparse.Namespace) -> int:
     """The pid blocks handed out lately, the live pid leases, and every producer."""
     resp = _inspect(args, lambda admin, _: admin.list_producers())
@@ -767,6 +787,9 @@ def register(sub: Any) -> None:
     p.add_argument("partition", type=int)
     p.add_argument("--pid", type=int, default=-1, help="an existing pid (default: a new one)")
     leaf(pid_sub, "list", cmd_pid_list, cmd_pid_list.__doc__ or "")
+    p = leaf(pid_sub, "capacity", cmd_pid_capacity, cmd_pid_capacity.__doc__ or "")
+    p.add_argument("capacity", type=int, help="live pid leases to hold (default 65536; at "
+                   "most 4194304, and not below the leases live now)")
     p = leaf(pid_sub, "init", cmd_pid_init,
              "init a producer: its pid and a new generation (fences older instances)")
     p.add_argument("producer_key")

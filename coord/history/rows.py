@@ -78,6 +78,8 @@ def command_fields(cmd: Any, result: Any) -> Row:
             f.update(pid=cmd.pid, epoch=cmd.generation)
     elif t is c.Compact:
         f.update(size=cmd.revision)
+    elif t is c.SetPidCapacity:
+        f.update(size=cmd.capacity)
     elif t is c.NoteLeader:
         f.update(member=cmd.member)
     elif t is c.NoteQuorumLost:

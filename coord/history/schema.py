@@ -34,7 +34,8 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("owner", "int64", "owner.*: the owner after the change (0: freed); severs: new owner"),
     ("pid", "int64", "producer id: a lease's pid, a block's start, a producer's pid"),
     ("size", "int64", "pids issued (block size; 1 for a new lease or producer pid, 0 for "
-     "a lookup or a bump); count of claims / ids / keys for multi-item commands"),
+     "a lookup or a bump); count of claims / ids / keys for multi-item commands; "
+     "set_pid_capacity: the capacity"),
     ("epoch", "int64", "producer epoch (init_producer generation) or a lease's generation"),
     ("sequence", "int64", "producer sequence number (lease_pid: the starting one)"),
     ("expire_ms", "int64", "pid lease expiry (leader clock)"),
@@ -57,6 +58,7 @@ COMMAND_KINDS = (
     "close_session", "expire_sessions", "own", "release", "get_owner", "list_owners",
     "owner_events_since", "allocate_pid_block", "lease_pid", "init_producer",
     "check_producer", "barrier", "alarm", "note_leader", "note_quorum_lost",
+    "set_pid_capacity",
     "noop",  # a new leader's empty entry
     "conf_change",  # a membership change entry
     "undecodable",  # an entry no command decodes from (the machine refused it)

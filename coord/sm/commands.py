@@ -44,6 +44,7 @@ __all__ = [
     "Range",
     "READ_COMMANDS",
     "Release",
+    "SetPidCapacity",
     "Txn",
     "TxnOp",
     "command_tag",
@@ -268,6 +269,16 @@ class LeasePid:
 
 
 @dataclass(frozen=True)
+class SetPidCapacity:
+    """How many live pid leases the cluster holds (the seed's fixed-size circular buffer):
+    committed like any change, so every member's ring has the same size and refuses the
+    same lease. Refused below the leases live now."""
+
+    capacity: int
+    request_id: str = ""
+
+
+@dataclass(frozen=True)
 class InitProducer:
     producer_key: str
     request_id: str = ""
@@ -330,7 +341,7 @@ Command = (
     Put | Range | DeleteRange | Txn | Compact | EventsSince | OpenSession | CloseSession
     | ExpireSessions | Own | Release | GetOwner | ListOwners | OwnerEventsSince
     | AllocatePidBlock | LeasePid | InitProducer | CheckProducer | Barrier | Alarm
-    | NoteLeader | NoteQuorumLost
+    | NoteLeader | NoteQuorumLost | SetPidCapacity
 )
 
 _TAGS: dict[type, int] = {
@@ -352,6 +363,7 @@ _TAGS: dict[type, int] = {
     LeasePid: 31,
     InitProducer: 32,
     CheckProducer: 33,
+    SetPidCapacity: 34,
     Barrier: 40,
     Alarm: 41,
     NoteLeader: 70,

@@ -15,6 +15,7 @@ MAX_TTL_MS = 3_600_000
 MAX_PID_BLOCK = 100_000
 MAX_PID_GENERATION = (1 << 31) - 1  # producer generations fit a signed 32-bit field
 MAX_PARTITION = (1 << 31) - 1
+MAX_PID_CAPACITY = 1 << 22  # live pid leases a cluster may be set to hold (its ring: 32 MiB)
 MAX_EXPIRE_IDS = 100_000
 MAX_SESSIONS = 1_000_000  # live sessions (etcd leases) in the whole cluster
 MAX_OWNED_PER_SESSION = 1_000_000  # resources one session may own, all groups together

@@ -75,6 +75,7 @@ RESULT_TYPES: dict[type, type[Result]] = {
     c.AllocatePidBlock: PidBlockResult,
     c.LeasePid: LeasePidResult, c.InitProducer: ProducerResult, c.CheckProducer: ProducerResult,
     c.Barrier: Result, c.Alarm: AlarmResult, c.NoteLeader: Result, c.NoteQuorumLost: Result,
+    c.SetPidCapacity: Result,
 }
 
 
@@ -280,6 +281,12 @@ class CoordMachine:
                                    now_ms=self._elapsed_ms, wall_ms=now,
                                    random_generation=cmd.random_generation)
 
+    def _pid_capacity(self, cmd: c.SetPidCapacity, now: int) -> Result:
+        result = self.pids.set_capacity(cmd.capacity, now_ms=self._elapsed_ms)
+        if result.ok:  # the snapshot's config carries it, and a restore builds it back
+            self.config["pid_capacity"] = cmd.capacity
+        return result
+
     def _init_producer(self, cmd: c.InitProducer, now: int) -> Result:
         return self.pids.init_producer(cmd.producer_key, cmd.request_id)
 
@@ -319,7 +326,7 @@ class CoordMachine:
         c.OwnerEventsSince: _owner_events_since, c.AllocatePidBlock: _pid_block,
         c.LeasePid: _lease_pid, c.InitProducer: _init_producer,
         c.CheckProducer: _check_producer, c.Barrier: _barrier, c.Alarm: _alarm,
-        c.NoteLeader: _note, c.NoteQuorumLost: _note,
+        c.NoteLeader: _note, c.NoteQuorumLost: _note, c.SetPidCapacity: _pid_capacity,
     }
 
     # -- snapshot ------------------------------------------------------------------------
@@ -344,7 +351,7 @@ class CoordMachine:
             "kv": self.kv.capture(),
             "ownership": self.ownership.capture(),
             "owner_history": self.ownership.history.capture(),
-            "pids": self.pids.to_state(),
+            "pids": self.pids.capture(),
             "recent": codec.Lazy(list(self.recent.items()), _recent_row),
             "alarms": self.alarms.to_state(),
         }

@@ -29,7 +29,7 @@ from coord.sm.errors import (
     CommandError,
 )
 from coord.sm.ledger import Ledger, operation
-from coord.sm.results import LeasePidResult, PidBlockResult, ProducerResult
+from coord.sm.results import LeasePidResult, PidBlockResult, ProducerResult, Result
 
 DEFAULT_PID_LIFETIME_MS = 3_600_000
 DEFAULT_PID_CAPACITY = 65_536
@@ -66,6 +66,12 @@ class PidRing:
 
     def __iter__(self) -> Iterator[PidLease]:
         return (self._at(i) for i in range(self._count))
+
+    def in_order(self) -> list[PidLease]:
+        """The leases, oldest first, by list slicing (a snapshot's capture: milliseconds
+        at a million, where iterating takes a Python step per lease)."""
+        slots = self._slots[self._head:] + self._slots[:self._head]
+        return slots[:self._count]  # type: ignore[return-value]
 
     def last(self) -> PidLease | None:
         return self._at(self._count - 1) if self._count else None
@@ -214,6 +220,24 @@ class PidAllocator:
         return LeasePidResult(revision=revision, pid=lease.pid, generation=lease.generation,
                               sequence_number=0, expire_ms=wall_ms + expire_ms - now_ms)
 
+    @operation(Result)
+    def set_capacity(self, capacity: int, *, now_ms: int) -> Result:
+        """A ring of `capacity` holding the live leases, in order (the expired ones are
+        dropped now, as the next lease would drop them)."""
+        _check_int(capacity, "capacity", 1, limits.MAX_PID_CAPACITY)
+        live = len(self.ring) - self.ring.expired_count(now_ms)
+        if capacity < live:
+            raise CommandError(INVALID_ARGUMENT, f"{live} pid leases are live; the capacity "
+                               f"cannot go below that (asked for {capacity})")
+        self.ledger.mark()
+        self.ring.drop_expired(now_ms)
+        ring = PidRing(capacity)
+        for lease in self.ring:
+            ring.append(lease)
+        self.ring = ring
+        self.changes += 1
+        return Result(revision=self.ledger.revision)
+
     def live_leases(self, now_ms: int) -> list[PidLease]:
         return list(self.ring)[self.ring.expired_count(now_ms):]
 
@@ -269,9 +293,19 @@ class PidAllocator:
     # -- snapshot ------------------------------------------------------------------------
 
     def to_state(self) -> dict:
+        return {**self._state_but_leases(), "leases": [list(lease) for lease in self.ring]}
+
+    def capture(self) -> dict:
+        """`to_state`, cheaply, for a snapshot taken on the event loop: the live leases as
+        a copy of the ring's slots in order (list slicing, milliseconds at 1M leases),
+        made lists a slice at a time as `codec.iter_dumps` reaches them. Building every
+        lease's list at capture held the loop long enough, at a million leases, for the
+        leader to lose its quorum."""
+        return {**self._state_but_leases(), "leases": codec.Lazy(self.ring.in_order(), list)}
+
+    def _state_but_leases(self) -> dict:
         return {
             "next_pid": self.next_pid,
-            "leases": [list(lease) for lease in self.ring],
             "producers": [[k, *v] for k, v in sorted(self.producers.items())],
             "recent": [[*k, *v] for k, v in self._recent.items()],
         }
@@ -298,4 +332,5 @@ class PidAllocator:
 
     def describe(self) -> dict:
         return {"next_pid": self.next_pid, "pid_leases": len(self.ring),
+                "pid_capacity": self.ring.capacity,
                 "producers": len(self.producers)}

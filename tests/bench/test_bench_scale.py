@@ -22,6 +22,7 @@ from coord.bench.scale import (
     soak_table,
 )
 from coord.bench.scale_owners import owners_table
+from coord.bench.scale_pids import pids_table
 from tests.etcdtools import require
 
 
@@ -168,6 +169,24 @@ def test_a_short_owners_run_grows_the_table_and_measures_each_decade():
         for k in ("own_per_s", "rss_max", "claim_p50_ms", "claim_p99_ms", "batched_own_s"):
             assert r[k] > 0, (k, r)
     assert owners_table(rows)[2].split()[0] == "2000"
+
+
+def test_a_short_pids_run_grows_past_the_default_capacity_and_counts_each_lease():
+    """Three real members grown to 70,000 live pid leases, past the default ring of
+    65,536 (so the phase's committed capacity is what lets them in): a row per decade,
+    and the leader's live count equal to every lease made, probes included."""
+    out = subprocess.run(
+        [sys.executable, "-m", "coord", "bench", "scale", "--members", "3",
+         "--phases", "pids", "--pids", "70000", "--probe-ops", "64", "--json"],
+        capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)["pids"]
+    assert [r["leases"] for r in rows] == [1000, 10000, 70000]
+    for r in rows:
+        assert r["leases_on_leader"] == r["leased"] >= r["leases"], r
+        for k in ("lease_per_s", "rss_max", "lease_p50_ms", "lease_p99_ms"):
+            assert r[k] > 0, (k, r)
+    assert pids_table(rows)[3].split()[0] == "70000"
 
 
 def _children(pid: int) -> set[int]:

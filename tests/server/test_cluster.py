@@ -141,12 +141,7 @@ def test_kill_all_and_restart_keeps_state(tmp_path):
         assert len({json.dumps(m, sort_keys=True) for m in before.values()}) == 1
         assert max(s.snapshot_index for s in sts.values()) > 0
 
-        for n in c.members:
-            c.kill(n)
-        for n in c.members:
-            c.start_member(n, wait=False)
-        for n in c.members:
-            c.wait_serving(n)
+        c.restart_all()
         after = {n: machine(c.status(n)) for n in c.members}
         assert after == before  # replayed from disk before serving, on every member
         c.wait_for_leader(timeout=10)

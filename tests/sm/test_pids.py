@@ -5,6 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from coord.sm import codec
 from coord.sm import commands as c
 from coord.sm.errors import (
     INVALID_ARGUMENT,
@@ -99,6 +100,39 @@ def test_ring_has_fixed_capacity_and_frees_expired_leases():
     r = p.lease_pid("t", 0, now_ms=1_000)  # the first lease expired at 1_000
     assert r.ok and r.pid == 4
     assert [x.pid for x in p.ring] == [2, 3, 4] and len(p.ring._slots) == 3
+
+
+def test_the_capacity_is_set_by_a_command_and_never_below_the_live_leases():
+    m = CoordMachine(pid_capacity=3, pid_lifetime_ms=60_000)
+    for _ in range(3):
+        assert m.execute(c.LeasePid("t", 0)).ok
+    assert m.execute(c.LeasePid("t", 0)).error == PID_CAPACITY_EXHAUSTED
+    before = m.snapshot()
+    for bad in (2, 0, -1, (1 << 22) + 1):
+        refused = m.execute(c.SetPidCapacity(bad))
+        assert refused.error == INVALID_ARGUMENT and refused.message
+    assert m.snapshot() == before  # a refusal changes nothing
+    assert m.execute(c.SetPidCapacity(5, request_id="grow")).ok
+    assert [m.execute(c.LeasePid("t", 0)).ok for _ in range(3)] == [True, True, False]
+    assert [x.pid for x in m.pids.ring] == [1, 2, 3, 4, 5]
+    other = CoordMachine()  # default capacity: the snapshot's config wins
+    other.restore(m.snapshot())
+    assert other.pids.ring.capacity == 5 and other.describe()["pid_capacity"] == 5
+    assert other.snapshot() == m.snapshot()
+    # wraps kept in order: lease past the end of a ring that has dropped its head
+    later = CoordMachine(pid_capacity=2, pid_lifetime_ms=1_000)
+    later.execute(c.LeasePid("t", 0), 0)
+    later.execute(c.LeasePid("t", 0), 500)
+    assert later.execute(c.SetPidCapacity(4), 1_200).ok  # the first expired at 1_000
+    assert [x.pid for x in later.pids.ring] == [2]
+
+
+def test_a_capture_of_a_wrapped_ring_writes_what_to_state_writes():
+    p = PidAllocator(pid_lifetime_ms=1_000, pid_capacity=4)
+    for t in (0, 10, 20, 30, 1_005, 1_015):  # the first two expire, the ring wraps
+        assert p.lease_pid("t", t, now_ms=t).ok
+    assert p.ring._head != 0 and [x.pid for x in p.ring.in_order()] == [3, 4, 5, 6]
+    assert "".join(codec.iter_dumps(p.capture())) == codec.dumps(p.to_state()).decode()
 
 
 def test_ring_binary_search_across_the_wrap():
