@@ -161,7 +161,8 @@ async def grow(run: Running, total: int, clients: int, probe_ops: int,
             row = {"system": run.system, "keys": target, "load_per_s": (target - (rows[-1][
                 "keys"] if rows else 0)) / load_s, **fp, "bytes_per_key": grown / target,
                 "put_p50_ms": puts["p50_ms"], "put_p99_ms": puts["p99_ms"],
-                "get_p50_ms": gets["p50_ms"], "get_p99_ms": gets["p99_ms"], "errors": errors[0]}
+                "get_p50_ms": gets["p50_ms"], "get_p99_ms": gets["p99_ms"], "errors": errors[0],
+                **(run.last_snapshot() or {"snapshot_s": None})}
             rows.append(row)
             log(f"  {run.system} {target:>9d} keys: rss max {mib(fp['rss_max'])} MiB "
                  f"({row['bytes_per_key']:.0f} B/key), disk max {mib(fp['disk_max'])} MiB, "
@@ -674,12 +675,14 @@ def soak_table(rows: list[dict]) -> list[str]:
 
 def keys_table(rows: list[dict]) -> list[str]:
     lines = ["system      keys  load/s  rss MiB  B/key  disk MiB  put p50/p99 ms  get p50/p99 ms"
-             "  errors"]
+             "  errors  snapshot s"]
     for r in rows:
+        snap = r.get("snapshot_s")
         lines.append(f"{r['system']:6} {r['keys']:>9d} {r['load_per_s']:7.0f} "
                      f"{mib(r['rss_max']):>8} {r['bytes_per_key']:6.0f} {mib(r['disk_max']):>9} "
                      f"{r['put_p50_ms']:6.2f}/{r['put_p99_ms']:<7.2f} "
-                     f"{r['get_p50_ms']:6.2f}/{r['get_p99_ms']:<7.2f} {r.get('errors', 0):7d}")
+                     f"{r['get_p50_ms']:6.2f}/{r['get_p99_ms']:<7.2f} {r.get('errors', 0):7d}"
+                     f"  {'-' if snap is None else f'{snap:10.2f}':>10}")
     etcd = {r["keys"]: r for r in rows if r["system"] == "etcd"}
     for r in rows:
         e = etcd.get(r["keys"])

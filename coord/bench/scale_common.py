@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -26,6 +27,9 @@ def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
+SNAPSHOT_LINE = re.compile(r"took a snapshot of (\d+) bytes at index (\d+) in ([\d.]+)s")
+
+
 @dataclass
 class Running:
     """A started cluster, seen the same way whichever system it is."""
@@ -36,6 +40,24 @@ class Running:
     data_dirs: dict[str, Path]
     leader_name: str = ""
     endpoints: dict[str, str] = field(default_factory=dict)  # every member's, by name
+    logs: dict[str, Path] = field(default_factory=dict)  # coord members' logs, by name
+
+    def last_snapshot(self) -> dict | None:
+        """The newest snapshot a coord member logged ("took a snapshot of N bytes at index
+        I in S s", server/node/driver.py), the leader's if it took one: None for etcd, or
+        before any."""
+        found = {}
+        for name, path in self.logs.items():
+            hits = SNAPSHOT_LINE.findall(path.read_text(errors="replace")) if path.exists() \
+                else []
+            if hits:
+                size, index, seconds = hits[-1]
+                found[name] = {"snapshot_bytes": int(size), "snapshot_index": int(index),
+                               "snapshot_s": float(seconds)}
+        if not found:
+            return None
+        return found.get(self.leader_name) or max(found.values(),
+                                                  key=lambda f: f["snapshot_index"])
 
     def footprint(self) -> dict:
         rss = {n: rss_bytes(p) for n, p in self.pids.items()}
@@ -52,7 +74,8 @@ def running(system: str, members: int, compaction: list[str]) -> Iterator[Runnin
             yield Running("coord", cluster.members[name].listen,
                           {n: m.proc.pid for n, m in cluster.members.items() if m.proc},
                           {n: m.data_dir for n, m in cluster.members.items()}, name,
-                          {n: m.listen for n, m in cluster.members.items()})
+                          {n: m.listen for n, m in cluster.members.items()},
+                          {n: m.log_path for n, m in cluster.members.items()})
         return
     with EtcdCluster(members, extra_args=compaction) as etcd:
         leader = etcd.wait_leader()

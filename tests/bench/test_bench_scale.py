@@ -21,8 +21,11 @@ from coord.bench.scale import (
     sessions_table,
     soak_table,
 )
+from coord.bench.scale_common import Running
 from coord.bench.scale_owners import owners_table
 from coord.bench.scale_pids import pids_table
+from coord.client import Client
+from coord.testing import LocalCluster
 from tests.etcdtools import require
 
 
@@ -41,6 +44,30 @@ def test_tables_pair_coord_with_etcd_and_show_the_soak_spread():
             for t, rss in ((1, 100 << 20), (2, 100 << 20), (3, 110 << 20))]
     assert soak_table(soak)[-1].endswith("(+10.0%)")
     assert decades(25_000) == [1000, 10_000, 25_000] and decades(1000) == [1000]
+
+
+def test_the_keys_rows_take_their_snapshot_time_from_the_members_logs(tmp_path):
+    """A real member taking snapshots (every 50 entries) logs each one with its time,
+    and the newest is the one a keys row shows; a member that logged none gives none."""
+    with LocalCluster(1, data_dir=tmp_path / "c",
+                      extra_args=["--snapshot-every", "50"]) as cluster:
+        name = cluster.wait_for_leader()
+        with Client(cluster.endpoints) as client:
+            for i in range(120):
+                client.put(f"k{i}", "v")
+        run = Running("coord", cluster.members[name].listen, {}, {}, name, {},
+                      {name: cluster.members[name].log_path})
+        deadline = time.monotonic() + 10
+        while (snap := run.last_snapshot()) is None or snap["snapshot_index"] < 100:
+            assert time.monotonic() < deadline, "no second snapshot logged"
+            time.sleep(0.05)
+    assert snap["snapshot_s"] >= 0 and snap["snapshot_bytes"] > 0
+    quiet = tmp_path / "quiet.log"
+    quiet.write_text("n1: leader term=2 leader=n1 quorum=yes\n")
+    assert Running("coord", "", {}, {}, "n1", {}, {"n1": quiet}).last_snapshot() is None
+    row = {**_keys_row("coord", 1000, 300.0, 4.0), **snap}
+    assert keys_table([row])[1].split()[-1] == f"{snap['snapshot_s']:.2f}"
+    assert keys_table([_keys_row("etcd", 1000, 1.0, 1.0)])[1].split()[-1] == "-"
 
 
 def _restart_row(system: str, keys: int, serving_s: float, catchup_s: float) -> dict:
