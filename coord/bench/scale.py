@@ -737,37 +737,31 @@ def run_scale_bench(args: argparse.Namespace) -> int:
         return 0
     print(f"coord bench scale: {args.members} member(s) per cluster on 127.0.0.1, "
           f"{clients} clients, {' '.join(compaction)}")
-    if out["soak"]:
-        print(f"soak: puts of {len(VALUE)} B on one key for {args.seconds:g} s")
-        for line in soak_table(out["soak"]):
-            print("  " + line)
-    if out["keys"]:
-        print(f"keys: {args.keys} distinct keys of {len(VALUE)} B values, "
-              f"{args.probe_ops} probe ops per decade")
-        for line in keys_table(out["keys"]):
-            print("  " + line)
-    if out["restart"]:
-        print(f"restart: at each decade up to {args.keys} keys, kill -9 of every member to "
-              "the first linearizable Range; a follower wiped and re-added to its Status at "
-              "the leader's revision")
-        for line in restart_table(out["restart"]):
-            print("  " + line)
-    if out["sessions"]:
-        print(f"sessions: up to {args.sessions} sessions (etcd: leases) of TTL "
-              f"{args.session_ttl:g} s kept alive every TTL/3 over {SESSION_STREAMS} streams "
-              f"{'spread over every member' if args.keepalives_to == 'spread' else 'to the leader'}"
-              f" by one driver process on the same box; CPU % of one core over "
-              f"{args.sample_s:g} s at each decade")
-        for line in sessions_table(out["sessions"]):
-            print("  " + line)
-    if out["owners"]:
-        print(f"owners: coord grown to {args.owners} owned resources (claimed "
-              f"{GROW_BATCH:,} per own); one claim's latency from {args.probe_ops} claims")
-        for line in owners_table(out["owners"]):
-            print("  " + line)
-    if out["pids"]:
-        print(f"pids: coord grown to {args.pids} live pid leases ({IN_FLIGHT:,} at a time on "
-              f"one pipelined stream); one lease's latency from {args.probe_ops} leases")
-        for line in pids_table(out["pids"]):
-            print("  " + line)
+    sections = {
+        "soak": lambda: (f"soak: puts of {len(VALUE)} B on one key for {args.seconds:g} s",
+                         soak_table),
+        "keys": lambda: (f"keys: {args.keys} distinct keys of {len(VALUE)} B values, "
+                         f"{args.probe_ops} probe ops per decade", keys_table),
+        "restart": lambda: (f"restart: at each decade up to {args.keys} keys, kill -9 of every "
+                            "member to the first linearizable Range; a follower wiped and "
+                            "re-added to its Status at the leader's revision", restart_table),
+        "sessions": lambda: (
+            f"sessions: up to {args.sessions} sessions (etcd: leases) of TTL "
+            f"{args.session_ttl:g} s kept alive every TTL/3 over {SESSION_STREAMS} streams "
+            f"{'spread over every member' if args.keepalives_to == 'spread' else 'to the leader'}"
+            f" by one driver process on the same box; CPU % of one core over "
+            f"{args.sample_s:g} s at each decade", sessions_table),
+        "owners": lambda: (f"owners: coord grown to {args.owners} owned resources (claimed "
+                           f"{GROW_BATCH:,} per own); one claim's latency from "
+                           f"{args.probe_ops} claims", owners_table),
+        "pids": lambda: (f"pids: coord grown to {args.pids} live pid leases ({IN_FLIGHT:,} at a "
+                         f"time on one pipelined stream); one lease's latency from "
+                         f"{args.probe_ops} leases", pids_table),
+    }
+    for phase in PHASES:
+        if out[phase]:
+            title, table = sections[phase]()
+            print(title)
+            for line in table(out[phase]):
+                print("  " + line)
     return 0

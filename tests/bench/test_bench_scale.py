@@ -29,6 +29,14 @@ from coord.testing import LocalCluster
 from tests.etcdtools import require
 
 
+def _scale_json(*flags: str, timeout: float) -> dict:
+    """`coord bench scale FLAGS --json` as a real process; its output, once it exits 0."""
+    out = subprocess.run([sys.executable, "-m", "coord", "bench", "scale", *flags, "--json"],
+                         capture_output=True, text=True, timeout=timeout)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
 def _keys_row(system: str, keys: int, per_key: float, p99: float) -> dict:
     return {"system": system, "keys": keys, "load_per_s": 100.0, "rss_max": 50 << 20,
             "disk_max": 1 << 20, "bytes_per_key": per_key, "put_p50_ms": 1.0,
@@ -88,12 +96,8 @@ def test_the_restart_table_pairs_coord_with_etcd_at_each_size():
 def test_a_short_restart_run_times_every_decade():
     """Three real members: kill -9 of all of them, then a follower wiped and re-added,
     at 1000 and 1500 keys; every figure is there and positive (speed is not judged)."""
-    out = subprocess.run(
-        [sys.executable, "-m", "coord", "bench", "scale", "--no-etcd", "--members", "3",
-         "--phases", "restart", "--keys", "1500", "--concurrency", "4", "--json"],
-        capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    rows = json.loads(out.stdout)["restart"]
+    rows = _scale_json("--no-etcd", "--members", "3", "--phases", "restart", "--keys", "1500",
+                       "--concurrency", "4", timeout=120)["restart"]
     assert [(r["system"], r["keys"]) for r in rows] == [("coord", 1000), ("coord", 1500)]
     for r in rows:
         assert r["restart_serving_s"] > 0 and r["catchup_s"] > 0, r
@@ -111,13 +115,9 @@ def test_the_restart_phase_drives_etcd_the_same_way():
 
 
 def test_a_short_run_prints_every_figure():
-    out = subprocess.run(
-        [sys.executable, "-m", "coord", "bench", "scale", "--no-etcd", "--members", "1",
-         "--seconds", "2",
-         "--sample-s", "1", "--keys", "1500", "--probe-ops", "50", "--concurrency", "4",
-         "--json"], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    result = json.loads(out.stdout)
+    result = _scale_json("--no-etcd", "--members", "1", "--seconds", "2", "--sample-s", "1",
+                         "--keys", "1500", "--probe-ops", "50", "--concurrency", "4",
+                         timeout=120)
     assert [r["keys"] for r in result["keys"]] == [1000, 1500]
     assert all(r["rss_max"] > 0 and r["disk_max"] > 0 and r["put_p99_ms"] > 0
                for r in result["keys"])
@@ -155,13 +155,9 @@ def test_a_short_sessions_run_keeps_every_session_alive():
     multiplexed keepalive streams, spread over the members (so two thirds of them renewed
     through a follower, batched to the leader): every figure is there and positive, none
     expired."""
-    out = subprocess.run(
-        [sys.executable, "-m", "coord", "bench", "scale", "--no-etcd", "--members", "3",
-         "--phases", "sessions", "--sessions", "300", "--session-ttl", "3",
-         "--sample-s", "2", "--keepalives-to", "spread", "--json"],
-        capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    [row] = json.loads(out.stdout)["sessions"]
+    [row] = _scale_json("--no-etcd", "--members", "3", "--phases", "sessions", "--sessions",
+                        "300", "--session-ttl", "3", "--sample-s", "2", "--keepalives-to",
+                        "spread", timeout=60)["sessions"]
     assert row["sessions"] == row["alive"] == 300 and row["expired"] == 0, row
     assert row["keepalives_to"] == "spread"
     assert row["not_renewed"] == 0 and row["errors"] == 0
@@ -183,12 +179,8 @@ def test_the_sessions_phase_drives_etcd_leases_the_same_way():
 def test_a_short_owners_run_grows_the_table_and_measures_each_decade():
     """Three real members grown to 2,000 owned resources: a row per decade with every
     figure there, and the claims really held (the leader's owner count)."""
-    out = subprocess.run(
-        [sys.executable, "-m", "coord", "bench", "scale", "--members", "3",
-         "--phases", "owners", "--owners", "2000", "--probe-ops", "64", "--json"],
-        capture_output=True, text=True, timeout=90)
-    assert out.returncode == 0, out.stderr
-    rows = json.loads(out.stdout)["owners"]
+    rows = _scale_json("--members", "3", "--phases", "owners", "--owners", "2000",
+                       "--probe-ops", "64", timeout=90)["owners"]
     assert [r["owned"] for r in rows] == [1000, 2000]
     for r in rows:
         assert r["errors"] == 0 and r["sessions"] == 1, r
@@ -202,12 +194,8 @@ def test_a_short_pids_run_grows_past_the_default_capacity_and_counts_each_lease(
     """Three real members grown to 70,000 live pid leases, past the default ring of
     65,536 (so the phase's committed capacity is what lets them in): a row per decade,
     and the leader's live count equal to every lease made, probes included."""
-    out = subprocess.run(
-        [sys.executable, "-m", "coord", "bench", "scale", "--members", "3",
-         "--phases", "pids", "--pids", "70000", "--probe-ops", "64", "--json"],
-        capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    rows = json.loads(out.stdout)["pids"]
+    rows = _scale_json("--members", "3", "--phases", "pids", "--pids", "70000",
+                       "--probe-ops", "64", timeout=120)["pids"]
     assert [r["leases"] for r in rows] == [1000, 10000, 70000]
     for r in rows:
         assert r["leases_on_leader"] == r["leased"] >= r["leases"], r
