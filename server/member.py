@@ -48,7 +48,9 @@ from coord.server.node.identity import claim_data_dir, log_version
 from coord.server.node.members import MemberInfo
 from coord.server.storage.log_store import LogStore
 from coord.server.transport.auth import PeerAuth
-from coord.server.transport.peer import EXCLUSIVE_BIND, SERVER_OPTIONS, PeerTransport
+from coord.server.transport.grpc_options import EXCLUSIVE_BIND, SERVER_OPTIONS
+from coord.server.transport.listener import PeerPort
+from coord.server.transport.peer import PeerTransport
 from coord.sm.ledger import LOG_VERSION, initial_revision
 from coord.sm.machine import CoordMachine
 from coord.v1 import (
@@ -163,14 +165,16 @@ class Member:
         self.mode.listeners.append(self.quorum_notes.changed)
         self.health = health.aio.HealthServicer()
         self._servers: list[grpc.aio.Server] = []
+        self.peer_port: PeerPort | None = None
 
     async def start(self) -> None:
+        # The peer port serves Raft itself and passes gRPC (Forward) to this server.
         peer_server = grpc.aio.server(options=SERVER_OPTIONS)
-        self.parts.transport.register(peer_server)
         coord_pb2_grpc.add_ForwardServicer_to_server(
             ForwardService(self.node, self.tracker, self.auth), peer_server
         )
-        listen(peer_server, self.config.peer_listen, "--peer-listen")
+        grpc_port = listen(peer_server, "127.0.0.1:0", "the peer gRPC server")
+        self.peer_port = PeerPort(self.parts.transport, ("127.0.0.1", grpc_port))
         client_server = grpc.aio.server(options=[EXCLUSIVE_BIND])
         services = [] if self.config.etcd_only else self._add_coord_services(client_server)
         self._add_etcd_services(client_server)
@@ -187,6 +191,7 @@ class Member:
         self._servers = [peer_server, client_server]
         for s in self._servers:
             await s.start()
+        await self.peer_port.start(self.config.peer_listen, "--peer-listen")
         await self.node.start()
         self.leader_note.start()
         self.tracker.start()
@@ -250,6 +255,8 @@ class Member:
         await self.space.stop()
         await self.mode.stop()
         await self.quorum_notes.stop()
+        if self.peer_port is not None:
+            await self.peer_port.close()
         for s in self._servers:
             await s.stop(grace)
         await self.link.close()
@@ -274,12 +281,13 @@ class Member:
         return code
 
 
-def listen(server: grpc.aio.Server, address: str, flag: str) -> None:
-    """Bind `server` to `address`, or fail with an error naming the flag that asked for
-    it (gRPC reports a taken port only by returning 0)."""
+def listen(server: grpc.aio.Server, address: str, flag: str) -> int:
+    """Bind `server` to `address` and return the port, or fail with an error naming the
+    flag that asked for it (gRPC reports a taken port only by returning 0)."""
     try:
         port = server.add_insecure_port(address)
     except RuntimeError as e:
         raise OSError(f"cannot listen on {address} ({flag}): {e}") from None
     if port == 0:
         raise OSError(f"cannot listen on {address} ({flag}): address in use?")
+    return port

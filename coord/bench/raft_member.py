@@ -28,7 +28,7 @@ from coord.server.member import Member, listen
 from coord.server.node.driver import Node
 from coord.server.node.errors import NodeError
 from coord.server.storage.log_store import StorageError
-from coord.server.transport.peer import EXCLUSIVE_BIND
+from coord.server.transport.grpc_options import EXCLUSIVE_BIND
 from coord.sm.commands import Barrier, encode_command
 
 MAX_CONCURRENCY = 4096

@@ -20,7 +20,7 @@ from coord.server.node.driver import Node
 from coord.server.node.errors import NodeError
 from coord.server.node.members import MemberInfo
 from coord.server.transport.auth import PeerAuth
-from coord.server.transport.peer import CHANNEL_OPTIONS
+from coord.server.transport.grpc_options import CHANNEL_OPTIONS
 from coord.tagged_calls import TaggedCalls
 from coord.v1 import coord_pb2 as pb
 from coord.v1 import coord_pb2_grpc

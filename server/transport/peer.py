@@ -1,22 +1,25 @@
-"""Peer-to-peer Raft transport over gRPC asyncio (service ``coord.v1.RaftTransport``).
+"""Peer-to-peer Raft transport: one plain TCP connection to each peer, carrying frames
+(`coord.server.transport.frames`).
 
-Outbound: every peer has one bounded queue and one asyncio task that owns one client stream
-(``Stream(stream MessageBatch) returns (StreamAck)``) to it. The task drains everything queued
-into ONE ``MessageBatch`` per write and awaits the write before taking the next batch, so a
-slow peer pushes back through HTTP/2 flow control into the queue; when the queue is full,
-or while the peer is not connected, new messages are dropped (Raft tolerates loss) and the
-owner is told via ``on_unreachable`` (at most once per 100 ms per peer). A broken stream is
-re-opened with capped exponential backoff (50 ms .. 1 s), cut short (on a fresh channel) when
-the peer opens a stream to us: a restarted peer is reached at once, not after the backoff
-it grew while it was down. gRPC keepalive notices dead peers.
+Outbound: every peer has one bounded queue and one asyncio task that owns one connection
+to it. The task drains everything queued into ONE ``MessageBatch`` per frame; while the
+connection's write buffer is over its limit it waits, so a slow peer pushes back through
+TCP into the queue. When the queue is full, or while the peer is not connected, new
+messages are dropped (Raft tolerates loss) and the owner is told via ``on_unreachable``
+(at most once per 100 ms per peer). A broken connection is re-opened with capped
+exponential backoff (50 ms .. 1 s), cut short when the peer opens a connection to us: a
+restarted peer is reached at once, not after the backoff it grew while it was down. A ping
+every second, answered by the peer, notices a peer that is paused or cut off without a
+reset: no answer for 3 s and the connection is dropped.
 
-Inbound: the servicer authenticates each stream from its metadata, then decodes each batch
-and hands the messages to ``on_messages`` synchronously in the event loop.
+Inbound: the member's peer port (`coord.server.transport.listener`) hands each Raft
+connection to `PeerTransport.accept`. Its first frame must be a ``PeerHello`` that
+`auth.PeerAuth` accepts, or the connection is refused with the reason; then each batch is
+decoded and handed to ``on_messages`` synchronously in the event loop.
 
-Authentication: every stream carries the member's credentials (`auth.PeerAuth`: the
-sender, the cluster and an HMAC under the cluster secret); a stream that fails the check is
-refused. Once accepted, the server sends initial metadata ``coord-accepted``; the client
-only counts a peer as connected after seeing it. Only protobuf crosses the wire.
+Why not gRPC, as the member's other calls are: per message, a gRPC stream cost each side
+40-80 µs of CPU and a frame on a socket costs 4-7 µs, and a write to one client is about
+ten peer messages across the three members (see frames.py).
 
 Everything runs on the caller's event loop; there are no threads.
 """
@@ -27,83 +30,67 @@ import asyncio
 import dataclasses
 import logging
 import math
+import socket
 from collections import deque
 from collections.abc import Callable, Iterable
+from typing import cast
 
-import grpc
+from google.protobuf.message import DecodeError
 
 from coord.raft.types import LOCAL_MESSAGES, Message, MessageType
 from coord.server.transport.auth import PeerAuth
 from coord.server.transport.codec import fill_message_pb, message_from_pb
-from coord.v1 import raft_pb2, raft_pb2_grpc
+from coord.server.transport.frames import PREAMBLE, FrameError, FrameReader, Kind, frame
+from coord.v1 import raft_pb2
 
-__all__ = ["CHANNEL_OPTIONS", "EXCLUSIVE_BIND", "SERVER_OPTIONS", "PeerTransport"]
+__all__ = ["MAX_MESSAGE_BYTES", "PeerTransport", "split_address"]
 
 log = logging.getLogger(__name__)
 
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
-"""Largest gRPC message either side will send or accept."""
+"""Largest batch the transport sends (a larger single message is dropped and reported)."""
 
 BATCH_SOFT_BYTES = 32 * 1024 * 1024
+"""A batch stops growing once it would pass this size (a single larger message still goes)."""
 CHUNK_BYTES = 4 * 1024 * 1024
 """A snapshot message bigger than this goes as pieces of this size, one per batch: no
-message of hundreds of MiB to build, hold twice and push through gRPC in one piece, and
-heartbeats interleave with the pieces instead of queueing behind one huge write."""
-"""A batch stops growing once it would pass this size (a single larger message still goes)."""
+message of hundreds of MiB to build and hold twice, and heartbeats interleave with the
+pieces instead of queueing behind one huge write."""
 
 BACKOFF_MIN = 0.05
 BACKOFF_MAX = 1.0
 HANDSHAKE_TIMEOUT = 5.0
-"""How long opening a stream (connect + the peer accepting our credentials) may take."""
+"""How long opening a connection (connect + the peer accepting our credentials) may take."""
+PING_INTERVAL = 1.0
+DEAD_AFTER = 3.0
+"""A connection whose peer has sent nothing (not even a pong) for this long is dropped."""
+INBOUND_IDLE = 10.0
+"""An inbound connection silent this long (its opener pings every PING_INTERVAL) is closed."""
+WRITE_BUFFER_HIGH = 4 * 1024 * 1024
+"""Past this many bytes not yet taken by the kernel, the sender waits before writing more."""
 
 UNREACHABLE_INTERVAL = 0.1
 """``on_unreachable`` is called at most once per this many seconds per peer."""
 
-MD_ACCEPTED = "coord-accepted"
-
-_KEEPALIVE_OPTIONS: list[tuple[str, int]] = [
-    ("grpc.keepalive_time_ms", 2000),
-    ("grpc.keepalive_timeout_ms", 1000),
-    # With grpcio 1.85 an unanswered keepalive ping fails the connection only after this
-    # (default 1 min), whatever keepalive_timeout_ms says.
-    ("grpc.http2.ping_timeout_ms", 1000),
-    ("grpc.keepalive_permit_without_calls", 1),
-    # Keep pinging an idle stream (the default stops after 2 pings without data).
-    ("grpc.http2.max_pings_without_data", 0),
-]
-
-CHANNEL_OPTIONS: list[tuple[str, int]] = [
-    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-    *_KEEPALIVE_OPTIONS,
-    # gRPC's own reconnect backoff defaults to 1 s .. 120 s; keep it within ours.
-    ("grpc.initial_reconnect_backoff_ms", int(BACKOFF_MIN * 1000)),
-    ("grpc.min_reconnect_backoff_ms", int(BACKOFF_MIN * 1000)),
-    ("grpc.max_reconnect_backoff_ms", int(BACKOFF_MAX * 1000)),
-    ("grpc.enable_retries", 0),
-    # One connection per peer channel, closed with it (not shared process-wide).
-    ("grpc.use_local_subchannel_pool", 1),
-]
-"""Options of the outbound channel to each peer."""
-
-EXCLUSIVE_BIND = ("grpc.so_reuseport", 0)
-"""gRPC servers set SO_REUSEPORT by default, so a second server on a port already served
-binds without error and the kernel splits connections between the two. Every coord server
-binds exclusively: a taken port is a start-up error, not a member answering for another."""
-
-SERVER_OPTIONS: list[tuple[str, int]] = [
-    EXCLUSIVE_BIND,
-    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-    *_KEEPALIVE_OPTIONS,
-    # Accept the peers' keepalive pings (every 2 s, also without calls) without GOAWAY.
-    ("grpc.http2.min_recv_ping_interval_without_data_ms", 1000),
-    ("grpc.http2.max_ping_strikes", 0),
-]
-"""Options for the member's peer ``grpc.aio.server`` (``grpc.aio.server(options=...)``)."""
-
-_AUTH_CODES = (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED)
+_AUTH_CODES = ("UNAUTHENTICATED", "PERMISSION_DENIED")
 _SNAP = MessageType.SNAP
+_PONG = frame(Kind.PONG)
+_PING = frame(Kind.PING)
+
+
+def split_address(address: str) -> tuple[str, int]:
+    """("host", port) of "host:port" (an IPv6 host in brackets: "[::1]:2380")."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"{address!r} is not host:port")
+    return host.removeprefix("[").removesuffix("]"), int(port)
+
+
+def no_delay(tr: asyncio.BaseTransport) -> None:
+    """Send small frames at once (no Nagle delay): each is a Raft round trip's half."""
+    sock = tr.get_extra_info("socket")
+    if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 def _log_task_failure(task: asyncio.Task[None]) -> None:
@@ -112,10 +99,10 @@ def _log_task_failure(task: asyncio.Task[None]) -> None:
 
 
 class _StreamEnded(Exception):
-    """The peer finished the stream (e.g. refused our credentials, or is shutting down)."""
+    """The connection ended: the peer refused it or closed it, or stopped answering."""
 
-    def __init__(self, code: grpc.StatusCode, details: str | None) -> None:
-        super().__init__(f"{code.name}: {details}")
+    def __init__(self, code: str, details: str | None) -> None:
+        super().__init__(f"{code}: {details}")
         self.code = code
         self.details = details
 
@@ -206,6 +193,7 @@ class PeerTransport:
         self._peers: dict[int, _Peer] = {}
         self._last_unreachable: dict[int, float] = {}
         self._retired: set[asyncio.Task[None]] = set()
+        self._inbound: set[_Inbound] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
         # Counters that belong to no configured peer.
@@ -227,11 +215,6 @@ class PeerTransport:
     @property
     def closed(self) -> bool:
         return self._closed
-
-    def register(self, server: grpc.aio.Server) -> None:
-        """Add the RaftTransport servicer to the member's peer server (built with
-        ``options=SERVER_OPTIONS``)."""
-        raft_pb2_grpc.add_RaftTransportServicer_to_server(_Servicer(self), server)
 
     def set_peer(self, node_id: int, address: str) -> None:
         """Send to `node_id` at "host:port". A new address drops the old stream and queue and
@@ -281,6 +264,8 @@ class PeerTransport:
         self._closed = True
         for peer in self._peers.values():
             self._stop_peer(peer)
+        for conn in list(self._inbound):
+            conn.refuse("UNAVAILABLE", "transport closed")
         tasks = list(self._retired)
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
@@ -340,79 +325,77 @@ class PeerTransport:
 
     async def _run_peer(self, peer: _Peer, address: str, generation: int) -> None:
         to_id = peer.node_id
-        metadata = self.auth.metadata_for(to_id)
-        channel = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
-        open_stream = raft_pb2_grpc.RaftTransportStub(channel).Stream
         backoff = BACKOFF_MIN
-        try:
-            while True:
-                peer.came_back.clear()
-                call = open_stream(metadata=metadata, wait_for_ready=False)
-                try:
-                    await asyncio.wait_for(self._handshake(call), HANDSHAKE_TIMEOUT)
-                    if peer.generation != generation:
-                        return
-                    backoff = BACKOFF_MIN
-                    peer.connected = True
-                    peer.connects += 1
-                    peer.last_error = None
-                    log.debug("stream %d->%d (%s) open", self.node_id, to_id, address)
-                    await self._pump(peer, call)
-                except asyncio.CancelledError:
-                    raise
-                except Exception as exc:
-                    if peer.generation != generation:
-                        return
-                    await self._note_failure(peer, call, exc)
-                finally:
-                    call.cancel()
-                    if peer.generation == generation:
-                        self._disconnected(peer)
-                try:
-                    await asyncio.wait_for(peer.came_back.wait(), backoff)
-                except TimeoutError:
-                    backoff = min(backoff * 2, BACKOFF_MAX)
-                    continue
-                # The channel may sit in gRPC's own reconnect backoff: start a fresh one.
-                await channel.close()
-                channel = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
-                open_stream = raft_pb2_grpc.RaftTransportStub(channel).Stream
+        while True:
+            peer.came_back.clear()
+            link: _Outbound | None = None
+            try:
+                link = await asyncio.wait_for(self._open(to_id, address, peer.wakeup),
+                                              HANDSHAKE_TIMEOUT)
+                if peer.generation != generation:
+                    return
                 backoff = BACKOFF_MIN
-        finally:
-            await channel.close()
+                peer.connected = True
+                peer.connects += 1
+                peer.last_error = None
+                log.debug("connection %d->%d (%s) open", self.node_id, to_id, address)
+                await self._pump(peer, link)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                if peer.generation != generation:
+                    return
+                self._note_failure(peer, exc)
+            finally:
+                if link is not None:
+                    if link.unsent_snapshot():
+                        peer.lost_snapshot = True
+                    link.close()
+                if peer.generation == generation:
+                    self._disconnected(peer)
+            try:
+                await asyncio.wait_for(peer.came_back.wait(), backoff)
+            except TimeoutError:
+                backoff = min(backoff * 2, BACKOFF_MAX)
+                continue
+            backoff = BACKOFF_MIN
 
-    @staticmethod
-    async def _handshake(call: grpc.aio.StreamUnaryCall) -> None:
-        md = await call.initial_metadata()
-        if md is not None and any(k == MD_ACCEPTED for k, _ in md):
-            return
-        # Trailers-only answer: the peer refused the stream.
-        code = await call.code()
-        raise _StreamEnded(code, await call.details())
+    async def _open(self, to_id: int, address: str, wakeup: asyncio.Event) -> _Outbound:
+        """Connect to `address`, present our credentials, and wait for the peer's yes."""
+        host, port = split_address(address)
+        loop = asyncio.get_running_loop()
+        link = _Outbound(wakeup)
+        tr, _ = await loop.create_connection(lambda: link, host, port)
+        try:
+            hello = raft_pb2.PeerHello(cluster=self.auth.cluster_id,
+                                       auth=self.auth.token_for(to_id))
+            setattr(hello, "from", self.node_id)
+            tr.write(PREAMBLE + frame(Kind.HELLO, hello.SerializeToString()))
+            await link.accepted
+        except BaseException:
+            tr.close()
+            raise
+        return link
 
-    async def _pump(self, peer: _Peer, call: grpc.aio.StreamUnaryCall) -> None:
+    async def _pump(self, peer: _Peer, link: _Outbound) -> None:
         queue = peer.queue
         wakeup = peer.wakeup
-        call.add_done_callback(lambda _call: wakeup.set())
         batch_cls = raft_pb2.MessageBatch
         while True:
-            if call.done():
-                raise _StreamEnded(await call.code(), await call.details())
+            if link.ended is not None:
+                raise link.ended
             if not queue:
                 wakeup.clear()
                 await wakeup.wait()
                 continue
+            if link.paused:
+                await link.drained()
+                continue
             batch = batch_cls()
             n = self._fill_batch(peer, batch)
             if n:
-                try:
-                    await call.write(batch)
-                except BaseException:
-                    # Maybe delivered, maybe not: count it lost, and remember a snapshot in it.
-                    peer.dropped += n
-                    if batch.HasField("chunk") or any(x.type == _SNAP for x in batch.messages):
-                        peer.lost_snapshot = True
-                    raise
+                link.send(batch.SerializeToString(),
+                          batch.HasField("chunk") or any(x.type == _SNAP for x in batch.messages))
                 peer.sent += n
                 peer.batches += 1
 
@@ -459,32 +442,25 @@ class PeerTransport:
             fill_message_pb(chunk.message, c.message)
         return 1
 
-    async def _note_failure(
-        self, peer: _Peer, call: grpc.aio.StreamUnaryCall, exc: Exception
-    ) -> None:
-        code: grpc.StatusCode | None = None
+    def _note_failure(self, peer: _Peer, exc: Exception) -> None:
         details: str | None = None
         if isinstance(exc, _StreamEnded):
-            code, details = exc.code, exc.details
-        elif isinstance(exc, grpc.aio.AioRpcError):
-            code, details = exc.code(), exc.details()
-        elif call.done():
-            code, details = await call.code(), await call.details()
-        if code is not None:
-            error = code.name
+            error, details = exc.code, exc.details
         elif isinstance(exc, TimeoutError):
             error = "TIMEOUT"
+        elif isinstance(exc, OSError):  # refused, reset, unreachable
+            error = "UNAVAILABLE"
         else:
             error = type(exc).__name__
         peer.failures += 1
-        if code in _AUTH_CODES:
+        if error in _AUTH_CODES:
             peer.auth_failures += 1
         # Log each kind of failure once per outage, not on every retry.
         level = logging.WARNING if error != peer.last_error else logging.DEBUG
         peer.last_error = error
         log.log(
             level,
-            "stream %d->%d (%s) failed: %s %s",
+            "connection %d->%d (%s) failed: %s %s",
             self.node_id,
             peer.node_id,
             peer.address,
@@ -523,6 +499,16 @@ class PeerTransport:
         }
 
     # --- inbound ------------------------------------------------------------------------
+
+    def accept(self, tr: asyncio.Transport) -> _Inbound:
+        """Serve a Raft connection a peer opened to us (the peer port's; see
+        `listener.PeerPort`); feed it what arrives."""
+        conn = _Inbound(self, tr, self._inbound.discard)
+        if self._closed:
+            conn.refuse("UNAVAILABLE", "transport closed")
+        else:
+            self._inbound.add(conn)
+        return conn
 
     def peer_came_back(self, from_id: int) -> None:
         """`from_id` opened a stream to us: if ours to it is down, reconnect now rather
@@ -604,20 +590,192 @@ class _Pieces:
     received: int = 0
 
 
-class _Servicer(raft_pb2_grpc.RaftTransportServicer):
-    def __init__(self, transport: PeerTransport) -> None:
-        self._t = transport
+class _Outbound(asyncio.Protocol):
+    """Our connection to a peer: what the peer sends back (its yes or no, pongs) and the
+    state of our writes. The pump (`PeerTransport._pump`) writes; `wakeup` is the peer's
+    event, set when the connection ends so the pump sees it."""
 
-    async def Stream(self, request_iterator, context):  # noqa: N802 - gRPC method name
+    def __init__(self, wakeup: asyncio.Event) -> None:
+        loop = asyncio.get_running_loop()
+        self._loop = loop
+        self._wakeup = wakeup
+        self._tr: asyncio.Transport | None = None
+        self._reader = FrameReader()
+        self.accepted: asyncio.Future[None] = loop.create_future()
+        self.ended: _StreamEnded | None = None
+        self.paused = False
+        self._drained: asyncio.Future[None] | None = None
+        self._heard = loop.time()
+        self._pinger: asyncio.TimerHandle | None = None
+        self._snapshot_sent = False
+
+    # --- asyncio.Protocol ---------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._tr = cast(asyncio.Transport, transport)  # uvloop's are not subclasses
+        no_delay(transport)
+        self._tr.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
+        self._pinger = self._loop.call_later(PING_INTERVAL, self._ping)
+
+    def data_received(self, data: bytes) -> None:
+        self._heard = self._loop.time()
+        try:
+            frames = self._reader.feed(data)
+        except FrameError as exc:
+            self._end("INTERNAL", str(exc))
+            return
+        for kind, payload in frames:
+            if kind == Kind.PONG:
+                continue
+            if kind == Kind.ACCEPT and not self.accepted.done():
+                self.accepted.set_result(None)
+            elif kind == Kind.REFUSE:
+                why = raft_pb2.PeerRefusal()
+                try:
+                    why.ParseFromString(payload)
+                except DecodeError:
+                    why.code, why.details = "INTERNAL", "undecodable refusal"
+                self._end(why.code or "UNKNOWN", why.details)
+                return
+            else:
+                self._end("INTERNAL", f"unexpected frame {Kind(kind).name} from the peer")
+                return
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._end("UNAVAILABLE", f"connection lost: {exc}" if exc else "closed by the peer")
+
+    def pause_writing(self) -> None:
+        self.paused = True
+
+    def resume_writing(self) -> None:
+        self.paused = False
+        if self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
+
+    # --- used by the transport ------------------------------------------------------------
+
+    def send(self, payload: bytes, snapshot: bool) -> None:
+        """Write one batch frame (its bytes)."""
+        assert self._tr is not None
+        self._tr.write(frame(Kind.BATCH, payload))
+        self._snapshot_sent = self._snapshot_sent or snapshot
+
+    async def drained(self) -> None:
+        """Wait until the write buffer is below its limit, or the connection ended."""
+        if self.paused and self.ended is None:
+            self._drained = self._loop.create_future()
+            await self._drained
+
+    def unsent_snapshot(self) -> bool:
+        """Did a snapshot go into this connection with bytes still unsent at its end?"""
+        tr = self._tr
+        return self._snapshot_sent and tr is not None and tr.get_write_buffer_size() > 0
+
+    def close(self) -> None:
+        self._end("CANCELLED", "closed by us")
+
+    def _ping(self) -> None:
+        if self.ended is not None or self._tr is None:
+            return
+        silent = self._loop.time() - self._heard
+        if silent > DEAD_AFTER:
+            self._end("UNAVAILABLE", f"no answer to pings for {silent:.1f} s")
+            return
+        self._tr.write(_PING)
+        self._pinger = self._loop.call_later(PING_INTERVAL, self._ping)
+
+    def _end(self, code: str, details: str) -> None:
+        if self.ended is None:
+            self.ended = _StreamEnded(code, details)
+        if self._pinger is not None:
+            self._pinger.cancel()
+        if not self.accepted.done():
+            self.accepted.set_exception(self.ended)
+            self.accepted.exception()  # retrieved: nobody may be waiting any more
+        if self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
+        if self._tr is not None and not self._tr.is_closing():
+            self._tr.close()
+        self._wakeup.set()
+
+
+class _Inbound:
+    """A connection a peer opened to us: its hello, then its batches and pings. Fed by
+    the peer port's connection (`listener.PeerPort`), which owns the socket."""
+
+    def __init__(self, t: PeerTransport, tr: asyncio.Transport,
+                 on_lost: Callable[[_Inbound], None]) -> None:
+        self._t = t
+        self._tr = tr
+        self._on_lost = on_lost
+        self._reader = FrameReader()
+        self._from = 0
+        self._pieces = _Pieces()  # of a snapshot arriving on this connection
+        self._heard = True
+        self._idle = asyncio.get_running_loop().call_later(INBOUND_IDLE, self._check_idle)
+        no_delay(tr)
+
+    def data_received(self, data: bytes) -> None:
+        self._heard = True
         t = self._t
-        if t.closed:
-            await context.abort(grpc.StatusCode.UNAVAILABLE, "transport closed")
-        from_id = await t.auth.authenticate(context)
-        await context.send_initial_metadata(((MD_ACCEPTED, "1"),))
-        t.peer_came_back(from_id)
-        pieces = _Pieces()  # of a snapshot arriving on this stream
-        async for batch in request_iterator:
+        try:
+            frames = self._reader.feed(data)
+        except FrameError as exc:
+            t.dropped_inbound += 1
+            self.refuse("INVALID_ARGUMENT", str(exc))
+            return
+        for kind, payload in frames:
+            if self._tr.is_closing():
+                return
             if t.closed:
-                await context.abort(grpc.StatusCode.UNAVAILABLE, "transport closed")
-            t.deliver(from_id, batch, pieces)
-        return raft_pb2.StreamAck()
+                self.refuse("UNAVAILABLE", "transport closed")
+                return
+            if kind == Kind.BATCH and self._from:
+                try:
+                    batch = raft_pb2.MessageBatch.FromString(payload)
+                except DecodeError:
+                    t.dropped_inbound += 1
+                    self.refuse("INVALID_ARGUMENT", "undecodable batch")
+                    return
+                t.deliver(self._from, batch, self._pieces)
+            elif kind == Kind.PING:
+                self._tr.write(_PONG)
+            elif kind == Kind.HELLO and not self._from:
+                self._hello(payload)
+            else:
+                self.refuse("INVALID_ARGUMENT", f"unexpected {Kind(kind).name} frame")
+                return
+
+    def _hello(self, payload: bytes) -> None:
+        hello = raft_pb2.PeerHello()
+        try:
+            hello.ParseFromString(payload)
+        except DecodeError:
+            self.refuse("UNAUTHENTICATED", "undecodable hello")
+            return
+        from_id = getattr(hello, "from")
+        refusal = self._t.auth.check(from_id, hello.cluster, hello.auth)
+        if refusal is not None:
+            self.refuse(*refusal)
+            return
+        self._from = from_id
+        self._tr.write(frame(Kind.ACCEPT))
+        self._t.peer_came_back(from_id)
+
+    def refuse(self, code: str, details: str) -> None:
+        """Tell the opener why, and close."""
+        if not self._tr.is_closing():
+            why = raft_pb2.PeerRefusal(code=code, details=details)
+            self._tr.write(frame(Kind.REFUSE, why.SerializeToString()))
+            self._tr.close()
+
+    def connection_lost(self, _exc: Exception | None) -> None:
+        self._idle.cancel()
+        self._on_lost(self)
+
+    def _check_idle(self) -> None:
+        if not self._heard:
+            self._tr.close()
+            return
+        self._heard = False
+        self._idle = asyncio.get_running_loop().call_later(INBOUND_IDLE, self._check_idle)

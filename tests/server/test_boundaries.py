@@ -1,7 +1,7 @@
 """The node's boundaries, enforced on the source: the driver sees the Raft core only
 through RawNode's API, and nothing outside `server/node/` reaches through a node for its
 parts (storage, transport, state machine, core) — whoever needs one is given it by
-`server/member.py`. The peer transport's servicer uses the transport's public methods."""
+`server/member.py`. The peer transport's inbound connections use the transport's public methods."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""coord.server.transport.codec and coord.server.transport.peer, over real gRPC servers on
+"""coord.server.transport (codec, frames, peer, listener), over real connections on
 127.0.0.1."""
 
 from __future__ import annotations
@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-import grpc
 import pytest
 
 from coord.raft.confchange import decode_conf_change, encode_conf_change
@@ -24,9 +23,11 @@ from coord.raft.types import (
 from coord.server.transport import codec
 from coord.server.transport import peer as transport_mod
 from coord.server.transport.auth import PeerAuth, auth_token
-from coord.server.transport.peer import SERVER_OPTIONS, PeerTransport
+from coord.server.transport.frames import PREAMBLE, FrameReader, Kind, frame
+from coord.server.transport.listener import PeerPort
+from coord.server.transport.peer import PeerTransport
 from coord.testing.ports import free_port
-from coord.v1 import raft_pb2, raft_pb2_grpc
+from coord.v1 import raft_pb2
 
 SECRET = b"s3cret-cluster-key"
 CLUSTER = 42
@@ -60,7 +61,7 @@ def app(frm: int, to: int, index: int) -> Message:
 
 
 class Member:
-    """One transport plus the gRPC server it is registered on; records what it receives."""
+    """One transport plus the peer port it serves; records what it receives."""
 
     def __init__(self, node_id: int, secret: bytes = SECRET, cluster: int = CLUSTER, **kw):
         self.node_id = node_id
@@ -68,7 +69,7 @@ class Member:
         self.unreachable: list[int] = []
         self.transport = PeerTransport(PeerAuth(node_id, secret, cluster), **kw)
         self.transport.receive_with(self.batches.append, self.unreachable.append)
-        self.server: grpc.aio.Server | None = None
+        self.server: PeerPort | None = None
         self.port = 0
 
     @property
@@ -86,17 +87,16 @@ class Member:
         return self.transport.stats()[peer]
 
     async def start(self, port: int = 0) -> None:
-        self.server = grpc.aio.server(options=SERVER_OPTIONS)
-        self.transport.register(self.server)
-        bound = self.server.add_insecure_port(f"127.0.0.1:{port}")
-        assert bound, f"could not bind 127.0.0.1:{port}"
-        self.port = bound
-        await self.server.start()
+        self.server = PeerPort(self.transport, None)
+        self.port = await self.server.start(f"127.0.0.1:{port}")
 
     async def stop(self) -> None:
         await self.transport.close()
+        await self.stop_listening()
+
+    async def stop_listening(self) -> None:
         if self.server is not None:
-            await self.server.stop(0)
+            await self.server.close()
             self.server = None
 
 
@@ -115,20 +115,36 @@ async def stop_all(*members: Member) -> None:
         await m.stop()
 
 
-async def raw_stream(address: str, metadata, batch: raft_pb2.MessageBatch):
-    """Open one Stream by hand; return (status code, details) once the server answers."""
-    async with grpc.aio.insecure_channel(address) as channel:
-        call = raft_pb2_grpc.RaftTransportStub(channel).Stream(metadata=metadata)
-        try:
-            await call.write(batch)
-            await call.done_writing()
-        except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
-            pass  # the server may refuse before our write; the status says why
-        try:
-            await asyncio.wait_for(asyncio.ensure_future(call), 10)
-        except grpc.aio.AioRpcError as exc:
-            return exc.code(), exc.details()
-        return grpc.StatusCode.OK, None
+async def raw_connection(address: str, hello: tuple[int, int, str] | None,
+                         batch: raft_pb2.MessageBatch) -> tuple[str, str | None]:
+    """Open one Raft connection by hand, send (from, cluster, auth) as its hello and then
+    `batch`; return ("OK", None) if the listener accepted and did not refuse, else the
+    refusal's (code, details)."""
+    host, port = address.rsplit(":", 1)
+    reader, writer = await asyncio.open_connection(host, int(port))
+    try:
+        writer.write(PREAMBLE)
+        if hello is not None:
+            h = raft_pb2.PeerHello(cluster=hello[1], auth=hello[2])
+            setattr(h, "from", hello[0])
+            writer.write(frame(Kind.HELLO, h.SerializeToString()))
+        writer.write(frame(Kind.BATCH, batch.SerializeToString()))
+        writer.write(frame(Kind.PING))
+        frames = FrameReader()
+        seen: list[int] = []
+        while Kind.PONG not in seen:  # the pong comes after whatever the batch caused
+            data = await asyncio.wait_for(reader.read(65536), 10)
+            if not data:
+                break
+            for kind, payload in frames.feed(data):
+                if kind == Kind.REFUSE:
+                    why = raft_pb2.PeerRefusal.FromString(payload)
+                    return why.code, why.details
+                seen.append(kind)
+        assert seen == [Kind.ACCEPT, Kind.PONG], seen
+        return "OK", None
+    finally:
+        writer.close()
 
 
 # --- codec -----------------------------------------------------------------------------------
@@ -292,34 +308,28 @@ def test_wrong_secret_is_refused() -> None:
             await wait_until(lambda: 2 in a.unreachable, "on_unreachable(2)")
             assert b.batches == []
 
-            # The server side, with a hand-made stream: bad MAC, other cluster, good MAC.
+            # The listening side, by hand: bad MAC, no hello, a MAC made for another
+            # receiver, another cluster, and last a good one.
             batch = raft_pb2.MessageBatch(
                 messages=[codec.message_to_pb(app(1, 2, 0)), codec.message_to_pb(app(1, 3, 1))]
             )
             good = auth_token(SECRET, CLUSTER, 1, 2)
-            bad_mac = (
-                ("coord-from", "1"),
-                ("coord-cluster", str(CLUSTER)),
-                ("coord-auth", "0" * 64),
-            )
-            code, _ = await raw_stream(b.address, bad_mac, batch)
-            assert code == grpc.StatusCode.UNAUTHENTICATED
-            code, _ = await raw_stream(b.address, (("coord-from", "1"),), batch)
-            assert code == grpc.StatusCode.UNAUTHENTICATED
-            # A MAC made for another receiver is not accepted either.
+            code, _ = await raw_connection(b.address, (1, CLUSTER, "0" * 64), batch)
+            assert code == "UNAUTHENTICATED"
+            code, details = await raw_connection(b.address, None, batch)
+            assert (code, details) == ("INVALID_ARGUMENT", "unexpected BATCH frame")
             other_to = auth_token(SECRET, CLUSTER, 1, 3)
-            md = (("coord-from", "1"), ("coord-cluster", str(CLUSTER)), ("coord-auth", other_to))
-            code, _ = await raw_stream(b.address, md, batch)
-            assert code == grpc.StatusCode.UNAUTHENTICATED
-            md = (("coord-from", "1"), ("coord-cluster", "7"), ("coord-auth", good))
-            code, details = await raw_stream(b.address, md, batch)
-            assert code == grpc.StatusCode.PERMISSION_DENIED
+            code, _ = await raw_connection(b.address, (1, CLUSTER, other_to), batch)
+            assert code == "UNAUTHENTICATED"
+            code, _ = await raw_connection(b.address, (0, CLUSTER, good), batch)
+            assert code == "UNAUTHENTICATED"
+            code, details = await raw_connection(b.address, (1, 7, good), batch)
+            assert code == "PERMISSION_DENIED"
             assert details == f"message for cluster 7 received by cluster {CLUSTER}"
             assert b.batches == []  # nothing was ever delivered
 
-            md = (("coord-from", "1"), ("coord-cluster", str(CLUSTER)), ("coord-auth", good))
-            code, _ = await raw_stream(b.address, md, batch)
-            assert code == grpc.StatusCode.OK
+            code, _ = await raw_connection(b.address, (1, CLUSTER, good), batch)
+            assert code == "OK"
             # Only the message addressed to node 2 is delivered.
             assert [(m.to, m.index) for m in b.received] == [(2, 0)]
             assert b.transport.dropped_inbound == 1
@@ -366,7 +376,7 @@ def test_peer_down_then_up() -> None:
             assert indexes == sorted(indexes)
 
             # The peer goes away again: noticed, and reconnected once it is back.
-            await b.server.stop(0)
+            await b.stop_listening()
             await wait_until(lambda: not a.stats(2)["connected"], "the disconnect to be seen")
             await b.start(port)
             await wait_until(lambda: a.stats(2)["connected"], "a reconnect", timeout=15)
