@@ -261,32 +261,36 @@ ClaimLike = str | tuple[str, int] | pb.Claim
 BARE_CLAIM_GENERATION = 1
 
 
-def claims_pb(claims: Iterable[ClaimLike] | Mapping[str, int] | str) -> list[pb.Claim]:
+def claim_columns(claims: Iterable[ClaimLike] | Mapping[str, int] | str) -> pb.ClaimColumns:
     """Claims as resource names, (resource, generation) pairs, or a {resource: generation}
-    mapping. A bare name claims at generation 1: it takes a free resource (at its last
-    generation + 1) and severs only an owner still at generation 1; it never resets the
-    generation the way an explicit 0 does, so generations stay usable as fencing tokens."""
+    mapping, as the request's two columns. A bare name claims at generation 1: it takes a
+    free resource (at its last generation + 1) and severs only an owner still at
+    generation 1; it never resets the generation the way an explicit 0 does, so
+    generations stay usable as fencing tokens."""
     if isinstance(claims, str):
         claims = [claims]
     if isinstance(claims, Mapping):
         claims = list(claims.items())
-    out: list[pb.Claim] = []
+    resources: list[str] = []
+    generations: list[int] = []
     for c in claims:
         if isinstance(c, pb.Claim):
-            out.append(pb.Claim(resource=c.resource, generation=c.generation))
+            resource, generation = c.resource, c.generation
         elif isinstance(c, str):
-            out.append(pb.Claim(resource=c, generation=BARE_CLAIM_GENERATION))
+            resource, generation = c, BARE_CLAIM_GENERATION
         else:
             resource, generation = c
-            out.append(pb.Claim(resource=resource, generation=generation))
-    return out
+        resources.append(resource)
+        generations.append(generation)
+    return pb.ClaimColumns(resources=resources, generations=generations)
 
 
 def own_call(
     session: SessionRef, group: str, claims: Iterable[ClaimLike] | Mapping[str, int] | str
 ) -> Call[OwnResult]:
     req = pb.OwnRequest(
-        session_id=writer_session_id(session), group=group, claims=claims_pb(claims),
+        session_id=writer_session_id(session), group=group,
+        claim_columns=claim_columns(claims),
         request_id=new_request_id(),
     )
     return Call("Ownership", "Own", req, own_result, safe=True)

@@ -85,13 +85,27 @@ async def compare_and_set(
 # -- ownership ----------------------------------------------------------------------------
 async def own(coord: Coordinator, caller: Caller, req: pb.OwnRequest) -> pb.OwnResponse:
     claims = tuple(Claim(x.resource, x.generation) for x in req.claims)
+    columnar = req.HasField("claim_columns")
+    if columnar:
+        cols = req.claim_columns
+        if len(cols.resources) != len(cols.generations):
+            raise invalid_argument(
+                f"claim_columns has {len(cols.resources)} resources and "
+                f"{len(cols.generations)} generations; they are pairs")
+        claims += tuple(map(Claim, cols.resources, cols.generations))
     res = await commit(coord, caller, c.Own(req.session_id, req.group, claims, req.request_id))
-    return pb.OwnResponse(
-        header=coord.header(res.revision),
-        grants=[pb.Grant(resource=g.resource, generation=g.generation, revision=g.revision)
-                for g in res.grants],
-        severed=list(res.severed),
-    )
+    out = pb.OwnResponse(header=coord.header(res.revision), severed=res.severed)
+    if columnar:
+        out.grant_columns.SetInParent()  # present even with no grants: the client asked
+        if res.grants:
+            resources, generations, revisions = zip(*res.grants, strict=True)
+            out.grant_columns.resources.extend(resources)
+            out.grant_columns.generations.extend(generations)
+            out.grant_columns.revisions.extend(revisions)
+    else:
+        out.grants.extend(pb.Grant(resource=g.resource, generation=g.generation,
+                                   revision=g.revision) for g in res.grants)
+    return out
 
 
 async def release(coord: Coordinator, caller: Caller, req: pb.ReleaseRequest) -> pb.ReleaseResponse:

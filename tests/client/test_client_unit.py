@@ -40,7 +40,7 @@ from coord.client import (
 from coord.client.calls import (
     allocate_pid_block_call,
     check_producer_call,
-    claims_pb,
+    claim_columns,
     close_session_call,
     compact_call,
     compare_and_set_call,
@@ -65,7 +65,7 @@ from coord.client.endpoints import DEFAULT_ENDPOINTS, EndpointRing, parse_endpoi
 from coord.client.errors import FutureRevisionError
 from coord.client.keys import key_range, prefix_end
 from coord.client.read_only import ModeChange
-from coord.client.results import Header, RangeResult, SessionEvent, lease_result
+from coord.client.results import Header, RangeResult, SessionEvent, lease_result, own_result
 from coord.client.retry import Attempts, RetryPolicy
 from coord.client.session_state import SessionCore, describe_end
 from coord.client.txn import TxnBuilder
@@ -493,13 +493,32 @@ def test_stale_linearizable_read_fails_over_unless_read_only_ok():
     assert finish(call, resp, read_only_ok=True) is None
 
 
+def cols(*pairs: tuple[str, int]) -> pb.ClaimColumns:
+    return pb.ClaimColumns(resources=[r for r, _ in pairs], generations=[g for _, g in pairs])
+
+
 def test_claims_forms():
     # A bare name claims at generation 1 (never the resetting generation 0).
-    assert claims_pb("a") == [pb.Claim(resource="a", generation=1)]
-    assert claims_pb(["a", ("b", 3)]) == [pb.Claim(resource="a", generation=1),
-                                             pb.Claim(resource="b", generation=3)]
-    assert claims_pb([("z", 0)]) == [pb.Claim(resource="z", generation=0)]
-    assert claims_pb({"x": 2}) == [pb.Claim(resource="x", generation=2)]
+    assert claim_columns("a") == cols(("a", 1))
+    assert claim_columns(["a", ("b", 3)]) == cols(("a", 1), ("b", 3))
+    assert claim_columns([("z", 0)]) == cols(("z", 0))
+    assert claim_columns({"x": 2}) == cols(("x", 2))
+    assert claim_columns([pb.Claim(resource="p", generation=4)]) == cols(("p", 4))
+    with pytest.raises(TypeError):
+        claim_columns([(7, 1)])  # a resource is a string
+
+
+def test_own_answers_are_read_from_their_columns():
+    answer = pb.OwnResponse(grant_columns=pb.GrantColumns(
+        resources=["a", "b"], generations=[1, 4], revisions=[9, 9]))
+    got = own_result(answer)
+    assert [(g.resource, g.generation, g.revision) for g in got.grants] == [
+        ("a", 1, 9), ("b", 4, 9)]
+    # A member that predates the columns answers with `grants` only: refused, not read
+    # as an own that granted nothing.
+    old = pb.OwnResponse(grants=[pb.Grant(resource="a", generation=1, revision=9)])
+    with pytest.raises(CoordError, match="older than this client library"):
+        own_result(old)
 
 
 def test_lease_error_in_body_raises():

@@ -169,6 +169,48 @@ def test_errors_match_the_unary_rpcs(shared_cluster3: LocalCluster):
     run(main)
 
 
+def test_own_takes_claims_as_messages_or_as_columns(shared_cluster3: LocalCluster):
+    """A unary Own with `claims` is answered with `grants`; with `claim_columns` (what the
+    client library sends), with `grant_columns`, the two forms' claims taken together.
+    Columns of different lengths are refused and claim nothing."""
+
+    async def main() -> None:
+        async with AsyncClient(shared_cluster3.endpoints) as client:
+            session = await client.open_session("columns", ttl=30)
+            sid = session.session_id
+            async with grpc.aio.insecure_channel(shared_cluster3.endpoints[0]) as channel:
+                own = pb_grpc.OwnershipStub(channel).Own
+                plain = await own(pb.OwnRequest(
+                    session_id=sid, group="cols", request_id="cols-1",
+                    claims=[pb.Claim(resource="m1", generation=1)]), timeout=10)
+                assert [(g.resource, g.generation) for g in plain.grants] == [("m1", 1)]
+                assert not plain.HasField("grant_columns")
+                both = await own(pb.OwnRequest(
+                    session_id=sid, group="cols", request_id="cols-2",
+                    claims=[pb.Claim(resource="m2", generation=1)],
+                    claim_columns=pb.ClaimColumns(resources=["c1", "c2"], generations=[1, 0])),
+                    timeout=10)
+                assert list(both.grants) == []
+                cols = both.grant_columns
+                assert list(zip(cols.resources, cols.generations, cols.revisions,
+                                strict=True)) == [("m2", 1, both.header.revision),
+                                                  ("c1", 1, both.header.revision),
+                                                  ("c2", 1, both.header.revision)]
+                with pytest.raises(grpc.aio.AioRpcError) as refused:
+                    await own(pb.OwnRequest(
+                        session_id=sid, group="cols", request_id="cols-3",
+                        claim_columns=pb.ClaimColumns(resources=["x1", "x2"], generations=[1])),
+                        timeout=10)
+                assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+                assert "they are pairs" in refused.value.details()
+            assert (await client.get_owner("cols", "x1")).session_id == 0
+            # The client library's own goes by columns and reads the columns back.
+            got = await client.own(sid, "cols", ["c1", ("c3", 2)])
+            assert [(g.resource, g.generation) for g in got.grants] == [("c1", 1), ("c3", 1)]
+
+    run(main)
+
+
 def test_client_cancellation_and_deadline(shared_cluster3: LocalCluster):
     """Cancelling the task awaiting a request takes it off the stream; a request that
     cannot finish in its timeout raises DeadlineError; the stream serves on after both."""
