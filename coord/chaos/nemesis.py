@@ -9,7 +9,7 @@ a schedule drawn from the run's seed.
   here, so not a delayed link): SIGSTOP/SIGCONT in turns of 20-80 ms for the fault's
   duration, so its messages leave late and in bursts and its timers fire late.
 - delay: every message to a member held 50-400 ms in its TCP gate (a slow link, in
-  order; half the time the leader's). The gates carry peer traffic only when the
+  order; half the time the leader's, else a follower's). The gates carry peer traffic only when the
   cluster is not in network namespaces, so asking for it runs partitions on the gates.
 - member: membership churn: a follower is removed, killed, wiped, added back as a
   learner and started; after the fault's duration it is promoted to a voter again.
@@ -18,7 +18,7 @@ a schedule drawn from the run's seed.
   which do not see each other) or a one-way cut (a's messages to b dropped, b's to a
   delivered). Without namespaces: a member cut off with its TCP gate
   (coord.testing.netfault): no peer's message reaches it while its own still go out;
-  half the time the member cut off is the current leader.
+  half the time the member cut off is the current leader, else a follower.
 """
 
 from __future__ import annotations
@@ -118,10 +118,14 @@ class Nemesis:
         if kind == "member":
             leader = self._leader()
             running = [n for n in running if n != leader] or running
-        if kind in ("partition", "delay") and pick < 0.5:
+        if kind in ("partition", "delay"):
+            # half the time the leader, else a follower: the two faults differ (a slow or
+            # cut-off leader delays commits; a follower falls behind and serves old state)
             leader = self._leader()
-            if leader:
+            if leader and pick < 0.5:
                 return leader, "the leader"
+            running = [n for n in running if n != leader] or running
+            pick = (pick - 0.5) * 2 if pick >= 0.5 else pick
         if kind in ("kill", "pause") and pick < 0.2:
             # a majority at once: no quorum until it heals (writes then have unknown
             # outcomes, reads fail, a paused majority leaves the rest read-only)
