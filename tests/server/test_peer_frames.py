@@ -22,6 +22,7 @@ from coord.server.transport.frames import (
 )
 from coord.server.transport.listener import PeerPort
 from coord.server.transport.peer import PeerTransport
+from coord.v1 import raft_pb2
 
 TEST_TIMEOUT = 30.0
 
@@ -121,5 +122,32 @@ def test_a_taken_peer_port_is_an_error_naming_the_flag() -> None:
                 await PeerPort(transport, None).start(f"127.0.0.1:{bound}")
         finally:
             await first.close()
+
+    run(main())
+
+
+def test_a_raft_connection_that_breaks_the_format_is_refused_with_the_reason() -> None:
+    """A frame over the size limit, after a valid preamble: the listener answers with a
+    refusal that says why and closes, and nothing reaches the receiver."""
+
+    async def main() -> None:
+        transport = PeerTransport(PeerAuth(1, b"secret", 5))
+        got: list = []
+        transport.receive_with(got.extend)
+        port = PeerPort(transport, None)
+        bound = await port.start("127.0.0.1:0")
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", bound)
+            writer.write(PREAMBLE + HEADER.pack(MAX_PAYLOAD + 1, Kind.BATCH))
+            answer = await _read_all(reader)
+            writer.close()
+            ((kind, payload),) = FrameReader().feed(answer)
+            assert kind == Kind.REFUSE
+            why = raft_pb2.PeerRefusal.FromString(payload)
+            assert why.code == "INVALID_ARGUMENT" and "over the" in why.details
+            assert got == [] and transport.dropped_inbound == 1
+        finally:
+            await port.close()
+            await transport.close()
 
     run(main())
