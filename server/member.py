@@ -188,10 +188,11 @@ class Member:
         listen(client_server, self.config.listen, "--listen")
         if self.config.etcd_listen:
             listen(client_server, self.config.etcd_listen, "--etcd-listen")
+        # Bound before anything starts: a taken port fails the start with nothing running.
+        await self.peer_port.start(self.config.peer_listen, "--peer-listen")
         self._servers = [peer_server, client_server]
         for s in self._servers:
             await s.start()
-        await self.peer_port.start(self.config.peer_listen, "--peer-listen")
         await self.node.start()
         self.leader_note.start()
         self.tracker.start()
