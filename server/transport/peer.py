@@ -17,9 +17,9 @@ connection to `PeerTransport.accept`. Its first frame must be a ``PeerHello`` th
 `auth.PeerAuth` accepts, or the connection is refused with the reason; then each batch is
 decoded and handed to ``on_messages`` synchronously in the event loop.
 
-Why not gRPC, as the member's other calls are: per message, a gRPC stream cost each side
-40-80 µs of CPU and a frame on a socket costs 4-7 µs, and a write to one client is about
-ten peer messages across the three members (see frames.py).
+Why not gRPC, as the member's other calls are: per message, a gRPC stream cost 36-46 µs
+of CPU on each side and a frame on a socket 4-7 µs, and one client write is about ten
+peer messages across the three members (see frames.py).
 
 Everything runs on the caller's event loop; there are no threads.
 """
