@@ -392,20 +392,21 @@ class PeerTransport:
                 await link.drained()
                 continue
             batch = batch_cls()
-            n = self._fill_batch(peer, batch)
+            n, snapshot = self._fill_batch(peer, batch)
             if n:
-                link.send(batch.SerializeToString(),
-                          batch.HasField("chunk") or any(x.type == _SNAP for x in batch.messages))
+                link.send(batch.SerializeToString(), snapshot)
                 peer.sent += n
                 peer.batches += 1
 
-    def _fill_batch(self, peer: _Peer, batch: raft_pb2.MessageBatch) -> int:
-        """Move queued messages into `batch` (up to BATCH_SOFT_BYTES); return how many."""
+    def _fill_batch(self, peer: _Peer, batch: raft_pb2.MessageBatch) -> tuple[int, bool]:
+        """Move queued messages into `batch` (up to BATCH_SOFT_BYTES); return how many,
+        and whether the batch carries (part of) a snapshot."""
         queue = peer.queue
         msgs = batch.messages
         add = msgs.add
         n = 0
         size = 0
+        snapshot = False
         while queue:
             m = queue[0]
             if type(m) is _Chunk or (m.type is _SNAP and m.snapshot is not None
@@ -415,7 +416,7 @@ class PeerTransport:
                 if type(m) is not _Chunk:
                     queue.popleft()
                     queue.extendleft(reversed(_chunks(m)))
-                return self._fill_chunk(queue.popleft(), batch)
+                return self._fill_chunk(queue.popleft(), batch), True
             queue.popleft()
             x = add()
             fill_message_pb(x, m)
@@ -432,7 +433,8 @@ class PeerTransport:
                 break
             size += s
             n += 1
-        return n
+            snapshot = snapshot or m.type is _SNAP
+        return n, snapshot
 
     @staticmethod
     def _fill_chunk(c: _Chunk, batch: raft_pb2.MessageBatch) -> int:
