@@ -629,3 +629,52 @@ def test_a_snapshot_missing_a_piece_is_dropped_not_delivered() -> None:
     t.deliver(1, first, pieces)
     t.deliver(1, last, pieces)
     assert [m.snapshot.data for m in got] == [b"12345678"]
+
+
+def test_a_silent_inbound_connection_is_closed_a_pinging_one_kept(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The listening side closes a peer's connection that sends nothing for INBOUND_IDLE
+    (its opener would ping every second), and keeps one that pings."""
+    monkeypatch.setattr(transport_mod, "INBOUND_IDLE", 0.3)
+
+    async def opened(address: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        host, port = address.rsplit(":", 1)
+        reader, writer = await asyncio.open_connection(host, int(port))
+        h = raft_pb2.PeerHello(cluster=CLUSTER, auth=auth_token(SECRET, CLUSTER, 1, 2))
+        setattr(h, "from", 1)
+        writer.write(PREAMBLE + frame(Kind.HELLO, h.SerializeToString()))
+        got = FrameReader().feed(await asyncio.wait_for(reader.read(65536), 10))
+        assert [k for k, _ in got] == [Kind.ACCEPT]
+        return reader, writer
+
+    async def main() -> None:
+        b = Member(2)
+        await b.start()
+        try:
+            silent_r, silent_w = await opened(b.address)
+            pinging_r, pinging_w = await opened(b.address)
+            loop = asyncio.get_running_loop()
+            start = loop.time()
+            pongs = 0
+            closed_after = None
+            while loop.time() - start < 2.0:  # about six idle periods
+                pinging_w.write(frame(Kind.PING))
+                pongs += len(FrameReader().feed(
+                    await asyncio.wait_for(pinging_r.read(65536), 5)))
+                if closed_after is None:
+                    try:
+                        data = await asyncio.wait_for(silent_r.read(65536), 0.1)
+                    except TimeoutError:
+                        data = None
+                    if data == b"":
+                        closed_after = loop.time() - start
+                else:
+                    await asyncio.sleep(0.1)
+            assert closed_after is not None and closed_after < 1.5
+            assert pongs >= 5  # still answered, long after the silent one was closed
+            silent_w.close()
+            pinging_w.close()
+        finally:
+            await b.stop()
+
+    run(main())
