@@ -453,9 +453,17 @@ def _recent_row(item: tuple[str, tuple[int, bytes]]) -> list:
     return [rid, tag, base64.b64encode(data).decode("ascii")]
 
 
+SNAPSHOT_ZLIB_LEVEL = 1
+"""zlib's fastest level: every member compresses its whole state at every snapshot, on
+its event loop between Raft's work. The state after 60,000 puts (13.6 MB of JSON) took
+110 ms at level 6 for 2.13 MB and 46 ms at level 1 for 2.30 MB (decompressing: 18 and
+25 ms); a snapshot is made far more often than one is sent. Any level restores."""
+
+
 def _compressed(pieces: Iterator[str]) -> Iterator[bytes]:
-    """zlib level 6, a piece at a time (the same bytes as compressing them joined)."""
-    z = zlib.compressobj(6)
+    """zlib at SNAPSHOT_ZLIB_LEVEL, a piece at a time (the same bytes as compressing them
+    joined)."""
+    z = zlib.compressobj(SNAPSHOT_ZLIB_LEVEL)
     for piece in pieces:
         yield z.compress(piece.encode())
     yield z.flush()
