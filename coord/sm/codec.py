@@ -217,7 +217,7 @@ def _flat_rows(hint: Any, decode: bool) -> Converter | None:
     error. None for other hints."""
     if not _is_namedtuple(hint):
         return None
-    kinds = tuple(h for _, h in _fields(hint))
+    kinds = tuple(h for _, h in record_fields(hint))
     if not all(k in _SCALAR_KINDS for k in kinds):
         return None
     row = _flat_converter(kinds, hint._make if decode else list, len(kinds),
@@ -259,7 +259,8 @@ def _seq(v: Any) -> tuple | list:
     return v
 
 
-def _fields(cls: type) -> list[tuple[str, Any]]:
+def record_fields(cls: type) -> list[tuple[str, Any]]:
+    """(name, type hint) of each field of dataclass or NamedTuple `cls`, in order."""
     hints = typing.get_type_hints(cls)
     if dataclasses.is_dataclass(cls):
         return [(f.name, hints[f.name]) for f in dataclasses.fields(cls)]
@@ -293,7 +294,7 @@ def encoder(hint: Any) -> Converter:
 
         return enc_fixed
     if _is_namedtuple(hint):
-        kinds = tuple(h for _, h in _fields(hint))
+        kinds = tuple(h for _, h in record_fields(hint))
         if all(k in _SCALAR_KINDS for k in kinds):
             return _flat_converter(kinds, list, len(kinds), check_list=False)
         return encoder(tuple[kinds])
@@ -303,7 +304,7 @@ def encoder(hint: Any) -> Converter:
 
 
 def _dataclass_encoder(cls: type, tagged: bool) -> Converter:
-    names = [(name, encoder(h)) for name, h in _fields(cls)]
+    names = [(name, encoder(h)) for name, h in record_fields(cls)]
 
     def enc(v: Any) -> dict:
         if type(v) is not cls:
@@ -368,7 +369,7 @@ def decoder(hint: Any) -> Converter:
         items = [decoder(a) for a in args]
         return _fixed_decoder(items, tuple)
     if _is_namedtuple(hint):
-        kinds = tuple(h for _, h in _fields(hint))
+        kinds = tuple(h for _, h in record_fields(hint))
         if all(k in _SCALAR_KINDS for k in kinds):
             return _flat_converter(kinds, hint._make, len(kinds), check_list=True)
         items = [decoder(h) for h in kinds]
@@ -388,7 +389,7 @@ def _fixed_decoder(items: list[Converter], build: Callable[[Any], Any]) -> Conve
 
 
 def _dataclass_decoder(cls: type, tagged: bool) -> Converter:
-    names = [(name, decoder(h)) for name, h in _fields(cls)]
+    names = [(name, decoder(h)) for name, h in record_fields(cls)]
     expected = {name for name, _ in names} | ({UNION_TAG} if tagged else set())
     added = frozenset(getattr(cls, "ADDED_FIELDS", ()))
     required = expected - added

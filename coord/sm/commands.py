@@ -13,12 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from coord.sm import codec
+from coord.sm import codec, packed
 from coord.sm.records import Claim
 from coord.sm.results import decode_result, encode_result
 
 __all__ = [
     "FORMAT_VERSION",
+    "PACKED_VERSION",
     "Alarm",
     "AllocatePidBlock",
     "Barrier",
@@ -55,6 +56,10 @@ __all__ = [
 ]
 
 FORMAT_VERSION = 1
+PACKED_VERSION = 2
+"""The leading byte of a command in `coord.sm.packed`'s binary form: a command whose
+fields allow it (Put, Range, DeleteRange, KeepAlive, ...) is written so; the rest, and
+every command written before it existed, are JSON under FORMAT_VERSION."""
 
 # -- KV ----------------------------------------------------------------------------------
 
@@ -386,6 +391,9 @@ def command_tag(cmd: Any) -> int:
 def encode_command(cmd: Command) -> bytes:
     """Deterministic bytes for `cmd` (ValueError if a field has the wrong type)."""
     tag = command_tag(cmd)
+    data = packed.pack(cmd)
+    if data is not None:
+        return bytes((PACKED_VERSION, tag)) + data
     return bytes((FORMAT_VERSION, tag)) + codec.dumps(codec.to_plain(type(cmd), cmd))
 
 
@@ -393,9 +401,11 @@ def decode_command(data: bytes) -> Command:
     """The command `data` encodes; ValueError for anything else."""
     if len(data) < 2:
         raise ValueError("command too short")
-    if data[0] != FORMAT_VERSION:
+    if data[0] != FORMAT_VERSION and data[0] != PACKED_VERSION:
         raise ValueError(f"unknown command format version {data[0]}")
     cls = _BY_TAG.get(data[1])
     if cls is None:
         raise ValueError(f"unknown command tag {data[1]}")
+    if data[0] == PACKED_VERSION:
+        return packed.unpack(cls, data, 2)
     return codec.from_plain(cls, codec.loads(data[2:]))

@@ -11,10 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from coord.sm import codec
+from coord.sm import codec, packed
 from coord.sm.records import Conflict, Grant, KeyValue, Owner, OwnershipEvent, WatchEvent
 
 FORMAT_VERSION = 1
+PACKED_VERSION = 2
+"""The leading byte of a result in `coord.sm.packed`'s binary form (a result with only
+scalar fields set: a put's, a keepalive's, most errors); the rest are JSON."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -202,7 +205,11 @@ def encode_result(result: Result) -> bytes:
         tag = _TAGS[type(result)]
     except KeyError:
         raise ValueError(f"not a result: {type(result).__name__}") from None
-    data = bytes((FORMAT_VERSION, tag)) + codec.dumps(codec.to_plain(type(result), result))
+    body = packed.pack(result)
+    if body is not None:
+        data = bytes((PACKED_VERSION, tag)) + body
+    else:
+        data = bytes((FORMAT_VERSION, tag)) + codec.dumps(codec.to_plain(type(result), result))
     _just_encoded.put(data, result)
     return data
 
@@ -213,9 +220,11 @@ def decode_result(data: bytes) -> Any:
         return made_from
     if len(data) < 2:
         raise ValueError("result too short")
-    if data[0] != FORMAT_VERSION:
+    if data[0] != FORMAT_VERSION and data[0] != PACKED_VERSION:
         raise ValueError(f"unknown result format version {data[0]}")
     cls = _BY_TAG.get(data[1])
     if cls is None:
         raise ValueError(f"unknown result tag {data[1]}")
+    if data[0] == PACKED_VERSION:
+        return packed.unpack(cls, data, 2)
     return codec.from_plain(cls, codec.loads(data[2:]))

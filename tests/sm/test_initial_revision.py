@@ -5,9 +5,11 @@ began at 0 keeps the revisions its clients were given."""
 from __future__ import annotations
 
 import base64
+import zlib
 
 import pytest
 
+from coord.sm import codec
 from coord.sm import commands as c
 from coord.sm.commands import Claim
 from coord.sm.ledger import INITIAL_REVISION, LOG_VERSION, initial_revision
@@ -54,17 +56,27 @@ def test_a_snapshot_taken_before_the_change_restores_its_own_revisions():
     assert m.execute(c.Put(b"c", b"1")).revision == 5  # it goes on from its own revision
 
 
+def _state(machine: CoordMachine) -> dict:
+    """A machine's snapshot as data, with each remembered answer decoded: the old code
+    remembered them as JSON, this code writes most of them packed (`coord.sm.packed`)."""
+    state = codec.loads(zlib.decompress(machine.snapshot()))
+    state["recent"] = [[rid, tag, c.decode_result(base64.b64decode(data))]
+                       for rid, tag, data in state["recent"]]
+    return state
+
+
 def test_a_log_begun_under_version_1_replays_as_the_old_code_applied_it():
-    """The same commands from revision 0 give the old code's state: byte for byte what
-    this code makes of the old code's snapshot (which lacks only what was added since,
-    the elapsed clock, restored from the snapshot's leader clock)."""
+    """The same commands from revision 0 give the old code's state: what this code makes
+    of the old code's snapshot (which lacks only what was added since, the elapsed clock,
+    restored from the snapshot's leader clock), the remembered answers decoding alike."""
     m = CoordMachine()
     m.start_at(initial_revision(None))
     for cmd, time_ms in OLD_COMMANDS:
         assert m.execute(cmd, time_ms).ok
     old = CoordMachine()
     old.restore(OLD_SNAPSHOT)
-    assert m.revision == 4 and m.snapshot() == old.snapshot()
+    assert m.revision == 4 and _state(m) == _state(old)
+    assert _state(m)["recent"] and _state(m)["recent"][0][2].session_id == 1
     new = CoordMachine()
     for cmd, time_ms in OLD_COMMANDS:
         new.execute(cmd, time_ms)

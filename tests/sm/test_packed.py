@@ -1,0 +1,133 @@
+"""The packed binary form of flat commands and results (`coord.sm.packed`): what gets
+it, that it decodes to exactly what was encoded, that JSON written before it still
+decodes, that it refuses malformed bytes as strictly as the JSON form, and that a record
+written before a field was added decodes with that field's default."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from coord.sm import codec, packed
+from coord.sm import commands as c
+from coord.sm import results as res
+from coord.sm.codec import INT64_MAX, INT64_MIN
+from coord.sm.records import KeyValue
+
+PUT = c.Put(b"k\x00\xff", b"v", 3, True, "rid-ü")
+
+
+def test_flat_commands_and_results_are_packed_and_nested_ones_stay_json():
+    assert c.encode_command(PUT)[0] == c.PACKED_VERSION
+    assert c.encode_command(c.Range(b"a", b"b", 10, 4))[0] == c.PACKED_VERSION
+    assert c.encode_command(c.Txn.put_if_absent(b"r", b"A", "t"))[0] == c.FORMAT_VERSION
+    assert c.encode_command(c.ExpireSessions((1, 2)))[0] == c.FORMAT_VERSION
+    assert c.encode_result(res.PutResult(revision=7))[0] == res.PACKED_VERSION
+    # an optional that is set does not fit: the same type is written as JSON then
+    with_prev = res.PutResult(revision=7, prev_kv=KeyValue(b"k", b"v", 1, 2, 3, 4))
+    assert c.encode_result(with_prev)[0] == res.FORMAT_VERSION
+    assert c.decode_result(bytes(c.encode_result(with_prev))) == with_prev
+
+
+def test_a_packed_put_is_its_fields_and_round_trips():
+    data = c.encode_command(PUT)
+    rid = "rid-ü".encode()
+    head = struct.pack(">IIq?I??", 3, 1, 3, True, len(rid), False, False)
+    assert data == bytes((c.PACKED_VERSION, 1, 7)) + head + b"k\x00\xffv" + rid
+    assert c.decode_command(data) == PUT
+    fresh = c.decode_result(bytes(c.encode_result(res.PutResult(revision=9, message="m"))))
+    assert fresh == res.PutResult(revision=9, message="m")
+
+
+def test_json_written_before_the_packed_form_still_decodes():
+    old = (b'\x01\x01{"ignore_lease":false,"ignore_value":false,"key":"aw==","prev_kv":false,'
+           b'"request_id":"r","session_id":0,"value":"dg=="}')
+    assert c.decode_command(old) == c.Put(b"k", b"v", request_id="r")
+    old_result = b'\x01\x01{"error":"","message":"","prev_kv":null,"revision":5}'
+    assert c.decode_result(old_result) == res.PutResult(revision=5)
+
+
+def test_values_the_packed_form_cannot_hold_go_as_json_or_are_refused():
+    big = c.Range(b"a", b"", INT64_MAX, 0)
+    assert c.decode_command(c.encode_command(big)) == big
+    assert c.encode_command(big)[0] == c.PACKED_VERSION
+    assert packed.pack(c.Range(b"a", b"", INT64_MAX + 1, 0)) is None
+    with pytest.raises(ValueError):  # the JSON form names the bad value
+        c.encode_command(c.Range(b"a", b"", INT64_MAX + 1, 0))
+    with pytest.raises(ValueError):
+        c.encode_command(c.Put(b"k", b"v", True))  # type: ignore[arg-type] - a bool id
+    lone = c.Put(b"k", b"v", 0, False, "\ud800")  # a str UTF-8 cannot hold
+    assert packed.pack(lone) is None
+    assert c.encode_command(lone)[0] == c.FORMAT_VERSION
+    assert c.decode_command(c.encode_command(lone)) == lone
+
+
+GOOD = c.encode_command(PUT)
+
+
+@pytest.mark.parametrize("garbage", [
+    GOOD[:2],  # no field count
+    GOOD[:10],  # a short header
+    GOOD[:-1],  # a short tail
+    GOOD + b"x",  # a byte left over
+    GOOD[:2] + b"\x09" + GOOD[3:],  # more fields than a put has
+    GOOD[:2] + b"\x04" + GOOD[3:],  # fewer than it has ever had
+    GOOD[:23] + b"\x02" + GOOD[24:],  # prev_kv's byte is neither 0 nor 1
+    GOOD[:-3] + b"\xff\xfe\xfd",  # the request id is not UTF-8
+    bytes((c.PACKED_VERSION, 0xEE)) + GOOD[2:],  # an unknown tag
+    bytes((c.PACKED_VERSION, 4)) + GOOD[2:],  # a txn: it has no packed form
+])
+def test_malformed_packed_bytes_are_refused(garbage):
+    with pytest.raises(ValueError):
+        c.decode_command(garbage)
+
+
+def test_a_record_written_before_its_added_fields_decodes_with_their_defaults():
+    assert c.Put.ADDED_FIELDS == {"ignore_value", "ignore_lease"}
+    head = struct.pack(">IIq?I", 1, 1, 0, False, 1)  # the five fields a put had before
+    old = bytes((c.PACKED_VERSION, 1, 5)) + head + b"kvr"
+    assert c.decode_command(old) == c.Put(b"k", b"v", request_id="r")
+
+
+def test_an_added_field_that_is_not_trailing_gets_no_packed_form():
+    from dataclasses import dataclass
+
+    @dataclass(frozen=True)
+    class Grown:
+        ADDED_FIELDS = frozenset({"a"})
+        a: int
+        b: int
+
+    @dataclass(frozen=True)
+    class Trailing:
+        ADDED_FIELDS = frozenset({"b"})
+        a: int
+        b: int = 0
+
+    assert packed.shape(Grown) is None and packed.shape(Trailing) is not None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=40), st.binary(max_size=40),
+       st.integers(INT64_MIN, INT64_MAX), st.booleans(), st.text(max_size=20),
+       st.booleans(), st.booleans())
+def test_every_put_round_trips_and_matches_its_json_form(key, value, sid, prev, rid, iv, il):
+    cmd = c.Put(key, value, sid, prev, rid, iv, il)
+    data = c.encode_command(cmd)
+    assert data[0] == c.PACKED_VERSION and c.decode_command(data) == cmd
+    as_json = bytes((c.FORMAT_VERSION, data[1])) + codec.dumps(codec.to_plain(c.Put, cmd))
+    assert c.decode_command(as_json) == cmd
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=48))
+def test_random_packed_bytes_never_crash_decoding(tail):
+    data = bytes((c.PACKED_VERSION, 1)) + tail
+    try:
+        cmd = c.decode_command(data)
+    except ValueError:
+        return
+    assert c.encode_command(cmd) == data  # only the canonical bytes decode
