@@ -8,8 +8,7 @@ keys) still moves the revision exactly once, and all its events carry that revis
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from coord.sm.errors import CommandError
@@ -43,20 +42,22 @@ class Ledger:
         self._marked = False
         self._events: list[Any] = []
 
-    @contextmanager
-    def command(self) -> Iterator[None]:
-        """One command's scope; nested scopes join the outermost. On exit the revision
-        moves by one iff something inside called `touch`."""
-        outer = self._depth == 0
+    def command(self) -> Ledger:
+        """One command's scope (`with ledger.command():`); nested scopes join the
+        outermost. On exit the revision moves by one iff something inside called `touch`.
+        The ledger is its own context manager, not a generator's: every command on
+        every member enters one, and a generator-based one cost 0.75 µs against 0.17."""
+        return self
+
+    def __enter__(self) -> None:
         self._depth += 1
-        try:
-            yield
-        finally:
-            self._depth -= 1
-            if outer and (self._dirty or self._marked):
-                self.changes += 1
-                self.revision += self._dirty
-                self._dirty = self._marked = False
+
+    def __exit__(self, *exc: object) -> None:
+        self._depth -= 1
+        if self._depth == 0 and (self._dirty or self._marked):
+            self.changes += 1
+            self.revision += self._dirty
+            self._dirty = self._marked = False
 
     def touch(self) -> int:
         """Declare a change in the current command; returns the revision it happens at."""
