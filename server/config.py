@@ -89,7 +89,14 @@ def add_serve_flags(s: argparse.ArgumentParser) -> argparse.ArgumentParser:
     s.add_argument("--tick-ms", type=int, default=50)
     s.add_argument("--election-ticks", type=int, default=12)
     s.add_argument("--heartbeat-ticks", type=int, default=2)
-    s.add_argument("--snapshot-every", type=int, default=20_000)
+    s.add_argument(
+        "--snapshot-every",
+        type=int,
+        default=20_000,
+        help="snapshot after at least this many applied entries (default 20000), once the"
+        " log since the last snapshot holds 4x its bytes, and after 5x this many at the"
+        " latest",
+    )
     s.add_argument(
         "--snapshot-bytes",
         type=int,

@@ -1,16 +1,25 @@
 """A snapshot is serialized a slice at a time from a capture of the state: the driver
 keeps ticking (so heartbeats go on) and applying in between, the snapshot holds the state
-as captured (not the writes applied meanwhile), and a restart from it has every write."""
+as captured (not the writes applied meanwhile), and a restart from it has every write.
+How often: after `snapshot_every` entries once the log outgrows the last snapshot
+(SNAPSHOT_EXPANSION), by SNAPSHOT_EVERY_MAX times that at the latest, or by bytes."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import os
 import time
 from collections.abc import Iterator
 
 from coord.server.member import NodeParts, open_node
-from coord.server.node.driver import _SNAP_HEADER, Node, NodeOptions
+from coord.server.node.driver import (
+    _SNAP_HEADER,
+    SNAPSHOT_EVERY_MAX,
+    SNAPSHOT_EXPANSION,
+    Node,
+    NodeOptions,
+)
 from coord.server.node.members import MemberInfo
 from coord.sm.commands import Put, Range, encode_command
 from coord.sm.machine import CoordMachine
@@ -116,6 +125,54 @@ def test_big_entries_snapshot_by_bytes_before_the_entry_count(tmp_path):
                     break
                 await asyncio.sleep(0.01)
             assert 0 < node.status().snapshot_index < 40, "no snapshot by bytes"
+        finally:
+            await parts.close()
+
+    asyncio.run(run())
+
+
+def test_a_big_state_is_snapshotted_when_the_log_outgrows_it_not_every_n_entries(tmp_path):
+    """With a 64 KB value in the state, 20 small puts (snapshot_every) are far less log
+    than the snapshot: the next waits, until SNAPSHOT_EVERY_MAX * 20 entries. Then puts
+    of 16 KB make the log outgrow the snapshot within 20 entries, and one is taken."""
+
+    async def run() -> None:
+        parts = _node(tmp_path, CoordMachine())
+        node = parts.node
+        await node.start()
+        try:
+            await _wait_leader(node)
+
+            async def put(value: bytes) -> int:
+                return (await node.propose(encode_command(Put(b"k", value)))).index
+
+            async def settled() -> int:
+                for _ in range(300):  # a snapshot started is done within 3 s
+                    if not node._snaps.running:
+                        break
+                    await asyncio.sleep(0.01)
+                return node.status().snapshot_index
+
+            await put(os.urandom(64 << 10))
+            while await settled() == 0:  # the first, after 20 entries as ever
+                await put(b"s")
+            first = await settled()
+            size = len(node._raw.raft.log.snapshot.data)
+            assert size > 64 << 10
+            small = [await put(b"s") for _ in range(60)]  # 3x snapshot_every, ~5 KB of log
+            assert await settled() == first, "snapshotted before the log outgrew the last"
+            last = small[-1]
+            while last < first + SNAPSHOT_EVERY_MAX * 20:
+                last = await put(b"s")
+            await put(b"s")
+            capped = await settled()
+            assert first < capped <= first + SNAPSHOT_EVERY_MAX * 20 + 1
+            size = len(node._raw.raft.log.snapshot.data)
+            blob = os.urandom(16 << 10)  # incompressible: the log grows 16 KB a put
+            need = int(SNAPSHOT_EXPANSION * size / len(blob)) + 1
+            for _ in range(max(need, 20) + 1):
+                await put(blob)
+            assert await settled() > capped, "the log outgrew the snapshot, none was taken"
         finally:
             await parts.close()
 
