@@ -58,8 +58,8 @@ __all__ = [
 FORMAT_VERSION = 1
 PACKED_VERSION = 2
 """The leading byte of a command in `coord.sm.packed`'s binary form: a command whose
-fields allow it (Put, Range, DeleteRange, KeepAlive, ...) is written so; the rest, and
-every command written before it existed, are JSON under FORMAT_VERSION."""
+fields allow it (Put, Range, DeleteRange, Own, Release, ...) is written so; the rest (a
+Txn, ...), and every command written before it existed, are JSON under FORMAT_VERSION."""
 
 # -- KV ----------------------------------------------------------------------------------
 

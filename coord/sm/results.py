@@ -16,8 +16,8 @@ from coord.sm.records import Conflict, Grant, KeyValue, Owner, OwnershipEvent, W
 
 FORMAT_VERSION = 1
 PACKED_VERSION = 2
-"""The leading byte of a result in `coord.sm.packed`'s binary form (a result with only
-scalar fields set: a put's, a keepalive's, most errors); the rest are JSON."""
+"""The leading byte of a result in `coord.sm.packed`'s binary form (a put's without
+`prev_kv`, an own's, most errors); the rest (a range's keys, a txn's) are JSON."""
 
 
 @dataclass(frozen=True, kw_only=True)
