@@ -231,6 +231,12 @@ class RawNode:
         return self.raft.log.offset
 
     @property
+    def snapshot_bytes(self) -> int:
+        """The size of the snapshot the log was last compacted to, or restored from (0:
+        none)."""
+        return len(self.raft.log.snapshot.data)
+
+    @property
     def conf_state(self) -> ConfState:
         """The configuration in force (the last applied conf change)."""
         return self.raft.conf

@@ -215,7 +215,7 @@ def _flat_rows(hint: Any, decode: bool) -> Converter | None:
     at a time by Python's (an own of 10,000 resources decodes 10,000 claims on every
     member). Any row that fails is run through the per-row converter for its exact
     error. None for other hints."""
-    if not _is_namedtuple(hint):
+    if not is_namedtuple(hint):
         return None
     kinds = tuple(h for _, h in record_fields(hint))
     if not all(k in _SCALAR_KINDS for k in kinds):
@@ -249,7 +249,8 @@ def _flat_rows(hint: Any, decode: bool) -> Converter | None:
     return conv
 
 
-def _is_namedtuple(hint: Any) -> bool:
+def is_namedtuple(hint: Any) -> bool:
+    """Whether `hint` is a NamedTuple class."""
     return isinstance(hint, type) and issubclass(hint, tuple) and hasattr(hint, "_fields")
 
 
@@ -293,7 +294,7 @@ def encoder(hint: Any) -> Converter:
             return [e(x) for e, x in zip(items, v, strict=True)]
 
         return enc_fixed
-    if _is_namedtuple(hint):
+    if is_namedtuple(hint):
         kinds = tuple(h for _, h in record_fields(hint))
         if all(k in _SCALAR_KINDS for k in kinds):
             return _flat_converter(kinds, list, len(kinds), check_list=False)
@@ -368,7 +369,7 @@ def decoder(hint: Any) -> Converter:
             return dec_var
         items = [decoder(a) for a in args]
         return _fixed_decoder(items, tuple)
-    if _is_namedtuple(hint):
+    if is_namedtuple(hint):
         kinds = tuple(h for _, h in record_fields(hint))
         if all(k in _SCALAR_KINDS for k in kinds):
             return _flat_converter(kinds, hint._make, len(kinds), check_list=True)

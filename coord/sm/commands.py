@@ -1,7 +1,7 @@
 """The command vocabulary of the coordination state machine and its wire format.
 
-A command is a frozen dataclass; on the wire it is `[FORMAT_VERSION][tag]` followed by
-canonical JSON of its fields (bytes as base64). Tags are stable forever: add new ones,
+A command is a frozen dataclass; on the wire it is `[version][tag]` followed by its
+fields, packed or as canonical JSON (`coord.sm.framing`). Tags are stable forever: add new ones,
 never renumber. Decoding is strict, so garbage is a ValueError, never a half-command.
 Commands a client may retry carry `request_id` (empty: no deduplication). Time is not
 part of a command: the leader's clock reading travels with every log entry and reaches
@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from coord.sm import codec, packed
+from coord.sm import framing
 from coord.sm.records import Claim
 from coord.sm.results import decode_result, encode_result
 
@@ -55,11 +55,8 @@ __all__ = [
     "encode_result",
 ]
 
-FORMAT_VERSION = 1
-PACKED_VERSION = 2
-"""The leading byte of a command in `coord.sm.packed`'s binary form: a command whose
-fields allow it (Put, Range, DeleteRange, Own, Release, ...) is written so; the rest (a
-Txn, ...), and every command written before it existed, are JSON under FORMAT_VERSION."""
+FORMAT_VERSION = framing.JSON_VERSION
+PACKED_VERSION = framing.PACKED_VERSION  # a command whose fields allow it (Put, Own, ...)
 
 # -- KV ----------------------------------------------------------------------------------
 
@@ -390,22 +387,9 @@ def command_tag(cmd: Any) -> int:
 
 def encode_command(cmd: Command) -> bytes:
     """Deterministic bytes for `cmd` (ValueError if a field has the wrong type)."""
-    tag = command_tag(cmd)
-    data = packed.pack(cmd)
-    if data is not None:
-        return bytes((PACKED_VERSION, tag)) + data
-    return bytes((FORMAT_VERSION, tag)) + codec.dumps(codec.to_plain(type(cmd), cmd))
+    return framing.encode(command_tag(cmd), cmd)
 
 
 def decode_command(data: bytes) -> Command:
     """The command `data` encodes; ValueError for anything else."""
-    if len(data) < 2:
-        raise ValueError("command too short")
-    if data[0] != FORMAT_VERSION and data[0] != PACKED_VERSION:
-        raise ValueError(f"unknown command format version {data[0]}")
-    cls = _BY_TAG.get(data[1])
-    if cls is None:
-        raise ValueError(f"unknown command tag {data[1]}")
-    if data[0] == PACKED_VERSION:
-        return packed.unpack(cls, data, 2)
-    return codec.from_plain(cls, codec.loads(data[2:]))
+    return framing.decode(data, _BY_TAG, "command")

@@ -36,7 +36,7 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any
 
-from coord.sm.codec import record_fields
+from coord.sm.codec import is_namedtuple, record_fields
 
 _FIXED = {int: "q", bool: "?"}
 _VARIABLE = (str, bytes)
@@ -83,7 +83,7 @@ def _column_of(hint: Any) -> _Column | None:
     item = args[0]
     if item in _SCALARS:
         return _Column((item,), None)
-    if isinstance(item, type) and issubclass(item, tuple) and hasattr(item, "_fields"):
+    if is_namedtuple(item):
         kinds = tuple(h for _, h in record_fields(item))
         if kinds and all(k in _SCALARS for k in kinds):
             return _Column(kinds, item)

@@ -3,7 +3,8 @@
 Every result carries `error` ("" on success), a human `message`, and `revision`: the
 revision the command's changes happened at, or the current revision if it changed
 nothing. Each command has one result type, so a failed command still decodes as the
-type the caller expects. Encoding: `[FORMAT_VERSION][tag]` + canonical JSON.
+type the caller expects. Encoding: `[version][tag]` + the fields, packed or as canonical
+JSON (`coord.sm.framing`).
 """
 
 from __future__ import annotations
@@ -11,13 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from coord.sm import codec, packed
+from coord.sm import framing
 from coord.sm.records import Conflict, Grant, KeyValue, Owner, OwnershipEvent, WatchEvent
 
-FORMAT_VERSION = 1
-PACKED_VERSION = 2
-"""The leading byte of a result in `coord.sm.packed`'s binary form (a put's without
-`prev_kv`, an own's, most errors); the rest (a range's keys, a txn's) are JSON."""
+FORMAT_VERSION = framing.JSON_VERSION
+PACKED_VERSION = framing.PACKED_VERSION  # a put's without prev_kv, an own's, most errors
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -205,11 +204,7 @@ def encode_result(result: Result) -> bytes:
         tag = _TAGS[type(result)]
     except KeyError:
         raise ValueError(f"not a result: {type(result).__name__}") from None
-    body = packed.pack(result)
-    if body is not None:
-        data = bytes((PACKED_VERSION, tag)) + body
-    else:
-        data = bytes((FORMAT_VERSION, tag)) + codec.dumps(codec.to_plain(type(result), result))
+    data = framing.encode(tag, result)
     _just_encoded.put(data, result)
     return data
 
@@ -218,13 +213,4 @@ def decode_result(data: bytes) -> Any:
     """The result `data` encodes (a Result subclass); ValueError for anything else."""
     if (made_from := _just_encoded.take(data)) is not None:
         return made_from
-    if len(data) < 2:
-        raise ValueError("result too short")
-    if data[0] != FORMAT_VERSION and data[0] != PACKED_VERSION:
-        raise ValueError(f"unknown result format version {data[0]}")
-    cls = _BY_TAG.get(data[1])
-    if cls is None:
-        raise ValueError(f"unknown result tag {data[1]}")
-    if data[0] == PACKED_VERSION:
-        return packed.unpack(cls, data, 2)
-    return codec.from_plain(cls, codec.loads(data[2:]))
+    return framing.decode(data, _BY_TAG, "result")
