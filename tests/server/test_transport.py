@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 
 import pytest
 
@@ -28,6 +27,7 @@ from coord.server.transport.listener import PeerPort
 from coord.server.transport.peer import PeerTransport
 from coord.testing.ports import free_port
 from coord.v1 import raft_pb2
+from tests.server.waits import wait_until
 
 SECRET = b"s3cret-cluster-key"
 CLUSTER = 42
@@ -36,15 +36,6 @@ TEST_TIMEOUT = 60.0
 
 def run(coro) -> None:
     asyncio.run(asyncio.wait_for(coro, TEST_TIMEOUT))
-
-
-async def wait_until(pred: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not pred():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.005)
 
 
 def app(frm: int, to: int, index: int) -> Message:
