@@ -25,6 +25,7 @@ import grpc
 
 from coord.bench.api import bench_kv, closed_loop
 from coord.bench.flame import Profiler
+from coord.bench.grpc_floor import floor_server
 from coord.bench.member_cpu import Meter, member_meter, per_op
 from coord.bench.stats import latency_ms
 from coord.client import AsyncClient
@@ -43,7 +44,8 @@ def _log(msg: str) -> None:
 
 async def etcd_ops(endpoint: str, system: str, levels: list[int], seconds: float,
                    claims: int, phases: Phases, meter: Meter | None = None) -> list[dict]:
-    """The same driver for both systems: the etcd v3 API on `endpoint`."""
+    """The same driver for both systems: the etcd v3 API on `endpoint` (claims only
+    if `claims`: the gRPC floor serves no leases)."""
     rows: list[dict] = []
     async with grpc.aio.insecure_channel(endpoint) as channel:
         kv, lease = erpc.KVStub(channel), erpc.LeaseStub(channel)
@@ -66,6 +68,8 @@ async def etcd_ops(endpoint: str, system: str, levels: list[int], seconds: float
                 rows.append({"system": system, "api": "etcd", "op": "get",
                              **await closed_loop(get, n, seconds, meter)})
             _log(f"  {rows[-1]['per_s']:.0f}/s")
+            if not claims:
+                continue
             granted = await lease.LeaseGrant(epb.LeaseGrantRequest(TTL=600))
             _log(f"{system}: {claims} create-if-absent claims on one lease, {n} clients ...")
             with phases.phase(f"{system} claims, {n} clients", claims, "claims") as step:
@@ -206,13 +210,15 @@ def table(rows: list[dict]) -> list[str]:
     lines = [f"{'op':6} {'api':7} {'clients':>7} {'coord/s':>9} {'p50 ms':>7} {'p99 ms':>7}"
              f" {'etcd/s':>9} {'p50 ms':>7} {'p99 ms':>7} {'coord/etcd':>10}"
              f"  {'CPU us/op leader/follower: coord':>32} {'etcd':>11}"]
-    ops, apis = ["put", "get", "claim"], ["etcd", "native", "stream"]
+    ops, apis = ["put", "get", "claim"], ["etcd", "native", "stream", "floor"]
 
     def order(r: dict) -> tuple:
         return (ops.index(r["op"]) if r["op"] in ops else len(ops), r["clients"],
                 apis.index(r["api"]) if r["api"] in apis else len(apis))
 
-    for r in sorted((r for r in rows if r["system"] == "coord"), key=order):
+    mine = [r for r in rows if r["system"] == "coord"]
+    mine += [{**r, "api": "floor"} for r in rows if r["system"] == "floor"]
+    for r in sorted(mine, key=order):
         e = etcd.get((r["op"], r["clients"]))
         peer = f"{'-':>9} {'-':>7} {'-':>7} {'-':>10}"
         if e:
@@ -249,12 +255,19 @@ def run_etcd_bench(args: argparse.Namespace) -> int:
             rows += asyncio.run(coord_native(leader, levels, args.seconds, phases, meter))
             rows += asyncio.run(coord_stream(leader, levels, args.seconds, args.claims,
                                              phases, meter, profile))
+        _log("starting the gRPC floor (a Python server answering at once) ...")
+        with floor_server() as (address, pid):
+            rows += asyncio.run(etcd_ops(address, "floor", levels, args.seconds, 0, phases,
+                                         member_meter({"floor": pid}, "floor")))
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
     print(f"coord vs etcd 3.4, {n} member(s) each on 127.0.0.1, one client process, "
           f"{args.seconds:g} s per put/get level, {args.claims} claims per level; CPU: "
           "each member's from /proc over the measurement, per op (followers: their mean)")
+    print("  api floor: not coord but a Python gRPC server that answers each call at once "
+          "(no Raft, no state; coord.bench.grpc_floor), same loop and driver: what any "
+          "Python unary server pays per call here")
     for line in table(rows):
         print("  " + line)
     return 0
