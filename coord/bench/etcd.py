@@ -201,7 +201,9 @@ async def _owns(client: AsyncClient, session: int, group: str, total: int,
 
 def _cpu(r: dict) -> str:
     cpu = r.get("cpu_us_per_op")
-    return f"{cpu['leader']:.0f}/{cpu['follower']:.0f}" if cpu else "-"
+    if not cpu:
+        return "-"
+    return "/".join(f"{cpu[role]:.0f}" for role in ("leader", "follower") if role in cpu)
 
 
 def table(rows: list[dict]) -> list[str]:

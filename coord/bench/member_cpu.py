@@ -9,14 +9,16 @@ from collections.abc import Callable
 from coord.bench.footprint import cpu_seconds
 
 Meter = Callable[[], dict[str, float]]
-"""CPU seconds used so far: the leader's, and the followers' mean."""
+"""CPU seconds used so far: the leader's, and the followers' mean (if there are any)."""
 
 
 def member_meter(pids: dict[str, int], leader: str) -> Meter:
     followers = [p for n, p in pids.items() if n != leader]
 
     def read() -> dict[str, float]:
-        mean = sum(map(cpu_seconds, followers)) / len(followers) if followers else 0.0
+        if not followers:  # one process (the gRPC floor): no follower to report
+            return {"leader": cpu_seconds(pids[leader])}
+        mean = sum(map(cpu_seconds, followers)) / len(followers)
         return {"leader": cpu_seconds(pids[leader]), "follower": mean}
 
     return read

@@ -58,7 +58,7 @@ def test_cpu_per_op_sits_beside_each_row_for_both_systems():
 def test_the_grpc_floor_sits_last_in_its_op_and_clients_with_its_ratio_to_etcd():
     rows = [
         _row("etcd", "etcd", "get", 64, 12000.0),
-        _row("floor", "etcd", "get", 64, 8400.0),
+        {**_row("floor", "etcd", "get", 64, 8400.0), "cpu_us_per_op": {"leader": 130.2}},
         _row("coord", "etcd", "get", 64, 3000.0),
         _row("coord", "stream", "get", 64, 20000.0),
     ]
@@ -66,3 +66,4 @@ def test_the_grpc_floor_sits_last_in_its_op_and_clients_with_its_ratio_to_etcd()
     assert [line.split()[:3] for line in lines] == [
         ["get", "etcd", "64"], ["get", "stream", "64"], ["get", "floor", "64"]]
     assert _ratio(lines[2]) == "0.70"
+    assert lines[2].split()[-2:] == ["130", "-"]  # one process: no follower figure
