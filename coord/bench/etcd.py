@@ -5,7 +5,9 @@ driver over the etcd v3 API, talking to the leader: puts, linearizable gets, and
 claims (a Txn per key, 10,000 keys bound to one lease — the partition-lease pattern).
 coord's native KV API is measured in the same run too: unary calls (`native`), and the
 client library on its pipelined stream (`stream`: put, get, and a single-resource `own`
-per claim, coord's own claim), each beside etcd's etcd-API figure. The clusters run one after the
+per claim, coord's own claim), each beside etcd's etcd-API figure. Last, the same driver
+runs against the gRPC floor (`coord.bench.grpc_floor`: a Python server answering each
+call at once), the most any Python unary server does here. The clusters run one after the
 other, never together, so each has both cores; the ratio column is what carries over
 to other machines. Prints figures; asserts nothing."""
 
