@@ -30,7 +30,7 @@ def ephemeral_range() -> tuple[int, int]:
         return 32768, 60999
 
 
-def _candidates() -> range | list[int]:
+def _candidates() -> range:
     low, high = ephemeral_range()
     if low - LOWEST >= 1000:
         return range(LOWEST, low)
