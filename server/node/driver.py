@@ -49,6 +49,7 @@ from coord.server.node.errors import (
     Timeout,
 )
 from coord.server.node.members import MemberInfo
+from coord.server.node.read_convoy import ReadConvoy
 from coord.server.node.snapshots import BackgroundSnapshot
 from coord.server.node.statemachine import StateMachine
 from coord.server.node.ticker import tick_every
@@ -111,6 +112,8 @@ class NodeOptions:
     snapshot_bytes: int = 64 << 20
     max_inflight: int = 256
     max_batch: int = 4096
+    # The longest a ReadIndex round waits for the reads of its convoy (read_convoy.py).
+    read_convoy_ms: float = 2.0
     seed: int | None = None
 
 
@@ -224,6 +227,8 @@ class Node:
         self._read_contexts: dict[bytes, _Reads] = {}
         self._read_round: bytes | None = None  # the ReadIndex round in flight, if any
         self._read_round_tick = 0
+        self._convoy = ReadConvoy(self.options.read_convoy_ms / 1000)
+        self._convoy_timer: asyncio.TimerHandle | None = None
         self._applied_waiters: list[tuple[int, asyncio.Future]] = []
         self._ctx = itertools.count(1)
         self._ticks = 0
@@ -299,6 +304,8 @@ class Node:
         if self._stopped:
             return
         self._stopped = True
+        if self._convoy_timer is not None:
+            self._convoy_timer.cancel()
         for t in self._tasks:
             t.cancel()
         for t in self._tasks:
@@ -353,6 +360,8 @@ class Node:
         if self._raw.leader == NONE:
             raise NoLeader(f"member {self.me.name} knows no leader (quorum lost?)")
         fut = self._armed(timeout, "read index")
+        if not self._read_waiters:
+            self._convoy.arrived(time.monotonic())
         self._read_waiters.append(fut)
         self._wake.set()
         return fut
@@ -430,7 +439,9 @@ class Node:
                 await self._end_snapshot()
 
     def _maybe_start_read_round(self) -> None:
-        """Start one ReadIndex round for every read waiting, unless one is in flight.
+        """Start one ReadIndex round for every read waiting, unless one is in flight or
+        the convoy holds it (`read_convoy`: after a shared round, the next waits a moment
+        for as many reads).
 
         As etcd's read loop: reads that arrive during a round wait for it to end and then
         share the next one (they cannot join it: its index was taken before they came),
@@ -443,11 +454,23 @@ class Node:
             self._raw.now - self._read_round_tick < max(1, self.options.election_ticks // 2)
         ):
             return
+        now = time.monotonic()
+        due = self._convoy.hold_until(len(self._read_waiters), now)
+        if due is not None:
+            if self._convoy_timer is None:
+                loop = asyncio.get_running_loop()
+                self._convoy_timer = loop.call_later(due - now, self._convoy_due)
+            return
+        self._convoy.started(len(self._read_waiters))
         ctx = next(self._ctx).to_bytes(8, "big")
         self._read_contexts[ctx] = _Reads(self._read_waiters)
         self._read_waiters = []
         self._read_round, self._read_round_tick = ctx, self._raw.now
         self._raw.read_index(ctx)
+
+    def _convoy_due(self) -> None:
+        self._convoy_timer = None
+        self._wake.set()
 
     def _advance_first_election(self) -> None:
         """A new cluster has no leader to wait for: once this member reaches enough peers
