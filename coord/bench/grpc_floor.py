@@ -26,6 +26,7 @@ from coord.server import loop
 from coord.server.member import listen
 from coord.server.transport.grpc_options import EXCLUSIVE_BIND
 from coord.testing.ports import free_port
+from coord.testing.processes import stop_processes
 
 START_TIMEOUT_S = 15.0
 VALUE = b"x" * 16  # what the driver puts
@@ -65,12 +66,7 @@ def floor_server() -> Iterator[tuple[str, int]]:
         _wait_answering(address, proc)
         yield address, proc.pid
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_processes([proc])
 
 
 def _wait_answering(address: str, proc: subprocess.Popen) -> None:

@@ -63,6 +63,7 @@ from coord.bench.stats import ratio, summarize
 from coord.client import Client, CoordError
 from coord.testing import ClusterError, LocalCluster
 from coord.testing.ports import free_ports
+from coord.testing.processes import stop_processes
 from coord.v1 import coord_pb2 as pb
 
 POLL_S = 0.005  # between probe writes
@@ -511,18 +512,7 @@ class ZkEnsemble:
         return self
 
     def stop(self) -> None:
-        for s in self.servers:
-            if s.proc is not None and s.proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    s.proc.send_signal(signal.SIGCONT)
-                    s.proc.terminate()
-        for s in self.servers:
-            if s.proc is not None:
-                try:
-                    s.proc.wait(10)
-                except subprocess.TimeoutExpired:
-                    s.proc.kill()
-                    s.proc.wait()
+        stop_processes([s.proc for s in self.servers if s.proc is not None])
         shutil.rmtree(self.root, ignore_errors=True)
 
     def __enter__(self) -> ZkEnsemble:

@@ -22,6 +22,7 @@ from coord.etcdpb import rpc_pb2_grpc as erpc
 from coord.testing import cluster
 from coord.testing.peer_etcd import EtcdCluster
 from coord.testing.ports import free_port
+from coord.testing.processes import stop_processes
 
 # A refused connection must not park the probe in gRPC's default 1 s reconnect backoff:
 # the figure is the server's start-up, not the client's back-off.
@@ -57,8 +58,7 @@ def _process(command: list[str], endpoint: str) -> float:
     try:
         return first_put(endpoint, t0)
     finally:
-        proc.terminate()
-        proc.wait(10)
+        stop_processes([proc])
 
 
 def coord_process() -> float:

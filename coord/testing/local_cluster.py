@@ -25,6 +25,7 @@ import grpc
 from coord.client.admin import AdminClient
 from coord.testing.netfault import TcpGate
 from coord.testing.ports import free_port, free_ports
+from coord.testing.processes import stop_processes
 
 if TYPE_CHECKING:
     from coord.testing.embedded import EmbeddedLoop, EmbeddedMember
@@ -242,18 +243,7 @@ class LocalCluster:
             from coord.testing.embedded import stop_all
 
             stop_all([m.embedded for m in self.members.values() if m.embedded], 0, timeout)
-        for m in self.members.values():
-            if m.running:
-                if m.paused:
-                    m.proc.send_signal(signal.SIGCONT)
-                m.proc.terminate()
-        for m in self.members.values():
-            if m.proc is not None:
-                try:
-                    m.proc.wait(timeout)
-                except subprocess.TimeoutExpired:
-                    m.proc.kill()
-                    m.proc.wait()
+        stop_processes([m.proc for m in self.members.values() if m.proc is not None], timeout)
         for m in self.members.values():
             if m.gate is not None:
                 m.gate.stop()

@@ -16,6 +16,7 @@ import grpc
 
 from coord.etcdpb import rpc_pb2, rpc_pb2_grpc
 from coord.testing.ports import free_ports
+from coord.testing.processes import stop_processes
 
 ETCD_BINARY = "etcd"
 ETCDCTL_BINARY = "etcdctl"
@@ -163,15 +164,7 @@ class EtcdCluster:
         raise RuntimeError(f"etcd elected no leader within {timeout}s")
 
     def stop(self) -> None:
-        for p in self.procs.values():
-            if p.poll() is None:
-                p.terminate()
-        for p in self.procs.values():
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        stop_processes(self.procs.values())
         shutil.rmtree(self.root, ignore_errors=True)
 
     def __enter__(self) -> EtcdCluster:
