@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 
 import grpc
 
-from coord.bench.member_cpu import Meter, per_op
+from coord.bench.member_cpu import Meter, measured
 from coord.bench.stats import latency_ms
 from coord.progress import Phases, Step, on_terminal
 from coord.testing import LocalCluster
@@ -54,7 +54,7 @@ async def closed_loop(
         **latency_ms(latencies),
     }
     if meter:
-        row["cpu_us_per_op"] = per_op(before, meter(), len(latencies))
+        row.update(measured(before, meter(), len(latencies)))
     return row
 
 

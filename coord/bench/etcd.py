@@ -28,7 +28,7 @@ import grpc
 from coord.bench.api import bench_kv, closed_loop
 from coord.bench.flame import Profiler
 from coord.bench.grpc_floor import floor_server
-from coord.bench.member_cpu import Meter, member_meter, per_op
+from coord.bench.member_cpu import Meter, measured, member_meter
 from coord.bench.stats import latency_ms
 from coord.client import AsyncClient
 from coord.etcdpb import rpc_pb2 as epb
@@ -122,7 +122,7 @@ async def _claims(kv: erpc.KVStub, lease_id: int, prefix: str, total: int, clien
            "unavailable": unavailable, "per_s": len(latencies) / elapsed,
            **latency_ms(latencies)}
     if meter:
-        row["cpu_us_per_op"] = per_op(before, meter(), len(latencies))
+        row.update(measured(before, meter(), len(latencies)))
     return row
 
 
@@ -197,7 +197,7 @@ async def _owns(client: AsyncClient, session: int, group: str, total: int,
     row = {"clients": clients, "ops": len(latencies), "succeeded": won,
            "per_s": len(latencies) / elapsed, **latency_ms(latencies)}
     if meter:
-        row["cpu_us_per_op"] = per_op(before, meter(), len(latencies))
+        row.update(measured(before, meter(), len(latencies)))
     return row
 
 
@@ -208,12 +208,19 @@ def _cpu(r: dict) -> str:
     return "/".join(f"{cpu[role]:.0f}" for role in ("leader", "follower") if role in cpu)
 
 
+def _snapshots(r: dict) -> str:
+    snaps = r.get("snapshots")
+    if snaps is None:
+        return "-"
+    return f"{snaps['count']}/{snaps['seconds']:.2f}s" if snaps["count"] else "0"
+
+
 def table(rows: list[dict]) -> list[str]:
     """One line per (op, api, clients): coord and etcd figures and coord/etcd."""
     etcd = {(r["op"], r["clients"]): r for r in rows if r["system"] == "etcd"}
     lines = [f"{'op':6} {'api':7} {'clients':>7} {'coord/s':>9} {'p50 ms':>7} {'p99 ms':>7}"
              f" {'etcd/s':>9} {'p50 ms':>7} {'p99 ms':>7} {'coord/etcd':>10}"
-             f"  {'CPU us/op leader/follower: coord':>32} {'etcd':>11}"]
+             f"  {'CPU us/op leader/follower: coord':>32} {'etcd':>11} {'snapshots':>10}"]
     ops, apis = ["put", "get", "claim"], ["etcd", "native", "stream", "floor"]
 
     def order(r: dict) -> tuple:
@@ -230,7 +237,7 @@ def table(rows: list[dict]) -> list[str]:
                     f"{r['per_s'] / e['per_s']:10.2f}")
         lines.append(f"{r['op']:6} {r['api']:7} {r['clients']:7d} {r['per_s']:9.0f} "
                      f"{r['p50_ms']:7.2f} {r['p99_ms']:7.2f} {peer}  {_cpu(r):>32} "
-                     f"{_cpu(e) if e else '-':>11}")
+                     f"{_cpu(e) if e else '-':>11} {_snapshots(r):>10}")
     return lines
 
 
@@ -251,7 +258,8 @@ def run_etcd_bench(args: argparse.Namespace) -> int:
             name = cluster.wait_for_leader(timeout=15)
             leader = cluster.members[name].listen
             pids = {m: member.proc.pid for m, member in cluster.members.items() if member.proc}
-            meter = member_meter(pids, name)
+            logs = {m: member.log_path for m, member in cluster.members.items()}
+            meter = member_meter(pids, name, logs)
             profile = (partial(Profiler, Path(args.profile), pids, name, seconds=args.seconds)
                        if args.profile else None)
             rows += asyncio.run(etcd_ops(leader, "coord", levels, args.seconds, args.claims,
@@ -272,6 +280,8 @@ def run_etcd_bench(args: argparse.Namespace) -> int:
     print("  api floor: not coord but a Python gRPC server that answers each call at once "
           "(no Raft, no state; coord.bench.grpc_floor), same loop and driver: what any "
           "Python unary server pays per call here")
+    print("  snapshots: coord's members' snapshots that ended during the row, how many and "
+          "their seconds in all (each costs that member CPU: a row one lands in runs slower)")
     for line in table(rows):
         print("  " + line)
     return 0

@@ -1,29 +1,60 @@
-"""CPU per operation on each member, read from /proc around one measurement: issue 14's
-profile summary (how many µs of CPU the leader and each follower spend per op), for
-coord and etcd alike, from outside the processes so both are measured the same way."""
+"""What the members spent during one measurement, read from outside the processes so
+coord and etcd are measured the same way: CPU per operation on the leader and a
+follower, from /proc (issue 14's profile summary), and, for coord, the snapshots its
+members took meanwhile, from their logs: a snapshot costs every member a few hundred
+milliseconds of CPU once the state is large, so a row it lands in runs slower, and the
+table says so instead of leaving it to look like noise."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from pathlib import Path
 
 from coord.bench.footprint import cpu_seconds
+from coord.bench.scale_common import SNAPSHOT_LINE
 
 Meter = Callable[[], dict[str, float]]
-"""CPU seconds used so far: the leader's, and the followers' mean (if there are any)."""
+"""The members' totals so far: CPU seconds of the leader and the followers' mean (if
+there are any), and with member logs, "snapshots" taken and their "snapshot_s"."""
+
+ROLES = ("leader", "follower")
 
 
-def member_meter(pids: dict[str, int], leader: str) -> Meter:
+def member_meter(pids: dict[str, int], leader: str,
+                 logs: dict[str, Path] | None = None) -> Meter:
+    """A Meter for the processes `pids` (by member name), `leader` among them; `logs`:
+    coord members' log files, to count their snapshots (none for etcd)."""
     followers = [p for n, p in pids.items() if n != leader]
 
     def read() -> dict[str, float]:
-        if not followers:  # one process (the gRPC floor): no follower to report
-            return {"leader": cpu_seconds(pids[leader])}
-        mean = sum(map(cpu_seconds, followers)) / len(followers)
-        return {"leader": cpu_seconds(pids[leader]), "follower": mean}
+        reading = {"leader": cpu_seconds(pids[leader])}
+        if followers:  # one process (the gRPC floor) has no follower to report
+            reading["follower"] = sum(map(cpu_seconds, followers)) / len(followers)
+        if logs is not None:
+            reading.update(snapshots_logged(logs.values()))
+        return reading
 
     return read
 
 
-def per_op(before: dict[str, float], after: dict[str, float], ops: int) -> dict[str, float]:
-    """µs of CPU per op by role between two readings."""
-    return {role: (after[role] - before[role]) * 1e6 / max(ops, 1) for role in before}
+def snapshots_logged(logs: Iterable[Path]) -> dict[str, float]:
+    """How many snapshots the members logged as taken so far, and their seconds in all
+    (the driver's "took a snapshot of N bytes at index I in S s" line)."""
+    count, seconds = 0, 0.0
+    for path in logs:
+        text = path.read_text(errors="replace") if path.exists() else ""
+        for _size, _index, s in SNAPSHOT_LINE.findall(text):
+            count += 1
+            seconds += float(s)
+    return {"snapshots": count, "snapshot_s": seconds}
+
+
+def measured(before: dict[str, float], after: dict[str, float], ops: int) -> dict:
+    """A row's fields from two readings around `ops` operations: µs of CPU per op by
+    role, and the snapshots taken between them if the meter counts them."""
+    fields: dict = {"cpu_us_per_op": {role: (after[role] - before[role]) * 1e6 / max(ops, 1)
+                                      for role in ROLES if role in before}}
+    if "snapshots" in before:
+        fields["snapshots"] = {"count": int(after["snapshots"] - before["snapshots"]),
+                               "seconds": after["snapshot_s"] - before["snapshot_s"]}
+    return fields

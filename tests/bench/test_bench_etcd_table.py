@@ -7,8 +7,13 @@ def _row(system: str, api: str, op: str, clients: int, per_s: float) -> dict:
 
 
 def _ratio(line: str) -> str:
-    """The coord/etcd column (before the two CPU columns)."""
-    return line.split()[-3]
+    """The coord/etcd column (before the two CPU columns and the snapshots)."""
+    return line.split()[-4]
+
+
+def _cpu(line: str) -> list[str]:
+    """The two CPU columns: coord's (or the floor's) and etcd's."""
+    return line.split()[-3:-1]
 
 
 def test_table_pairs_coord_with_etcd_by_op_and_clients():
@@ -51,8 +56,8 @@ def test_cpu_per_op_sits_beside_each_row_for_both_systems():
             _row("coord", "native", "put", 64, 1000.0)]  # measured without a meter
     header, *lines = table(rows)
     assert "CPU us/op" in header
-    assert lines[0].split()[-2:] == ["-", "90/40"]
-    assert lines[1].split()[-2:] == ["150/61", "90/40"]
+    assert _cpu(lines[0]) == ["-", "90/40"]
+    assert _cpu(lines[1]) == ["150/61", "90/40"]
 
 
 def test_the_grpc_floor_sits_last_in_its_op_and_clients_with_its_ratio_to_etcd():
@@ -66,4 +71,18 @@ def test_the_grpc_floor_sits_last_in_its_op_and_clients_with_its_ratio_to_etcd()
     assert [line.split()[:3] for line in lines] == [
         ["get", "etcd", "64"], ["get", "stream", "64"], ["get", "floor", "64"]]
     assert _ratio(lines[2]) == "0.70"
-    assert lines[2].split()[-2:] == ["130", "-"]  # one process: no follower figure
+    assert _cpu(lines[2]) == ["130", "-"]  # one process: no follower figure
+
+
+def test_the_snapshots_coords_members_took_during_a_row_end_it():
+    rows = [
+        _row("etcd", "etcd", "put", 64, 4000.0),
+        {**_row("coord", "stream", "put", 64, 3000.0),
+         "snapshots": {"count": 3, "seconds": 0.914}},
+        {**_row("coord", "etcd", "put", 64, 1000.0), "snapshots": {"count": 0, "seconds": 0}},
+        _row("floor", "etcd", "put", 64, 8000.0),  # not coord: nothing counted
+    ]
+    header, *lines = table(rows)
+    assert header.split()[-1] == "snapshots"
+    assert [line.split()[1] for line in lines] == ["etcd", "stream", "floor"]
+    assert [line.split()[-1] for line in lines] == ["0", "3/0.91s", "-"]
