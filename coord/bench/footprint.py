@@ -1,10 +1,12 @@
 """What a member process costs the machine, read from outside it: resident memory from
 /proc and disk as the bytes of the files under its data dir. The same reading for coord
-and etcd members, so the two are compared one way."""
+and etcd members, so the two are compared one way. For coord's also the snapshots a
+member's log says it took (their cost lands in whatever was being measured)."""
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 
@@ -53,3 +55,16 @@ def cpu_seconds(pid: int) -> float:
         return 0.0
     fields = stat[stat.rindex(")") + 2:].split()  # after the command name, which may hold spaces
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+SNAPSHOT_LINE = re.compile(r"took a snapshot of (\d+) bytes at index (\d+) in ([\d.]+)s")
+"""The line a coord member logs for each snapshot it takes (server/node/driver.py)."""
+
+
+def logged_snapshots(log: Path) -> list[tuple[int, int, float]]:
+    """(bytes, index, seconds) of every snapshot a coord member's `log` says it took,
+    oldest first (none if the log is not there yet)."""
+    if not log.exists():
+        return []
+    return [(int(size), int(index), float(seconds))
+            for size, index, seconds in SNAPSHOT_LINE.findall(log.read_text(errors="replace"))]

@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from coord.bench.footprint import cpu_seconds
-from coord.bench.scale_common import SNAPSHOT_LINE
+from coord.bench.footprint import cpu_seconds, logged_snapshots
 
 Meter = Callable[[], dict[str, float]]
 """The members' totals so far: CPU seconds of the leader and the followers' mean (if
@@ -40,13 +39,8 @@ def member_meter(pids: dict[str, int], leader: str,
 def snapshots_logged(logs: Iterable[Path]) -> dict[str, float]:
     """How many snapshots the members logged as taken so far, and their seconds in all
     (the driver's "took a snapshot of N bytes at index I in S s" line)."""
-    count, seconds = 0, 0.0
-    for path in logs:
-        text = path.read_text(errors="replace") if path.exists() else ""
-        for _size, _index, s in SNAPSHOT_LINE.findall(text):
-            count += 1
-            seconds += float(s)
-    return {"snapshots": count, "snapshot_s": seconds}
+    taken = [s for path in logs for _size, _index, s in logged_snapshots(path)]
+    return {"snapshots": len(taken), "snapshot_s": sum(taken)}
 
 
 def measured(before: dict[str, float], after: dict[str, float], ops: int) -> dict:

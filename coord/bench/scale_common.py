@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -16,7 +15,7 @@ from typing import TypeVar
 
 import grpc
 
-from coord.bench.footprint import dir_bytes, rss_bytes
+from coord.bench.footprint import dir_bytes, logged_snapshots, rss_bytes
 from coord.bench.stats import latency_ms
 from coord.testing import LocalCluster
 from coord.testing.peer_etcd import EtcdCluster
@@ -25,9 +24,6 @@ from coord.v1 import admin_pb2, admin_pb2_grpc
 
 def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
-
-
-SNAPSHOT_LINE = re.compile(r"took a snapshot of (\d+) bytes at index (\d+) in ([\d.]+)s")
 
 
 @dataclass
@@ -48,12 +44,11 @@ class Running:
         before any."""
         found = {}
         for name, path in self.logs.items():
-            hits = SNAPSHOT_LINE.findall(path.read_text(errors="replace")) if path.exists() \
-                else []
+            hits = logged_snapshots(path)
             if hits:
                 size, index, seconds = hits[-1]
-                found[name] = {"snapshot_bytes": int(size), "snapshot_index": int(index),
-                               "snapshot_s": float(seconds)}
+                found[name] = {"snapshot_bytes": size, "snapshot_index": index,
+                               "snapshot_s": seconds}
         if not found:
             return None
         return found.get(self.leader_name) or max(found.values(),

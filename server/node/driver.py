@@ -741,7 +741,8 @@ class Node:
         index, conf, data = await self._snaps.result()
         snap = self._raw.compact(index, data, conf)
         await asyncio.get_running_loop().run_in_executor(self._io, self._store.compact, snap)
-        # `coord bench scale` reads this line for its snapshot time: keep its shape.
+        # `coord bench scale` and `coord bench etcd` read this line
+        # (coord/bench/footprint.py): keep its shape.
         log.info("%s: took a snapshot of %d bytes at index %d in %.2fs", self.me.name,
                  len(data), index, time.monotonic() - self._snapshot_started)
 
