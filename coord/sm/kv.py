@@ -578,6 +578,7 @@ class KVStore:
         be converted later, a slice at a time (`codec.iter_dumps`)."""
         kvs, keys, history = self._kvs.copy(), list(self._keys), self._history.copy()
         step = kv_columns.CHUNK
+        newest: dict[bytes, KeyValue] = {}  # carried from chunk to chunk, which go in order
         return {
             "compact_revision": self.compact_revision,
             "compacted": self.compacted,
@@ -587,7 +588,8 @@ class KVStore:
                 slice_len=1),
             "history_columns": codec.Lazy(
                 range(0, len(history), step),
-                lambda at: kv_columns.events_chunk(history[at:at + step]), slice_len=1),
+                lambda at: kv_columns.events_chunk(history[at:at + step], newest),
+                slice_len=1),
         }
 
     def view(self) -> KVView:

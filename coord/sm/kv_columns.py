@@ -8,9 +8,12 @@ one list per int field. Loading a chunk is a few C calls per column and one cons
 call per record. The columns are as strict as the per-record codec: canonical base64,
 int64 ints, lengths that add up exactly, known event types.
 
-A history event's records are the same objects as the live key's record, or the event
-before it on that key, in a machine that applied them; `events_from` restores that
-sharing, so a restored member holds what the member it came from holds, not twice that.
+A history event's previous record is, in a machine that applied it, the very record of
+the event before it on that key, and a live key's record that of its newest event. A
+chunk writes such a previous record as a flag ("2") instead of its bytes a second time:
+values were most of a snapshot's text, and a history of overwrites held each one twice.
+`events_from` gives back the shared objects, so a restored member holds what the member
+it came from holds, not twice that.
 """
 
 from __future__ import annotations
@@ -48,15 +51,29 @@ def kv_chunk(records: Sequence[KeyValue]) -> list:
     ]
 
 
-def events_chunk(events: Sequence[WatchEvent]) -> list:
-    """Events as columns: [type codes, revisions, their records (a `kv_chunk`), which
-    have a previous record ("1"/"0" each), those previous records (a `kv_chunk`)]."""
-    prevs = [e.prev_kv for e in events]
+def events_chunk(events: Sequence[WatchEvent], newest: dict[bytes, KeyValue]) -> list:
+    """Events as columns: [type codes, revisions, their records (a `kv_chunk`), each
+    one's previous record as a flag, those previous records given (a `kv_chunk`)]. The
+    flag is "0" for none, "2" for the record of the newest earlier event on its key, "1"
+    for one given in the last column. `newest` maps each key to that record: empty for
+    a history's first chunk, then passed to each next one (this fills it in)."""
+    flags = []
+    given = []
+    for e in events:
+        prev = e.prev_kv
+        if prev is None:
+            flags.append("0")
+        else:
+            same = newest.get(e.kv.key)
+            if same is prev or same == prev:  # equal states give equal snapshots
+                flags.append("2")
+            else:
+                flags.append("1")
+                given.append(prev)
+        newest[e.kv.key] = e.kv
     return [
         "".join([_TYPE_CODES[e.type] for e in events]), [e.revision for e in events],
-        kv_chunk([e.kv for e in events]),
-        "".join(["0" if p is None else "1" for p in prevs]),
-        kv_chunk([p for p in prevs if p is not None]),
+        kv_chunk([e.kv for e in events]), "".join(flags), kv_chunk(given),
     ]
 
 
@@ -72,11 +89,13 @@ def events_from(chunks: Any, live: list[KeyValue]) -> tuple[list[WatchEvent], li
     """The events of a list of `events_chunk`s, and `live` with each record that equals
     its key's newest event's record replaced by that record: an event's record and the
     next event's previous record on the same key are then one object, as they were in
-    the machine the snapshot was taken from."""
+    the machine the snapshot was taken from (whether the chunk wrote that previous record
+    as a flag or, as format 2 did, in full)."""
     types: list[str] = []
     revisions: list[int] = []
     kvs: list[KeyValue] = []
-    prevs: list[KeyValue | None] = []
+    flags: list[str] = []
+    given: list[KeyValue] = []
     for chunk in _list(chunks, "history chunks"):
         if type(chunk) is not list or len(chunk) != 5:
             raise ValueError(f"expected a history chunk of 5 columns, got {chunk!r:.80}")
@@ -93,19 +112,28 @@ def events_from(chunks: Any, live: list[KeyValue]) -> tuple[list[WatchEvent], li
         if len(chunk_kvs) != n or len(has_prev) != n:
             raise ValueError("history chunk: columns of different lengths")
         kvs += chunk_kvs
-        given = _records(prev_records)
-        if has_prev.count("1") + has_prev.count("0") != n:
-            raise ValueError("history chunk: previous-record flags must be 0 or 1")
-        if has_prev.count("1") != len(given):
+        chunk_given = _records(prev_records)
+        if sum(map(has_prev.count, "012")) != n:
+            raise ValueError("history chunk: previous-record flags must be 0, 1 or 2")
+        if has_prev.count("1") != len(chunk_given):
             raise ValueError("history chunk: previous records do not match their flags")
-        present = iter(given)
-        prevs += [next(present) if flag == "1" else None for flag in has_prev]
+        flags.append(has_prev)
+        given += chunk_given
     newest: dict[bytes, KeyValue] = {}
-    for i, (kv, prev) in enumerate(zip(kvs, prevs, strict=True)):
-        if prev is not None:
+    prevs: list[KeyValue | None] = []
+    present = iter(given)
+    for kv, flag in zip(kvs, "".join(flags), strict=True):
+        if flag == "0":
+            prevs.append(None)
+        elif flag == "2":
+            same = newest.get(kv.key)
+            if same is None:
+                raise ValueError("history chunk: a previous record refers to no earlier event")
+            prevs.append(same)
+        else:
+            prev = next(present)
             same = newest.get(prev.key)
-            if same is not None and same == prev:
-                prevs[i] = same
+            prevs.append(same if same is not None and same == prev else prev)
         newest[kv.key] = kv
     live = [same if (same := newest.get(kv.key)) is not None and same == kv else kv
             for kv in live]

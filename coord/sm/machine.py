@@ -57,10 +57,12 @@ from coord.sm.results import (
 )
 from coord.sm.sessions import Session, SessionTable
 
-SNAPSHOT_FORMAT = 2
-"""2: the key space in columns (`coord.sm.kv_columns`). A member still loads format 1 (one
-JSON object per key and event), what its disk may hold from before."""
-LOADABLE_FORMATS = (1, 2)
+SNAPSHOT_FORMAT = 3
+"""3: a history event's previous record written as a flag when it is the record of the
+event before it on its key (`coord.sm.kv_columns`). 2: the key space in columns. A member
+still loads formats 1 (one JSON object per key and event) and 2, what its disk may hold
+from before."""
+LOADABLE_FORMATS = (1, 2, 3)
 RECORD_BYTES = 128  # a session, resource slot or ownership event
 REQUEST_BYTES = 300  # a remembered request beyond its result's bytes (id, entry, tuple)
 DEFAULT_REQUEST_CAPACITY = 100_000

@@ -1,4 +1,5 @@
-"""The key space's snapshot columns: round trip, shared records, strictness, format 1."""
+"""The key space's snapshot columns: round trip, shared records, strictness, formats 1
+and 2."""
 
 from __future__ import annotations
 
@@ -65,14 +66,14 @@ def test_columns_round_trip_and_are_json():
     assert kv_columns.kvs_from([chunk, kv_columns.kv_chunk([])]) == records
     events = [WatchEvent(PUT, records[0], None, 2),
               WatchEvent(DELETE, KeyValue(b"a", b"", 0, 5, 0), records[0], 5)]
-    got, live = kv_columns.events_from([kv_columns.events_chunk(events)], [records[1]])
+    got, live = kv_columns.events_from([kv_columns.events_chunk(events, {})], [records[1]])
     assert got == events and live == [records[1]]
 
 
 def good_chunks() -> tuple[list, list]:
     kv = KeyValue(b"key", b"value", 2, 3, 2, 0)
     prev = KeyValue(b"key", b"old", 2, 2, 1, 0)
-    return kv_columns.kv_chunk([kv]), kv_columns.events_chunk([WatchEvent(PUT, kv, prev, 3)])
+    return kv_columns.kv_chunk([kv]), kv_columns.events_chunk([WatchEvent(PUT, kv, prev, 3)], {})
 
 
 def planted(where: str, index: int, value) -> list:
@@ -102,11 +103,13 @@ BAD_KV_CHUNKS = {
 BAD_EVENT_CHUNKS = {
     "an unknown type": planted("events", 0, "X"),
     "revisions of another length": planted("events", 1, [3, 4]),
-    "a flag that is not 0 or 1": planted("events", 3, "2"),
+    "a flag that is not 0, 1 or 2": planted("events", 3, "3"),
     "a flag without its record": planted("events", 3, "0"),
     "a record column of another length": planted("events", (2, 7), [0, 0]),
     "a bad previous record": planted("events", (4, 0), "!!"),
     "a column missing": good_chunks()[1][:4],
+    "a shared previous record with no event before it":
+        [*good_chunks()[1][:3], "2", kv_columns.kv_chunk([])],
 }
 
 
@@ -137,6 +140,62 @@ def test_a_planted_bad_chunk_in_a_snapshot_leaves_the_machine_untouched():
     with pytest.raises(ValueError, match="bad snapshot"):
         other.restore(zlib.compress(codec.dumps(state)))
     assert other.snapshot() == before
+
+
+def test_a_previous_record_is_written_once_as_a_flag_and_comes_back_shared():
+    """An overwrite's previous record is the record of the event before it: the chunk
+    says so with a flag instead of its bytes. Only a previous record whose event was
+    compacted away is written out."""
+    m = busy_machine()
+    state = codec.loads(zlib.decompress(m.snapshot()))
+    chunks = state["kv"]["history_columns"]
+    flags = "".join(chunk[3] for chunk in chunks)
+    given = sum(len(chunk[4][1]) for chunk in chunks)
+    history = m.kv._history
+    assert len(flags) == len(history) and given == flags.count("1")
+    shared = sum(e.prev_kv is not None for e in history) - given
+    assert flags.count("2") == shared > 600 and given < 400  # 400 keys: one each at most
+    events, _ = kv_columns.events_from(chunks, [])
+    assert events == history
+    assert shared_records(events)[0] >= shared
+
+
+def test_two_chunks_side_by_side_share_the_key_map():
+    """A flag in one chunk can point at an event in an earlier one: the map goes along."""
+    a = KeyValue(b"k", b"1", 2, 2, 1)
+    b = KeyValue(b"k", b"2", 2, 3, 2)
+    newest: dict[bytes, KeyValue] = {}
+    first = kv_columns.events_chunk([WatchEvent(PUT, a, None, 2)], newest)
+    second = kv_columns.events_chunk([WatchEvent(PUT, b, a, 3)], newest)
+    assert second[3] == "2" and second[4] == kv_columns.kv_chunk([])
+    events, _ = kv_columns.events_from([first, second], [b])
+    assert events[1].prev_kv is events[0].kv
+    with pytest.raises(ValueError, match="no earlier event"):
+        kv_columns.events_from([second], [b])
+
+
+def test_a_format_2_snapshot_still_loads():
+    """Format 2 wrote every previous record in full (flags 0 and 1 only)."""
+    m = busy_machine()
+    snap = m.snapshot()
+    state = codec.loads(zlib.decompress(snap))
+    kv = state["kv"]
+    records = kv_columns.kvs_from(kv["kv_columns"])
+    events, _ = kv_columns.events_from(kv["history_columns"], records)
+    full = []
+    for at in range(0, len(events), kv_columns.CHUNK):
+        chunk = events[at:at + kv_columns.CHUNK]
+        full.append(["".join("P" if e.type == PUT else "D" for e in chunk),
+                     [e.revision for e in chunk], kv_columns.kv_chunk([e.kv for e in chunk]),
+                     "".join("0" if e.prev_kv is None else "1" for e in chunk),
+                     kv_columns.kv_chunk([e.prev_kv for e in chunk if e.prev_kv is not None])])
+    assert "2" not in "".join(c[3] for c in full)
+    kv["history_columns"] = full
+    state["format"] = 2
+    other = CoordMachine()
+    other.restore(zlib.compress(codec.dumps(state)))
+    assert other.snapshot() == snap and other.describe() == m.describe()
+    assert shared_records(other.kv._history)[0] == shared_records(m.kv._history)[0]
 
 
 def test_a_format_1_snapshot_still_loads():
