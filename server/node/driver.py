@@ -548,7 +548,9 @@ class Node:
         # first, since what it sends (votes, acks) promises that it did.
         early = not rd.vote_changed and self._raw.is_leader
         if early and rd.messages:
-            self._transport.send(rd.messages)
+            # Written now, before the storage thread is handed the same entries: it
+            # needs the GIL to start their fsync (see PeerTransport.send).
+            self._transport.send(rd.messages, at_once=rd.must_sync)
         if rd.must_sync:
             if early or rd.snapshot is not None or not _small(rd.entries):
                 await asyncio.get_running_loop().run_in_executor(

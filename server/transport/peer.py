@@ -148,6 +148,7 @@ class _Peer:
         "received",
         "last_error",
         "lost_snapshot",
+        "link",
     )
 
     def __init__(self, node_id: int, address: str) -> None:
@@ -156,6 +157,7 @@ class _Peer:
         self.generation = 0  # bumped whenever the owning task is replaced or stopped
         self.task: asyncio.Task[None] | None = None
         self.queue: deque[Message | _Chunk] = deque()
+        self.link: _Outbound | None = None  # the open connection, while the pump runs it
         self.wakeup = asyncio.Event()
         self.came_back = asyncio.Event()  # the peer opened a stream to us: stop backing off
         self.connected = False
@@ -272,14 +274,25 @@ class PeerTransport:
 
     # --- sending ------------------------------------------------------------------------
 
-    def send(self, messages: Iterable[Message]) -> None:
-        """Queue `messages` for their peers (``Message.to``). Never blocks; drops what cannot
-        be queued and reports the peer unreachable."""
+    def send(self, messages: Iterable[Message], at_once: bool = False) -> None:
+        """Send `messages` to their peers (``Message.to``). Never blocks; drops what cannot
+        be queued and reports the peer unreachable.
+
+        The peer's pump writes them, in a later loop turn, with whatever else was queued
+        by then. `at_once`: a peer with nothing queued whose connection takes writes gets
+        its batch written here, now; the rest (a backlog, a snapshot's pieces, a
+        connection paused or not yet open) still goes to the pump. For a leader about to
+        hand its own write of the same entries to the storage thread: that thread waits
+        for the GIL while this loop runs, so left to the pump the encoding and writing
+        came first and the fsync started ~0.3 ms after it was handed over, on one
+        client's put's critical path. (Always at once cost puts from 16 clients a few
+        per cent: followers' acks stopped sharing writes.)"""
         if self._closed:
             return
         peers = self._peers
         limit = self._queue_limit
         local = LOCAL_MESSAGES
+        touched: list[_Peer] = []
         for m in messages:
             peer = peers.get(m.to)
             if peer is None:
@@ -295,10 +308,15 @@ class PeerTransport:
                 peer.dropped += 1
                 self._report_unreachable(m.to, m.type is _SNAP)
                 continue
+            if not queue:
+                touched.append(peer)
             queue.append(m)
-            wakeup = peer.wakeup
-            if not wakeup.is_set():
-                wakeup.set()
+        for peer in touched:
+            link = peer.link
+            if at_once and link is not None and not link.paused and link.ended is None:
+                self._write_batch(peer, link)
+            if peer.queue and not peer.wakeup.is_set():
+                peer.wakeup.set()
 
     def _report_unreachable(self, node_id: int, force: bool = False) -> None:
         """Tell the owner, at most once per UNREACHABLE_INTERVAL unless `force` (a dropped
@@ -339,6 +357,7 @@ class PeerTransport:
                 peer.connects += 1
                 peer.last_error = None
                 log.debug("connection %d->%d (%s) open", self.node_id, to_id, address)
+                peer.link = link
                 await self._pump(peer, link)
             except asyncio.CancelledError:
                 raise
@@ -347,6 +366,8 @@ class PeerTransport:
                     return
                 self._note_failure(peer, exc)
             finally:
+                if peer.link is link:
+                    peer.link = None
                 if link is not None:
                     if link.unsent_snapshot():
                         peer.lost_snapshot = True
@@ -380,7 +401,6 @@ class PeerTransport:
     async def _pump(self, peer: _Peer, link: _Outbound) -> None:
         queue = peer.queue
         wakeup = peer.wakeup
-        batch_cls = raft_pb2.MessageBatch
         while True:
             if link.ended is not None:
                 raise link.ended
@@ -391,12 +411,16 @@ class PeerTransport:
             if link.paused:
                 await link.drained()
                 continue
-            batch = batch_cls()
-            n, snapshot = self._fill_batch(peer, batch)
-            if n:
-                link.send(batch.SerializeToString(), snapshot)
-                peer.sent += n
-                peer.batches += 1
+            self._write_batch(peer, link)
+
+    def _write_batch(self, peer: _Peer, link: _Outbound) -> None:
+        """Write the next batch of `peer`'s queue to `link`: the pump's step, and `send`'s."""
+        batch = raft_pb2.MessageBatch()
+        n, snapshot = self._fill_batch(peer, batch)
+        if n:
+            link.send(batch.SerializeToString(), snapshot)
+            peer.sent += n
+            peer.batches += 1
 
     def _fill_batch(self, peer: _Peer, batch: raft_pb2.MessageBatch) -> tuple[int, bool]:
         """Move queued messages into `batch` (up to BATCH_SOFT_BYTES); return how many,

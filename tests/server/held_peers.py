@@ -29,7 +29,7 @@ class HeldPeers:
     def receive_with(self, deliver: Callable[[list[Message]], None], _unreachable) -> None:
         self._deliver = deliver
 
-    def send(self, messages: Iterable[Message]) -> None:
+    def send(self, messages: Iterable[Message], at_once: bool = False) -> None:
         self.sent.extend(messages)
 
     def answer(self, *messages: Message) -> None:

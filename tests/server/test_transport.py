@@ -419,10 +419,11 @@ def test_queue_limit_drops_and_reports() -> None:
             a.transport.set_peer(2, b.address)
             await wait_until(lambda: a.stats(2)["connected"], "the stream to connect")
 
-            # The writer cannot run during send(), so only queue_limit messages fit.
-            a.transport.send([app(1, 2, i) for i in range(25)])
+            # send() queues all it is given before it writes, so only queue_limit
+            # messages fit; at_once, it writes those as one batch before any await.
+            a.transport.send([app(1, 2, i) for i in range(25)], at_once=True)
             s = a.stats(2)
-            assert (s["queued"], s["dropped"]) == (10, 15)
+            assert (s["queued"], s["sent"], s["batches"], s["dropped"]) == (0, 10, 1, 15)
             await wait_until(lambda: len(b.received) == 10, "the queued messages")
             assert [m.index for m in b.received] == list(range(10))
             await wait_until(lambda: a.stats(2)["sent"] == 10, "the writes to complete")
@@ -439,6 +440,46 @@ def test_queue_limit_drops_and_reports() -> None:
             a.transport.send([app(1, 2, 100 + i) for i in range(10)])
             await wait_until(lambda: len(b.received) == 20, "the second round")
             assert a.stats(2)["dropped"] == 15
+        finally:
+            await stop_all(a, b)
+
+    run(main())
+
+
+def test_a_paused_connection_queues_and_its_pump_writes_in_order_once_drained(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """send(at_once=True) writes at once only to a connection that takes writes: while the peer
+    reads nothing, our buffer passes its high mark, the connection pauses, and what is
+    sent after waits in the queue. When the peer reads again the pump writes it, and
+    the peer gets every message in the order sent."""
+    monkeypatch.setattr(transport_mod, "WRITE_BUFFER_HIGH", 64 * 1024)
+    big = b"x" * (64 * 1024)
+
+    def message(index: int) -> Message:
+        return Message(MessageType.APP, to=2, frm=1, term=3, log_term=3, index=index,
+                       entries=(Entry(3, index + 1, EntryType.NORMAL, big),), commit=index)
+
+    async def main() -> None:
+        a, b = await connected_pair()
+        try:
+            assert b.server is not None
+            for conn in b.server._connections:
+                conn._tr.pause_reading()
+            link = a.transport._peers[2].link
+            assert link is not None
+            sent = 0
+            while not link.paused and sent < 1000:  # ~64 MB at most; pauses after a few
+                a.transport.send([message(sent)], at_once=True)
+                sent += 1
+                await asyncio.sleep(0)
+            assert link.paused, "the connection never paused"
+            written = a.stats(2)["sent"]
+            a.transport.send([message(sent + i) for i in range(3)], at_once=True)
+            assert a.stats(2)["queued"] == 3 and a.stats(2)["sent"] == written
+            for conn in b.server._connections:
+                conn._tr.resume_reading()
+            await wait_until(lambda: len(b.received) == sent + 3, "every message")
+            assert [m.index for m in b.received] == list(range(sent + 3))
         finally:
             await stop_all(a, b)
 
