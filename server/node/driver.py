@@ -163,6 +163,16 @@ def _small(entries: list[Entry]) -> bool:
     return sum(len(e.data) for e in entries) <= INLINE_SAVE_BYTES
 
 
+def _waited_on(rd: Ready) -> bool:
+    """Does a leader's Ready carry messages to write now rather than in the transport's
+    next turn (`PeerTransport.send`'s `at_once`)? Those of entries it is about to fsync
+    (the storage thread waits for the GIL while the loop writes them), and a read round's
+    heartbeats (a read waits on their answers). Not a commit broadcast: written at once it
+    no longer shares a write with the next append, and puts from 16 and 64 clients made
+    10-20 % less."""
+    return rd.must_sync or any(m.context for m in rd.messages)
+
+
 def _time_out(fut: asyncio.Future, what: str, timeout: float) -> None:
     if not fut.done():
         fut.set_exception(Timeout(f"{what} not done within {timeout:.1f}s"))
@@ -548,9 +558,7 @@ class Node:
         # first, since what it sends (votes, acks) promises that it did.
         early = not rd.vote_changed and self._raw.is_leader
         if early and rd.messages:
-            # Written now, before the storage thread is handed the same entries: it
-            # needs the GIL to start their fsync (see PeerTransport.send).
-            self._transport.send(rd.messages, at_once=rd.must_sync)
+            self._transport.send(rd.messages, at_once=_waited_on(rd))
         if rd.must_sync:
             if early or rd.snapshot is not None or not _small(rd.entries):
                 await asyncio.get_running_loop().run_in_executor(

@@ -24,13 +24,17 @@ class HeldPeers:
 
     def __init__(self) -> None:
         self.sent: list[Message] = []
+        self.written_at_once: list[Message] = []  # those a asked to be written at once
         self._deliver: Callable[[list[Message]], None] | None = None
 
     def receive_with(self, deliver: Callable[[list[Message]], None], _unreachable) -> None:
         self._deliver = deliver
 
     def send(self, messages: Iterable[Message], at_once: bool = False) -> None:
+        messages = list(messages)
         self.sent.extend(messages)
+        if at_once:
+            self.written_at_once.extend(messages)
 
     def answer(self, *messages: Message) -> None:
         assert self._deliver is not None
