@@ -166,8 +166,9 @@ def _small(entries: list[Entry]) -> bool:
 def _waited_on(rd: Ready) -> bool:
     """Does a leader's Ready carry messages to write now rather than in the transport's
     next turn (`PeerTransport.send`'s `at_once`)? Those of entries it is about to fsync
-    (the storage thread waits for the GIL while the loop writes them), and a read round's
-    heartbeats (a read waits on their answers). Not a commit broadcast: written at once it
+    (the storage thread waits for the GIL while the loop writes them), and those of a
+    read round, the only ones with a context: its heartbeats and the answer to a
+    follower's ReadIndex (a read waits on them). Not a commit broadcast: written at once it
     no longer shares a write with the next append, and puts from 16 and 64 clients made
     10-20 % less."""
     return rd.must_sync or any(m.context for m in rd.messages)
