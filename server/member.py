@@ -48,7 +48,7 @@ from coord.server.node.identity import claim_data_dir, log_version
 from coord.server.node.members import MemberInfo
 from coord.server.storage.log_store import LogStore
 from coord.server.transport.auth import PeerAuth
-from coord.server.transport.grpc_options import EXCLUSIVE_BIND, SERVER_OPTIONS, GenericOnly
+from coord.server.transport.grpc_options import EXCLUSIVE_BIND, SERVER_OPTIONS, Registrar
 from coord.server.transport.listener import PeerPort
 from coord.server.transport.peer import PeerTransport
 from coord.sm.ledger import LOG_VERSION, initial_revision
@@ -63,6 +63,13 @@ from coord.v1 import (
 )
 
 log = logging.getLogger(__name__)
+
+OWN_REQUEST_SERVICES = tuple(
+    etcd_pb2.DESCRIPTOR.services_by_name[name].full_name for name in ("KV", "Lease")
+)
+"""The client port's services whose methods each keep a pending request of their own in
+gRPC, so their calls are admitted alongside the others' (`Registrar` says why): the etcd
+API's, called once per operation by test rigs with many clients."""
 
 
 @dataclass(slots=True)
@@ -171,12 +178,12 @@ class Member:
         # The peer port serves Raft itself and passes gRPC (Forward) to this server.
         peer_server = grpc.aio.server(options=SERVER_OPTIONS)
         coord_pb2_grpc.add_ForwardServicer_to_server(
-            ForwardService(self.node, self.tracker, self.auth), GenericOnly(peer_server)
+            ForwardService(self.node, self.tracker, self.auth), Registrar(peer_server)
         )
         grpc_port = listen(peer_server, "127.0.0.1:0", "the peer gRPC server")
         self.peer_port = PeerPort(self.parts.transport, ("127.0.0.1", grpc_port))
         client_server = grpc.aio.server(options=[EXCLUSIVE_BIND])
-        serves = GenericOnly(client_server)
+        serves = Registrar(client_server, OWN_REQUEST_SERVICES)
         services = [] if self.config.etcd_only else self._add_coord_services(serves)
         self._add_etcd_services(serves)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, serves)
@@ -211,7 +218,7 @@ class Member:
             self.config.data_dir,
         )
 
-    def _add_coord_services(self, server: GenericOnly) -> list[str]:
+    def _add_coord_services(self, server: Registrar) -> list[str]:
         """coord's native API and Admin; returns their service names."""
         coord, hub = self.coordinator, self.hub
         admin_pb2_grpc.add_AdminServicer_to_server(
@@ -235,7 +242,7 @@ class Member:
         return services + [s.full_name for s in coord_pb2.DESCRIPTOR.services_by_name.values()
                            if s.name != "Forward"]
 
-    def _add_etcd_services(self, server: GenericOnly) -> None:
+    def _add_etcd_services(self, server: Registrar) -> None:
         """The etcd v3 API on the same coordinator, event hub and session tracker."""
         coord = self.coordinator
         etcd_grpc.add_KVServicer_to_server(EtcdKVService(coord), server)

@@ -24,7 +24,7 @@ from coord.etcdpb import rpc_pb2 as epb
 from coord.etcdpb import rpc_pb2_grpc as erpc
 from coord.server import loop
 from coord.server.member import listen
-from coord.server.transport.grpc_options import EXCLUSIVE_BIND, GenericOnly
+from coord.server.transport.grpc_options import EXCLUSIVE_BIND
 from coord.testing.ports import free_port
 from coord.testing.processes import stop_processes
 
@@ -46,7 +46,7 @@ class FloorKV(erpc.KVServicer):
 
 async def serve(address: str) -> None:
     server = grpc.aio.server(options=[EXCLUSIVE_BIND])
-    erpc.add_KVServicer_to_server(FloorKV(), GenericOnly(server))  # as a member's are
+    erpc.add_KVServicer_to_server(FloorKV(), server)
     listen(server, address, "--listen")
     await server.start()
     stop = asyncio.Event()

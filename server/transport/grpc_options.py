@@ -12,7 +12,7 @@ import grpc
 
 from coord.server.transport.peer import MAX_MESSAGE_BYTES
 
-__all__ = ["CHANNEL_OPTIONS", "EXCLUSIVE_BIND", "SERVER_OPTIONS", "GenericOnly"]
+__all__ = ["CHANNEL_OPTIONS", "EXCLUSIVE_BIND", "SERVER_OPTIONS", "Registrar"]
 
 BACKOFF_MIN_MS = 50
 BACKOFF_MAX_MS = 1000
@@ -59,25 +59,36 @@ SERVER_OPTIONS: list[tuple[str, int]] = [
 """Options of the member's peer gRPC server (``grpc.aio.server(options=...)``)."""
 
 
-class GenericOnly:
+class Registrar:
     """What a member's services are added to (`add_*Servicer_to_server(servicer, ...)`),
-    in place of the gRPC server itself: it serves every method through the service's
-    generic handler, and drops the "registered method" copy that generated code adds.
+    in place of the gRPC server: every method is served through its service's generic
+    handler, and only the services named in `registered` keep the "registered method"
+    copy that generated code also adds.
 
-    grpcio's asyncio server keeps one pending request per registered method and, for
-    each call it takes, waits on all of them at once (asyncio.wait) and re-arms one: a
-    cost per call that grows with the methods served (59 on a member's client port).
-    Through generic handlers it waits on one. Measured with `coord bench etcd`'s driver
-    (3 pairs, 6 s each, 08:00): linearizable gets from 64 clients 4,632-5,336/s with
-    registered methods, 5,657-6,636/s without, the leader's CPU per get 200-218 us
-    against 162-178; puts within the noise. The calls served and their answers do not
-    change (generated code adds both copies of the same handlers)."""
+    How grpcio's asyncio server takes calls: it keeps one pending request per registered
+    method and one for all the rest, admits one call each time one of them completes,
+    waiting on all of them at once (asyncio.wait: a cost per call that grows with their
+    number, 59 on a member's client port), and re-arms it a few loop turns later. Under
+    load calls queue in gRPC for that: at 64 clients' etcd puts a call waited 14-15 ms
+    between arriving and its handler starting, of 21 ms in all (a temporary timing build,
+    08:07). So a method with a request of its own is admitted alongside the others, and
+    every method pays for each pending request. Register the few called once per
+    operation by clients that send many (the etcd API's KV and Lease; coord's own clients
+    use one stream per connection), serve the rest generically. `coord bench etcd`'s
+    driver, 2 alternated pairs of 6 s at 64 clients (08:12-08:14), every service
+    registered / none / etcd KV and Lease only: puts 2,851-2,862 / 3,071-3,224 /
+    2,836-3,243 per s; gets 5,182-5,910 / 5,672-6,364 / 6,039-6,221; half puts and half
+    gets 3,888-4,106 / 3,238-3,307 / 3,795-4,212."""
 
-    def __init__(self, server: grpc.aio.Server) -> None:
+    def __init__(self, server: grpc.aio.Server, registered: Sequence[str] = ()) -> None:
         self.server = server
+        self.registered = frozenset(registered)
 
     def add_generic_rpc_handlers(self, handlers: Sequence[grpc.GenericRpcHandler]) -> None:
         self.server.add_generic_rpc_handlers(handlers)
 
     def add_registered_method_handlers(self, service: str, handlers: dict) -> None:
-        """Not registered: the generic handler added with them serves these methods."""
+        """Registered only for a service in `registered`; any other is served by the
+        generic handler added with these."""
+        if service in self.registered:
+            self.server.add_registered_method_handlers(service, handlers)

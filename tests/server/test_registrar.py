@@ -1,15 +1,16 @@
-"""`GenericOnly`: services added through it are served by their generic handlers alone
-(the registered-method copy generated code adds is dropped), and they answer as before."""
+"""`Registrar`: services added through it are served by their generic handlers, and only
+those it names keep the registered-method copy generated code adds; they answer as before."""
 
 from __future__ import annotations
 
 import asyncio
 
 import grpc
+import pytest
 
 from coord.etcdpb import rpc_pb2 as epb
 from coord.etcdpb import rpc_pb2_grpc as erpc
-from coord.server.transport.grpc_options import EXCLUSIVE_BIND, GenericOnly
+from coord.server.transport.grpc_options import EXCLUSIVE_BIND, Registrar
 
 
 class _Recording:
@@ -31,19 +32,23 @@ class _KV(erpc.KVServicer):
         return epb.PutResponse(header=epb.ResponseHeader(revision=7))
 
 
-def test_generated_code_adds_only_the_generic_handler_through_it():
+def test_only_the_services_it_names_are_registered():
     direct, through = _Recording(), _Recording()
-    erpc.add_KVServicer_to_server(_KV(), direct)
-    erpc.add_KVServicer_to_server(_KV(), GenericOnly(through))  # type: ignore[arg-type]
-    # generated code adds both copies; through GenericOnly only the generic one arrives
-    assert direct.registered == ["etcdserverpb.KV"] and len(direct.generic) == 1
-    assert through.registered == [] and len(through.generic) == 1
+    for server in (direct, Registrar(through, ["etcdserverpb.Lease"])):  # type: ignore[arg-type]
+        erpc.add_KVServicer_to_server(_KV(), server)
+        erpc.add_LeaseServicer_to_server(erpc.LeaseServicer(), server)
+    # generated code adds both copies; through Registrar the generic ones all arrive, and
+    # the registered copy only of the service named
+    assert direct.registered == ["etcdserverpb.KV", "etcdserverpb.Lease"]
+    assert len(direct.generic) == 2
+    assert through.registered == ["etcdserverpb.Lease"] and len(through.generic) == 2
 
 
-def test_a_service_added_through_it_answers_and_unknown_methods_are_unimplemented():
+@pytest.mark.parametrize("registered", [(), ("etcdserverpb.KV",)])
+def test_a_service_added_through_it_answers_and_unknown_methods_are_unimplemented(registered):
     async def body() -> None:
         server = grpc.aio.server(options=[EXCLUSIVE_BIND])
-        erpc.add_KVServicer_to_server(_KV(), GenericOnly(server))
+        erpc.add_KVServicer_to_server(_KV(), Registrar(server, registered))
         port = server.add_insecure_port("127.0.0.1:0")
         await server.start()
         try:
