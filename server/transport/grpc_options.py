@@ -66,19 +66,20 @@ class Registrar:
     copy that generated code also adds.
 
     How grpcio's asyncio server takes calls: it keeps one pending request per registered
-    method and one for all the rest, admits one call each time one of them completes,
-    waiting on all of them at once (asyncio.wait: a cost per call that grows with their
-    number, 59 on a member's client port), and re-arms it a few loop turns later. Under
-    load calls queue in gRPC for that: at 64 clients' etcd puts a call waited 14-15 ms
-    between arriving and its handler starting, of 21 ms in all (a temporary timing build,
-    08:07). So a method with a request of its own is admitted alongside the others, and
-    every method pays for each pending request. Register the few called once per
-    operation by clients that send many (the etcd API's KV and Lease; coord's own clients
-    use one stream per connection), serve the rest generically. `coord bench etcd`'s
-    driver, 2 alternated pairs of 6 s at 64 clients (08:12-08:14), every service
-    registered / none / etcd KV and Lease only: puts 2,851-2,862 / 3,071-3,224 /
-    2,836-3,243 per s; gets 5,182-5,910 / 5,672-6,364 / 6,039-6,221; half puts and half
-    gets 3,888-4,106 / 3,238-3,307 / 3,795-4,212."""
+    method and one for all the rest, admits a call each time one of them completes,
+    waiting on all of them at once (asyncio.wait, a cost per call that grows with their
+    number: 59 with every method of the client port registered), and re-arms it a few
+    loop turns later. Under load calls queue in gRPC for that: from 64 clients' etcd
+    puts a call waited 14.2-15.5 ms between arriving and its handler starting, of a p50
+    of 21.6 ms (a temporary timing build; README, "Where a unary call waits"). So a
+    method with a request of its own is admitted alongside the others, and every call
+    pays for each pending request. Registered: the few methods called once per operation
+    by clients that send many (the etcd API's KV and Lease; coord's own clients use one
+    stream per connection); the rest are served generically. `coord bench etcd`'s
+    driver, 2 alternated pairs of 6 s at 64 clients, every service registered / none /
+    etcd KV and Lease only: puts 2,851-2,862 / 3,071-3,224 / 2,836-3,243 per s; gets
+    5,182-5,910 / 5,672-6,364 / 6,039-6,221; half puts and half gets 3,888-4,106 /
+    3,238-3,307 / 3,795-4,212."""
 
     def __init__(self, server: grpc.aio.Server, registered: Sequence[str] = ()) -> None:
         self.server = server

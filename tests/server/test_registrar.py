@@ -7,10 +7,14 @@ import asyncio
 
 import grpc
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from coord.etcdpb import rpc_pb2 as epb
 from coord.etcdpb import rpc_pb2_grpc as erpc
 from coord.server.transport.grpc_options import EXCLUSIVE_BIND, Registrar
+from coord.testing.local_cluster import cluster
+from coord.v1 import coord_pb2, coord_pb2_grpc
 
 
 class _Recording:
@@ -75,3 +79,27 @@ def test_a_service_added_through_it_answers_and_unknown_methods_are_unimplemente
             await server.stop(0)
 
     asyncio.run(body())
+
+
+def test_a_member_serves_reflection_health_and_both_apis_through_it():
+    """A member adds every service through a Registrar (only the etcd API's KV and Lease
+    registered): reflection lists them all, and a registered and a generic method both
+    answer, as grpcurl and etcd's clients expect."""
+    with cluster(members=1, in_process=True) as c:
+        address = next(iter(c.members.values())).listen
+        with grpc.insecure_channel(address) as channel:
+            ask = reflection_pb2.ServerReflectionRequest(list_services="")
+            [answer] = list(reflection_pb2_grpc.ServerReflectionStub(channel)
+                            .ServerReflectionInfo(iter([ask]), timeout=10))
+            listed = {s.name for s in answer.list_services_response.service}
+            assert {"etcdserverpb.KV", "etcdserverpb.Lease", "etcdserverpb.Watch",
+                    "coord.v1.KV", "coord.v1.Admin", "grpc.health.v1.Health",
+                    "grpc.reflection.v1alpha.ServerReflection"} <= listed
+            health = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(), timeout=10)
+            assert health.status == health_pb2.HealthCheckResponse.SERVING
+            put = erpc.KVStub(channel).Put(epb.PutRequest(key=b"k", value=b"v"), timeout=10)
+            got = coord_pb2_grpc.KVStub(channel).Range(coord_pb2.RangeRequest(key=b"k"),
+                                                       timeout=10)
+            assert [kv.value for kv in got.kvs] == [b"v"]
+            assert got.header.revision >= put.header.revision
