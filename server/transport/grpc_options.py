@@ -1,4 +1,5 @@
-"""gRPC options of the member's servers and of its calls to peers (the Forward service).
+"""gRPC options of the member's servers and of its calls to peers (the Forward service),
+and which of the servers' methods are registered with gRPC (`Registrar`).
 
 Raft traffic does not use gRPC (`coord.server.transport.peer`); requests a follower
 forwards to its leader do, over the peer port.
