@@ -21,6 +21,7 @@ from typing import Any
 
 import grpc
 
+from coord.broken_streams import BROKEN_STREAM_CODES
 from coord.client.errors import CoordError, error_for, from_rpc_error
 from coord.client.transport import (
     BidiCall,
@@ -69,22 +70,16 @@ def op_error(error: pb.PipelineError) -> CoordError:
     return error_for(error.reason or code.name, error.message, code, dict(error.metadata))
 
 
-_BROKEN_STREAM_CODES = frozenset({grpc.StatusCode.CANCELLED, grpc.StatusCode.INTERNAL})
-"""Stream statuses that say the stream broke rather than what a member answered: a member
-that stops cancels its streams, and one killed mid-stream leaves gRPC's core to end it
-with INTERNAL ("Internal error from Core"; coord never sends INTERNAL itself)."""
-
-
 def _stream_error(e: BaseException) -> BaseException:
     """What an operation in flight fails with when its stream fails. A stream that broke
-    (see `_BROKEN_STREAM_CODES`) is UNAVAILABLE: go to the next member, as the operation
+    (see `coord.broken_streams`) is UNAVAILABLE: go to the next member, as the operation
     may (a read, a write with a request id), not a cancellation of ours nor an error the
     caller must see."""
     if isinstance(e, TransportClosed):
         return TransportClosed()
     if isinstance(e, grpc.RpcError):
         err = from_rpc_error(e)
-        if err.code not in _BROKEN_STREAM_CODES:
+        if err.code not in BROKEN_STREAM_CODES:
             return err
         return error_for("UNAVAILABLE", f"the stream to the member broke ({err.code.name}: "
                          f"{err.message})", grpc.StatusCode.UNAVAILABLE)

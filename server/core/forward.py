@@ -12,6 +12,7 @@ from typing import Any
 
 import grpc
 
+from coord.broken_streams import BROKEN_STREAM_CODES
 from coord.server.api.errors import ApiError, abort, abort_node_error, status_for
 from coord.server.core.session_asks import SessionAsks
 from coord.server.core.session_tracker import SessionTracker
@@ -122,7 +123,9 @@ def _deadline_error(timeout: float) -> grpc.aio.AioRpcError:
 class ProposeStream:
     """A follower's pipelined stream of proposals to one leader, opened on first use
     and again after it fails. What fails it fails every proposal in flight on it with
-    the stream's status (UNAVAILABLE when the leader died), as a unary call would."""
+    the stream's status, as a unary call would; a stream that broke (the leader died
+    or stopped: `coord.broken_streams`) fails them with UNAVAILABLE, which the
+    coordinator retries on the next leader under the request id."""
 
     def __init__(self, stub: coord_pb2_grpc.ForwardStub,
                  metadata: tuple[tuple[str, str], ...]) -> None:
@@ -172,6 +175,9 @@ class ProposeStream:
                     else:
                         settle(outcome.id, (outcome.result, outcome.index))
         except grpc.aio.AioRpcError as e:
+            if e.code() in BROKEN_STREAM_CODES:  # the leader died or stopped mid-stream
+                e = rpc_error(grpc.StatusCode.UNAVAILABLE, f"the stream to the leader broke "
+                              f"({e.code().name}: {e.details()})")
             self._broken(call, e)
         except grpc.aio.UsageError:  # the channel was closed under us
             self._broken(call, rpc_error(grpc.StatusCode.UNAVAILABLE, "the link was closed"))
