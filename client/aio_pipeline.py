@@ -21,7 +21,6 @@ from typing import Any
 
 import grpc
 
-from coord.broken_streams import BROKEN_STREAM_CODES
 from coord.client.errors import CoordError, error_for, from_rpc_error
 from coord.client.transport import (
     BidiCall,
@@ -33,6 +32,7 @@ from coord.client.transport import (
 )
 from coord.tagged_calls import TaggedCalls
 from coord.v1 import coord_pb2 as pb
+from coord.wire import stream_broke
 
 __all__ = ["PIPELINED", "Pipeline", "Pipelines", "StreamUnsupported"]
 
@@ -72,14 +72,14 @@ def op_error(error: pb.PipelineError) -> CoordError:
 
 def _stream_error(e: BaseException) -> BaseException:
     """What an operation in flight fails with when its stream fails. A stream that broke
-    (see `coord.broken_streams`) is UNAVAILABLE: go to the next member, as the operation
+    (`coord.wire.stream_broke`) is UNAVAILABLE: go to the next member, as the operation
     may (a read, a write with a request id), not a cancellation of ours nor an error the
     caller must see."""
     if isinstance(e, TransportClosed):
         return TransportClosed()
     if isinstance(e, grpc.RpcError):
         err = from_rpc_error(e)
-        if err.code not in BROKEN_STREAM_CODES:
+        if not stream_broke(err.code, err.reason):
             return err
         return error_for("UNAVAILABLE", f"the stream to the member broke ({err.code.name}: "
                          f"{err.message})", grpc.StatusCode.UNAVAILABLE)

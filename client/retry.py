@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import grpc
 
 from coord.client.errors import CoordError, DeadlineError, UnavailableError, error_for
+from coord.wire import stream_broke
 
 __all__ = [
     "ELECTION_PATIENCE",
@@ -49,9 +50,9 @@ def may_fail_over(err: CoordError, safe: bool) -> bool:
 
 def stream_may_resume(err: CoordError) -> bool:
     """Whether a server stream that failed may be reopened (on the next member). Streams
-    are reads, so any transient failure qualifies, including a cancellation we did not ask
-    for (a member shutting down cancels its streams)."""
-    return may_fail_over(err, True) or err.code == grpc.StatusCode.CANCELLED
+    are reads, so any transient failure qualifies, including a stream that broke (a member
+    shutting down cancels its streams; one killed mid-stream leaves gRPC's INTERNAL)."""
+    return may_fail_over(err, True) or stream_broke(err.code, err.reason)
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ __all__ = [
     "node_error_code",
     "reason_of",
     "result_code",
+    "stream_broke",
 ]
 
 DOMAIN = "coord.dev"
@@ -63,6 +64,24 @@ RESULT_CODES: Mapping[str, grpc.StatusCode] = MappingProxyType({
 })
 """Error reasons of state-machine results (the command was applied and refused), and
 their status codes; any other result reason is FAILED_PRECONDITION."""
+
+
+BROKEN_STREAM_CODES = frozenset({grpc.StatusCode.CANCELLED, grpc.StatusCode.INTERNAL})
+"""Statuses with which gRPC itself ends a stream whose far end went away: a member that
+stops cancels its streams (CANCELLED, when we did not cancel it ourselves), and one
+killed mid-stream leaves gRPC's core to end it with INTERNAL ("Internal error from
+Core")."""
+
+
+def stream_broke(code: grpc.StatusCode, reason: str | None) -> bool:
+    """Whether a stream that ended with `code` broke, rather than the far end answering:
+    one of `BROKEN_STREAM_CODES` without an ErrorInfo `reason` of coord's (`reason` is
+    None, or the code's own name where a client's error took that as its reason), as
+    coord sends INTERNAL only with one (a failed history export). The client library's
+    pipeline and watches, and a follower's forwarding stream to its leader, take such a
+    break as UNAVAILABLE: what was in flight is retried on the next member under its
+    request id, and a watch resumes there, instead of the caller seeing INTERNAL."""
+    return code in BROKEN_STREAM_CODES and (not reason or reason == code.name)
 
 
 def node_error_code(reason: str) -> grpc.StatusCode:

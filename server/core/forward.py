@@ -12,8 +12,7 @@ from typing import Any
 
 import grpc
 
-from coord.broken_streams import BROKEN_STREAM_CODES
-from coord.server.api.errors import ApiError, abort, abort_node_error, status_for
+from coord.server.api.errors import ApiError, abort, abort_node_error, reason_of, status_for
 from coord.server.core.session_asks import SessionAsks
 from coord.server.core.session_tracker import SessionTracker
 from coord.server.core.tagged_stream import TaggedStream
@@ -25,6 +24,7 @@ from coord.server.transport.grpc_options import CHANNEL_OPTIONS
 from coord.tagged_calls import TaggedCalls
 from coord.v1 import coord_pb2 as pb
 from coord.v1 import coord_pb2_grpc
+from coord.wire import stream_broke
 
 PROPOSE_TIMEOUT_S = 5.0
 ASK_TIMEOUT_S = 2.0  # a batch of keepalives; each asker gives up on its own sooner
@@ -124,7 +124,7 @@ class ProposeStream:
     """A follower's pipelined stream of proposals to one leader, opened on first use
     and again after it fails. What fails it fails every proposal in flight on it with
     the stream's status, as a unary call would; a stream that broke (the leader died
-    or stopped: `coord.broken_streams`) fails them with UNAVAILABLE, which the
+    or stopped: `coord.wire.stream_broke`) fails them with UNAVAILABLE, which the
     coordinator retries on the next leader under the request id."""
 
     def __init__(self, stub: coord_pb2_grpc.ForwardStub,
@@ -175,7 +175,7 @@ class ProposeStream:
                     else:
                         settle(outcome.id, (outcome.result, outcome.index))
         except grpc.aio.AioRpcError as e:
-            if e.code() in BROKEN_STREAM_CODES:  # the leader died or stopped mid-stream
+            if stream_broke(e.code(), reason_of(e)):  # the leader died or stopped
                 e = rpc_error(grpc.StatusCode.UNAVAILABLE, f"the stream to the leader broke "
                               f"({e.code().name}: {e.details()})")
             self._broken(call, e)

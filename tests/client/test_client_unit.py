@@ -792,6 +792,10 @@ class FakeMember(pb_grpc.KVServicer, pb_grpc.SessionsServicer):
         for resp in self.behaviour.get("Watch", []):
             if resp == "abort":
                 abort(context, S.UNAVAILABLE, "UNAVAILABLE", "member stopping")
+            if resp == "broke":  # as gRPC's core ends a stream whose member was killed
+                context.abort(S.INTERNAL, "Internal error from Core")
+            if resp == "export_failed":  # coord's own INTERNAL carries its reason
+                abort(context, S.INTERNAL, "EXPORT_FAILED", "disk gone")
             yield resp
         while context.is_active():
             time.sleep(0.02)
@@ -883,9 +887,12 @@ def test_unreachable_member_is_skipped(members):
         assert client.get("k") is None
 
 
-def test_watch_resumes_on_another_member_without_loss_or_repeat(members):
+@pytest.mark.parametrize("end", ["abort", "broke"])
+def test_watch_resumes_on_another_member_without_loss_or_repeat(members, end):
+    """The first member's stream ends UNAVAILABLE (it stops) or with gRPC's INTERNAL (it
+    was killed mid-stream); the watch goes on from the second."""
     a, b = members
-    a.behaviour["Watch"] = [wresp((b"k1", 11)), wresp((b"k2", 12)), "abort"]
+    a.behaviour["Watch"] = [wresp((b"k1", 11)), wresp((b"k2", 12)), end]
     b.behaviour["Watch"] = [wresp((b"k2", 12), (b"k3", 12)), wresp((b"k4", 13))]
     with Client([a.endpoint, b.endpoint], timeout=2, policy=FAST,
                 randomize_endpoints=False) as client:
@@ -895,6 +902,22 @@ def test_watch_resumes_on_another_member_without_loss_or_repeat(members):
     assert got == [(b"k1", 11), (b"k2", 12), (b"k3", 12), (b"k4", 13)]
     assert a.requests["Watch"][0].from_revision == 11  # pinned: Range said revision 10
     assert b.requests["Watch"][0].from_revision == 12
+
+
+def test_a_watch_ended_by_coords_own_internal_error_is_not_resumed(members):
+    """An INTERNAL that carries coord's reason is the member's answer, not a break:
+    the caller gets it rather than the watch moving to another member."""
+    a, b = members
+    a.behaviour["Watch"] = [wresp((b"k1", 11)), "export_failed"]
+    b.behaviour["Watch"] = [wresp((b"k2", 12))]
+    with Client([a.endpoint, b.endpoint], timeout=2, policy=FAST,
+                randomize_endpoints=False) as client:
+        stream = client.watch(prefix="k")
+        assert next(stream).kv.key == b"k1"
+        with pytest.raises(CoordError) as raised:
+            next(stream)
+        stream.cancel()
+    assert raised.value.reason == "EXPORT_FAILED" and "Watch" not in b.requests
 
 
 def test_an_open_refused_as_the_member_went_read_only_is_opened_again_there(members):
@@ -1016,6 +1039,9 @@ def test_a_stream_that_fails_fails_its_operations_retryably():
     # A member killed mid-stream: gRPC's core ends the stream with INTERNAL.
     killed = _stream_error(rpc_error(S.INTERNAL, None, "Internal error from Core"))
     assert isinstance(killed, UnavailableError) and "INTERNAL" in killed.message
+    # coord's own INTERNAL carries its reason: the member's answer, passed on as it is.
+    answered = _stream_error(rpc_error(S.INTERNAL, "EXPORT_FAILED", "disk gone"))
+    assert answered.code == S.INTERNAL and answered.reason == "EXPORT_FAILED"
     down = _stream_error(rpc_error(S.UNAVAILABLE, "NO_LEADER", "no leader"))
     assert isinstance(down, UnavailableError) and down.reason == "NO_LEADER"
     assert isinstance(_stream_error(CallEnded()), UnavailableError)

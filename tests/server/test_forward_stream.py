@@ -84,6 +84,9 @@ def test_a_status_the_leader_sent_passes_through_unchanged():
     not a break: the caller sees it as a unary Propose would have raised it."""
     err = _propose_through(rpc_error(S.PERMISSION_DENIED, "not a member", "NOT_A_MEMBER"))
     assert isinstance(err, grpc.aio.AioRpcError) and err.code() == S.PERMISSION_DENIED
+    # An INTERNAL with coord's reason was sent by the leader, not left by gRPC's core.
+    err = _propose_through(rpc_error(S.INTERNAL, "disk gone", "EXPORT_FAILED"))
+    assert isinstance(err, grpc.aio.AioRpcError) and err.code() == S.INTERNAL
 
 
 def test_a_leader_without_the_stream_is_sent_unary_calls():
