@@ -12,7 +12,7 @@ from typing import Any
 
 import grpc
 
-from coord.server.api.errors import ApiError, abort, abort_node_error, reason_of, status_for
+from coord.server.api.errors import ApiError, abort, abort_node_error, status_for
 from coord.server.core.session_asks import SessionAsks
 from coord.server.core.session_tracker import SessionTracker
 from coord.server.core.tagged_stream import TaggedStream
@@ -175,7 +175,7 @@ class ProposeStream:
                     else:
                         settle(outcome.id, (outcome.result, outcome.index))
         except grpc.aio.AioRpcError as e:
-            if stream_broke(e.code(), reason_of(e)):  # the leader died or stopped
+            if stream_broke(e.code(), ApiError.of_rpc_error(e).reason):  # the leader died
                 e = rpc_error(grpc.StatusCode.UNAVAILABLE, f"the stream to the leader broke "
                               f"({e.code().name}: {e.details()})")
             self._broken(call, e)
