@@ -15,7 +15,8 @@ building), `txn`, `keys`, `endpoints`, `retry`, `cursors` (resumable streams),
 `session_state`, `read_only` (read-only service and the prober), `transport` (with
 `aio_transport` and `thread_transport`), `aio`, `aio_pipeline` (the pipelined stream
 requests travel on), `aio_stream`, `aio_session`, `sync`,
-`loop_thread`, `errors`, `sequence`, `admin`.
+`loop_thread`, `errors`, `admin`; `recipes` (patterns on the client, kazoo's: the
+sequence rule a sink embeds, a fenced sink's judgement).
 """
 
 from coord.client.admin import AdminClient
@@ -40,6 +41,7 @@ from coord.client.errors import (
     from_rpc_error,
 )
 from coord.client.read_only import ModeChange
+from coord.client.recipes.sequence import SequenceValidator
 from coord.client.results import (
     CasResult,
     Conflict,
@@ -62,7 +64,6 @@ from coord.client.results import (
     WatchEvent,
 )
 from coord.client.retry import RetryPolicy
-from coord.client.sequence import SequenceValidator
 from coord.client.sync import Client, Session, Stream, Txn
 from coord.client.txn import TxnBuilder
 

@@ -20,7 +20,7 @@ import threading
 from dataclasses import dataclass
 
 from coord.client import Client, OwnedByHigherGenerationError, ProducerFencedError, Session
-from coord.spark.fence import Token
+from coord.client.recipes.fence import Token
 
 __all__ = ["Claim", "LostClaimError", "claim", "client_for", "group_of", "is_current",
            "producer_key", "resource_of"]

@@ -28,8 +28,8 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from coord.client import CoordError
+from coord.client.recipes.fence import Token
 from coord.spark.attempt import LostClaimError, claim, client_for, is_current
-from coord.spark.fence import Token
 from coord.spark.jobs import committed_version, record_version
 from coord.spark.options import FORMAT, WriteOptions, parse_options
 from coord.spark.sinks import PublishError, SqliteSink, open_sink

@@ -1,4 +1,4 @@
-"""The sink-side sequence validator (coord.client.sequence)."""
+"""The sink-side sequence validator (coord.client.recipes.sequence)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coord.client.sequence import (
+from coord.client.recipes.sequence import (
     ACCEPT,
     DUPLICATE_SEQUENCE,
     FENCED_GENERATION,

@@ -26,8 +26,8 @@ from pathlib import Path
 import pyarrow as pa
 from pyspark import TaskContext
 
+from coord.client.recipes.fence import FencedWriteError
 from coord.spark.datasource import FencedBatchWriter, FencedDataSource, PartitionResult
-from coord.spark.fence import FencedWriteError
 from coord.spark.options import parse_options
 
 

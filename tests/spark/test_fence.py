@@ -1,14 +1,14 @@
-"""The fence rule a sink applies (coord.spark.fence), on planted zombie writes."""
+"""The fence rule a sink applies (coord.client.recipes.fence), on planted zombie writes."""
 
 from __future__ import annotations
 
-from coord.client.sequence import (
+from coord.client.recipes.fence import FenceRow, Token, judge, refused
+from coord.client.recipes.sequence import (
     ACCEPT,
     DUPLICATE_SEQUENCE,
     FENCED_GENERATION,
     OUT_OF_ORDER_SEQUENCE,
 )
-from coord.spark.fence import FenceRow, Token, judge, refused
 
 OLD = Token(generation=1, pid=7, epoch=0)
 NEW = Token(generation=2, pid=7, epoch=1)

@@ -9,7 +9,7 @@ import sqlite3
 import pyarrow as pa
 import pytest
 
-from coord.spark.fence import FencedWriteError, Token
+from coord.client.recipes.fence import FencedWriteError, Token
 from coord.spark.sinks import ParquetDirSink, PublishError, SealError, Sink, SqliteSink
 
 SCHEMA = pa.schema([("id", pa.int64()), ("s", pa.string())])

@@ -1,10 +1,10 @@
 """What every fenced sink offers, and the checks they share.
 
-A sink stores an attempt's batches as they arrive (judged by `coord.spark.fence`), keeps
-them invisible until the driver publishes the job version, and makes exactly the
-winning attempts' rows visible in one atomic step that also records the version, so a
-re-run of a published version publishes nothing. Refused writes are logged in the sink
-(`refusals()`): the evidence that a zombie tried.
+A sink stores an attempt's batches as they arrive (judged by
+`coord.client.recipes.fence`), keeps them invisible until the driver publishes the job
+version, and makes exactly the winning attempts' rows visible in one atomic step that
+also records the version, so a re-run of a published version publishes nothing. Refused
+writes are logged in the sink (`refusals()`): the evidence that a zombie tried.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from coord.spark.fence import FenceRow, Token
+from coord.client.recipes.fence import FenceRow, Token
 
 __all__ = ["PublishError", "Refusal", "SealError", "Sink", "check_winner"]
 

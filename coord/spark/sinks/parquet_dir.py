@@ -31,8 +31,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from coord.client.sequence import ACCEPT
-from coord.spark.fence import FencedWriteError, FenceRow, Token, judge, refused
+from coord.client.recipes.fence import FencedWriteError, FenceRow, Token, judge, refused
+from coord.client.recipes.sequence import ACCEPT
 from coord.spark.sinks.base import Refusal, SealError, Sink, check_winner
 
 __all__ = ["ParquetDirSink"]

@@ -27,8 +27,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from coord.client.sequence import ACCEPT
-from coord.spark.fence import FencedWriteError, FenceRow, Token, judge, refused
+from coord.client.recipes.fence import FencedWriteError, FenceRow, Token, judge, refused
+from coord.client.recipes.sequence import ACCEPT
 from coord.spark.sinks.base import Refusal, SealError, Sink, check_winner
 
 __all__ = ["SqliteSink", "sqlite_type"]

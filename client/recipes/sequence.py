@@ -1,20 +1,20 @@
 """Per-(pid, partition) sequence checking for a sink that must not store duplicates.
 
-The seed's broker-side rule, embeddable in any sink: keep one high-water sequence and one
-generation per (pid, partition) and accept a write iff
+The specification's broker-side rule, embeddable in any sink: keep one high-water
+sequence and one generation per (pid, partition) and accept a write iff
 
   - its generation equals the stored one or is exactly one greater (a greater one is a
     new instance of the producer; accepting it fences the older instance), and
   - its sequence is exactly high-water + 1 (the first write of a new (pid, partition)
     must be sequence 0, at any generation: a leased pid starts at a random one).
 
-A generation bump does NOT reset the sequence: per the seed, a restarted producer resumes
-from its saved (pid, sequence) with the next generation, and its first sends may be
-reported as duplicates. Verdicts, checked in this order: a generation below the stored
-one or more than one above it is FENCED_GENERATION; a sequence at or below the high
-water is DUPLICATE_SEQUENCE (already stored, safe to treat as success); any other gap is
-OUT_OF_ORDER_SEQUENCE. Only ACCEPT changes state. pid 0 means "not idempotent" and is
-always accepted without tracking.
+A generation bump does NOT reset the sequence: per the specification, a restarted
+producer resumes from its saved (pid, sequence) with the next generation, and its first
+sends may be reported as duplicates. Verdicts, checked in this order: a generation below
+the stored one or more than one above it is FENCED_GENERATION; a sequence at or below
+the high water is DUPLICATE_SEQUENCE (already stored, safe to treat as success); any
+other gap is OUT_OF_ORDER_SEQUENCE. Only ACCEPT changes state. pid 0 means "not
+idempotent" and is always accepted without tracking.
 
 `SequenceValidator(restart_on_new_generation=True)` is the transactional producer's rule
 instead (Kafka's InitProducerId epoch bump, and a Spark task attempt that rewrites its

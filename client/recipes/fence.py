@@ -1,4 +1,5 @@
-"""The fence a sink applies to every write, whoever sends it.
+"""The fence a sink applies to every write, whoever sends it (the fenced Spark writer's
+sinks, coord.spark.sinks, and any other).
 
 A task attempt writes as `Token(generation, pid, epoch)`: the ownership generation coord
 granted it for (job, partition) and the producer identity `InitProducer(job/partition)`
@@ -8,15 +9,15 @@ partition. The sink keeps one fence row per (job, partition) and judges each wri
 against it inside the transaction that stores the write, so a zombie attempt (paused,
 partitioned away, speculatively duplicated) cannot land a row once a newer attempt has
 written: a lower ownership generation is refused, and the pid/epoch/sequence rules are
-`coord.client.sequence.SequenceValidator`'s (the restart policy: a newer epoch starts at
-sequence 0), not a second copy of them.
+`coord.client.recipes.sequence.SequenceValidator`'s (the restart policy: a newer epoch
+starts at sequence 0), not a second copy of them.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from coord.client.sequence import (
+from coord.client.recipes.sequence import (
     ACCEPT,
     DUPLICATE_SEQUENCE,
     FENCED_GENERATION,
