@@ -15,8 +15,8 @@ building), `txn`, `keys`, `endpoints`, `retry`, `cursors` (resumable streams),
 `session_state`, `read_only` (read-only service and the prober), `transport` (with
 `aio_transport` and `thread_transport`), `aio`, `aio_pipeline` (the pipelined stream
 requests travel on), `aio_stream`, `aio_session`, `sync`,
-`loop_thread`, `errors`, `admin`; `recipes` (patterns on the client, kazoo's: the
-sequence rule a sink embeds, a fenced sink's judgement).
+`loop_thread`, `errors`, `admin`; `recipes` (patterns on the client, kazoo's: a bulk
+own, the sequence rule a sink embeds, a fenced sink's judgement).
 """
 
 from coord.client.admin import AdminClient

@@ -2,8 +2,8 @@
 chaos-test, and use the client API (ownership, producer ids, KV, sessions).
 
 This module only builds the parser and dispatches; each command lives in the module of
-its job (`serve`, `dev`, `status`, `bench`, `client_commands`), which registers its
-subparser with `register(subparsers)`."""
+its job (`serve`, `dev`, `status`, `bench`, the `client_commands` package), which
+registers its subparser with `register(subparsers)`."""
 
 from __future__ import annotations
 

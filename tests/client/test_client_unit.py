@@ -20,7 +20,7 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
 from coord.cli import main as cli
-from coord.cli.client_commands import TxnSyntaxError, parse_txn
+from coord.cli.client_commands.txn_script import TxnSyntaxError, parse_txn
 from coord.cli.status import cmd_status, table_rows
 from coord.client import (
     AsyncClient,

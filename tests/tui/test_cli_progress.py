@@ -51,7 +51,7 @@ def test_bulk_own_in_batches(tmp_path, capsys, monkeypatch):
         assert "own 2,501 in g" not in err  # not a terminal: no bar
         assert len(client.list_owners("g")) == 2501
 
-        monkeypatch.setattr("coord.cli.bulk_own.on_terminal", lambda a: True)
+        monkeypatch.setattr("coord.cli.client_commands.own.on_terminal", lambda a: True)
         bad = tmp_path / "bad.txt"  # a name too long in the second batch: it is refused
         bad.write_text("".join(("x" * 2000 if i == 1500 else f"r{i}") + "\n"
                                for i in range(2500)))

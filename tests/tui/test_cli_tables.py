@@ -42,7 +42,7 @@ def test_status_owners_and_kv_tables(capsys, monkeypatch):
 
         assert cli.main(["kv", "get", "cfg/x", "--endpoints", ep]) == 0  # piped: etcdctl's
         assert capsys.readouterr().out.splitlines() == ["cfg/x", "1"]
-        monkeypatch.setattr("coord.cli.client_commands.is_terminal", lambda: True)
+        monkeypatch.setattr("coord.cli.client_commands.kv.is_terminal", lambda: True)
         assert cli.main(["kv", "get", "cfg/x", "--endpoints", ep]) == 0
         out = capsys.readouterr().out.splitlines()
         assert out[0].split() == ["KEY", "VALUE", "CREATE", "MOD", "VERSION", "SESSION"]

@@ -1,0 +1,170 @@
+"""What every client command shares: the common flags (`--endpoints`, `--json`,
+`--timeout`, `--read-only-ok`), the client they make, uniform exits (0 ok, 1 `coord:
+REASON: message` on stderr, 2 bad usage) and Ctrl-C for the commands that wait.
+
+The client library is imported inside the functions that connect, so building the
+parser (`coord --help`, or any other command's start-up) does not load it."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from coord.cli.client_commands.output import jsonable
+from coord.client.endpoints import DEFAULT_ENDPOINTS, ENDPOINTS_ENV, parse_endpoints
+from coord.client.errors import CoordError
+
+T = TypeVar("T")
+Command = Callable[[argparse.Namespace], int]
+
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+
+
+class UsageError(Exception):
+    """Bad command-line input found after argparse (exit 2)."""
+
+
+def client_settings(args: argparse.Namespace) -> tuple[list[str], dict[str, Any]]:
+    """The endpoints and client keywords the common flags ask for (UsageError if bad)."""
+    from coord.client.retry import RetryPolicy
+
+    try:
+        endpoints = parse_endpoints(args.endpoints)
+    except ValueError as e:
+        raise UsageError(f"--endpoints: {e}") from None
+    if args.timeout <= 0:
+        raise UsageError(f"--timeout must be positive, not {args.timeout}")
+    # --timeout bounds each command, failover included (etcdctl's --command-timeout).
+    # One command is one client: nothing to spread over the members, and an operator who
+    # lists a member first means that member.
+    return endpoints, {"timeout": args.timeout, "read_only_ok": args.read_only_ok,
+                       "policy": RetryPolicy(budget_factor=1.0), "randomize_endpoints": False}
+
+
+def client(args: argparse.Namespace) -> Any:
+    """The blocking client the common flags describe."""
+    from coord.client.sync import Client
+
+    endpoints, settings = client_settings(args)
+    return Client(endpoints, **settings)
+
+
+def inspect_read(args: argparse.Namespace,
+                 read: Callable[[Any, list[str]], Awaitable[T]]) -> T:
+    """An inspection read (`AsyncAdmin`, the console's path: it fails over like any read),
+    given the admin and the endpoints."""
+    from coord.client.admin_aio import AsyncAdmin
+    from coord.client.aio import AsyncClient
+
+    endpoints, settings = client_settings(args)
+
+    async def run() -> T:
+        async with AsyncClient(endpoints, **settings) as c:
+            return await read(AsyncAdmin(c, timeout=args.timeout), endpoints)
+
+    return asyncio.run(run())
+
+
+def command(fn: Command) -> Command:
+    """Uniform exits: 0 ok, 1 `coord: REASON: message`, 2 bad usage; Ctrl-C ends quietly."""
+
+    def run(args: argparse.Namespace) -> int:
+        # Errors reach the user as `coord: REASON: ...`; keep library log lines out.
+        logging.getLogger("coord.client").addHandler(logging.NullHandler())
+        try:
+            return fn(args)
+        except CoordError as e:
+            print(f"coord: {e.reason}: {e.message or e.reason}", file=sys.stderr)
+            return EXIT_ERROR
+        except UsageError as e:
+            print(f"coord: {e}", file=sys.stderr)
+            return EXIT_USAGE
+        except KeyboardInterrupt:
+            return 130
+        except BrokenPipeError:
+            return 0
+
+    run.__doc__ = fn.__doc__
+    return run
+
+
+class Interrupt:
+    """Ctrl-C / SIGTERM as an Event, for commands that wait (hold, keepalive, watch)."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self._old: dict[int, Any] = {}
+
+    def __enter__(self) -> threading.Event:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._old[sig] = signal.signal(sig, lambda *_: self.event.set())
+        return self.event
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._old.items():
+            signal.signal(sig, handler)
+
+
+def watch_loop(args: argparse.Namespace, stream: Any, line: Callable[[Any], str]) -> int:
+    """Print one line per item until --limit items, Ctrl-C or an error."""
+    count = 0
+    with Interrupt() as stop:
+        watcher = threading.Thread(target=lambda: (stop.wait(), stream.cancel()), daemon=True)
+        watcher.start()
+        try:
+            for item in stream:
+                if args.json:
+                    print(json.dumps(jsonable(item)), flush=True)
+                else:
+                    print(line(item), flush=True)
+                count += 1
+                if args.limit and count >= args.limit:
+                    break
+        finally:
+            stream.cancel()
+            stop.set()
+    return 0
+
+
+def _common_flags() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument(
+        "--endpoints", default=None,
+        help=f"client endpoints HOST:PORT,... (default ${ENDPOINTS_ENV}, else "
+             f"{','.join(DEFAULT_ENDPOINTS)})")
+    p.add_argument("--json", action="store_true", help="print results as JSON")
+    p.add_argument("--timeout", type=float, default=5.0,
+                   help="seconds for the whole command, failover to other members included "
+                        "(etcdctl's --command-timeout; default 5)")
+    p.add_argument("--read-only-ok", action="store_true",
+                   help="accept read-only service: a member cut off from a quorum keeps "
+                        "answering reads (flagged stale); sessions stay usable")
+    return p
+
+
+COMMON_FLAGS = _common_flags()
+
+
+def add_command(parent: Any, name: str, fn: Command, help: str,
+                **kw: Any) -> argparse.ArgumentParser:
+    """A client command `name` under `parent` (subparsers), with the common flags."""
+    p = parent.add_parser(name, parents=[COMMON_FLAGS], help=help, description=help, **kw)
+    p.set_defaults(func=fn)
+    return p
+
+
+def nonneg(s: str) -> int:
+    v = int(s)
+    if v < 0:
+        raise argparse.ArgumentTypeError("must be >= 0")
+    return v
+
