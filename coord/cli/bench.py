@@ -1,106 +1,137 @@
 """`coord bench TARGET`: the command-line face of coord.bench (each target is a module
-there that starts its own clusters and prints its figures)."""
+there that starts its own clusters and prints its figures).
+
+Each target is a subcommand with only the flags its benchmark reads, so `coord bench
+readonly --help` lists ZooKeeper's tick and not Spark's rows. A flag two targets share
+(`--seconds`, `--concurrency`, ...) is declared once, in FLAGS, with one name and one
+default wherever it appears."""
 
 from __future__ import annotations
 
 import argparse
 import signal
+from typing import Any
 
-TARGETS = ["raft", "own", "pid", "kv", "etcd", "startup", "readonly", "machine", "scale",
-           "audit", "spark"]
+FLAGS: dict[str, dict[str, Any]] = {
+    "--json": {"action": "store_true", "help": "print the figures as JSON"},
+    "--concurrency": {"default": "1,16,256", "help": "concurrent clients, comma-separated levels"},
+    "--seconds": {"type": float, "default": 5.0, "help": "seconds each level runs"},
+    "--members": {"type": int, "default": 3, "help": "members per cluster"},
+    "--trials": {"type": int, "default": 10, "help": "trials per system and row"},
+    # raft
+    "--failover-trials": {"type": int, "default": 10,
+                          "help": "times the leader is killed and a write timed after"},
+    # own
+    "--resources": {"type": int, "default": 10_000, "help": "resources to claim"},
+    # etcd
+    "--claims": {"type": int, "default": 10_000, "help": "keys claimed per level"},
+    "--profile": {"metavar": "DIR", "default": "",
+                  "help": "py-spy flame graphs (SVG) of every coord member during the stream "
+                  "put at the most clients, written to DIR (the bench extra)"},
+    # readonly
+    "--zk": {"action": argparse.BooleanOptionalAction, "default": True,
+             "help": "also run ZooKeeper 3.8 (Debian's zookeeper + kazoo) side by side"},
+    "--survivor": {"default": "follower,leader", "help": "which member survives"},
+    "--zk-tick-ms": {"type": int, "default": 200, "help": "ZooKeeper tickTime"},
+    "--zk-sync-limit": {"type": int, "default": 3,
+                        "help": "ZooKeeper syncLimit (ticks); x tickTime is its failure "
+                        "detection"},
+    "--zk-init-limit": {"type": int, "default": 10, "help": "ZooKeeper initLimit"},
+    # scale
+    "--phases": {"default": "soak,keys",
+                 "help": "comma-separated, of soak, keys, restart (kill -9 of every member "
+                 "to serving, and a wiped follower's catch-up, per decade) sessions (CPU, RSS "
+                 "and keepalive round trips per decade of sessions, etcd: leases, kept "
+                 "alive), owners (RSS and claim latency per decade of owned resources, coord "
+                 "only) and pids (the same per decade of live pid leases, coord only)"},
+    "--sessions": {"type": int, "default": 100_000,
+                   "help": "sessions to grow to (the sessions phase)"},
+    "--session-ttl": {"type": float, "default": 30.0,
+                      "help": "the sessions' TTL in seconds; keepalives every TTL/3"},
+    "--keepalives-to": {"choices": ("leader", "spread"), "default": "leader",
+                        "help": "the sessions phase's keepalive streams go to the leader, or "
+                        "to every member in turn (followers batch theirs to the leader)"},
+    "--keys": {"type": int, "default": 1_000_000, "help": "keys to grow to"},
+    "--owners": {"type": int, "default": 1_000_000,
+                 "help": "owned resources to grow to (the owners phase)"},
+    "--pids": {"type": int, "default": 1_000_000,
+               "help": "live pid leases to grow to (the pids phase)"},
+    "--probe-ops": {"type": int, "default": 2_000,
+                    "help": "put and get latency samples at each decade of keys"},
+    "--sample-s": {"type": float, "default": 30.0,
+                   "help": "soak sample period; the sessions phase's CPU window"},
+    "--auto-compaction-mode": {"default": "periodic", "help": "given to both systems"},
+    "--auto-compaction-retention": {"default": "5m", "help": "given to both systems (0: off)"},
+    "--etcd": {"action": argparse.BooleanOptionalAction, "default": True,
+               "help": "also run etcd 3.4 beside coord"},
+    # audit
+    "--commands": {"default": "1000000",
+                   "help": "history sizes to synthesize and audit (comma-separated)"},
+    "--masters": {"default": "local[2]",
+                  "help": "Spark masters to audit with (comma-separated), e.g. "
+                  "local[2],local-cluster[2,1,1024]"},
+    "--export-entries": {"type": int, "default": 5000,
+                         "help": "entries a real member writes before its data dir is "
+                         "exported (0: no export phase)"},
+    "--history-dir": {"default": "",
+                      "help": "keep the synthesized histories in DIR/synth-N and reuse one "
+                      "already there (default: a temporary dir, deleted)"},
+    # spark
+    "--rows": {"type": int, "default": 1_000_000, "help": "rows per write"},
+    "--partitions": {"type": int, "default": 8, "help": "partitions per write"},
+    "--runs": {"type": int, "default": 3, "help": "runs per writer and sink"},
+    "--cost-partitions": {"type": int, "default": 200,
+                          "help": "claims timed for the fence's cost per partition"},
+    "--many-partitions": {"type": int, "default": 1000,
+                          "help": "the partition count of the many-partitions write"},
+}
+"""Every benchmark flag, once: its name, default and help."""
+
+_API = ("--concurrency", "--seconds", "--json")
+TARGETS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "raft": ("replicated-log throughput (proposers inside the leader) and leader failover",
+             ("--concurrency", "--seconds", "--failover-trials", "--json")),
+    "own": ("client-API claims: throughput and latency", ("--resources", *_API)),
+    "pid": ("client-API pid leases: throughput and latency", _API),
+    "kv": ("client-API puts and gets: throughput and latency", _API),
+    "etcd": ("coord and a real etcd 3.4 side by side (put, get, claim txns)",
+             ("--claims", "--members", "--profile", *_API)),
+    "startup": ("a fresh member's time to first served request, coord and etcd",
+                ("--trials", "--json")),
+    "readonly": ("read-only mode vs ZooKeeper 3.8",
+                 ("--trials", "--zk", "--survivor", "--zk-tick-ms", "--zk-sync-limit",
+                  "--zk-init-limit", "--json")),
+    "machine": ("the state machine alone, one own() of 10,000 resources", ("--json",)),
+    "scale": ("memory and disk over a hot-key soak and a growing key space, beside etcd",
+              ("--phases", "--members", "--sessions", "--session-ttl", "--keepalives-to",
+               "--keys", "--owners", "--pids", "--probe-ops", "--sample-s",
+               "--auto-compaction-mode", "--auto-compaction-retention", "--etcd", *_API)),
+    "audit": ("history synth, export and the PySpark audit, rows/s",
+              ("--commands", "--masters", "--export-entries", "--history-dir")),
+    "spark": ("the fenced Spark writer vs a plain write to the same sink",
+              ("--rows", "--partitions", "--runs", "--cost-partitions", "--many-partitions",
+               "--json")),
+}
+"""Each target: its help, and the flags its benchmark reads."""
+
+OWN_HELP = {
+    ("raft", "--concurrency"): "proposers inside the leader, comma-separated levels",
+    ("scale", "--concurrency"): "concurrent clients, comma-separated: the largest is used",
+    ("scale", "--seconds"): "the soak's length in seconds",
+}
+"""A shared flag whose meaning is the target's own: (target, flag) -> its help there."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    b = sub.add_parser("bench", help="benchmarks")
-    b.add_argument(
-        "target",
-        choices=TARGETS,
-        help="etcd: coord and a real etcd 3.4 side by side (put, get, claim txns); "
-        "startup: a fresh member's time to first served request, coord and etcd; "
-        "readonly: read-only mode vs ZooKeeper 3.8; "
-        "machine: the state machine alone, one own() of 10,000 resources; "
-        "scale: memory and disk over a hot-key soak and a growing key space, beside etcd; "
-        "audit: history synth, export and the PySpark audit, rows/s; "
-        "spark: the fenced Spark writer vs a plain write to the same sink",
-    )
-    b.add_argument("--commands", default="1000000",
-                   help="audit: history sizes to synthesize and audit (comma-separated)")
-    b.add_argument("--masters", default="local[2]",
-                   help="audit: Spark masters to audit with (comma-separated), e.g. "
-                   "local[2],local-cluster[2,1,1024]")
-    b.add_argument("--export-entries", type=int, default=5000,
-                   help="audit: entries a real member writes before its data dir is exported "
-                   "(0: no export phase)")
-    b.add_argument("--history-dir", default="",
-                   help="audit: keep the synthesized histories in DIR/synth-N and reuse "
-                   "one already there (default: a temporary dir, deleted)")
-    b.add_argument("--resources", type=int, default=10_000, help="own: resources to claim")
-    b.add_argument("--concurrency", default="1,16,256")
-    b.add_argument("--seconds", type=float, default=5.0)
-    b.add_argument("--failover-trials", type=int, default=10)
-    b.add_argument("--claims", type=int, default=10_000, help="etcd: keys claimed per level")
-    b.add_argument("--members", type=int, default=3, help="etcd: members per cluster")
-    b.add_argument("--profile", metavar="DIR", default="",
-                   help="etcd: py-spy flame graphs (SVG) of every coord member during the "
-                   "stream put at the most clients, written to DIR (the bench extra)")
-    b.add_argument(
-        "--trials", type=int, default=10, help="readonly, startup: trials per system and row"
-    )
-    b.add_argument(
-        "--zk",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="readonly: also run ZooKeeper 3.8 (Debian's zookeeper + kazoo) side by side",
-    )
-    b.add_argument(
-        "--survivor", default="follower,leader", help="readonly: which member survives"
-    )
-    b.add_argument("--zk-tick-ms", type=int, default=200, help="readonly: ZooKeeper tickTime")
-    b.add_argument(
-        "--zk-sync-limit",
-        type=int,
-        default=3,
-        help="readonly: ZooKeeper syncLimit (ticks); x tickTime is its failure detection",
-    )
-    b.add_argument("--zk-init-limit", type=int, default=10, help="readonly: ZooKeeper initLimit")
-    b.add_argument("--phases", default="soak,keys",
-                   help="scale: comma-separated, of soak, keys, restart (kill -9 of "
-                   "every member to serving, and a wiped follower's catch-up, per decade) "
-                   "sessions (CPU, RSS and keepalive round trips per decade of sessions, "
-                   "etcd: leases, kept alive), owners (RSS and claim latency per decade "
-                   "of owned resources, coord only) and pids (the same per decade of live "
-                   "pid leases, coord only)")
-    b.add_argument("--sessions", type=int, default=100_000,
-                   help="scale: sessions to grow to (the sessions phase)")
-    b.add_argument("--session-ttl", type=float, default=30.0,
-                   help="scale: the sessions' TTL in seconds; keepalives every TTL/3")
-    b.add_argument("--keepalives-to", choices=("leader", "spread"), default="leader",
-                   help="scale: the sessions phase's keepalive streams go to the leader, or "
-                   "to every member in turn (followers batch theirs to the leader)")
-    b.add_argument("--keys", type=int, default=1_000_000, help="scale: keys to grow to")
-    b.add_argument("--owners", type=int, default=1_000_000,
-                   help="scale: owned resources to grow to (the owners phase)")
-    b.add_argument("--pids", type=int, default=1_000_000,
-                   help="scale: live pid leases to grow to (the pids phase)")
-    b.add_argument("--probe-ops", type=int, default=2_000,
-                   help="scale: put and get latency samples at each decade of keys")
-    b.add_argument("--sample-s", type=float, default=30.0,
-                   help="scale: soak sample period; the sessions phase's CPU window")
-    b.add_argument("--auto-compaction-mode", default="periodic",
-                   help="scale: given to both systems")
-    b.add_argument("--auto-compaction-retention", default="5m",
-                   help="scale: given to both systems (0: off)")
-    b.add_argument("--etcd", action=argparse.BooleanOptionalAction, default=True,
-                   help="scale: also run etcd 3.4 beside coord")
-    b.add_argument("--rows", type=int, default=1_000_000, help="spark: rows per write")
-    b.add_argument("--partitions", type=int, default=8, help="spark: partitions per write")
-    b.add_argument("--runs", type=int, default=3, help="spark: runs per writer and sink")
-    b.add_argument("--cost-partitions", type=int, default=200,
-                   help="spark: claims timed for the fence's cost per partition")
-    b.add_argument("--many-partitions", type=int, default=1000,
-                   help="spark: the partition count of the many-partitions write")
-    b.add_argument("--json", action="store_true")
-    b.set_defaults(func=cmd_bench)
+    b = sub.add_parser("bench", help="benchmarks", description="benchmarks: `coord bench "
+                       "TARGET --help` lists a target's own flags")
+    targets = b.add_subparsers(dest="target", required=True, metavar="TARGET")
+    for name, (about, flags) in TARGETS.items():
+        t = targets.add_parser(name, help=about, description=about)
+        for flag in flags:
+            t.add_argument(flag, **{**FLAGS[flag], "help": OWN_HELP.get((name, flag),
+                                                                       FLAGS[flag]["help"])})
+        t.set_defaults(func=cmd_bench)
 
 
 def _interrupt(signum: int, frame: object) -> None:
