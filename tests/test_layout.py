@@ -40,6 +40,7 @@ TOP, FUNCTION, TYPE_CHECKING = "module level", "inside a function", "under TYPE_
 ALLOWED_LAYERS = (
     "coord.__main__", "coord.raft", "coord.sm", "coord.server", "coord.client", "coord.cli",
     "coord.testing", "coord.bench", "coord.v1", "coord.etcdpb", "coord.history", "coord.audit",
+    "coord.serve_flags",
 )
 """The packages (and modules) directly under coord/ that exist by design. Anything else
 under coord/ is a new surface (a TUI, a pipeline, a chaos tool...) and gets
@@ -55,8 +56,13 @@ CONTRACTS: dict[str, tuple[str, ...]] = {
     "coord.raft": ("coord", "grpc", "sqlite3", "asyncio"),
     # The state machine: pure; the server drives it, never the other way round.
     "coord.sm": ("coord.server", "coord.raft", "coord.client", "grpc", "sqlite3"),
-    # The member: never the tools that start it, nor the client library.
-    "coord.server": ("coord.cli", "coord.testing", "coord.bench", "coord.client"),
+    # The member: never the tools that start it, nor the client library, nor a command
+    # line: it is given a MemberConfig.
+    "coord.server": ("coord.cli", "coord.testing", "coord.bench", "coord.client",
+                     "coord.serve_flags", "argparse"),
+    # `coord serve`'s flags, shared by every program that runs a member: above the member,
+    # below the tools that start one (all of them import it).
+    "coord.serve_flags": ("coord.cli", "coord.testing", "coord.bench", "coord.client"),
     # The tools that start members: testing is what cli and bench build on, bench is what
     # cli runs; never the other way round (that was the cli -> testing -> cli cycle).
     "coord.testing": ("coord.cli", "coord.bench"),
@@ -410,7 +416,7 @@ def test_the_serve_parser_loads_no_client_commands():
     """`coord serve` start-up is what test rigs wait on. `coord.cli.client_commands` is a
     package, one module per family: the prefix covers every one of them."""
     loaded = loaded_by("from coord.cli.main import build_parser; build_parser('serve')")
-    assert "coord.server.config" in loaded  # the serve flags: the check below is live
+    assert "coord.serve_flags" in loaded  # the serve flags: the check below is live
     assert not (bad := heavy(loaded, ("coord.cli.client_commands", "coord.client"))), bad
 
 

@@ -21,9 +21,9 @@ import grpc
 from coord.bench import raft_bench_pb2 as pb
 from coord.bench import raft_bench_pb2_grpc as rpc
 from coord.bench.stats import latency_ms
+from coord.serve_flags import add_serve_flags, configure_logging, member_config
 from coord.server import loop
 from coord.server.api.errors import abort, abort_node_error
-from coord.server.config import add_serve_flags, configure_logging, member_config
 from coord.server.member import Member, listen
 from coord.server.node.driver import Node
 from coord.server.node.errors import NodeError

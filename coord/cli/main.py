@@ -24,7 +24,7 @@ def _register(sub: argparse._SubParsersAction, command: str | None) -> None:
     The command modules are imported here, and only the one about to run, to keep start-up
     light: `coord serve` (test rigs wait on its start-up) never loads the client commands,
     and the client commands never load the server (`serve`'s flags come from
-    coord.server.config)."""
+    coord.serve_flags)."""
     if command in (None, "serve"):
         from coord.cli import serve
 

@@ -1,6 +1,6 @@
 """`coord serve`: run one member until SIGINT/SIGTERM. Its flags and their translation
-into a MemberConfig are coord.server.config's, shared with every other way of starting
-a member; what is the command line's own is `--etcd-only`'s throwaway defaults."""
+into a MemberConfig live in coord.serve_flags, shared with every other way of starting a
+member; what is the command line's own is `--etcd-only`'s throwaway defaults."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from coord.server.config import add_serve_flags, configure_logging, member_config
+from coord.serve_flags import add_serve_flags, configure_logging, member_config
 
 
 def register(sub: argparse._SubParsersAction) -> None:

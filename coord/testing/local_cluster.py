@@ -209,9 +209,9 @@ class LocalCluster:
 
     def _start_embedded(self, m: MemberProcess, timeout: float) -> None:
         """The same member `command()` would run, its flags parsed and turned into a config
-        as `coord serve` does (coord.server.config), in this process. Imported here so that
+        as `coord serve` does (coord.serve_flags), in this process. Imported here so that
         process-only clusters never load the server."""
-        from coord.server.config import member_config, parse_serve_args
+        from coord.serve_flags import member_config, parse_serve_args
         from coord.testing.embedded import EmbeddedMember
 
         assert self._loop is not None

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from coord.server.config import member_config, parse_serve_args
+from coord.serve_flags import member_config, parse_serve_args
 from coord.server.core.compaction import (
     PERIODIC,
     REVISION,

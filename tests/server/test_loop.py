@@ -42,7 +42,7 @@ def test_an_unknown_loop_is_refused_by_name():
 def test_the_serve_flag_offers_exactly_the_loops_there_are():
     import argparse
 
-    from coord.server.config import add_serve_flags
+    from coord.serve_flags import add_serve_flags
 
     parser = add_serve_flags(argparse.ArgumentParser())
     assert parser.parse_args([]).event_loop == "uvloop"
