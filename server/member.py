@@ -46,6 +46,7 @@ from coord.server.etcd.watch import EtcdWatchService
 from coord.server.node.driver import Node, NodeOptions
 from coord.server.node.identity import claim_data_dir, log_version
 from coord.server.node.members import MemberInfo
+from coord.server.storage.log_format import db_path
 from coord.server.storage.log_store import LogStore
 from coord.server.transport.auth import PeerAuth
 from coord.server.transport.grpc_options import EXCLUSIVE_BIND, SERVER_OPTIONS, Registrar
@@ -103,7 +104,7 @@ def open_node(
     """Open member `me`'s storage in `data_dir`, check it is this member's, and build the
     peer transport and the node over them (not started: `await parts.node.start()`).
     `machine` (empty) starts from the revision its data's log began at."""
-    store = LogStore(data_dir / "raft.db")
+    store = LogStore(db_path(data_dir))
     try:
         cluster_id = claim_data_dir(store, me.name, cluster_token, LOG_VERSION)
         machine.start_at(initial_revision(log_version(store)))

@@ -91,6 +91,7 @@ def restore(args: argparse.Namespace) -> str:
     from coord.server.node.driver import seed_from_state
     from coord.server.node.identity import claim_data_dir
     from coord.server.node.members import parse_initial_cluster
+    from coord.server.storage.log_format import db_path
     from coord.server.storage.log_store import LogStore, StorageError
     from coord.sm.ledger import LOG_VERSION
     from coord.sm.machine import CoordMachine
@@ -102,7 +103,7 @@ def restore(args: argparse.Namespace) -> str:
     if args.name not in {m.name for m in members}:
         raise ValueError(f"--initial-cluster does not name {args.name!r}")
     try:
-        with LogStore(Path(args.data_dir) / "raft.db") as store:
+        with LogStore(db_path(args.data_dir)) as store:
             seed_from_state(store, members, state)
             claim_data_dir(store, args.name, args.initial_cluster_token, LOG_VERSION)
     except StorageError as e:

@@ -15,24 +15,23 @@ from __future__ import annotations
 
 from coord.server.node.errors import NodeError
 from coord.server.node.members import cluster_id
+from coord.server.storage.log_format import CLUSTER_ID_KEY, LOG_VERSION_KEY, NAME_KEY
 from coord.server.storage.log_store import LogStore
-
-LOG_VERSION_KEY = "log_version"
 
 
 def claim_data_dir(store: LogStore, name: str, cluster_token: str, log_version: int) -> int:
     """The cluster id of `store`'s data, after checking it is member `name`'s; data not
     stamped yet (a first start) is stamped with `name`, the token's cluster id and
     `log_version`."""
-    stored_name = store.get_meta("name")
+    stored_name = store.get_meta(NAME_KEY)
     if stored_name is not None and stored_name != name:
         raise NodeError(f"{store.path} belongs to member {stored_name!r}, not {name!r}")
-    stored_cluster = store.get_meta("cluster_id")
+    stored_cluster = store.get_meta(CLUSTER_ID_KEY)
     if stored_cluster is not None:
         return int(stored_cluster)
     cid = cluster_id(cluster_token)
-    store.set_meta("name", name)
-    store.set_meta("cluster_id", str(cid))
+    store.set_meta(NAME_KEY, name)
+    store.set_meta(CLUSTER_ID_KEY, str(cid))
     store.set_meta(LOG_VERSION_KEY, str(log_version))
     return cid
 

@@ -5,15 +5,9 @@ write-mostly: :meth:`LogStore.load` runs once at start-up, :meth:`LogStore.save`
 per Ready batch (group commit: one transaction and one fsync however many entries the
 batch carries) and :meth:`LogStore.compact` runs after the state machine takes a snapshot.
 
-The file is a plain SQLite database so that ordinary tools (``sqlite3``, sqlite-utils)
-can inspect it:
-
-* ``log(idx, term, type, data)``: one row per entry; ``type`` is an :class:`EntryType`.
-* ``hard_state(id, term, vote, commit_index)``: at most one row (``id = 1``).
-* ``snapshot(id, idx, term, voters, learners, data)``: at most one row (``id = 1``);
-  voters and learners are comma-separated node ids.
-* ``meta(key, value)``: small strings the server wants to keep (cluster id, ...).
-* ``PRAGMA user_version`` is the schema version (:data:`SCHEMA_VERSION`).
+The file is a plain SQLite database, so that ordinary tools (``sqlite3``, sqlite-utils)
+can inspect it; its tables and version are `log_format`'s, which the read-only
+`log_reader` shares.
 
 Durability: WAL journal with ``synchronous=FULL``, so every commit fsyncs the WAL before
 it returns (except ``save(..., sync=False)``, which the driver uses for a batch that only
@@ -32,70 +26,11 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from coord.raft.types import ConfState, Entry, EntryType, HardState, Snapshot, SnapshotMeta
+from coord.raft.types import Entry, HardState, Snapshot
+from coord.server.storage import log_format as fmt
+from coord.server.storage.log_format import StorageError
 
-__all__ = ["SCHEMA_VERSION", "LogStore", "PersistedState", "StorageError"]
-
-SCHEMA_VERSION = 1
-"""Stored in ``PRAGMA user_version``; bump it (and migrate) when the schema changes."""
-
-_TABLES = ("hard_state", "log", "meta", "snapshot")
-
-_SCHEMA = (
-    """CREATE TABLE log (
-        idx INTEGER PRIMARY KEY,
-        term INTEGER NOT NULL,
-        type INTEGER NOT NULL,
-        data BLOB NOT NULL
-    )""",
-    """CREATE TABLE hard_state (
-        id INTEGER PRIMARY KEY CHECK (id = 1),
-        term INTEGER NOT NULL,
-        vote INTEGER NOT NULL,
-        commit_index INTEGER NOT NULL
-    )""",
-    """CREATE TABLE snapshot (
-        id INTEGER PRIMARY KEY CHECK (id = 1),
-        idx INTEGER NOT NULL,
-        term INTEGER NOT NULL,
-        voters TEXT NOT NULL,
-        learners TEXT NOT NULL,
-        data BLOB NOT NULL
-    )""",
-    """CREATE TABLE meta (
-        key TEXT PRIMARY KEY,
-        value TEXT NOT NULL
-    )""",
-)
-
-_INSERT_ENTRY = "INSERT INTO log (idx, term, type, data) VALUES (?, ?, ?, ?)"
-_PUT_HARD_STATE = (
-    "INSERT INTO hard_state (id, term, vote, commit_index) VALUES (1, ?, ?, ?) "
-    "ON CONFLICT (id) DO UPDATE SET "
-    "term = excluded.term, vote = excluded.vote, commit_index = excluded.commit_index"
-)
-_PUT_SNAPSHOT = (
-    "INSERT INTO snapshot (id, idx, term, voters, learners, data) VALUES (1, ?, ?, ?, ?, ?) "
-    "ON CONFLICT (id) DO UPDATE SET idx = excluded.idx, term = excluded.term, "
-    "voters = excluded.voters, learners = excluded.learners, data = excluded.data"
-)
-_PUT_META = (
-    "INSERT INTO meta (key, value) VALUES (?, ?) "
-    "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
-)
-
-
-class StorageError(Exception):
-    """The store cannot be read or written safely; ``str()`` names the file and the problem."""
-
-    def __init__(self, path: str | os.PathLike[str], problem: str) -> None:
-        super().__init__(f"{os.fspath(path)}: {problem}")
-        self.path = Path(path)
-        self.problem = problem
-
-    def __reduce__(self) -> tuple[type[StorageError], tuple[Path, str]]:
-        # The two-argument constructor needs this to survive pickling (e.g. to a subprocess).
-        return (type(self), (self.path, self.problem))
+__all__ = ["LogStore", "PersistedState", "StorageError"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,13 +98,10 @@ class LogStore:
         beyond the last stored entry (committed entries were lost) or undecodable rows.
         """
         with self._lock, self._reading("load") as conn:
-            hard_state = self._read_hard_state(conn)
-            snapshot = self._read_snapshot(conn)
+            hard_state = fmt.read_hard_state(conn, self.path)
+            snapshot = fmt.read_snapshot(conn, self.path)
             snap_index = snapshot.meta.index
-            rows = conn.execute(
-                "SELECT idx, term, type, data FROM log WHERE idx > ? ORDER BY idx", (snap_index,)
-            )
-            entries = [self._row_to_entry(row) for row in rows]
+            entries = fmt.read_entries(conn, self.path, snap_index + 1)
 
         expected, prev_term = snap_index + 1, snapshot.meta.term
         for entry in entries:
@@ -233,7 +165,8 @@ class LogStore:
                     raise ValueError(
                         f"commit index {hard_state.commit} is beyond the last index {last}"
                     )
-                conn.execute(_PUT_HARD_STATE, (hard_state.term, hard_state.vote, hard_state.commit))
+                hard = (hard_state.term, hard_state.vote, hard_state.commit)
+                conn.execute(fmt.PUT_HARD_STATE, hard)
 
     def compact(self, snapshot: Snapshot) -> None:
         """Store ``snapshot`` and drop the log entries it covers (index <= its index).
@@ -251,19 +184,14 @@ class LogStore:
     def get_meta(self, key: str) -> str | None:
         """The value stored under ``key``, or None."""
         with self._lock, self._reading("get_meta") as conn:
-            row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        if row is None:
-            return None
-        if not isinstance(row[0], str):
-            raise StorageError(self.path, f"meta value for {key!r} is not text: {row[0]!r}")
-        return row[0]
+            return fmt.read_meta(conn, self.path, key)
 
     def set_meta(self, key: str, value: str) -> None:
         """Durably store ``value`` under ``key`` (replacing any previous value)."""
         if not isinstance(key, str) or not isinstance(value, str):
             raise TypeError("meta keys and values must be str")
         with self._lock, self._writing("set_meta") as conn:
-            conn.execute(_PUT_META, (key, value))
+            conn.execute(fmt.PUT_META, (key, value))
 
     def entries(self, lo: int, hi: int) -> list[Entry]:
         """Stored entries with ``lo <= index < hi``, in order, for export and inspection.
@@ -271,11 +199,7 @@ class LogStore:
         Returns what is on disk without filling or reporting gaps (``load`` checks those).
         """
         with self._lock, self._reading("entries") as conn:
-            rows = conn.execute(
-                "SELECT idx, term, type, data FROM log WHERE idx >= ? AND idx < ? ORDER BY idx",
-                (lo, hi),
-            )
-            return [self._row_to_entry(row) for row in rows]
+            return fmt.read_entries(conn, self.path, lo, hi)
 
     def space(self) -> StoreSpace:
         """How much disk the store takes and how much of it holds data (the rest is free
@@ -404,16 +328,12 @@ class LogStore:
                     "not a coord storage file: no schema version but has tables "
                     + ", ".join(sorted(tables)),
                 )
-            for statement in _SCHEMA:
+            for statement in fmt.SCHEMA:
                 conn.execute(statement)
-            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            conn.execute(f"PRAGMA user_version = {fmt.SCHEMA_VERSION}")
             return
-        if version != SCHEMA_VERSION:
-            raise StorageError(
-                self.path,
-                f"unknown schema version {version} (this build reads version {SCHEMA_VERSION})",
-            )
-        missing = sorted(set(_TABLES) - tables)
+        fmt.check_version(self.path, version)
+        missing = sorted(set(fmt.TABLES) - tables)
         if missing:
             raise StorageError(self.path, "schema is missing tables: " + ", ".join(missing))
 
@@ -483,7 +403,7 @@ class LogStore:
     def _put_snapshot(self, conn: sqlite3.Connection, snapshot: Snapshot) -> None:
         """Replace the stored snapshot and drop the entries it supersedes."""
         meta = snapshot.meta
-        current = self._stored_snapshot_index(conn)
+        current = fmt.snapshot_index(conn)
         if meta.index < current:
             # Replacing it would lose the entries between the two: the log would have a gap.
             raise ValueError(
@@ -493,16 +413,7 @@ class LogStore:
         # snapshot's own (index, term). Otherwise they are a stale suffix (the leader sent a
         # snapshot because our log diverged) and keeping them would break the log.
         extends = self._term_at(conn, meta.index) == meta.term
-        conn.execute(
-            _PUT_SNAPSHOT,
-            (
-                meta.index,
-                meta.term,
-                _format_ids(meta.conf_state.voters),
-                _format_ids(meta.conf_state.learners),
-                bytes(snapshot.data),
-            ),
-        )
+        conn.execute(fmt.PUT_SNAPSHOT, fmt.snapshot_row(snapshot))
         if extends:
             conn.execute("DELETE FROM log WHERE idx <= ?", (meta.index,))
         else:
@@ -512,7 +423,7 @@ class LogStore:
         self, conn: sqlite3.Connection, entries: Sequence[Entry], rows: list[tuple]
     ) -> None:
         first = entries[0]
-        floor = self._stored_snapshot_index(conn)
+        floor = fmt.snapshot_index(conn)
         if first.index <= floor:
             raise ValueError(f"entry {first.index} is covered by the snapshot at index {floor}")
         last = self._last_index(conn)
@@ -525,17 +436,13 @@ class LogStore:
                 f"below term {prev_term} of entry {first.index - 1}"
             )
         conn.execute("DELETE FROM log WHERE idx >= ?", (first.index,))
-        conn.executemany(_INSERT_ENTRY, rows)
+        conn.executemany(fmt.INSERT_ENTRY, rows)
 
     # -- reading --------------------------------------------------------------------
 
-    def _stored_snapshot_index(self, conn: sqlite3.Connection) -> int:
-        row = conn.execute("SELECT idx FROM snapshot WHERE id = 1").fetchone()
-        return 0 if row is None else int(row[0])
-
     def _last_index(self, conn: sqlite3.Connection) -> int:
         row = conn.execute("SELECT max(idx) FROM log").fetchone()
-        return max(row[0] or 0, self._stored_snapshot_index(conn))
+        return max(row[0] or 0, fmt.snapshot_index(conn))
 
     def _term_at(self, conn: sqlite3.Connection, index: int) -> int | None:
         """Term of the entry at ``index`` from the log or the snapshot; None if unknown."""
@@ -545,43 +452,6 @@ class LogStore:
         row = conn.execute("SELECT idx, term FROM snapshot WHERE id = 1").fetchone()
         snap_index, snap_term = (0, 0) if row is None else (row[0], row[1])
         return int(snap_term) if index == snap_index else None
-
-    def _read_hard_state(self, conn: sqlite3.Connection) -> HardState:
-        row = conn.execute(
-            "SELECT term, vote, commit_index FROM hard_state WHERE id = 1"
-        ).fetchone()
-        if row is None:
-            return HardState()
-        if not all(type(v) is int and v >= 0 for v in row):
-            raise StorageError(self.path, f"hard state is not three non-negative ints: {row!r}")
-        return HardState(term=row[0], vote=row[1], commit=row[2])
-
-    def _read_snapshot(self, conn: sqlite3.Connection) -> Snapshot:
-        row = conn.execute(
-            "SELECT idx, term, voters, learners, data FROM snapshot WHERE id = 1"
-        ).fetchone()
-        if row is None:
-            return Snapshot()
-        index, term, voters, learners, data = row
-        if not (type(index) is int and index >= 0 and type(term) is int and term >= 0):
-            raise StorageError(self.path, f"snapshot index/term are not ints: {index!r}/{term!r}")
-        if not isinstance(data, bytes):
-            raise StorageError(self.path, f"snapshot data is not a blob: {type(data).__name__}")
-        try:
-            conf_state = ConfState(voters=_parse_ids(voters), learners=_parse_ids(learners))
-        except ValueError as e:
-            raise StorageError(self.path, f"snapshot membership is unreadable: {e}") from e
-        return Snapshot(meta=SnapshotMeta(index=index, term=term, conf_state=conf_state), data=data)
-
-    def _row_to_entry(self, row: tuple) -> Entry:
-        index, term, kind, data = row
-        if type(term) is not int or type(kind) is not int or not isinstance(data, bytes):
-            raise StorageError(self.path, f"log row {index} is malformed: {row!r}")
-        try:
-            entry_type = EntryType(kind)
-        except ValueError:
-            raise StorageError(self.path, f"log entry {index} has unknown type {kind}") from None
-        return Entry(term=term, index=index, type=entry_type, data=data)
 
 
 def _entry_rows(entries: Sequence[Entry]) -> list[tuple[int, int, int, bytes]]:
@@ -598,18 +468,7 @@ def _entry_rows(entries: Sequence[Entry]) -> list[tuple[int, int, int, bytes]]:
             raise ValueError(
                 f"entry terms decrease: {prev.term} at {prev.index}, {entry.term} at {entry.index}"
             )
-        rows.append((entry.index, entry.term, int(entry.type), bytes(entry.data)))
+        rows.append(fmt.entry_row(entry))
         prev = entry
     return rows
 
-
-def _format_ids(ids: frozenset[int]) -> str:
-    return ",".join(str(i) for i in sorted(ids))
-
-
-def _parse_ids(text: object) -> frozenset[int]:
-    if not isinstance(text, str):
-        raise ValueError(f"expected comma-separated ids, got {text!r}")
-    if not text.strip():
-        return frozenset()
-    return frozenset(int(part) for part in text.split(","))

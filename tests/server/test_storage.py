@@ -1,4 +1,5 @@
-"""Tests for coord.server.storage.log_store: durability, log rewriting and load-time validation."""
+"""Tests for coord.server.storage: the writer's durability, log rewriting and load-time
+validation, and the read-only reader reading back what a real member wrote."""
 
 from __future__ import annotations
 
@@ -11,7 +12,11 @@ from pathlib import Path
 
 import pytest
 
+import coord.testing
+from coord.client import Client
 from coord.raft.types import ConfState, Entry, EntryType, HardState, Snapshot, SnapshotMeta
+from coord.server.storage.log_format import db_path
+from coord.server.storage.log_reader import LogReader
 from coord.server.storage.log_store import LogStore, PersistedState, StorageError
 
 
@@ -318,12 +323,51 @@ def test_commit_beyond_snapshot_with_empty_log_is_rejected(db: Path) -> None:
         reopen(db)
 
 
-def test_unknown_schema_version_is_rejected(db: Path) -> None:
+@pytest.mark.parametrize("open_store", [LogStore, LogReader])
+def test_unknown_schema_version_is_rejected(db: Path, open_store) -> None:
+    """The writer and the reader both refuse a file of another schema version."""
     LogStore(db).close()
     raw(db, "PRAGMA user_version = 7")
     with pytest.raises(StorageError, match="unknown schema version 7") as info:
-        LogStore(db)
+        open_store(db)
     assert str(db) in str(info.value)
+
+
+def test_the_reader_refuses_a_missing_file_and_writes_nothing(tmp_path: Path) -> None:
+    with pytest.raises(StorageError, match="no such file") as info:
+        LogReader(tmp_path / "raft.db")
+    assert str(tmp_path / "raft.db") in str(info.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("ending", ["stopped", "killed"])
+def test_the_reader_reads_what_a_real_member_wrote_as_the_writer_loads_it(tmp_path, ending):
+    """A member (snapshotting every 50 entries) takes puts and a session, then stops
+    cleanly (in-process: no WAL left, the file is read immutable) or is killed (a process:
+    its WAL holds the latest entries, read mode=ro); the reader returns exactly what
+    `LogStore.load` does."""
+    killed = ending == "killed"
+    with coord.testing.LocalCluster(members=1, data_dir=tmp_path, in_process=not killed,
+                                    extra_args=["--snapshot-every", "50"]) as c:
+        with Client(c.endpoints) as client:
+            for i in range(80):
+                client.put(b"k%d" % (i % 7), b"v%d" % i)
+            with client.session(ttl=5) as s:
+                s.own("orders", ["p0"])
+        if killed:
+            c.kill("n1")
+        else:
+            c.stop()
+        path = db_path(c.members["n1"].data_dir)
+        assert path.with_name("raft.db-wal").exists() == killed
+        with LogReader(path) as reader, reader.transaction():
+            info, hard_state, snapshot = reader.info(), reader.hard_state(), reader.snapshot()
+            entries = reader.entries(snapshot.meta.index + 1, 2**62)
+        assert snapshot.meta.index >= 50 and entries  # both parts of the log are there
+        with LogStore(path) as store:
+            assert store.load() == PersistedState(hard_state, snapshot, entries)
+        assert (info.member, info.snapshot_index, info.first_index, info.commit_index) == (
+            "n1", snapshot.meta.index, entries[0].index, hard_state.commit)
 
 
 def test_foreign_sqlite_database_is_rejected_untouched(db: Path) -> None:

@@ -1,0 +1,197 @@
+"""The SQLite format of a member's log file, written down once.
+
+The member writes the file (`log_store.LogStore`); tools and the member's live export read
+it (`log_reader.LogReader`, read-only). Both take the schema, its version and the way a
+row becomes a Raft value from here, so a change to the format is made in this module and
+the two cannot drift apart:
+
+* ``log(idx, term, type, data)``: one row per entry; ``type`` is an :class:`EntryType`.
+* ``hard_state(id, term, vote, commit_index)``: at most one row (``id = 1``).
+* ``snapshot(id, idx, term, voters, learners, data)``: at most one row (``id = 1``);
+  voters and learners are comma-separated node ids.
+* ``meta(key, value)``: small strings the member keeps: its name (:data:`NAME_KEY`), the
+  cluster id, the version of the log's meaning its data began under
+  (:data:`LOG_VERSION_KEY`).
+* ``PRAGMA user_version`` is the schema version (:data:`SCHEMA_VERSION`).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+from coord.raft.types import ConfState, Entry, EntryType, HardState, Snapshot, SnapshotMeta
+
+DB_NAME = "raft.db"
+"""The log file's name inside a member's data dir."""
+
+SCHEMA_VERSION = 1
+"""Stored in ``PRAGMA user_version``; bump it (and migrate) when the schema changes."""
+
+NAME_KEY, CLUSTER_ID_KEY, LOG_VERSION_KEY = "name", "cluster_id", "log_version"
+"""The ``meta`` keys a data dir's identity is stored under (server/node/identity.py)."""
+
+TABLES = ("hard_state", "log", "meta", "snapshot")
+
+SCHEMA = (
+    """CREATE TABLE log (
+        idx INTEGER PRIMARY KEY,
+        term INTEGER NOT NULL,
+        type INTEGER NOT NULL,
+        data BLOB NOT NULL
+    )""",
+    """CREATE TABLE hard_state (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        term INTEGER NOT NULL,
+        vote INTEGER NOT NULL,
+        commit_index INTEGER NOT NULL
+    )""",
+    """CREATE TABLE snapshot (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        idx INTEGER NOT NULL,
+        term INTEGER NOT NULL,
+        voters TEXT NOT NULL,
+        learners TEXT NOT NULL,
+        data BLOB NOT NULL
+    )""",
+    """CREATE TABLE meta (
+        key TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    )""",
+)
+
+INSERT_ENTRY = "INSERT INTO log (idx, term, type, data) VALUES (?, ?, ?, ?)"
+PUT_HARD_STATE = (
+    "INSERT INTO hard_state (id, term, vote, commit_index) VALUES (1, ?, ?, ?) "
+    "ON CONFLICT (id) DO UPDATE SET "
+    "term = excluded.term, vote = excluded.vote, commit_index = excluded.commit_index"
+)
+PUT_SNAPSHOT = (
+    "INSERT INTO snapshot (id, idx, term, voters, learners, data) VALUES (1, ?, ?, ?, ?, ?) "
+    "ON CONFLICT (id) DO UPDATE SET idx = excluded.idx, term = excluded.term, "
+    "voters = excluded.voters, learners = excluded.learners, data = excluded.data"
+)
+PUT_META = (
+    "INSERT INTO meta (key, value) VALUES (?, ?) "
+    "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+)
+_NO_END = 2**63 - 1  # above any index SQLite can store
+
+
+class StorageError(Exception):
+    """The store cannot be read or written safely; ``str()`` names the file and the problem."""
+
+    def __init__(self, path: str | os.PathLike[str], problem: str) -> None:
+        super().__init__(f"{os.fspath(path)}: {problem}")
+        self.path = Path(path)
+        self.problem = problem
+
+    def __reduce__(self) -> tuple[type[StorageError], tuple[Path, str]]:
+        # The two-argument constructor needs this to survive pickling (e.g. to a subprocess).
+        return (type(self), (self.path, self.problem))
+
+
+def db_path(data_dir: str | os.PathLike[str]) -> Path:
+    """The log file of the member whose data dir is `data_dir`."""
+    return Path(data_dir) / DB_NAME
+
+
+def check_version(path: Path, version: int) -> None:
+    """StorageError unless `version` (a file's ``user_version``) is the one this build knows."""
+    if version != SCHEMA_VERSION:
+        raise StorageError(
+            path, f"unknown schema version {version} (this build reads version {SCHEMA_VERSION})"
+        )
+
+
+def snapshot_index(conn: sqlite3.Connection) -> int:
+    """The stored snapshot's index; 0 when there is none."""
+    row = conn.execute("SELECT idx FROM snapshot WHERE id = 1").fetchone()
+    return 0 if row is None else int(row[0])
+
+
+def read_meta(conn: sqlite3.Connection, path: Path, key: str) -> str | None:
+    """The value stored under `key`, or None."""
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+    if row is None:
+        return None
+    if not isinstance(row[0], str):
+        raise StorageError(path, f"meta value for {key!r} is not text: {row[0]!r}")
+    return row[0]
+
+
+def read_hard_state(conn: sqlite3.Connection, path: Path) -> HardState:
+    row = conn.execute("SELECT term, vote, commit_index FROM hard_state WHERE id = 1").fetchone()
+    if row is None:
+        return HardState()
+    if not all(type(v) is int and v >= 0 for v in row):
+        raise StorageError(path, f"hard state is not three non-negative ints: {row!r}")
+    return HardState(term=row[0], vote=row[1], commit=row[2])
+
+
+def read_snapshot(conn: sqlite3.Connection, path: Path) -> Snapshot:
+    row = conn.execute(
+        "SELECT idx, term, voters, learners, data FROM snapshot WHERE id = 1"
+    ).fetchone()
+    if row is None:
+        return Snapshot()
+    index, term, voters, learners, data = row
+    if not (type(index) is int and index >= 0 and type(term) is int and term >= 0):
+        raise StorageError(path, f"snapshot index/term are not ints: {index!r}/{term!r}")
+    if not isinstance(data, bytes):
+        raise StorageError(path, f"snapshot data is not a blob: {type(data).__name__}")
+    try:
+        conf_state = ConfState(voters=_parse_ids(voters), learners=_parse_ids(learners))
+    except ValueError as e:
+        raise StorageError(path, f"snapshot membership is unreadable: {e}") from e
+    return Snapshot(meta=SnapshotMeta(index=index, term=term, conf_state=conf_state), data=data)
+
+
+def read_entries(conn: sqlite3.Connection, path: Path, lo: int, hi: int = _NO_END) -> list[Entry]:
+    """Stored entries with ``lo <= index < hi``, in order, as they are on disk (gaps and
+    all: `LogStore.load` checks for those)."""
+    rows = conn.execute(
+        "SELECT idx, term, type, data FROM log WHERE idx >= ? AND idx < ? ORDER BY idx", (lo, hi)
+    )
+    return [_row_to_entry(path, row) for row in rows]
+
+
+def first_index_after(conn: sqlite3.Connection, index: int) -> int | None:
+    """The first stored entry's index after `index`; None when there is none."""
+    return conn.execute("SELECT min(idx) FROM log WHERE idx > ?", (index,)).fetchone()[0]
+
+
+def snapshot_row(snapshot: Snapshot) -> tuple[int, int, str, str, bytes]:
+    """`snapshot` as the parameters of :data:`PUT_SNAPSHOT`."""
+    meta = snapshot.meta
+    return (meta.index, meta.term, _format_ids(meta.conf_state.voters),
+            _format_ids(meta.conf_state.learners), bytes(snapshot.data))
+
+
+def entry_row(entry: Entry) -> tuple[int, int, int, bytes]:
+    """`entry` as the parameters of :data:`INSERT_ENTRY`."""
+    return (entry.index, entry.term, int(entry.type), bytes(entry.data))
+
+
+def _row_to_entry(path: Path, row: tuple) -> Entry:
+    index, term, kind, data = row
+    if type(term) is not int or type(kind) is not int or not isinstance(data, bytes):
+        raise StorageError(path, f"log row {index} is malformed: {row!r}")
+    try:
+        entry_type = EntryType(kind)
+    except ValueError:
+        raise StorageError(path, f"log entry {index} has unknown type {kind}") from None
+    return Entry(term=term, index=index, type=entry_type, data=data)
+
+
+def _format_ids(ids: frozenset[int]) -> str:
+    return ",".join(str(i) for i in sorted(ids))
+
+
+def _parse_ids(text: object) -> frozenset[int]:
+    if not isinstance(text, str):
+        raise ValueError(f"expected comma-separated ids, got {text!r}")
+    if not text.strip():
+        return frozenset()
+    return frozenset(int(part) for part in text.split(","))
