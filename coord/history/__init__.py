@@ -2,8 +2,9 @@
 
 `schema` (the versioned row schema), `rows` (a command, its result and its effects as
 rows), `replay` (entries through the real state machine, from a snapshot), `datadir`
-(a stopped member's SQLite log, read-only), `synth` (a large realistic history from a
-seed, through the same replay), `sink` (Parquet partitioned by date and kind, or JSONL,
-written idempotently with a manifest). Client-side: it reads coord only through
-`coord.client`, a member's files, and the state machine's public code; never the server.
+(a member's log replayed page by page, stopped or live), `synth` (a large realistic
+history from a seed, through the same replay), `sink` (Parquet partitioned by date and
+kind, or JSONL, written idempotently with a manifest). Client-side: it reads coord only
+through `coord.client`, a member's files (through the server's read-only log reader, the
+format's one owner) and the state machine's public code; nothing else of the server.
 """

@@ -1,15 +1,15 @@
 """The History service: this member's committed history as rows, live.
 
 The member replays what it retains — its snapshot and its log, read from its own SQLite
-file through a separate read-only connection — through a fresh state machine, with the
-same code the offline reader runs on a stopped member (`coord.history.datadir.MemberLog`
-over `coord.history.replay`), so a live export and an offline one give the same rows for
-the same entries. The snapshot is restored on a thread; the log is replayed on the
-member's event loop in slices of about `SLICE_S`, each followed by as long a pause (a
-replay thread would hold the GIL for 5 ms at a time against the loop's every system
-call: measured back to back on a loaded box, a put's p99 during an export from the
-leader was 0.8-1.2 s with a thread, 0.12-0.16 s with slices, its max 1.5-2.6 s against
-0.4-0.5 s), so heartbeats and applies go on in between.
+file through a separate read-only connection (`coord.server.storage.log_reader`) —
+through a fresh state machine, with the same code the offline reader runs on a stopped
+member (`coord.history.datadir.MemberLog` over `coord.history.replay`), so a live export
+and an offline one give the same rows for the same entries. The snapshot is restored on
+a thread; the log is replayed on the member's event loop in slices of about `SLICE_S`,
+each followed by as long a pause (a replay thread would hold the GIL for 5 ms at a time
+against the loop's every system call: measured back to back on a loaded box, a put's p99
+during an export from the leader was 0.8-1.2 s with a thread, 0.12-0.16 s with slices,
+its max 1.5-2.6 s against 0.4-0.5 s), so heartbeats and applies go on in between.
 
 A start the member has compacted away is refused (OUT_OF_RANGE, COMPACTED) with the
 oldest index and revision it can still export. Without `follow` the stream ends at the
@@ -45,6 +45,8 @@ from coord.history.schema import SCHEMA_VERSION
 from coord.server.api.common import Caller, admit
 from coord.server.api.errors import ApiError, abort
 from coord.server.core.coordinator import Coordinator
+from coord.server.storage.log_format import StorageError, db_path
+from coord.server.storage.log_reader import LogReader
 from coord.v1 import history_pb2, history_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -103,8 +105,8 @@ class HistoryService(history_pb2_grpc.HistoryServicer):
             try:
                 try:
                     member_log = datadir.MemberLog(
-                        self.data_dir, request.after_index, request.from_revision,
-                        live=True, label=f"member {self.member}")
+                        LogReader(db_path(self.data_dir), live=True), request.after_index,
+                        request.from_revision, label=f"member {self.member}")
                     async for reply in self._pages(member_log, request.follow, page, woken,
                                                    lambda: self._header(caller)):
                         yield reply
@@ -115,7 +117,7 @@ class HistoryService(history_pb2_grpc.HistoryServicer):
                         "compact_revision": str(exc.compact_revision),
                         "oldest_revision": str(exc.compact_revision + 1),
                         "oldest_index": str(exc.oldest_index)})
-                except datadir.DataDirError as exc:
+                except (datadir.DataDirError, StorageError) as exc:
                     log.warning("%s: history export failed: %s", self.member, exc)
                     await abort(context, grpc.StatusCode.INTERNAL, "EXPORT_FAILED", str(exc))
             finally:

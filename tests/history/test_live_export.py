@@ -20,6 +20,8 @@ from coord.client import Client, CompactedError
 from coord.client.history import HistoryCursor
 from coord.history import datadir
 from coord.history.sink import committed_files, read_manifest
+from coord.server.storage.log_format import db_path
+from coord.server.storage.log_reader import LogReader
 from coord.v1 import history_pb2
 from tests.history.leader_note import wait_for_the_leader_note
 
@@ -130,7 +132,7 @@ def test_compacted_starts_are_refused_with_the_oldest_available(member):
 
 def test_a_follower_left_behind_by_a_compaction_is_told_not_given_a_gap(member):
     data_dir = member.members["n1"].data_dir
-    log = datadir.MemberLog(data_dir, live=True, label="member n1")
+    log = datadir.MemberLog(LogReader(db_path(data_dir), live=True), label="member n1")
     try:
         log.step(max_entries=1)
         with Client(member.endpoints) as client:
