@@ -1,12 +1,7 @@
-"""`coord history export --endpoints`: the live export's command line.
-
-What the export does (its commits, compactions, resume position and moves between
-members; coord.history.live_export) is driven from here with a progress bar, then told:
-the summary as JSON on stdout, and on stderr why it stopped. Ctrl-C commits what arrived,
-then stops (exit 0 when following, else 130); a start the member compacted away exits 2,
-a failed call 1 (with no member with a quorum: the hint that `--read-only-ok` takes what a
-member without one has committed, flagged). An export whose last pages came from a
-member without a quorum warns that the cluster may have committed more.
+"""`coord history export --endpoints`: the live export's command line. What the export
+does (commits, compactions, resumes, moves between members) is coord.history.live_export;
+here are its arguments, its progress bar, why it stopped (stderr and the exit code: Ctrl-C
+is 0 when following, else 130) and its summary (JSON on stdout).
 """
 
 from __future__ import annotations
