@@ -1,1 +1,2 @@
-"""Durable storage of one member: the Raft log, hard state and snapshots in SQLite (`log_store`)."""
+"""Durable storage of one member: its Raft log in SQLite (`log_format`), written by
+`log_store` and read, read-only, by `log_reader` (tools and the live export)."""
