@@ -69,7 +69,7 @@ lint: venv
 	$(VENV)/bin/ruff check .
 
 soak: venv
-	$(PY) -m coord.raft.simulate --seeds $(SEEDS) --nodes both --jobs 2
+	$(PY) -m coord.rafttest --seeds $(SEEDS) --nodes both --jobs 2
 
 # The differential test against real etcd (`make diff SEEDS=1000`; pytest runs 300).
 DIFF_SEEDS := $(if $(filter command line,$(origin SEEDS)),$(SEEDS),1000)

@@ -38,9 +38,9 @@ SOURCES = {"coord": "coord", "coord.server": "server", "coord.client": "client"}
 TOP, FUNCTION, TYPE_CHECKING = "module level", "inside a function", "under TYPE_CHECKING"
 
 ALLOWED_LAYERS = (
-    "coord.__main__", "coord.raft", "coord.sm", "coord.server", "coord.client", "coord.cli",
-    "coord.testing", "coord.bench", "coord.v1", "coord.etcdpb", "coord.history", "coord.audit",
-    "coord.serve_flags",
+    "coord.__main__", "coord.raft", "coord.rafttest", "coord.sm", "coord.server", "coord.client",
+    "coord.cli", "coord.testing", "coord.bench", "coord.v1", "coord.etcdpb", "coord.history",
+    "coord.audit", "coord.serve_flags",
 )
 """The packages (and modules) directly under coord/ that exist by design. Anything else
 under coord/ is a new surface (a TUI, a pipeline, a chaos tool...) and gets
@@ -54,6 +54,10 @@ CONTRACTS: dict[str, tuple[str, ...]] = {
                      "coord.bench", "sqlite3"),
     # The Raft core: pure and deterministic; nothing of ours, no I/O, no event loop.
     "coord.raft": ("coord", "grpc", "sqlite3", "asyncio"),
+    # Its simulator: the core's RawNode API only, as deterministic as the core.
+    "coord.rafttest": ("coord.server", "coord.sm", "coord.client", "coord.cli",
+                       "coord.testing", "coord.bench", "coord.history", "coord.audit",
+                       "coord.v1", "coord.etcdpb", "grpc", "sqlite3", "asyncio"),
     # The state machine: pure; the server drives it, never the other way round.
     "coord.sm": ("coord.server", "coord.raft", "coord.client", "grpc", "sqlite3"),
     # The member: never the tools that start it, nor the client library, nor a command

@@ -71,7 +71,8 @@ from coord.raft import (
     conf_change_of,
 )
 from coord.raft.log import RaftLog
-from coord.raft.simulate import Disk, StateMachine, fmt_message
+from coord.rafttest.member import Disk, StateMachine
+from coord.rafttest.trace import fmt_message
 
 SCENARIOS = Path(__file__).parent / "scenarios"
 

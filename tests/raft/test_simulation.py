@@ -1,8 +1,8 @@
-"""The deterministic cluster simulator (coord.raft.simulate) over a few hundred seeds, and
+"""The deterministic cluster simulator (coord.rafttest) over a few hundred seeds, and
 proof that its checker can fail: with the core deliberately broken it reports violations.
 
 Each test runs a chunk of seeds; a failure names the seed, the broken invariant and the
-command that replays it with a trace (``python -m coord.raft.simulate --seed S --nodes N -v``).
+command that replays it with a trace (``python -m coord.rafttest --seed S --nodes N -v``).
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ from dataclasses import asdict
 import pytest
 
 from coord.raft import raft as raft_module
-from coord.raft.simulate import InvariantViolation, Simulation, main, run
 from coord.raft.types import Message, MessageType, Ready
+from coord.rafttest import InvariantViolation, Simulation, run
+from coord.rafttest.cli import main
 
 CHUNK = 20
 SEEDS_3 = 200
@@ -101,7 +102,7 @@ def test_broken_voting_is_caught(monkeypatch: pytest.MonkeyPatch, nodes: int) ->
                            "state machine safety", "durability"}
     text = str(v)
     assert f"seed {v.seed}" in text
-    assert f"python -m coord.raft.simulate --seed {v.seed} --nodes {nodes} -v" in text
+    assert f"python -m coord.rafttest --seed {v.seed} --nodes {nodes} -v" in text
 
 
 def test_broken_read_index_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -127,7 +128,7 @@ def test_replay_prints_a_trace_and_fails(
     assert main(["--seed", str(v.seed), "--nodes", "3", "-v"]) == 1
     out, err = capsys.readouterr()
     assert "is leader in term" in out and f"VIOLATION {v.invariant}" in out
-    assert f"replay: python -m coord.raft.simulate --seed {v.seed} --nodes 3 -v" in err
+    assert f"replay: python -m coord.rafttest --seed {v.seed} --nodes 3 -v" in err
     assert main(["--start", str(v.seed), "--seeds", "1", "--nodes", "3"]) == 1
     out, _ = capsys.readouterr()
     assert "1 failed" in out
