@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
-PROTOS := $(wildcard proto/coord/v1/*.proto proto/coord/etcdpb/*.proto proto/coord/bench/*.proto)
+PROTOS := $(wildcard proto/coord/v1/*.proto proto/coord/etcdpb/*.proto)
 SEEDS  ?= 10000
 NODES  ?= 3
 
@@ -49,13 +49,13 @@ java-runtime:
 	fi
 
 # Generated protobuf/gRPC code is not committed; this target reproduces it from proto/
-# (coord/v1, coord/etcdpb, and coord/bench: the raft benchmark's own service).
+# (coord/v1 and coord/etcdpb).
 coord/v1/.generated: $(PROTOS) $(STAMP)
 	$(PY) -m grpc_tools.protoc -Iproto --python_out=. --pyi_out=. --grpc_python_out=. $(PROTOS)
-	touch $@ coord/etcdpb/.generated coord/bench/.generated
+	touch $@ coord/etcdpb/.generated
 
 proto: $(STAMP)
-	rm -f coord/v1/.generated coord/etcdpb/.generated coord/bench/.generated
+	rm -f coord/v1/.generated coord/etcdpb/.generated
 	$(MAKE) coord/v1/.generated
 
 run: venv
@@ -141,4 +141,3 @@ bench-spark: venv
 clean:
 	rm -rf $(VENV) coord/v1/*_pb2*.py coord/v1/*_pb2.pyi coord/v1/.generated
 	rm -f coord/etcdpb/*_pb2*.py coord/etcdpb/*_pb2.pyi coord/etcdpb/.generated
-	rm -f coord/bench/*_pb2*.py coord/bench/*_pb2.pyi coord/bench/.generated

@@ -66,7 +66,7 @@ def test_no_module_crosses_the_node_boundaries():
     ("size = os.path.getsize(node.store.path)", "server/etcd/cluster.py"),
     ("await self.node.transport.authenticate(context)", "server/core/forward.py"),
     ("d = self.coord.node.sm.describe()", "server/api/admin.py"),
-    ("r = node._raw", "coord/bench/raft_member.py"),
+    ("r = node._raw", "coord/bench/raft.py"),
     ("if t._closed: pass", "server/transport/peer.py"),
 ])
 def test_a_planted_crossing_is_caught(source: str, path: str):
