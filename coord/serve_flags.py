@@ -19,10 +19,10 @@ import os
 import sys
 from pathlib import Path
 
+from coord.event_loop import EVENT_LOOPS
 from coord.server.config import MemberConfig
 from coord.server.core.compaction import DEFAULT_MODE, DEFAULT_RETENTION, MODES, CompactionPolicy
 from coord.server.core.quota import DEFAULT_QUOTA_BYTES
-from coord.server.loop import EVENT_LOOPS
 from coord.server.node.driver import NodeOptions
 from coord.server.node.members import parse_initial_cluster, validate_address
 

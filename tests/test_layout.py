@@ -44,7 +44,9 @@ ALLOWED_LAYERS = (
 )
 """The packages (and modules) directly under coord/ that exist by design. Anything else
 under coord/ is a new surface (a TUI, a pipeline, a chaos tool...) and gets
-NEW_SURFACE_FORBIDDEN: only coord.cli, coord.testing and coord.bench may start members."""
+NEW_SURFACE_FORBIDDEN: only coord.cli and coord.testing may import the member; the tools
+(coord.bench, coord.chaos) start members through coord.testing's processes and talk to
+them through the client, as an operator would."""
 
 NEW_SURFACE_FORBIDDEN = ("coord.server",)
 
@@ -68,9 +70,11 @@ CONTRACTS: dict[str, tuple[str, ...]] = {
     # below the tools that start one (all of them import it).
     "coord.serve_flags": ("coord.cli", "coord.testing", "coord.bench", "coord.client"),
     # The tools that start members: testing is what cli and bench build on, bench is what
-    # cli runs; never the other way round (that was the cli -> testing -> cli cycle).
+    # cli runs; never the other way round (that was the cli -> testing -> cli cycle). The
+    # benchmarks start members through testing and drive them through the client: never
+    # the member's insides.
     "coord.testing": ("coord.cli", "coord.bench"),
-    "coord.bench": ("coord.cli",),
+    "coord.bench": ("coord.cli", "coord.server"),
     # The history export: client-side; it replays entries through the pure state machine
     # and reads a member's files, never the server (but for its log reader, below) nor
     # Spark (exporting needs no JVM).

@@ -19,12 +19,10 @@ from collections.abc import Iterator
 
 import grpc
 
+from coord import event_loop
 from coord.etcdpb import kv_pb2
 from coord.etcdpb import rpc_pb2 as epb
 from coord.etcdpb import rpc_pb2_grpc as erpc
-from coord.server import loop
-from coord.server.member import listen
-from coord.server.transport.grpc_options import EXCLUSIVE_BIND
 from coord.testing.ports import free_port
 from coord.testing.processes import stop_processes
 
@@ -45,9 +43,11 @@ class FloorKV(erpc.KVServicer):
 
 
 async def serve(address: str) -> None:
-    server = grpc.aio.server(options=[EXCLUSIVE_BIND])
+    # Bound exclusively, as a member's servers are: with gRPC's default SO_REUSEPORT it
+    # would share a port another server took since free_port(), not fail to start.
+    server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
     erpc.add_KVServicer_to_server(FloorKV(), server)
-    listen(server, address, "--listen")
+    server.add_insecure_port(address)  # RuntimeError if it cannot bind
     await server.start()
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("--listen", required=True, help="address to serve on, HOST:PORT")
     args = p.parse_args(argv)
-    loop.run(serve(args.listen))
+    event_loop.run(serve(args.listen))
     return 0
 
 

@@ -44,7 +44,7 @@ def _etcd_only_defaults(args: argparse.Namespace) -> Path | None:
 def cmd_serve(args: argparse.Namespace) -> int:
     # The server itself is imported here, not at the top, so `coord serve --help` and the
     # whole parser (`coord --help`) stay light.
-    from coord.server import loop
+    from coord import event_loop as loop
     from coord.server.member import Member
     from coord.server.node.errors import NodeError
     from coord.server.storage.log_store import StorageError

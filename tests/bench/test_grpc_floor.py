@@ -4,6 +4,9 @@ Range at once, and is gone when its context ends."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 import pytest
@@ -25,3 +28,17 @@ def test_the_floor_answers_puts_and_gets_and_stops_with_its_context():
             assert e.value.code() == grpc.StatusCode.UNIMPLEMENTED
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+def test_the_floor_will_not_share_a_port_another_server_serves():
+    """gRPC binds with SO_REUSEPORT by default: bound so, the floor would start on a taken
+    port, and the driver would measure whichever server the kernel picked."""
+    squatter = grpc.server(ThreadPoolExecutor(max_workers=1))  # default options
+    port = squatter.add_insecure_port("127.0.0.1:0")
+    squatter.start()
+    try:
+        out = subprocess.run([sys.executable, "-m", "coord.bench.grpc_floor", "--listen",
+                              f"127.0.0.1:{port}"], capture_output=True, text=True, timeout=30)
+    finally:
+        squatter.stop(None)
+    assert out.returncode != 0 and "RuntimeError" in out.stderr, out.stderr

@@ -1,11 +1,11 @@
-"""The event loop a member process runs on: uvloop where it is installed (the default),
-else asyncio's own; `--event-loop asyncio` picks asyncio's anyway.
+"""The event loop a coord server process runs on (a member, and `coord bench etcd`'s gRPC
+floor, which must pay what a member pays per call): uvloop where it is installed (the
+default), else asyncio's own; `--event-loop asyncio` picks asyncio's anyway.
 
 Why: every request on a member is a chain of loop turns (a gRPC completion, the driver's
 wake-up, the peer stream's write), and uvloop runs the loop's own part of each (the
-ready queue, timers, the selector) in C. Measured in issue 14's notes: a member's CPU per
-put down ~10-15% (same-run A/B/A/B, `coord bench etcd`). The state machine is not
-affected: it never sees the loop."""
+ready queue, timers, the selector) in C: a member's CPU per put down ~10-15% (same-run
+A/B/A/B, `coord bench etcd`). The state machine is not affected: it never sees the loop."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The member's event loop choice (coord.server.loop): uvloop by default, asyncio's on
+"""The member's event loop choice (coord.event_loop): uvloop by default, asyncio's on
 request, a clear error for anything else (every process-based cluster test runs its
 members on the default, uvloop); and the member process's cyclic-collector thresholds."""
 
@@ -13,7 +13,7 @@ import sys
 import pytest
 import uvloop
 
-from coord.server import loop
+from coord import event_loop as loop
 
 
 @pytest.fixture(autouse=True)
@@ -55,7 +55,7 @@ def test_a_member_process_looks_at_its_oldest_generation_rarely():
     """In a fresh process, as `coord serve` starts: the young thresholds stay Python's,
     the full pass waits for FULL_COLLECTION_EVERY young ones (see its docstring)."""
     code = ("import asyncio, gc\n"
-            "from coord.server import loop\n"
+            "from coord import event_loop as loop\n"
             "print(gc.get_threshold())\n"
             "async def main():\n"
             "    return gc.get_threshold()\n"
