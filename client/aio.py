@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import grpc
 
 from coord.client import aio_transport, calls
-from coord.client.aio_pipeline import PIPELINED, Pipelines, StreamUnsupported
+from coord.client.aio_pipeline import PIPELINED, Pipelines
 from coord.client.aio_session import AsyncSession, Callback
 from coord.client.aio_stream import AsyncStream
 from coord.client.calls import (
@@ -184,11 +184,8 @@ class AsyncClient:
         """One try of `call` on one member: on its pipelined stream (`field`: the call's
         PipelineOp field) or as a unary call."""
         if field is not None:
-            try:
-                return await self._pipelines.get(endpoint, transport).call(
-                    field, call.request, timeout)
-            except StreamUnsupported:
-                pass  # an older member: the request reached no handler, send it unary
+            return await self._pipelines.get(endpoint, transport).call(
+                field, call.request, timeout)
         return await transport.unary(call.service, call.method, call.request,
                                      timeout=timeout, metadata=self.metadata)
 

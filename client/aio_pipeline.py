@@ -10,8 +10,7 @@ only carries requests: an operation's error arrives as its own `CoordError`; the
 failing (the member died, stopped or is unreachable) fails every operation in flight on
 it with UNAVAILABLE, which `send` retries on the next member, and the next request opens
 a new stream. Each request has its own deadline, and cancelling the task that awaits it
-cancels it on the member too. A member without the stream (an older coord answers
-UNIMPLEMENTED) is sent unary calls instead.
+cancels it on the member too.
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ from typing import Any
 
 import grpc
 
-from coord.client.errors import CoordError, error_for, from_rpc_error
+from coord.client.errors import CoordError, error_for, from_api_error, from_rpc_error
 from coord.client.transport import (
     BidiCall,
     CallCancelled,
@@ -32,9 +31,9 @@ from coord.client.transport import (
 )
 from coord.tagged_calls import TaggedCalls
 from coord.v1 import coord_pb2 as pb
-from coord.wire import stream_broke
+from coord.wire import ApiError, stream_broke
 
-__all__ = ["PIPELINED", "Pipeline", "Pipelines", "StreamUnsupported"]
+__all__ = ["PIPELINED", "Pipeline", "Pipelines"]
 
 PIPELINED: dict[tuple[str, str], str] = {
     ("KV", "Put"): "put",
@@ -54,21 +53,6 @@ PIPELINED: dict[tuple[str, str], str] = {
 }
 """The unary methods the stream carries, by (service, method): their PipelineOp field.
 Sessions (open, close, keepalive), compaction, watches and Admin stay unary."""
-
-_CODES = {code.value[0]: code for code in grpc.StatusCode}
-
-
-class StreamUnsupported(Exception):
-    """The member has no Pipeline service (an older coord): the request never reached a
-    handler; send it as a unary call. The pipeline remembers, so later requests to that
-    member go unary at once."""
-
-
-def op_error(error: pb.PipelineError) -> CoordError:
-    """The typed error of one operation, as `from_rpc_error` maps the unary call's."""
-    code = _CODES.get(error.code, grpc.StatusCode.UNKNOWN)
-    return error_for(error.reason or code.name, error.message, code, dict(error.metadata))
-
 
 def _stream_error(e: BaseException) -> BaseException:
     """What an operation in flight fails with when its stream fails. A stream that broke
@@ -102,7 +86,6 @@ class Pipeline:
         self._tasks: list[asyncio.Task[None]] = []
         self._calls: TaggedCalls[pb.PipelineOp] = TaggedCalls()
         self._closed = False
-        self.unsupported = False
 
     @property
     def in_flight(self) -> int:
@@ -113,8 +96,6 @@ class Pipeline:
         raises its CoordError, DeadlineError after `timeout`, TransportClosed."""
         if self._closed:
             raise TransportClosed
-        if self.unsupported:
-            raise StreamUnsupported
         if self._call is None:
             self._open()
         timeout_ms = max(1, int(timeout * 1000))
@@ -162,7 +143,7 @@ class Pipeline:
                 for result in message.results:
                     kind = result.WhichOneof("response")
                     if kind == "error":
-                        settle(result.id, error=op_error(result.error))
+                        settle(result.id, error=from_api_error(ApiError.of_pb(result.error)))
                     else:
                         settle(result.id, getattr(result, kind))
         except (CallEnded, CallCancelled, TransportClosed, grpc.RpcError) as e:
@@ -175,13 +156,11 @@ class Pipeline:
             return
         self._call = None
         call.cancel()
-        if isinstance(e, grpc.RpcError) and e.code() == grpc.StatusCode.UNIMPLEMENTED:
-            self.unsupported = True
         for task in self._tasks:
             if task is not asyncio.current_task():
                 task.cancel()
         self._tasks = []
-        self._calls.fail_all(StreamUnsupported if self.unsupported else lambda: _stream_error(e))
+        self._calls.fail_all(lambda: _stream_error(e))
 
     async def close(self) -> None:
         self._closed = True

@@ -3,7 +3,8 @@
 The server reports every failure as a gRPC status code plus a google.rpc.ErrorInfo whose
 `reason` is machine-readable (domain "coord.dev"; the contract is `coord.wire`). Callers
 should branch on the exception type (or `.reason`), never on message text;
-`from_rpc_error` is the single place that maps a failed call to one of these classes, by
+`from_api_error` is the single place that maps a failure (a failed call, read by
+`from_rpc_error`, or a pipelined operation's in-band error) to one of these classes, by
 reason first and status code as a fallback (a connection failure carries no ErrorInfo at
 all).
 """
@@ -15,7 +16,7 @@ from typing import ClassVar
 
 import grpc
 
-from coord.wire import error_info
+from coord.wire import ApiError
 
 __all__ = [
     "CoordError",
@@ -33,6 +34,7 @@ __all__ = [
     "SessionGoneError",
     "UnavailableError",
     "error_for",
+    "from_api_error",
     "from_rpc_error",
 ]
 
@@ -195,32 +197,17 @@ def error_for(
     return (cls or CoordError)(reason, message, code, metadata)
 
 
+def from_api_error(e: ApiError) -> CoordError:
+    """The typed error of a failure as the wire carries it: by its ErrorInfo reason, else
+    by its status code."""
+    return error_for(e.reason or e.code.name, e.message, e.code, e.metadata)
+
+
 def from_rpc_error(e: grpc.RpcError) -> CoordError:
-    """Map a failed call to a typed error: by ErrorInfo reason, else by status code."""
-    code = _call_attr(e, "code")
-    details = _call_attr(e, "details")
-    message = details if isinstance(details, str) else ""
-    try:
-        info = error_info(e)
-    except (AttributeError, TypeError, ValueError):  # not a Call, or a malformed status
-        info = None
-    reason = info.reason if info is not None else None
-    if not isinstance(code, grpc.StatusCode):
-        code = grpc.StatusCode.UNKNOWN
-    metadata = dict(info.metadata) if info is not None and reason else None
-    err = error_for(reason or code.name, message, code, metadata)
+    """Map a failed call to a typed error (`from_api_error`)."""
+    err = from_api_error(ApiError.of_rpc_error(e))
     err.__cause__ = e
     return err
-
-
-def _call_attr(e: grpc.RpcError, name: str) -> object:
-    method = getattr(e, name, None)
-    if not callable(method):
-        return None
-    try:
-        return method()
-    except Exception:  # a broken call object must not hide the error itself
-        return None
 
 
 def _int(v: str | None) -> int:

@@ -1,31 +1,37 @@
 """What coord's client and server agree on about errors on the wire.
 
 Every failure crosses the wire as a gRPC status code plus a `google.rpc.ErrorInfo` in
-domain `coord.dev` whose `reason` is machine-readable. The server picks the code from
-the reason (the tables below); the client reads the reason back (`error_info`,
-`reason_of`) and maps it to a typed exception. Both sides import this module, so the
-contract is written once and the client library does not import the server (which would
-drag the Raft core, its SQLite log and the peer transport into every client process).
+domain `coord.dev` whose `reason` is machine-readable: either as a call's status, or
+in-band as a `PipelineError` (a pipelined stream's answer to one operation, and the
+leader's outcome of one forwarded command). The server picks the code from the reason
+(the tables below); `ApiError` is that error as one value, with the one writing and the
+one reading of each wire form; the client maps it to a typed exception. Both sides
+import this module, so the contract is written once and the client library does not
+import the server (which would drag the Raft core, its SQLite log and the peer transport
+into every client process).
 
-Only plain data and protobuf live here: no server or client classes.
+Only plain data and protobuf live here: nothing of the server or the client.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
+from typing import Any
 
 import grpc
-from google.rpc import error_details_pb2
+from google.protobuf import any_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
+
+from coord.v1 import coord_pb2 as pb
 
 __all__ = [
     "DOMAIN",
     "NODE_ERROR_CODES",
     "RESULT_CODES",
-    "error_info",
+    "ApiError",
     "node_error_code",
-    "reason_of",
     "result_code",
     "stream_broke",
 ]
@@ -94,7 +100,65 @@ def result_code(reason: str) -> grpc.StatusCode:
     return RESULT_CODES.get(reason, grpc.StatusCode.FAILED_PRECONDITION)
 
 
-def error_info(err: grpc.RpcError) -> error_details_pb2.ErrorInfo | None:
+_CODES = {code.value[0]: code for code in grpc.StatusCode}
+
+
+class ApiError(Exception):
+    """An error of coord's API as one value: the status code, the ErrorInfo reason and
+    metadata, the message. A member raises it from a handler and answers it as a call's
+    status (`abort`) or in-band (`as_pb`); a follower reads its leader's outcome back
+    (`of_pb`) and a client a failed call (`of_rpc_error`), so an error crosses any number
+    of hops as this same value. An empty `reason` is a status without ErrorInfo (a
+    transport failure, a stream that broke)."""
+
+    def __init__(self, code: grpc.StatusCode, reason: str, message: str,
+                 metadata: Mapping[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.reason = reason
+        self.message = message
+        self.metadata: dict[str, str] = dict(metadata or {})
+
+    @classmethod
+    def of_pb(cls, error: pb.PipelineError) -> ApiError:
+        return cls(_CODES.get(error.code, grpc.StatusCode.UNKNOWN), error.reason,
+                   error.message, error.metadata)
+
+    def as_pb(self) -> pb.PipelineError:
+        return pb.PipelineError(code=self.code.value[0], reason=self.reason,
+                                message=self.message, metadata=self.metadata)
+
+    @classmethod
+    def of_rpc_error(cls, err: grpc.RpcError) -> ApiError:
+        """What a failed call or stream ended with; a call object that cannot say (not a
+        Call, a malformed status) yields UNKNOWN, no reason, or no message, never a raise."""
+        code, details = _call_attr(err, "code"), _call_attr(err, "details")
+        try:
+            info = _error_info(err)
+        except (AttributeError, TypeError, ValueError):
+            info = None
+        reason = info.reason if info is not None else ""
+        return cls(code if isinstance(code, grpc.StatusCode) else grpc.StatusCode.UNKNOWN,
+                   reason, details if isinstance(details, str) else "",
+                   info.metadata if info is not None and reason else None)
+
+    def status(self) -> grpc.Status:
+        """The error as a call's status, its ErrorInfo packed in the details."""
+        info = error_details_pb2.ErrorInfo(reason=self.reason, domain=DOMAIN,
+                                           metadata=self.metadata)
+        detail = any_pb2.Any()
+        detail.Pack(info)
+        return rpc_status.to_status(status_pb2.Status(
+            code=getattr(code_pb2, self.code.name), message=self.message, details=[detail]))
+
+    async def abort(self, context: Any) -> None:
+        """End the call `context` serves with this error (raises, as abort does)."""
+        if not self.reason:
+            await context.abort(self.code, self.message)
+        await context.abort_with_status(self.status())
+
+
+def _error_info(err: grpc.RpcError) -> error_details_pb2.ErrorInfo | None:
     """The ErrorInfo carried by a failed call, if any. Raises what `rpc_status.from_call`
     raises for a call that is not a Call (AttributeError) or whose status details
     contradict its code or message (ValueError)."""
@@ -108,7 +172,11 @@ def error_info(err: grpc.RpcError) -> error_details_pb2.ErrorInfo | None:
     return None
 
 
-def reason_of(err: grpc.RpcError) -> str | None:
-    """The ErrorInfo reason carried by a failed call, if any (see `error_info`)."""
-    info = error_info(err)
-    return None if info is None else info.reason
+def _call_attr(err: grpc.RpcError, name: str) -> object:
+    method = getattr(err, name, None)
+    if not callable(method):
+        return None
+    try:
+        return method()
+    except Exception:  # a broken call object must not hide the error itself
+        return None

@@ -17,10 +17,10 @@ from typing import Any, TypeVar
 
 import grpc
 
-from coord.server.api.errors import ApiError, result_code
-from coord.server.core.coordinator import Coordinator, ForwardedError
+from coord.server.core.coordinator import Coordinator
 from coord.server.core.mode import Refused
 from coord.server.node.errors import NodeError
+from coord.wire import ApiError, result_code
 
 T = TypeVar("T")
 
@@ -91,12 +91,6 @@ def admit(coord: Coordinator, caller: Caller, session_id: int = 0) -> bool:
     return True
 
 
-def failure(err: NodeError | ForwardedError) -> ApiError:
-    if isinstance(err, NodeError):
-        return ApiError.of_node_error(err)
-    return ApiError.of_rpc_error(err.error)  # the leader's status, unchanged
-
-
 def checked(result: T) -> T:
     """Raise the result's error, if it carries one; else return it."""
     error = getattr(result, "error", "")
@@ -119,13 +113,14 @@ def checked(result: T) -> T:
 
 async def commit(coord: Coordinator, caller: Caller, cmd: Any, in_band: bool = False) -> Any:
     """Commit `cmd`; its result's error is raised unless the API reports errors
-    `in_band` (in the response message)."""
+    `in_band` (in the response message). A leader's refusal of the forwarded command
+    is already an ApiError, passed on as it is."""
     try:
         result = await coord.write(cmd, timeout=caller.timeout)
     except Refused:  # the member is not read-write (coord.write checks before proposing)
         raise refusal(coord, _writer_read_only_ok(coord, caller, cmd)) from None
-    except (NodeError, ForwardedError) as e:
-        raise failure(e) from None
+    except NodeError as e:
+        raise e.as_api_error() from None
     return result if in_band else checked(result)
 
 
@@ -142,7 +137,7 @@ async def query(coord: Coordinator, caller: Caller, cmd: Any, serializable: bool
         result = await coord.read(cmd, serializable, timeout=caller.timeout)
     except NodeError as e:
         if not (coord.mode.read_only and caller.read_only_ok(coord)):
-            raise failure(e) from None
+            raise e.as_api_error() from None
         result = coord.machine.query(cmd)  # the member went read-only while we waited
     return checked(result)
 

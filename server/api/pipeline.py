@@ -17,12 +17,12 @@ from typing import Any
 import grpc
 
 from coord.server.api.common import DEFAULT_TIMEOUT_S, Caller, clamp_timeout, read_only_flag
-from coord.server.api.errors import ApiError
 from coord.server.api.ops import OPS
 from coord.server.core.coordinator import Coordinator
 from coord.server.core.tagged_stream import TaggedStream
 from coord.v1 import coord_pb2 as pb
 from coord.v1 import coord_pb2_grpc
+from coord.wire import ApiError
 
 
 def error_result(op_id: int, err: ApiError) -> pb.PipelineResult:

@@ -11,7 +11,7 @@ import logging
 import grpc
 
 from coord.server.api.common import admit_reader, write
-from coord.server.api.errors import abort, abort_node_error, result_code
+from coord.server.api.errors import abort, abort_node_error
 from coord.server.core import liveness
 from coord.server.core.coordinator import Coordinator
 from coord.server.core.events import EventHub
@@ -26,6 +26,7 @@ from coord.sm.records import SessionEvent
 from coord.sm.sessions import is_local_session_id
 from coord.v1 import coord_pb2 as pb
 from coord.v1 import coord_pb2_grpc
+from coord.wire import result_code
 
 log = logging.getLogger(__name__)
 

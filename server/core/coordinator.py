@@ -14,12 +14,10 @@ from typing import Any
 
 import grpc
 
-from coord.server.api.errors import reason_of
 from coord.server.core.forward import LeaderLink
 from coord.server.core.mode import READ_WRITE, ModeChange, ModeMonitor, Refused
 from coord.server.node.driver import Node
 from coord.server.node.errors import (
-    NodeError,
     NoLeader,
     NotLeader,
     OutcomeUnknown,
@@ -29,6 +27,7 @@ from coord.server.node.errors import (
 from coord.sm import commands as c
 from coord.sm.machine import CoordMachine
 from coord.v1 import coord_pb2 as pb
+from coord.wire import ApiError
 
 RETRY_PAUSE_S = 0.05
 
@@ -36,14 +35,6 @@ RETRY_PAUSE_S = 0.05
 # across members and restarts as a uuid4 each would be, at a fraction of the cost.
 _ID_PREFIX = secrets.token_hex(8)
 _ids = itertools.count(1)
-
-
-class ForwardedError(Exception):
-    """The leader refused a forwarded command: pass its status through unchanged."""
-
-    def __init__(self, error: grpc.aio.AioRpcError) -> None:
-        super().__init__(error.details())
-        self.error = error
 
 
 class Coordinator:
@@ -105,16 +96,15 @@ class Coordinator:
                 if not retry_safe:
                     raise
                 uncertain = f"{e.reason}: {e}"
-            except grpc.aio.AioRpcError as e:
-                reason = reason_of(e)
-                if reason in ("NOT_LEADER", "NO_LEADER"):
+            except ApiError as e:  # the leader's answer to the forwarded command
+                if e.reason in ("NOT_LEADER", "NO_LEADER"):
                     pass
-                elif e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                elif e.code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
                     if not retry_safe:
-                        raise ForwardedError(e) from None
-                    uncertain = f"{reason or e.code().name}: {e.details()}"
+                        raise
+                    uncertain = f"{e.reason or e.code.name}: {e.message}"
                 else:
-                    raise ForwardedError(e) from None
+                    raise
             await asyncio.sleep(min(RETRY_PAUSE_S, max(0.0, deadline - time.monotonic())))
 
     async def _propose(self, payload: bytes, timeout: float) -> tuple[bytes, int]:
@@ -171,5 +161,3 @@ class Coordinator:
             for read in self._reads:
                 read.cancel()
 
-
-__all__ = ["Coordinator", "ForwardedError", "NodeError"]

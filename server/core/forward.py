@@ -2,17 +2,18 @@
 (or a batch of keepalives) to the leader, so clients never have to find the leader.
 Commands travel on one pipelined stream per follower -> leader pair (`ProposeStream`,
 served by `TaggedStream` like the client API's stream), so what a follower's clients
-send together reaches the leader's Raft log together; a leader without it (an older
-coord) gets unary `Propose` calls."""
+send together reaches the leader's Raft log together. The leader's refusal of a command
+comes back as the `coord.wire.ApiError` it answered, and so does a stream that failed,
+for every command in flight on it."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import grpc
 
-from coord.server.api.errors import ApiError, abort, abort_node_error, status_for
 from coord.server.core.session_asks import SessionAsks
 from coord.server.core.session_tracker import SessionTracker
 from coord.server.core.tagged_stream import TaggedStream
@@ -24,7 +25,7 @@ from coord.server.transport.grpc_options import CHANNEL_OPTIONS
 from coord.tagged_calls import TaggedCalls
 from coord.v1 import coord_pb2 as pb
 from coord.v1 import coord_pb2_grpc
-from coord.wire import stream_broke
+from coord.wire import ApiError, stream_broke
 
 PROPOSE_TIMEOUT_S = 5.0
 ASK_TIMEOUT_S = 2.0  # a batch of keepalives; each asker gives up on its own sooner
@@ -37,14 +38,6 @@ class ForwardService(coord_pb2_grpc.ForwardServicer):
         self.node = node
         self.tracker = tracker
         self.auth = auth
-
-    async def Propose(self, request, context):  # noqa: N802
-        await self.auth.authenticate(context)
-        try:
-            applied = await self.node.propose(request.command)
-        except NodeError as e:
-            await abort_node_error(context, e)
-        return pb.ForwardResponse(result=applied.result, index=applied.index, term=applied.term)
 
     async def ProposeStream(self, request_iterator, context):  # noqa: N802
         """Propose, pipelined: every proposal of a message is proposed in one loop turn
@@ -70,62 +63,46 @@ class ForwardService(coord_pb2_grpc.ForwardServicer):
         try:
             applied = await self.node.propose(p.command, timeout)
         except NodeError as e:
-            return pb.ForwardOutcome(id=p.id, error=ApiError.of_node_error(e).as_pb())
+            return pb.ForwardOutcome(id=p.id, error=e.as_api_error().as_pb())
         return pb.ForwardOutcome(id=p.id, result=applied.result, index=applied.index,
                                  term=applied.term)
 
     async def KeepAlive(self, request, context):  # noqa: N802
-        await self.auth.authenticate(context)
-        if not self.node.is_leader:
-            await abort(
-                context, grpc.StatusCode.FAILED_PRECONDITION, "NOT_LEADER", "not the leader"
-            )
-        ttls = [self.tracker.keepalive(sid) for sid in request.session_ids]
-        return pb.ForwardKeepAliveResponse(ttl_ms=[0 if t is None else t for t in ttls])
+        return await self._ask(request, context, self.tracker.keepalive)
 
     async def Remaining(self, request, context):  # noqa: N802
+        return await self._ask(request, context, self.tracker.remaining)
+
+    async def _ask(self, request: pb.ForwardKeepAliveRequest, context: Any,
+                   answer: Callable[[int], int | None]) -> pb.ForwardKeepAliveResponse:
         await self.auth.authenticate(context)
         if not self.node.is_leader:
-            await abort(
-                context, grpc.StatusCode.FAILED_PRECONDITION, "NOT_LEADER", "not the leader"
-            )
-        ttls = [self.tracker.remaining(sid) for sid in request.session_ids]
+            await ApiError(grpc.StatusCode.FAILED_PRECONDITION, "NOT_LEADER",
+                           "not the leader").abort(context)
+        ttls = [answer(sid) for sid in request.session_ids]
         return pb.ForwardKeepAliveResponse(ttl_ms=[0 if t is None else t for t in ttls])
 
 
 def _failed_outcome(tag: int, e: BaseException) -> pb.ForwardOutcome:
-    err = ApiError(grpc.StatusCode.UNKNOWN, "", repr(e))
-    return pb.ForwardOutcome(id=tag, error=err.as_pb())
+    return pb.ForwardOutcome(id=tag, error=ApiError(grpc.StatusCode.UNKNOWN, "", repr(e)).as_pb())
 
 
-_CODES = {code.value[0]: code for code in grpc.StatusCode}
+def _unavailable(message: str) -> ApiError:
+    """What fails the proposals in flight on a stream that ended: the coordinator retries
+    them on the next leader under their request ids."""
+    return ApiError(grpc.StatusCode.UNAVAILABLE, "", message)
 
 
-def rpc_error(code: grpc.StatusCode, message: str, reason: str = "",
-              metadata: dict[str, str] | None = None) -> grpc.aio.AioRpcError:
-    """The error a unary Propose would have raised: a status with the ErrorInfo, so the
-    coordinator reads a pipelined outcome exactly as it reads a unary call's."""
-    trailing = grpc.aio.Metadata()
-    if reason:
-        trailing = grpc.aio.Metadata(*status_for(code, reason, message, metadata)
-                                     .trailing_metadata)
-    return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), trailing, details=message)
-
-
-class _Unsupported(Exception):
-    """The leader has no ProposeStream (an older coord): use unary Propose."""
-
-
-def _deadline_error(timeout: float) -> grpc.aio.AioRpcError:
-    return rpc_error(grpc.StatusCode.DEADLINE_EXCEEDED, f"no outcome within {timeout:.3g}s")
+def _deadline_error(timeout: float) -> ApiError:
+    return ApiError(grpc.StatusCode.DEADLINE_EXCEEDED, "", f"no outcome within {timeout:.3g}s")
 
 
 class ProposeStream:
     """A follower's pipelined stream of proposals to one leader, opened on first use
     and again after it fails. What fails it fails every proposal in flight on it with
-    the stream's status, as a unary call would; a stream that broke (the leader died
-    or stopped: `coord.wire.stream_broke`) fails them with UNAVAILABLE, which the
-    coordinator retries on the next leader under the request id."""
+    the stream's status; a stream that broke (the leader died or stopped:
+    `coord.wire.stream_broke`) fails them with UNAVAILABLE, which the coordinator
+    retries on the next leader under the request id."""
 
     def __init__(self, stub: coord_pb2_grpc.ForwardStub,
                  metadata: tuple[tuple[str, str], ...]) -> None:
@@ -134,11 +111,9 @@ class ProposeStream:
         self._call: Any = None
         self._tasks: list[asyncio.Task[None]] = []
         self._calls: TaggedCalls[pb.ForwardProposal] = TaggedCalls()
-        self.unsupported = False
 
     async def propose(self, payload: bytes, timeout: float) -> tuple[bytes, int]:
-        if self.unsupported:
-            raise _Unsupported
+        """The leader's encoded result and log index; raises its ApiError."""
         if self._call is None:
             self._open()
         timeout_ms = max(1, int(timeout * 1000))
@@ -162,41 +137,36 @@ class ProposeStream:
     async def _read(self, call: Any) -> None:
         settle = self._calls.settle
         try:
-            while True:
-                message = await call.read()
-                if message is grpc.aio.EOF:
-                    raise rpc_error(grpc.StatusCode.UNAVAILABLE, "the leader ended the stream")
+            while (message := await call.read()) is not grpc.aio.EOF:
                 for outcome in message.outcomes:
                     if outcome.HasField("error"):
-                        e = outcome.error
-                        code = _CODES.get(e.code, grpc.StatusCode.UNKNOWN)
-                        settle(outcome.id, error=rpc_error(code, e.message, e.reason,
-                                                           dict(e.metadata)))
+                        settle(outcome.id, error=ApiError.of_pb(outcome.error))
                     else:
                         settle(outcome.id, (outcome.result, outcome.index))
+            error = _unavailable("the leader ended the stream")
         except grpc.aio.AioRpcError as e:
-            if stream_broke(e.code(), ApiError.of_rpc_error(e).reason):  # the leader died
-                e = rpc_error(grpc.StatusCode.UNAVAILABLE, f"the stream to the leader broke "
-                              f"({e.code().name}: {e.details()})")
-            self._broken(call, e)
+            error = ApiError.of_rpc_error(e)
+            if stream_broke(error.code, error.reason):  # the leader died
+                error = _unavailable(f"the stream to the leader broke ({error.code.name}: "
+                                     f"{error.message})")
         except grpc.aio.UsageError:  # the channel was closed under us
-            self._broken(call, rpc_error(grpc.StatusCode.UNAVAILABLE, "the link was closed"))
+            error = _unavailable("the link was closed")
+        self._broken(call, error)
 
-    def _broken(self, call: Any, e: grpc.aio.AioRpcError) -> None:
+    def _broken(self, call: Any, error: ApiError) -> None:
         if self._call is not call:
             return
         self._call = None
         call.cancel()
-        self.unsupported = e.code() == grpc.StatusCode.UNIMPLEMENTED
         for task in self._tasks:
             if task is not asyncio.current_task():
                 task.cancel()
         self._tasks = []
-        self._calls.fail_all(_Unsupported if self.unsupported else lambda: e)
+        self._calls.fail_all(lambda: error)
 
     def close(self) -> None:
         if self._call is not None:
-            self._broken(self._call, rpc_error(grpc.StatusCode.UNAVAILABLE, "link closed"))
+            self._broken(self._call, _unavailable("link closed"))
 
 
 class LeaderLink:
@@ -211,18 +181,12 @@ class LeaderLink:
     async def propose(self, leader: MemberInfo, payload: bytes,
                       timeout: float) -> tuple[bytes, int]:
         """Forward an encoded command to `leader`: its encoded result and log index.
-        Raises grpc.aio.AioRpcError as a unary Propose would (the leader's status)."""
+        Raises the leader's answer, or the stream's failure, as an ApiError."""
         stream = self._streams.get(leader.peer_address)
         if stream is None:
             stream = self._streams[leader.peer_address] = ProposeStream(
                 self.stub(leader), self.metadata(leader))
-        try:
-            return await stream.propose(payload, timeout)
-        except _Unsupported:
-            pass
-        resp = await self.stub(leader).Propose(
-            pb.ForwardRequest(command=payload), metadata=self.metadata(leader), timeout=timeout)
-        return resp.result, resp.index
+        return await stream.propose(payload, timeout)
 
     def session_asks(self, leader: MemberInfo, method: str) -> SessionAsks:
         """The batcher of `method` ("KeepAlive" or "Remaining") calls to `leader`."""

@@ -32,7 +32,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from coord.server.core.coordinator import Coordinator, ForwardedError
+from coord.server.core.coordinator import Coordinator
 from coord.server.core.mode import READ_WRITE, ModeChange
 from coord.server.core.periodic import Periodic
 from coord.server.node.errors import NodeError
@@ -40,6 +40,7 @@ from coord.sm import commands as c
 from coord.sm import limits
 from coord.sm.errors import LIMIT_EXCEEDED, CommandError
 from coord.sm.sessions import LOCAL_SESSION_IDS, check_open
+from coord.wire import ApiError
 
 log = logging.getLogger(__name__)
 
@@ -202,7 +203,7 @@ class LocalSessions:
         cmd = c.OpenSession(session.name, session.ttl_ms, True, session.request_id, session.id)
         try:
             res = await self.coord.write(cmd, timeout=REGISTER_TIMEOUT_S, local_apply=True)
-        except (NodeError, ForwardedError) as e:
+        except (NodeError, ApiError) as e:
             session.registering = False
             if not self.coord.mode.serving_writes:
                 return  # cut off again: it stays local, registered at the next return

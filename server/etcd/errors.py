@@ -15,9 +15,8 @@ from typing import Any
 
 import grpc
 
-from coord.server.api.errors import reason_of
-from coord.server.core.coordinator import ForwardedError
 from coord.server.node.errors import NodeError
+from coord.wire import ApiError
 
 Code = grpc.StatusCode
 
@@ -92,13 +91,9 @@ def from_exception(err: Exception) -> EtcdError:
         return err
     if isinstance(err, NodeError):
         return _NODE_ERRORS.get(err.reason, NO_LEADER)
-    if isinstance(err, ForwardedError):
-        reason = reason_of(err.error)
-        if reason in _RESULT_ERRORS:
-            return _RESULT_ERRORS[reason]
-        if reason in _NODE_ERRORS:
-            return _NODE_ERRORS[reason]
-        return EtcdError(err.error.code(), f"etcdserver: {err.error.details()}")
+    if isinstance(err, ApiError):  # the leader's answer to a forwarded command
+        known = _RESULT_ERRORS.get(err.reason) or _NODE_ERRORS.get(err.reason)
+        return known or EtcdError(err.code, f"etcdserver: {err.message}")
     raise err
 
 
@@ -109,7 +104,7 @@ def etcd_call(fn: Callable) -> Callable:
     async def run(self: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
         try:
             return await fn(self, request, context)
-        except (EtcdError, NodeError, ForwardedError) as e:
+        except (EtcdError, NodeError, ApiError) as e:
             err = from_exception(e)
             await context.abort(err.code, err.message)
 

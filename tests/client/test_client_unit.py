@@ -751,7 +751,8 @@ def abort(context: grpc.ServicerContext, code: grpc.StatusCode, reason: str, msg
 
 
 class FakeMember(pb_grpc.KVServicer, pb_grpc.SessionsServicer):
-    """A scripted member: `behaviour[method]` decides each answer."""
+    """A scripted member: `behaviour[method]` decides each answer. It serves unary calls
+    only (no Pipeline stream): its clients are made with `stream=False`."""
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -863,7 +864,7 @@ def eventually(predicate, timeout: float = 5.0) -> bool:
 def test_write_fails_over_with_the_same_request_id(members):
     a, b = members
     a.behaviour["Put"] = "no_leader"
-    with Client([a.endpoint, b.endpoint], timeout=2, policy=FAST,
+    with Client([a.endpoint, b.endpoint], timeout=2, policy=FAST, stream=False,
                 randomize_endpoints=False) as client:
         result = client.put("k", "v")
         assert result.header.member == "b"
@@ -873,7 +874,7 @@ def test_write_fails_over_with_the_same_request_id(members):
 
 def test_ambiguous_failure_of_unsafe_write_is_not_repeated(members):
     a, b = members
-    with Client([a.endpoint, b.endpoint], timeout=2, policy=FAST,
+    with Client([a.endpoint, b.endpoint], timeout=2, policy=FAST, stream=False,
                 randomize_endpoints=False) as client:
         with pytest.raises(DeadlineError):
             client.compact(3)
@@ -882,7 +883,7 @@ def test_ambiguous_failure_of_unsafe_write_is_not_repeated(members):
 
 def test_unreachable_member_is_skipped(members):
     a, b = members
-    with Client(["127.0.0.1:1", b.endpoint], timeout=2, policy=FAST) as client:
+    with Client(["127.0.0.1:1", b.endpoint], timeout=2, policy=FAST, stream=False) as client:
         assert client.put("k", "v").header.member == "b"
         assert client.get("k") is None
 
@@ -894,7 +895,7 @@ def test_watch_resumes_on_another_member_without_loss_or_repeat(members, end):
     a, b = members
     a.behaviour["Watch"] = [wresp((b"k1", 11)), wresp((b"k2", 12)), end]
     b.behaviour["Watch"] = [wresp((b"k2", 12), (b"k3", 12)), wresp((b"k4", 13))]
-    with Client([a.endpoint, b.endpoint], timeout=2, policy=FAST,
+    with Client([a.endpoint, b.endpoint], timeout=2, policy=FAST, stream=False,
                 randomize_endpoints=False) as client:
         stream = client.watch(prefix="k")
         got = [(e.kv.key, e.revision) for _, e in zip(range(4), stream, strict=False)]
@@ -910,7 +911,7 @@ def test_a_watch_ended_by_coords_own_internal_error_is_not_resumed(members):
     a, b = members
     a.behaviour["Watch"] = [wresp((b"k1", 11)), "export_failed"]
     b.behaviour["Watch"] = [wresp((b"k2", 12))]
-    with Client([a.endpoint, b.endpoint], timeout=2, policy=FAST,
+    with Client([a.endpoint, b.endpoint], timeout=2, policy=FAST, stream=False,
                 randomize_endpoints=False) as client:
         stream = client.watch(prefix="k")
         assert next(stream).kv.key == b"k1"
@@ -925,7 +926,7 @@ def test_an_open_refused_as_the_member_went_read_only_is_opened_again_there(memb
     a read-only client opens again and gets the member-local session; others are told."""
     a = members[0]
     a.behaviour["OpenSession"] = "went_read_only"
-    with Client([a.endpoint], read_only_ok=True, timeout=2.0, policy=FAST) as client:
+    with Client([a.endpoint], read_only_ok=True, timeout=2.0, policy=FAST, stream=False) as client:
         info = client.open_session("x", 3.0)
         assert info.local and info.session_id == (1 << 62) + 5
         first, again = a.requests["OpenSession"]
@@ -942,7 +943,7 @@ def test_session_keeps_its_id_across_members_and_is_fenced_at_once(members):
     sever = threading.Event()
     b.behaviour["Events"] = sever
     severed: list = []
-    with Client([a.endpoint, b.endpoint], timeout=2, policy=FAST) as client:
+    with Client([a.endpoint, b.endpoint], timeout=2, policy=FAST, stream=False) as client:
         session = client.session(ttl=3, on_severed=severed.append)
         assert session.id == 77
         deadline = time.monotonic() + 5
@@ -963,7 +964,7 @@ def test_session_keeps_its_id_across_members_and_is_fenced_at_once(members):
 
 def test_session_close_closes_on_server_and_keepalive_gone_fences(members):
     a, b = members
-    with Client([a.endpoint], timeout=2, policy=FAST) as client:
+    with Client([a.endpoint], timeout=2, policy=FAST, stream=False) as client:
         with client.session(ttl=3) as s:
             assert not s.fenced.is_set()
         assert s.fenced.is_set()
@@ -982,7 +983,7 @@ def test_async_client_fails_over_and_watches(members):
     b.behaviour["Watch"] = [wresp((b"k1", 11))]
 
     async def main() -> None:
-        async with AsyncClient([a.endpoint, b.endpoint], timeout=2, policy=FAST,
+        async with AsyncClient([a.endpoint, b.endpoint], timeout=2, policy=FAST, stream=False,
                                randomize_endpoints=False) as client:
             assert (await client.put("k", "v")).header.member == "b"
             async with client.watch("k1") as stream:
@@ -1000,29 +1001,6 @@ def test_async_client_fails_over_and_watches(members):
 
     asyncio.run(main())
     assert a.requests["Put"][0].request_id == b.requests["Put"][0].request_id
-
-
-@pytest.mark.parametrize("flavour", ["async", "sync"])
-def test_a_member_without_the_stream_is_sent_unary_calls(members, flavour):
-    """A member with no Pipeline service (an older coord; these fakes) answers the stream
-    UNIMPLEMENTED: each request is sent once, as a unary call, and later requests to that
-    member skip the stream."""
-    a, _ = members
-
-    async def main() -> None:
-        async with AsyncClient([a.endpoint], timeout=2, policy=FAST) as client:
-            assert (await client.put("k", "v")).header.member == "a"
-            assert client._pipelines.get(a.endpoint, client.transport(a.endpoint)).unsupported
-            await client.put("k2", "v")
-
-    if flavour == "async":
-        asyncio.run(main())
-    else:
-        with Client([a.endpoint], timeout=2, policy=FAST) as client:
-            assert client.put("k", "v").header.member == "a"
-            client.put("k2", "v")
-    assert [r.key for r in a.requests["Put"]] == [b"k", b"k2"]
-
 
 
 def test_a_stream_that_fails_fails_its_operations_retryably():

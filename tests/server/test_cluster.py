@@ -9,9 +9,9 @@ import time
 import grpc
 import pytest
 
-from coord.server.api.errors import reason_of
 from coord.sm.commands import Put, encode_command
 from coord.testing import LocalCluster
+from coord.wire import ApiError
 
 pytestmark = pytest.mark.cluster
 
@@ -68,7 +68,7 @@ def test_follower_rejects_write_naming_leader(cluster3: LocalCluster):
     with cluster3.client(follower) as c, pytest.raises(grpc.RpcError) as err:
         c.propose(put(b"x"))
     assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
-    assert reason_of(err.value) == "NOT_LEADER"
+    assert ApiError.of_rpc_error(err.value).reason == "NOT_LEADER"
     assert leader in err.value.details()
 
 
@@ -196,5 +196,5 @@ def test_promoting_a_learner_that_is_not_caught_up_is_refused(cluster3: LocalClu
         admin.add_member("ghost", "127.0.0.1:1", learner=True)  # never started
         with pytest.raises(grpc.RpcError) as err:
             admin.add_member("ghost", "127.0.0.1:1", learner=False)
-    assert reason_of(err.value) == "LEARNER_NOT_CAUGHT_UP"
+    assert ApiError.of_rpc_error(err.value).reason == "LEARNER_NOT_CAUGHT_UP"
     write(cluster3, [leader], put(b"still-fine"))

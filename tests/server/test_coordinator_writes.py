@@ -13,12 +13,9 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
-import grpc
 import pytest
 
-from coord.server.api.errors import ApiError, reason_of
 from coord.server.core.coordinator import Coordinator
-from coord.server.core.forward import rpc_error
 from coord.server.core.mode import NO_QUORUM, Refused
 from coord.server.node.driver import NodeOptions
 from coord.server.node.errors import OutcomeUnknown, Timeout
@@ -74,15 +71,3 @@ def test_a_member_cut_off_before_any_attempt_still_refuses():
 
     asyncio.run(run())
 
-
-def test_a_pipelined_forward_outcome_reads_as_the_unary_status():
-    """A refusal carried in-band on the forwarding stream becomes the AioRpcError a unary
-    Propose raises: same code, reason, message and ErrorInfo metadata."""
-    e = rpc_error(grpc.StatusCode.FAILED_PRECONDITION, "not the leader", "NOT_LEADER",
-                  {"leader": "n2"})
-    assert reason_of(e) == "NOT_LEADER" and e.code() == grpc.StatusCode.FAILED_PRECONDITION
-    back = ApiError.of_rpc_error(e)
-    assert (back.code, back.reason, back.message, back.metadata) == (
-        grpc.StatusCode.FAILED_PRECONDITION, "NOT_LEADER", "not the leader", {"leader": "n2"})
-    bare = rpc_error(grpc.StatusCode.UNAVAILABLE, "gone")
-    assert reason_of(bare) is None and ApiError.of_rpc_error(bare).reason == ""

@@ -17,10 +17,10 @@ import grpc
 import pytest
 
 from coord.client import Client, CoordError, NoQuorumError, ReadOnlyError
-from coord.server.api.errors import reason_of
 from coord.testing import LocalCluster
 from coord.v1 import coord_pb2 as pb
 from coord.v1 import coord_pb2_grpc as pb_grpc
+from coord.wire import ApiError
 
 
 def wait_until(what: str, check: Callable[[], bool], timeout: float = 10.0) -> float:
@@ -99,7 +99,7 @@ def test_survivor_serves_reads_read_only_and_comes_back(cluster3, survivor_role)
             for _ in plain_watch:
                 pass
         assert cut.value.code() == grpc.StatusCode.UNAVAILABLE
-        assert reason_of(cut.value) == "NO_QUORUM"
+        assert ApiError.of_rpc_error(cut.value).reason == "NO_QUORUM"
 
         # Reads: the last committed value, flagged stale, with the applied revision.
         res = ro.range(b"k")
@@ -296,7 +296,8 @@ def test_a_session_stream_that_comes_in_as_its_member_is_cut_off_says_read_only(
             try:
                 first = next(stream)
             except grpc.RpcError as e:
-                pytest.fail(f"the stream ended instead: {reason_of(e)} {e.details()}")
+                err = ApiError.of_rpc_error(e)
+                pytest.fail(f"the stream ended instead: {err.reason} {err.message}")
             stream.cancel()
         assert (first.type, first.mode, first.member) == ("mode_changed", "read-only",
                                                           follower)
@@ -322,7 +323,8 @@ def test_an_owner_watch_that_comes_in_as_its_member_is_cut_off_says_read_only(cl
             try:
                 first = next(stream)
             except grpc.RpcError as e:
-                pytest.fail(f"the watch ended instead: {reason_of(e)} {e.details()}")
+                err = ApiError.of_rpc_error(e)
+                pytest.fail(f"the watch ended instead: {err.reason} {err.message}")
             stream.cancel()
         assert (first.kind, first.mode) == ("mode", "read-only")
     finally:
