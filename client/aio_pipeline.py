@@ -15,7 +15,7 @@ cancels it on the member too.
 
 from __future__ import annotations
 
-import asyncio
+import functools
 from typing import Any
 
 import grpc
@@ -82,8 +82,6 @@ class Pipeline:
     def __init__(self, transport: Transport, metadata: Metadata) -> None:
         self._transport = transport
         self._metadata = metadata
-        self._call: BidiCall | None = None
-        self._tasks: list[asyncio.Task[None]] = []
         self._calls: TaggedCalls[pb.PipelineOp] = TaggedCalls()
         self._closed = False
 
@@ -96,7 +94,7 @@ class Pipeline:
         raises its CoordError, DeadlineError after `timeout`, TransportClosed."""
         if self._closed:
             raise TransportClosed
-        if self._call is None:
+        if self._calls.stream is None:
             self._open()
         timeout_ms = max(1, int(timeout * 1000))
 
@@ -109,17 +107,13 @@ class Pipeline:
 
     def _cancel(self, tag: int) -> None:
         """Tell the member to stop working on an operation we gave up on."""
-        if self._call is not None:
+        if self._calls.stream is not None:
             self._calls.outbox.append(pb.PipelineOp(id=tag, cancel=True))
             self._calls.wake.set()
 
     def _open(self) -> None:
         call = self._transport.bidi_stream("Pipeline", "Stream", metadata=self._metadata)
-        self._call = call
-        self._tasks = [
-            asyncio.ensure_future(self._write(call)),
-            asyncio.ensure_future(self._read(call)),
-        ]
+        self._calls.opened(call, self._write(call), self._read(call))
 
     async def _write(self, call: BidiCall) -> None:
         """Everything queued since the last message, as one message."""
@@ -147,26 +141,13 @@ class Pipeline:
                     else:
                         settle(result.id, getattr(result, kind))
         except (CallEnded, CallCancelled, TransportClosed, grpc.RpcError) as e:
-            self._broken(call, e)
-
-    def _broken(self, call: BidiCall, e: BaseException) -> None:
-        """The stream failed: fail what is in flight on it, and let the next request open
-        a new one."""
-        if self._call is not call:
-            return
-        self._call = None
-        call.cancel()
-        for task in self._tasks:
-            if task is not asyncio.current_task():
-                task.cancel()
-        self._tasks = []
-        self._calls.fail_all(lambda: _stream_error(e))
+            # what is in flight fails; the next request opens a new stream
+            self._calls.ended(call, functools.partial(_stream_error, e))
 
     async def close(self) -> None:
         self._closed = True
-        call = self._call
-        if call is not None:
-            self._broken(call, TransportClosed())
+        if self._calls.stream is not None:
+            self._calls.ended(self._calls.stream, TransportClosed)
 
 
 class Pipelines:

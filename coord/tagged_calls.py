@@ -1,14 +1,14 @@
 """The calling side of a pipelined stream: requests tagged with ids of ours, the calls
 waiting for their answers, and the requests waiting to be sent — everything made in one
 loop turn leaves in one message. The client library's `Pipeline` (client/aio_pipeline)
-and a follower's forwarding stream to the leader (server/core/forward) both call
-through it; each owns its stream (opening it, reading answers, failing over), this
-module only the bookkeeping, with no gRPC and nothing of the server or the client."""
+and a follower's forwarding stream to the leader (server/forward/link) both call
+through it; each opens its stream, writes and reads it and says what its end means,
+this module only the bookkeeping, with no gRPC and nothing of the server or the client."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Generic, TypeVar
 
 __all__ = ["TaggedCalls"]
@@ -17,13 +17,34 @@ M = TypeVar("M")  # one request as it goes in a message
 
 
 class TaggedCalls(Generic[M]):
-    """Calls in flight by tag; `call` sends one and waits for `settle` or `fail_all`."""
+    """Calls in flight by tag; `call` sends one and waits for `settle` or `fail_all`.
+    `stream` is the open stream they go on (None until `opened`, and again once `ended`)."""
 
     def __init__(self) -> None:
         self.pending: dict[int, asyncio.Future[Any]] = {}
         self.outbox: list[M] = []
         self.wake = asyncio.Event()
+        self.stream: Any = None
+        self._tasks: list[asyncio.Task[None]] = []
         self._next_tag = 0
+
+    def opened(self, stream: Any, *tasks: Coroutine[Any, Any, None]) -> None:
+        """`stream` is open: `tasks` (its writer and its reader) run until it ends."""
+        self.stream = stream
+        self._tasks = [asyncio.ensure_future(task) for task in tasks]
+
+    def ended(self, stream: Any, error: Callable[[], BaseException]) -> None:
+        """`stream` failed: cancel it and its tasks (but the one calling this), and fail
+        every call in flight with `error()`. Ignored for a stream no longer open."""
+        if self.stream is not stream:
+            return
+        self.stream = None
+        stream.cancel()
+        for task in self._tasks:
+            if task is not asyncio.current_task():
+                task.cancel()
+        self._tasks = []
+        self.fail_all(error)
 
     async def call(self, make: Callable[[int], M], timeout: float,
                    expired: Callable[[float], BaseException],

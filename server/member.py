@@ -32,7 +32,6 @@ from coord.server.config import MemberConfig
 from coord.server.core.compaction import AutoCompactor
 from coord.server.core.coordinator import Coordinator
 from coord.server.core.events import EventHub
-from coord.server.core.forward import ForwardService, LeaderLink
 from coord.server.core.leader_note import LeaderNote
 from coord.server.core.local_sessions import LocalSessions
 from coord.server.core.quorum_notes import QuorumNotes
@@ -43,6 +42,8 @@ from coord.server.etcd.kv import EtcdKVService
 from coord.server.etcd.lease import EtcdLeaseService
 from coord.server.etcd.maintenance import EtcdMaintenanceService
 from coord.server.etcd.watch import EtcdWatchService
+from coord.server.forward.link import LeaderLink
+from coord.server.forward.service import ForwardService
 from coord.server.node.driver import Node, NodeOptions
 from coord.server.node.identity import claim_data_dir, log_version
 from coord.server.node.members import MemberInfo

@@ -55,3 +55,37 @@ def test_a_call_given_up_is_abandoned_and_a_failed_stream_fails_the_rest():
         assert not calls.pending and not calls.outbox
 
     asyncio.run(main())
+
+
+def test_a_stream_that_ended_stops_its_tasks_and_fails_its_calls_once():
+    """`ended` for the open stream cancels it and its other task and fails what is in
+    flight; for a stream already replaced (a late report of an old one) it does nothing."""
+    class _Stream:
+        cancelled = False
+
+        def cancel(self) -> None:
+            self.cancelled = True
+
+    async def main() -> None:
+        calls: TaggedCalls[int] = TaggedCalls()
+        old, new = _Stream(), _Stream()
+        forever = asyncio.Event()
+        calls.opened(old, forever.wait(), forever.wait())
+        tasks = list(calls._tasks)
+        waiting = asyncio.ensure_future(calls.call(lambda t: t, 5.0, TimeoutError))
+        await asyncio.sleep(0)
+        calls.ended(old, lambda: ConnectionError("old stream gone"))
+        with pytest.raises(ConnectionError):
+            await waiting
+        await asyncio.gather(*tasks, return_exceptions=True)
+        assert old.cancelled and calls.stream is None and all(t.cancelled() for t in tasks)
+        calls.opened(new, forever.wait())
+        waiting = asyncio.ensure_future(calls.call(lambda t: t, 5.0, TimeoutError))
+        await asyncio.sleep(0)
+        calls.ended(old, lambda: ConnectionError("reported late"))  # not the open one
+        assert calls.stream is new and not new.cancelled and not waiting.done()
+        calls.settle(2, "answer")
+        assert await waiting == "answer"
+        calls.ended(new, lambda: ConnectionError("done"))
+
+    asyncio.run(main())

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import grpc
 
-from coord.server.core.coordinator import Coordinator
+from coord.server.core.coordinator import Coordinator, call_timeout
 from coord.server.core.mode import Refused
 from coord.server.node.errors import NodeError
 from coord.wire import ApiError, result_code
@@ -27,8 +27,6 @@ T = TypeVar("T")
 READ_ONLY_OK_KEY = "coord-read-only-ok"
 """Call metadata by which a sessionless client accepts read-only service (ZooKeeper's
 "am-i-readonly-client" handshake flag; sessions carry it in OpenSession)."""
-
-DEFAULT_TIMEOUT_S = 5.0
 
 
 def read_only_flag(metadata: Any) -> bool | None:
@@ -144,16 +142,6 @@ async def query(coord: Coordinator, caller: Caller, cmd: Any, serializable: bool
 
 def invalid_argument(message: str) -> ApiError:
     return ApiError(grpc.StatusCode.INVALID_ARGUMENT, "INVALID_ARGUMENT", message)
-
-
-def call_timeout(context: grpc.aio.ServicerContext, default: float = DEFAULT_TIMEOUT_S) -> float:
-    remaining = context.time_remaining()
-    return default if remaining is None else clamp_timeout(remaining)
-
-
-def clamp_timeout(remaining: float) -> float:
-    """A deadline the client gave, less a margin to answer in, within [0.05, 60] s."""
-    return max(0.05, min(remaining - 0.05, 60.0))
 
 
 # -- the same steps for a unary call: the error aborts it ---------------------------------

@@ -16,10 +16,10 @@ from typing import Any
 
 import grpc
 
-from coord.server.api.common import DEFAULT_TIMEOUT_S, Caller, clamp_timeout, read_only_flag
+from coord.server.api.common import Caller, read_only_flag
 from coord.server.api.ops import OPS
-from coord.server.core.coordinator import Coordinator
-from coord.server.core.tagged_stream import TaggedStream
+from coord.server.core.coordinator import DEFAULT_TIMEOUT_S, Coordinator, clamp_timeout
+from coord.server.transport.tagged_stream import TaggedStream
 from coord.v1 import coord_pb2 as pb
 from coord.v1 import coord_pb2_grpc
 from coord.wire import ApiError

@@ -14,8 +14,8 @@ from typing import Any
 
 import grpc
 
-from coord.server.core.forward import LeaderLink
 from coord.server.core.mode import READ_WRITE, ModeChange, ModeMonitor, Refused
+from coord.server.forward.link import LeaderLink
 from coord.server.node.driver import Node
 from coord.server.node.errors import (
     NoLeader,
@@ -30,11 +30,24 @@ from coord.v1 import coord_pb2 as pb
 from coord.wire import ApiError
 
 RETRY_PAUSE_S = 0.05
+DEFAULT_TIMEOUT_S = 5.0
+"""A request's time budget when its caller set no deadline."""
 
 # Request ids this member makes up: a random prefix per process and a counter, unique
 # across members and restarts as a uuid4 each would be, at a fraction of the cost.
 _ID_PREFIX = secrets.token_hex(8)
 _ids = itertools.count(1)
+
+
+def clamp_timeout(remaining: float) -> float:
+    """A deadline the client gave, less a margin to answer in, within [0.05, 60] s."""
+    return max(0.05, min(remaining - 0.05, 60.0))
+
+
+def call_timeout(context: grpc.aio.ServicerContext) -> float:
+    """The time budget of the call `context` serves, in either API."""
+    remaining = context.time_remaining()
+    return DEFAULT_TIMEOUT_S if remaining is None else clamp_timeout(remaining)
 
 
 class Coordinator:
@@ -57,7 +70,8 @@ class Coordinator:
             header.quorum_lost_ms = int(self.mode.cut_off_for() * 1000)
         return header
 
-    async def write(self, cmd: Any, timeout: float = 5.0, local_apply: bool = False) -> Any:
+    async def write(self, cmd: Any, timeout: float = DEFAULT_TIMEOUT_S,
+                    local_apply: bool = False) -> Any:
         """Commit `cmd` and return its decoded result.
 
         Every retryable command carries a request id (one is made up if the client sent
@@ -118,12 +132,14 @@ class Coordinator:
             raise NoLeader(f"member {node.me.name} knows no leader")
         return await self.link.propose(leader, payload, timeout)
 
-    async def read(self, cmd: Any, serializable: bool = False, timeout: float = 5.0) -> Any:
+    async def read(self, cmd: Any, serializable: bool = False,
+                   timeout: float = DEFAULT_TIMEOUT_S) -> Any:
         if not serializable:
             await self.barrier(timeout)
         return self.machine.query(cmd)
 
-    async def barrier(self, timeout: float = 5.0, give_up_when_cut_off: bool = True) -> None:
+    async def barrier(self, timeout: float = DEFAULT_TIMEOUT_S,
+                      give_up_when_cut_off: bool = True) -> None:
         """Wait until this member has applied everything committed before the call. A
         member that goes read-only meanwhile gives up at once (Refused), so a waiting
         read is answered read-only or refused then, not at its deadline."""

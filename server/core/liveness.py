@@ -1,6 +1,6 @@
 """Asking the leader about a session's liveness from any member: renew it (a keepalive)
 or read how long it has left. Only the leader's session tracker knows deadlines, so a
-follower forwards over the peer port, batched (server/core/session_asks.py). Native
+follower forwards over the peer port, batched (server/forward/session_asks.py). Native
 session keepalives and etcd lease keepalives/TTL queries both come here: a lease is a
 session."""
 

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from coord.etcdpb import rpc_pb2 as pb
 from coord.etcdpb import rpc_pb2_grpc
-from coord.server.api.common import call_timeout
 from coord.server.core import liveness
-from coord.server.core.coordinator import Coordinator
+from coord.server.core.coordinator import Coordinator, call_timeout
 from coord.server.core.session_tracker import SessionTracker
 from coord.server.etcd import convert as conv
 from coord.server.etcd import errors as err

@@ -64,7 +64,7 @@ def test_no_module_crosses_the_node_boundaries():
     ("x = self._raw.raft.term", "server/node/driver.py"),
     ("leader = raw.raft.lead", "server/core/mode.py"),
     ("size = os.path.getsize(node.store.path)", "server/etcd/cluster.py"),
-    ("await self.node.transport.authenticate(context)", "server/core/forward.py"),
+    ("await self.node.transport.authenticate(context)", "server/forward/service.py"),
     ("d = self.coord.node.sm.describe()", "server/api/admin.py"),
     ("r = node._raw", "coord/bench/raft.py"),
     ("if t._closed: pass", "server/transport/peer.py"),

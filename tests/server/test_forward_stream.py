@@ -17,7 +17,8 @@ import pytest
 
 from coord.server.api.common import Caller, commit
 from coord.server.core.coordinator import Coordinator
-from coord.server.core.forward import ForwardService, ProposeStream
+from coord.server.forward.link import ProposeStream
+from coord.server.forward.service import ForwardService
 from coord.server.node.driver import NodeOptions
 from coord.server.node.errors import NotLeader
 from coord.server.node.members import MemberInfo

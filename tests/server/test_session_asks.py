@@ -1,4 +1,4 @@
-"""A follower's keepalives go to the leader in batches (server/core/session_asks.py):
+"""A follower's keepalives go to the leader in batches (server/forward/session_asks.py):
 asks that arrive while calls are out share the next call; a failed call or a late
 answer is None (the keepalive says `pending`), never a guess."""
 
@@ -10,9 +10,9 @@ import time
 import grpc
 import pytest
 
-from coord.server.core import session_asks
-from coord.server.core.forward import ForwardService
-from coord.server.core.session_asks import MAX_IN_FLIGHT, SessionAsks
+from coord.server.forward import session_asks
+from coord.server.forward.service import ForwardService
+from coord.server.forward.session_asks import MAX_IN_FLIGHT, SessionAsks
 from coord.v1 import coord_pb2 as pb
 from coord.v1 import coord_pb2_grpc as stubs
 

@@ -1,7 +1,8 @@
 """The serving side of a pipelined stream: requests tagged with the caller's ids, each
 served by a task of its own, answers sent as they complete, those that complete together
 in one message. The client API's stream (`server/api/pipeline.py`) and the followers'
-forwarding stream to the leader (`forward.py`) both run on it.
+forwarding stream to the leader (`server/forward/service.py`) both run on it; the
+calling side is `coord.tagged_calls`.
 
 Every request of one message is started in the same loop turn, so what they submit to
 the Raft node (proposals, ReadIndex waits) reaches it together: the node proposes

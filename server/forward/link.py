@@ -1,24 +1,19 @@
-"""Member-to-member forwarding over the peer port: a follower hands an encoded command
-(or a batch of keepalives) to the leader, so clients never have to find the leader.
-Commands travel on one pipelined stream per follower -> leader pair (`ProposeStream`,
-served by `TaggedStream` like the client API's stream), so what a follower's clients
-send together reaches the leader's Raft log together. The leader's refusal of a command
-comes back as the `coord.wire.ApiError` it answered, and so does a stream that failed,
-for every command in flight on it."""
+"""A follower's side of forwarding: its channels to the leader's peer port, with the
+cluster credentials (`LeaderLink`). Commands travel on one pipelined stream per
+follower -> leader pair (`ProposeStream`), so what a follower's clients send together
+reaches the leader's Raft log together; keepalives and TTL questions go in batches
+(`session_asks`). The leader's refusal of a command comes back as the
+`coord.wire.ApiError` it answered, and so does a stream that failed, for every command
+in flight on it."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from typing import Any
 
 import grpc
 
-from coord.server.core.session_asks import SessionAsks
-from coord.server.core.session_tracker import SessionTracker
-from coord.server.core.tagged_stream import TaggedStream
-from coord.server.node.driver import Node
-from coord.server.node.errors import NodeError
+from coord.server.forward.session_asks import SessionAsks
 from coord.server.node.members import MemberInfo
 from coord.server.transport.auth import PeerAuth
 from coord.server.transport.grpc_options import CHANNEL_OPTIONS
@@ -27,64 +22,7 @@ from coord.v1 import coord_pb2 as pb
 from coord.v1 import coord_pb2_grpc
 from coord.wire import ApiError, stream_broke
 
-PROPOSE_TIMEOUT_S = 5.0
 ASK_TIMEOUT_S = 2.0  # a batch of keepalives; each asker gives up on its own sooner
-
-
-class ForwardService(coord_pb2_grpc.ForwardServicer):
-    """The leader's side: only members of this cluster may call (`auth`)."""
-
-    def __init__(self, node: Node, tracker: SessionTracker, auth: PeerAuth) -> None:
-        self.node = node
-        self.tracker = tracker
-        self.auth = auth
-
-    async def ProposeStream(self, request_iterator, context):  # noqa: N802
-        """Propose, pipelined: every proposal of a message is proposed in one loop turn
-        (one Raft batch); outcomes go back as they commit, those that commit together in
-        one message."""
-        await self.auth.authenticate(context)
-        await context.send_initial_metadata(())  # the follower writes once it has these
-
-        async def send(outcomes: list[pb.ForwardOutcome]) -> None:
-            await context.write(pb.ForwardOutcomes(outcomes=outcomes))
-
-        stream = TaggedStream(send, _failed_outcome)
-
-        def take(request: pb.ForwardProposals) -> None:
-            for p in request.proposals:
-                if p.id not in stream.in_flight:  # a repeated id is the follower's bug
-                    stream.start(p.id, self._outcome(p))
-
-        await stream.run(request_iterator, take)
-
-    async def _outcome(self, p: pb.ForwardProposal) -> pb.ForwardOutcome:
-        timeout = p.timeout_ms / 1000 if p.timeout_ms > 0 else PROPOSE_TIMEOUT_S
-        try:
-            applied = await self.node.propose(p.command, timeout)
-        except NodeError as e:
-            return pb.ForwardOutcome(id=p.id, error=e.as_api_error().as_pb())
-        return pb.ForwardOutcome(id=p.id, result=applied.result, index=applied.index,
-                                 term=applied.term)
-
-    async def KeepAlive(self, request, context):  # noqa: N802
-        return await self._ask(request, context, self.tracker.keepalive)
-
-    async def Remaining(self, request, context):  # noqa: N802
-        return await self._ask(request, context, self.tracker.remaining)
-
-    async def _ask(self, request: pb.ForwardKeepAliveRequest, context: Any,
-                   answer: Callable[[int], int | None]) -> pb.ForwardKeepAliveResponse:
-        await self.auth.authenticate(context)
-        if not self.node.is_leader:
-            await ApiError(grpc.StatusCode.FAILED_PRECONDITION, "NOT_LEADER",
-                           "not the leader").abort(context)
-        ttls = [answer(sid) for sid in request.session_ids]
-        return pb.ForwardKeepAliveResponse(ttl_ms=[0 if t is None else t for t in ttls])
-
-
-def _failed_outcome(tag: int, e: BaseException) -> pb.ForwardOutcome:
-    return pb.ForwardOutcome(id=tag, error=ApiError(grpc.StatusCode.UNKNOWN, "", repr(e)).as_pb())
 
 
 def _unavailable(message: str) -> ApiError:
@@ -108,13 +46,11 @@ class ProposeStream:
                  metadata: tuple[tuple[str, str], ...]) -> None:
         self._stub = stub
         self._metadata = metadata
-        self._call: Any = None
-        self._tasks: list[asyncio.Task[None]] = []
         self._calls: TaggedCalls[pb.ForwardProposal] = TaggedCalls()
 
     async def propose(self, payload: bytes, timeout: float) -> tuple[bytes, int]:
         """The leader's encoded result and log index; raises its ApiError."""
-        if self._call is None:
+        if self._calls.stream is None:
             self._open()
         timeout_ms = max(1, int(timeout * 1000))
         return await self._calls.call(
@@ -122,9 +58,8 @@ class ProposeStream:
             timeout, _deadline_error)
 
     def _open(self) -> None:
-        self._call = call = self._stub.ProposeStream(metadata=self._metadata)
-        self._tasks = [asyncio.ensure_future(self._write(call)),
-                       asyncio.ensure_future(self._read(call))]
+        call = self._stub.ProposeStream(metadata=self._metadata)
+        self._calls.opened(call, self._write(call), self._read(call))
 
     async def _write(self, call: Any) -> None:
         try:
@@ -151,22 +86,11 @@ class ProposeStream:
                                      f"{error.message})")
         except grpc.aio.UsageError:  # the channel was closed under us
             error = _unavailable("the link was closed")
-        self._broken(call, error)
-
-    def _broken(self, call: Any, error: ApiError) -> None:
-        if self._call is not call:
-            return
-        self._call = None
-        call.cancel()
-        for task in self._tasks:
-            if task is not asyncio.current_task():
-                task.cancel()
-        self._tasks = []
-        self._calls.fail_all(lambda: error)
+        self._calls.ended(call, lambda: error)
 
     def close(self) -> None:
-        if self._call is not None:
-            self._broken(self._call, _unavailable("link closed"))
+        if self._calls.stream is not None:
+            self._calls.ended(self._calls.stream, lambda: _unavailable("link closed"))
 
 
 class LeaderLink:
