@@ -581,3 +581,88 @@ def test_the_run_time_check_catches_a_module_that_loads_the_server():
     loaded = loaded_by("import coord.server.member")
     assert "coord.server.member" in heavy(loaded, ("coord.server",))
     assert "sqlite3" in heavy(loaded, ("sqlite3",))
+
+
+# -- inside the member: server's parts, layered ---------------------------------------------
+
+SERVER_LAYERS: tuple[tuple[str, ...], ...] = (
+    ("member",),  # one member, wired: every part below
+    ("config",),  # its configuration (defaults from the parts it configures)
+    ("api", "etcd"),  # the two client APIs: siblings, neither imports the other
+    ("core",),  # the request path both APIs share
+    ("forward",),  # what the request path asks of other members, and the leader's side
+    ("node",),  # the consensus driver
+    ("storage", "transport", "loop"),  # the log on disk, the wires, the event loop
+)
+"""coord.server's parts (a sub-package or a module directly under server/), top to
+bottom. A part imports only parts of lower layers, so calls flow one way; parts of one
+layer import none of each other."""
+
+
+def server_part(module: str) -> str | None:
+    """coord.server.core.coordinator -> core; None outside coord.server's parts."""
+    parts = module.split(".")
+    return parts[2] if parts[:2] == ["coord", "server"] and len(parts) > 2 else None
+
+
+def upward_imports(imports: Iterable[Import],
+                   layers: tuple[tuple[str, ...], ...] = SERVER_LAYERS) -> list[str]:
+    """Every import between two of server's parts that does not go to a lower layer."""
+    rank = {part: i for i, parts in enumerate(layers) for part in parts}
+    out = []
+    for i in imports:
+        own, other = server_part(i.source), server_part(i.target)
+        if own is None or other is None or own == other:
+            continue
+        if own not in rank or other not in rank:
+            why = f"{own if own not in rank else other} is in no layer of SERVER_LAYERS"
+        elif rank[own] == rank[other]:
+            why = f"{own} and {other} are siblings"
+        elif rank[own] > rank[other]:
+            why = f"{other} is above {own}"
+        else:
+            continue
+        out.append(f"{i.source}:{i.line} imports {i.target} ({i.kind}): {why}")
+    return out
+
+
+def test_server_parts_import_only_lower_layers():
+    broken = upward_imports(IMPORTS)
+    assert not broken, "\n".join(broken)
+
+
+def test_every_server_part_has_a_layer():
+    on_disk = {server_part(m) for m in MODULES} - {None}
+    placed = {part for parts in SERVER_LAYERS for part in parts}
+    assert on_disk == placed, (on_disk - placed, placed - on_disk)
+
+
+SERVER_PLANTED = {
+    "server/__init__.py": "",
+    "server/member.py": "from coord.server.api import kv\n",  # down: fine
+    "server/api/__init__.py": "",
+    "server/api/kv.py": "from coord.server.core.coordinator import Coordinator\n",  # down
+    "server/etcd/__init__.py": "",
+    "server/etcd/kv.py": "def put():\n    from coord.server.api import kv\n",  # a sibling
+    "server/core/__init__.py": "",
+    "server/core/coordinator.py": ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                   "    from coord.server.api.kv import Service\n"),  # up
+    "server/forward/__init__.py": "",
+    "server/forward/link.py": "from coord.server.node import driver\n",  # down
+    "server/node/__init__.py": "",
+    "server/node/driver.py": "import coord.server.lab.probe\n",  # a part with no layer
+    "server/lab/__init__.py": "",
+    "server/lab/probe.py": "",
+}
+
+
+def test_the_server_layer_checker_catches_planted_upward_imports(tmp_path):
+    broken = upward_imports(read_imports(_plant(tmp_path, SERVER_PLANTED)))
+    assert broken == [
+        "coord.server.core.coordinator:3 imports coord.server.api.kv (under TYPE_CHECKING):"
+        " api is above core",
+        "coord.server.etcd.kv:2 imports coord.server.api.kv (inside a function):"
+        " etcd and api are siblings",
+        "coord.server.node.driver:1 imports coord.server.lab.probe (module level):"
+        " lab is in no layer of SERVER_LAYERS",
+    ]
