@@ -96,10 +96,10 @@ class Replayer:
         except ValueError:
             cmd = None
         if cmd is None:
-            kind, encoded = "undecodable", m.apply(index, term, time_ms, payload)
+            kind, answer = "undecodable", m.apply(index, term, time_ms, payload)
         else:  # decoded once: apply_command is what apply runs after decoding
-            kind, encoded = KIND_OF[type(cmd)], m.apply_command(cmd, time_ms, term=term)
-        result = c.decode_result(encoded)
+            kind, answer = KIND_OF[type(cmd)], m.apply_command(cmd, time_ms, term=term)
+        result = answer.value
         rows = self.maker.rows(index, term, time_ms, result.revision, kind, cmd, result,
                                m.drain_events())
         if self._untimed:

@@ -1,7 +1,8 @@
 """`CoordMachine`: the coordination state machine the Raft log replicates.
 
 `apply` decodes a command, answers a retried request id from memory, dispatches, and
-returns the encoded result. It is deterministic: no clocks, randomness or I/O; the
+returns the result as an `Answer` (the value, and its bytes once asked for or
+remembered under the request id). It is deterministic: no clocks, randomness or I/O; the
 leader's clock arrives as `time_ms` (made monotonic here, so a new leader with a slower
 clock cannot move time backwards; lifetimes run on `ElapsedClock` instead, which a
 leader's clock error cannot move) and leader-drawn randomness arrives inside commands.
@@ -36,6 +37,7 @@ from coord.sm.pids import DEFAULT_PID_CAPACITY, DEFAULT_PID_LIFETIME_MS, PidAllo
 from coord.sm.records import Event
 from coord.sm.results import (
     AlarmResult,
+    Answer,
     CompactResult,
     DeleteRangeResult,
     EventsResult,
@@ -53,7 +55,6 @@ from coord.sm.results import (
     Result,
     SessionResult,
     TxnResult,
-    encode_result,
 )
 from coord.sm.sessions import Session, SessionTable
 
@@ -157,30 +158,29 @@ class CoordMachine:
 
     # -- the StateMachine protocol -------------------------------------------------------
 
-    def apply(self, index: int, term: int, time_ms: int, payload: bytes) -> bytes:
+    def apply(self, index: int, term: int, time_ms: int, payload: bytes) -> Answer:
         try:
             cmd = c.decode_command(payload)
         except ValueError as exc:
-            return encode_result(Result(error=INVALID_ARGUMENT,
-                                        message=f"undecodable command: {exc}",
-                                        revision=self.revision))
+            return Answer(Result(error=INVALID_ARGUMENT, message=f"undecodable command: {exc}",
+                                 revision=self.revision))
         return self.apply_command(cmd, time_ms, term=term)
 
-    def apply_command(self, cmd: c.Command, time_ms: int, *, term: int) -> bytes:
-        """Apply a decoded command from an entry of `term`; the encoded result, as `apply`
-        returns it."""
+    def apply_command(self, cmd: c.Command, time_ms: int, *, term: int) -> Answer:
+        """Apply a decoded command from an entry of `term`; its answer, as `apply`
+        returns it (a repeated request id's is the remembered bytes)."""
         tag = c.command_tag(cmd)
         request_id = getattr(cmd, "request_id", "")
         if type(request_id) is not str or utf8_len(request_id) > MAX_REQUEST_ID_BYTES:
-            return encode_result(RESULT_TYPES[type(cmd)](
+            return Answer(RESULT_TYPES[type(cmd)](
                 error=TOO_LARGE, revision=self.revision,
                 message=f"request_id must be a str of at most {MAX_REQUEST_ID_BYTES} bytes"))
         if request_id:
             hit = self.recent.get(request_id)
             if hit is not None:
                 if hit[0] == tag:
-                    return hit[1]
-                return encode_result(RESULT_TYPES[type(cmd)](
+                    return Answer(data=hit[1])
+                return Answer(RESULT_TYPES[type(cmd)](
                     error=REQUEST_ID_REUSED, revision=self.revision,
                     message=f"request_id {request_id!r:.60} was used by a different command"))
         now = max(self.clock_ms, time_ms) if type(time_ms) is int else self.clock_ms
@@ -189,20 +189,19 @@ class CoordMachine:
             elapsed = elapsed.at(term, time_ms)
         self._elapsed_ms = elapsed.now_ms
         before = self.ledger.changes
-        result = self._dispatch(cmd, now)
-        data = encode_result(result)
+        answer = Answer(self._dispatch(cmd, now))
         if self.ledger.changes != before:
             self.clock_ms = now
             self.elapsed = elapsed
             if request_id:
-                self.recent.put(request_id, (tag, data))
-        elif type(cmd) is c.NoteLeader and not result.error:
+                self.recent.put(request_id, (tag, answer.data))
+        elif type(cmd) is c.NoteLeader and not answer.value.error:
             self.elapsed = elapsed  # a new leader's note starts its term on the elapsed clock
-        return data
+        return answer
 
     def execute(self, cmd: c.Command, time_ms: int = 0) -> Any:
-        """Apply and decode the result: the in-process path (tests, tools)."""
-        return c.decode_result(self.apply(0, 0, time_ms, c.encode_command(cmd)))
+        """Apply a command and return its result: the in-process path (tests, tools)."""
+        return self.apply(0, 0, time_ms, c.encode_command(cmd)).value
 
     def query(self, cmd: c.Command) -> Any:
         """Serve a read command from local state (after a ReadIndex barrier)."""

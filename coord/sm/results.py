@@ -162,41 +162,34 @@ _TAGS: dict[type, int] = {
 _BY_TAG: dict[int, type] = {tag: cls for cls, tag in _TAGS.items()}
 
 
-class _JustEncoded:
-    """The results this process encoded last, by the identity of their bytes. A member
-    answers a command it proposed with the very bytes its machine's apply encoded, so
-    `decode_result` hands back the result those bytes were made from instead of parsing
-    them again: an own of 10,000 resources spent about 15 % of the leader's time decoding
-    its own 10,000 grants. Only those bytes objects hit (bytes that crossed the network
-    or came from the request-id memory are new objects and decode as before); results
-    are immutable records, as decoding would make them. A hit is taken out, and the
-    memory is bounded in entries and bytes: the oldest go first."""
+class Answer:
+    """A command's result as the machine answers it: the value (`value`), for a proposer
+    on this member, and its encoding (`data`), for one on another member and for the
+    request-id memory. Each side is made from the other on first use and kept: a local
+    proposer takes the very result the machine made, nothing encoded or decoded; the
+    leader encodes a forwarded command's result once, for the memory and the follower
+    alike; a remembered answer is decoded only when a local retry reads it. Results are
+    immutable records, so encoding one later gives the bytes it gave at apply."""
 
-    MAX_ENTRIES = 256
-    MAX_BYTES = 8 << 20
+    __slots__ = ("_data", "_value")
 
-    def __init__(self) -> None:
-        self._by_id: dict[int, tuple[bytes, Result]] = {}
-        self._bytes = 0
+    def __init__(self, value: Result | None = None, data: bytes | None = None) -> None:
+        if (value is None) == (data is None):
+            raise ValueError("an answer is made from a result or from its bytes")
+        self._value = value
+        self._data = data
 
-    def put(self, data: bytes, result: Result) -> None:
-        self._by_id[id(data)] = (data, result)  # holding `data` keeps its id unique
-        self._bytes += len(data)
-        while self._by_id and (len(self._by_id) > self.MAX_ENTRIES
-                               or self._bytes > self.MAX_BYTES):
-            old, _ = self._by_id.pop(next(iter(self._by_id)))
-            self._bytes -= len(old)
+    @property
+    def value(self) -> Any:
+        if self._value is None:
+            self._value = decode_result(self._data)
+        return self._value
 
-    def take(self, data: bytes) -> Result | None:
-        entry = self._by_id.get(id(data))
-        if entry is None or entry[0] is not data:
-            return None
-        del self._by_id[id(data)]
-        self._bytes -= len(data)
-        return entry[1]
-
-
-_just_encoded = _JustEncoded()
+    @property
+    def data(self) -> bytes:
+        if self._data is None:
+            self._data = encode_result(self._value)
+        return self._data
 
 
 def encode_result(result: Result) -> bytes:
@@ -204,13 +197,9 @@ def encode_result(result: Result) -> bytes:
         tag = _TAGS[type(result)]
     except KeyError:
         raise ValueError(f"not a result: {type(result).__name__}") from None
-    data = framing.encode(tag, result)
-    _just_encoded.put(data, result)
-    return data
+    return framing.encode(tag, result)
 
 
 def decode_result(data: bytes) -> Any:
     """The result `data` encodes (a Result subclass); ValueError for anything else."""
-    if (made_from := _just_encoded.take(data)) is not None:
-        return made_from
     return framing.decode(data, _BY_TAG, "result")

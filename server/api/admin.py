@@ -111,7 +111,8 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         except NodeError as e:
             await abort_node_error(context, e)
         return admin_pb2.ProposeResponse(
-            index=applied.index, term=applied.term, result=applied.result or b""
+            index=applied.index, term=applied.term,
+            result=b"" if applied.result is None else applied.result.data
         )
 
     async def ReadIndex(self, request, context):  # noqa: N802

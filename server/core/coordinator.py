@@ -72,7 +72,8 @@ class Coordinator:
 
     async def write(self, cmd: Any, timeout: float = DEFAULT_TIMEOUT_S,
                     local_apply: bool = False) -> Any:
-        """Commit `cmd` and return its decoded result.
+        """Commit `cmd` and return its result: on the leader the very value its machine
+        made, on a follower the leader's answer decoded.
 
         Every retryable command carries a request id (one is made up if the client sent
         none), so retrying after a lost reply or a leader change is safe: the state
@@ -103,7 +104,7 @@ class Coordinator:
                 result, index = await self._propose(payload, remaining)
                 if local_apply and index:
                     await self.node.wait_applied(index, max(0.05, deadline - time.monotonic()))
-                return c.decode_result(result)
+                return result
             except (NotLeader, NoLeader):
                 pass  # not proposed anywhere: always safe to try again
             except (ProposalLost, Timeout, OutcomeUnknown) as e:
@@ -121,16 +122,17 @@ class Coordinator:
                     raise
             await asyncio.sleep(min(RETRY_PAUSE_S, max(0.0, deadline - time.monotonic())))
 
-    async def _propose(self, payload: bytes, timeout: float) -> tuple[bytes, int]:
-        """The encoded result and the log index it was applied at."""
+    async def _propose(self, payload: bytes, timeout: float) -> tuple[Any, int]:
+        """The result and the log index it was applied at."""
         node = self.node
         if node.is_leader:
             applied = await node.propose(payload, timeout)
-            return applied.result or b"", applied.index
+            return applied.result.value, applied.index
         leader = node.leader
         if leader is None:
             raise NoLeader(f"member {node.me.name} knows no leader")
-        return await self.link.propose(leader, payload, timeout)
+        data, index = await self.link.propose(leader, payload, timeout)
+        return c.decode_result(data), index
 
     async def read(self, cmd: Any, serializable: bool = False,
                    timeout: float = DEFAULT_TIMEOUT_S) -> Any:

@@ -55,6 +55,7 @@ from coord.server.node.statemachine import StateMachine
 from coord.server.node.ticker import tick_every
 from coord.server.storage.log_store import LogStore
 from coord.server.transport.peer import PeerTransport
+from coord.sm.results import Answer
 
 log = logging.getLogger(__name__)
 
@@ -128,11 +129,11 @@ class StatusEvent:
 
 @dataclass(frozen=True, slots=True)
 class Applied:
-    """Where a proposal landed in the log, and what the state machine returned."""
+    """Where a proposal landed in the log, and what the state machine answered."""
 
     index: int
     term: int
-    result: bytes | None
+    result: Answer | None
 
 
 @dataclass(slots=True)
@@ -617,7 +618,7 @@ class Node:
                 listener()
 
     def _apply(self, e: Entry) -> None:
-        result: bytes | None = None
+        result: Answer | None = None
         if e.type is EntryType.CONF_CHANGE:
             cc = conf_change_of(e)
             self._raw.apply_conf_change(cc)

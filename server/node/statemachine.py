@@ -8,10 +8,13 @@ from __future__ import annotations
 
 from typing import Protocol, Self
 
+from coord.sm.results import Answer
+
 
 class StateMachine(Protocol):
-    def apply(self, index: int, term: int, time_ms: int, payload: bytes) -> bytes:
-        """Apply one committed command; the return value goes back to the proposer."""
+    def apply(self, index: int, term: int, time_ms: int, payload: bytes) -> Answer:
+        """Apply one committed command; the answer goes back to the proposer (its value
+        to one on this member, its bytes to one elsewhere)."""
 
     def snapshot(self) -> bytes:
         """Serialize the whole state (taken at the last applied index)."""

@@ -23,7 +23,7 @@ class Log:
 
     def apply(self, term: int, time_ms: int, cmd: c.Command):
         self.index += 1
-        return c.decode_result(self.m.apply(self.index, term, time_ms, c.encode_command(cmd)))
+        return self.m.apply(self.index, term, time_ms, c.encode_command(cmd)).value
 
     def lead(self, term: int, time_ms: int) -> None:
         """A new leader's first entry: its note (server/core/leader_note.py)."""

@@ -122,7 +122,7 @@ def test_garbage_is_rejected(garbage):
         c.decode_command(garbage)
     m = CoordMachine()
     before = m.snapshot()
-    r = c.decode_result(m.apply(1, 1, 1, garbage))
+    r = m.apply(1, 1, 1, garbage).value
     assert type(r) is res.Result and r.error == INVALID_ARGUMENT and r.message
     assert m.snapshot() == before
 
@@ -179,7 +179,7 @@ def test_idempotent_retries_return_the_original_result():
     own = c.Own(sid, "g", (Claim("r", 0),), request_id="own-1")
     first = m.apply(1, 1, 1, c.encode_command(own))
     m.execute(c.Put(b"k", b"v"))
-    assert m.apply(2, 1, 2, c.encode_command(own)) == first
+    assert m.apply(2, 1, 2, c.encode_command(own)).data == first.data
     lease = c.LeasePid("t", 0, random_generation=1, request_id="lease-1")
     a = m.execute(lease)
     retry = c.LeasePid("t", 0, random_generation=999, request_id="lease-1")  # a new draw
@@ -361,7 +361,7 @@ def run_log(m: CoordMachine, entries, start_time: int = 0) -> tuple[list[bytes],
     out, events, now = [], [], start_time
     for i, (cmd, step) in enumerate(entries):
         now += step
-        out.append(m.apply(i + 1, 1, now, c.encode_command(cmd)))
+        out.append(m.apply(i + 1, 1, now, c.encode_command(cmd)).data)
         events.extend(m.drain_events())
     return out, events, now
 
@@ -458,7 +458,7 @@ def replay_digest(seed: int, n: int = 400) -> str:
             cmd = c.DeleteRange(b"k", b"\0")
         else:
             cmd = c.Release(sid, "g", tuple(f"r{j}" for j in range(12)))
-        h.update(m.apply(i, 1, i * 100, c.encode_command(cmd)))
+        h.update(m.apply(i, 1, i * 100, c.encode_command(cmd)).data)
         for e in m.drain_events():
             h.update(repr(e).encode())
     h.update(m.snapshot())
@@ -483,6 +483,6 @@ def test_the_machine_keeps_the_newest_terms_leader_note():
     the machine's latest note stays the newest term's."""
     m = CoordMachine()
     for index, (member, term) in enumerate([("n1", 2), ("n2", 3), ("n1", 2)], 1):
-        assert c.decode_result(m.apply(index, term, 1_000, c.encode_command(
-            c.NoteLeader(member, term)))).ok
+        assert m.apply(index, term, 1_000, c.encode_command(
+            c.NoteLeader(member, term))).value.ok
     assert m.leader_note == (3, "n2")
