@@ -1,7 +1,7 @@
 """How a unary handler of the native API ends a call with an error: the error is
 `coord.wire.ApiError` (a status code plus a machine-readable ErrorInfo reason, so
-clients branch on `reason` instead of parsing messages), re-exported here for the
-services."""
+clients branch on `reason` instead of parsing messages; `history` imports it from
+here)."""
 
 from __future__ import annotations
 
