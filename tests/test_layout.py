@@ -592,7 +592,7 @@ SERVER_LAYERS: tuple[tuple[str, ...], ...] = (
     ("core",),  # the request path both APIs share
     ("forward",),  # what the request path asks of other members, and the leader's side
     ("node",),  # the consensus driver
-    ("storage", "transport", "loop"),  # the log on disk, the wires, the event loop
+    ("storage", "transport"),  # the log on disk, the wires
 )
 """coord.server's parts (a sub-package or a module directly under server/), top to
 bottom. A part imports only parts of lower layers, so calls flow one way; parts of one
