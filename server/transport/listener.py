@@ -16,8 +16,9 @@ import asyncio
 import logging
 from typing import Protocol, cast
 
+from coord.server.transport.connection import no_delay, split_address
 from coord.server.transport.frames import PREAMBLE
-from coord.server.transport.peer import PeerTransport, no_delay, split_address
+from coord.server.transport.peer import PeerTransport
 
 __all__ = ["PeerPort"]
 

@@ -1,21 +1,18 @@
-"""Peer-to-peer Raft transport: one plain TCP connection to each peer, carrying frames
-(`coord.server.transport.frames`).
+"""Peer-to-peer Raft transport: one plain TCP connection to each peer
+(`coord.server.transport.connection`), carrying frames (`coord.server.transport.frames`).
 
 Outbound: every peer has one bounded queue and one asyncio task that owns one connection
-to it. The task drains everything queued into ONE ``MessageBatch`` per frame; while the
-connection's write buffer is over its limit it waits, so a slow peer pushes back through
-TCP into the queue. When the queue is full, or while the peer is not connected, new
+to it. The task drains everything queued into ONE ``MessageBatch`` per frame (a big
+snapshot in pieces, `snapshot_pieces`) and waits while the connection's write buffer is
+over its limit. When the queue is full, or while the peer is not connected, new
 messages are dropped (Raft tolerates loss) and the owner is told via ``on_unreachable``
 (at most once per 100 ms per peer). A broken connection is re-opened with capped
 exponential backoff (50 ms .. 1 s), cut short when the peer opens a connection to us: a
-restarted peer is reached at once, not after the backoff it grew while it was down. A ping
-every second, answered by the peer, notices a peer that is paused or cut off without a
-reset: no answer for 3 s and the connection is dropped.
+restarted peer is reached at once, not after the backoff it grew while it was down.
 
 Inbound: the member's peer port (`coord.server.transport.listener`) hands each Raft
-connection to `PeerTransport.accept`. Its first frame must be a ``PeerHello`` that
-`auth.PeerAuth` accepts, or the connection is refused with the reason; then each batch is
-decoded and handed to ``on_messages`` synchronously in the event loop.
+connection to `PeerTransport.accept`; each batch it brings is decoded and handed to
+``on_messages`` synchronously in the event loop.
 
 Why not gRPC, as the member's other calls are: per message, a gRPC stream cost 36-46 µs
 of CPU on each side and a frame on a socket 4-7 µs, and one client write is about ten
@@ -30,20 +27,18 @@ import asyncio
 import dataclasses
 import logging
 import math
-import socket
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import cast
-
-from google.protobuf.message import DecodeError
 
 from coord.raft.types import LOCAL_MESSAGES, Message, MessageType
+from coord.server.transport import snapshot_pieces
 from coord.server.transport.auth import PeerAuth
 from coord.server.transport.codec import fill_message_pb, message_from_pb
-from coord.server.transport.frames import PREAMBLE, FrameError, FrameReader, Kind, frame
+from coord.server.transport.connection import ConnectionEnded, Inbound, Outbound
+from coord.server.transport.snapshot_pieces import Piece, Reassembly, fill_piece
 from coord.v1 import raft_pb2
 
-__all__ = ["MAX_MESSAGE_BYTES", "PeerTransport", "split_address"]
+__all__ = ["MAX_MESSAGE_BYTES", "PeerTransport"]
 
 log = logging.getLogger(__name__)
 
@@ -52,45 +47,15 @@ MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 
 BATCH_SOFT_BYTES = 32 * 1024 * 1024
 """A batch stops growing once it would pass this size (a single larger message still goes)."""
-CHUNK_BYTES = 4 * 1024 * 1024
-"""A snapshot message bigger than this goes as pieces of this size, one per batch: no
-message of hundreds of MiB to build and hold twice, and heartbeats interleave with the
-pieces instead of queueing behind one huge write."""
-
 BACKOFF_MIN = 0.05
 BACKOFF_MAX = 1.0
 HANDSHAKE_TIMEOUT = 5.0
 """How long opening a connection (connect + the peer accepting our credentials) may take."""
-PING_INTERVAL = 1.0
-DEAD_AFTER = 3.0
-"""A connection whose peer has sent nothing (not even a pong) for this long is dropped."""
-INBOUND_IDLE = 10.0
-"""An inbound connection silent this long (its opener pings every PING_INTERVAL) is closed."""
-WRITE_BUFFER_HIGH = 4 * 1024 * 1024
-"""Past this many bytes not yet taken by the kernel, the sender waits before writing more."""
-
 UNREACHABLE_INTERVAL = 0.1
 """``on_unreachable`` is called at most once per this many seconds per peer."""
 
 _AUTH_CODES = ("UNAUTHENTICATED", "PERMISSION_DENIED")
 _SNAP = MessageType.SNAP
-_PONG = frame(Kind.PONG)
-_PING = frame(Kind.PING)
-
-
-def split_address(address: str) -> tuple[str, int]:
-    """("host", port) of "host:port" (an IPv6 host in brackets: "[::1]:2380")."""
-    host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ValueError(f"{address!r} is not host:port")
-    return host.removeprefix("[").removesuffix("]"), int(port)
-
-
-def no_delay(tr: asyncio.BaseTransport) -> None:
-    """Send small frames at once (no Nagle delay): each is a Raft round trip's half."""
-    sock = tr.get_extra_info("socket")
-    if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 def _log_task_failure(task: asyncio.Task[None]) -> None:
@@ -98,78 +63,27 @@ def _log_task_failure(task: asyncio.Task[None]) -> None:
         log.error("%s died", task.get_name(), exc_info=task.exception())
 
 
-class _StreamEnded(Exception):
-    """The connection ended: the peer refused it or closed it, or stopped answering."""
-
-    def __init__(self, code: str, details: str | None) -> None:
-        super().__init__(f"{code}: {details}")
-        self.code = code
-        self.details = details
-
-
-@dataclasses.dataclass(slots=True)
-class _Chunk:
-    """A queued piece of a snapshot message (see CHUNK_BYTES); `type` lets the queue's
-    snapshot bookkeeping count it as the snapshot it is part of."""
-
-    to: int
-    offset: int
-    total: int
-    data: bytes
-    message: Message | None  # on the last piece: the message, its snapshot data empty
-    type: MessageType = MessageType.SNAP
-
-
-def _chunks(m: Message) -> list[_Chunk]:
-    assert m.snapshot is not None
-    data = m.snapshot.data
-    bare = dataclasses.replace(m, snapshot=dataclasses.replace(m.snapshot, data=b""))
-    starts = range(0, len(data), CHUNK_BYTES)
-    return [_Chunk(m.to, i, len(data), data[i:i + CHUNK_BYTES],
-                   bare if i == starts[-1] else None) for i in starts]
-
-
+@dataclasses.dataclass(slots=True, eq=False)
 class _Peer:
-    __slots__ = (
-        "node_id",
-        "address",
-        "generation",
-        "task",
-        "queue",
-        "wakeup",
-        "came_back",
-        "connected",
-        "sent",
-        "dropped",
-        "batches",
-        "connects",
-        "failures",
-        "auth_failures",
-        "received",
-        "last_error",
-        "lost_snapshot",
-        "link",
-    )
-
-    def __init__(self, node_id: int, address: str) -> None:
-        self.node_id = node_id
-        self.address = address
-        self.generation = 0  # bumped whenever the owning task is replaced or stopped
-        self.task: asyncio.Task[None] | None = None
-        self.queue: deque[Message | _Chunk] = deque()
-        self.link: _Outbound | None = None  # the open connection, while the pump runs it
-        self.wakeup = asyncio.Event()
-        self.came_back = asyncio.Event()  # the peer opened a stream to us: stop backing off
-        self.connected = False
-        self.sent = 0  # messages written to the stream
-        self.dropped = 0  # messages dropped (queue full, not connected, stream broke)
-        self.batches = 0  # stream writes
-        self.connects = 0  # streams accepted by the peer
-        self.failures = 0  # failed or broken streams
-        self.auth_failures = 0  # streams refused with UNAUTHENTICATED / PERMISSION_DENIED
-        self.received = 0  # messages accepted from this peer (inbound)
-        self.last_error: str | None = None
-        self.lost_snapshot = False  # a snapshot went down with the last stream
+    node_id: int
+    address: str
+    generation: int = 0  # bumped whenever the owning task is replaced or stopped
+    task: asyncio.Task[None] | None = None
+    queue: deque[Message | Piece] = dataclasses.field(default_factory=deque)
+    link: Outbound | None = None  # the open connection, while the pump runs it
+    wakeup: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+    # the peer opened a stream to us: stop backing off
+    came_back: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+    connected: bool = False
+    sent: int = 0  # messages written to the stream
+    dropped: int = 0  # messages dropped (queue full, not connected, stream broke)
+    batches: int = 0  # stream writes
+    connects: int = 0  # streams accepted by the peer
+    failures: int = 0  # failed or broken streams
+    auth_failures: int = 0  # streams refused with UNAUTHENTICATED / PERMISSION_DENIED
+    received: int = 0  # messages accepted from this peer (inbound)
+    last_error: str | None = None
+    lost_snapshot: bool = False  # a snapshot went down with the last stream
 
 
 def _nowhere(_messages: list[Message]) -> None:
@@ -195,7 +109,7 @@ class PeerTransport:
         self._peers: dict[int, _Peer] = {}
         self._last_unreachable: dict[int, float] = {}
         self._retired: set[asyncio.Task[None]] = set()
-        self._inbound: set[_Inbound] = set()
+        self._inbound: set[Inbound] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
         # Counters that belong to no configured peer.
@@ -349,10 +263,10 @@ class PeerTransport:
         backoff = BACKOFF_MIN
         while True:
             peer.came_back.clear()
-            link: _Outbound | None = None
+            link: Outbound | None = None
             try:
-                link = await asyncio.wait_for(self._open(to_id, address, peer.wakeup),
-                                              HANDSHAKE_TIMEOUT)
+                link = await asyncio.wait_for(
+                    Outbound.open(self.auth, to_id, address, peer.wakeup), HANDSHAKE_TIMEOUT)
                 if peer.generation != generation:
                     return
                 backoff = BACKOFF_MIN
@@ -384,24 +298,7 @@ class PeerTransport:
                 continue
             backoff = BACKOFF_MIN
 
-    async def _open(self, to_id: int, address: str, wakeup: asyncio.Event) -> _Outbound:
-        """Connect to `address`, present our credentials, and wait for the peer's yes."""
-        host, port = split_address(address)
-        loop = asyncio.get_running_loop()
-        link = _Outbound(wakeup)
-        tr, _ = await loop.create_connection(lambda: link, host, port)
-        try:
-            hello = raft_pb2.PeerHello(cluster=self.auth.cluster_id,
-                                       auth=self.auth.token_for(to_id))
-            setattr(hello, "from", self.node_id)
-            tr.write(PREAMBLE + frame(Kind.HELLO, hello.SerializeToString()))
-            await link.accepted
-        except BaseException:
-            tr.close()
-            raise
-        return link
-
-    async def _pump(self, peer: _Peer, link: _Outbound) -> None:
+    async def _pump(self, peer: _Peer, link: Outbound) -> None:
         queue = peer.queue
         wakeup = peer.wakeup
         while True:
@@ -416,7 +313,7 @@ class PeerTransport:
                 continue
             self._write_batch(peer, link)
 
-    def _write_batch(self, peer: _Peer, link: _Outbound) -> None:
+    def _write_batch(self, peer: _Peer, link: Outbound) -> None:
         """Write the next batch of `peer`'s queue to `link`: the pump's step, and `send`'s."""
         batch = raft_pb2.MessageBatch()
         n, snapshot = self._fill_batch(peer, batch)
@@ -436,14 +333,13 @@ class PeerTransport:
         snapshot = False
         while queue:
             m = queue[0]
-            if type(m) is _Chunk or (m.type is _SNAP and m.snapshot is not None
-                                     and len(m.snapshot.data) > CHUNK_BYTES):
+            if type(m) is Piece or (m.type is _SNAP and snapshot_pieces.needs_cutting(m)):
                 if n:
                     break  # a piece goes in a batch of its own
-                if type(m) is not _Chunk:
+                if type(m) is not Piece:
                     queue.popleft()
-                    queue.extendleft(reversed(_chunks(m)))
-                return self._fill_chunk(queue.popleft(), batch), True
+                    queue.extendleft(reversed(snapshot_pieces.cut(m)))
+                return fill_piece(queue.popleft(), batch), True
             queue.popleft()
             x = add()
             fill_message_pb(x, m)
@@ -463,17 +359,9 @@ class PeerTransport:
             snapshot = snapshot or m.type is _SNAP
         return n, snapshot
 
-    @staticmethod
-    def _fill_chunk(c: _Chunk, batch: raft_pb2.MessageBatch) -> int:
-        chunk = batch.chunk
-        chunk.offset, chunk.total, chunk.data = c.offset, c.total, c.data
-        if c.message is not None:
-            fill_message_pb(chunk.message, c.message)
-        return 1
-
     def _note_failure(self, peer: _Peer, exc: Exception) -> None:
         details: str | None = None
-        if isinstance(exc, _StreamEnded):
+        if isinstance(exc, ConnectionEnded):
             error, details = exc.code, exc.details
         elif isinstance(exc, TimeoutError):
             error = "TIMEOUT"
@@ -529,10 +417,10 @@ class PeerTransport:
 
     # --- inbound ------------------------------------------------------------------------
 
-    def accept(self, tr: asyncio.Transport) -> _Inbound:
+    def accept(self, tr: asyncio.Transport) -> Inbound:
         """Serve a Raft connection a peer opened to us (the peer port's; see
         `listener.PeerPort`); feed it what arrives."""
-        conn = _Inbound(self, tr, self._inbound.discard)
+        conn = Inbound(self, tr, self._inbound.discard)
         if self._closed:
             conn.refuse("UNAVAILABLE", "transport closed")
         else:
@@ -547,17 +435,17 @@ class PeerTransport:
             back.came_back.set()
 
     def deliver(self, from_id: int, batch: raft_pb2.MessageBatch,
-                pieces: _Pieces | None = None) -> None:
+                pieces: Reassembly | None = None) -> None:
         """Decode a batch received from `from_id` and hand what is for us to the receiver;
         anything else (for another member, undecodable, local-only) is counted and dropped.
         A snapshot piece is kept in `pieces` (the stream's) until its message completes it."""
         if batch.HasField("chunk"):
-            self._deliver_piece(from_id, batch.chunk, pieces or _Pieces())
+            self._deliver_piece(from_id, batch.chunk, pieces or Reassembly())
             return
         self._hand_over(from_id, batch.messages)
 
     def _deliver_piece(self, from_id: int, chunk: raft_pb2.SnapshotChunk,
-                       pieces: _Pieces) -> None:
+                       pieces: Reassembly) -> None:
         if chunk.offset != pieces.received:  # a piece went missing: drop the snapshot
             pieces.parts.clear()
             pieces.received = 0
@@ -609,202 +497,3 @@ class PeerTransport:
             self._on_messages(out)
         except Exception:
             log.exception("on_messages failed for a batch from %d", from_id)
-
-
-@dataclasses.dataclass(slots=True)
-class _Pieces:
-    """The pieces of a snapshot received so far on one stream."""
-
-    parts: list[bytes] = dataclasses.field(default_factory=list)
-    received: int = 0
-
-
-class _Outbound(asyncio.Protocol):
-    """Our connection to a peer: what the peer sends back (its yes or no, pongs) and the
-    state of our writes. The pump (`PeerTransport._pump`) writes; `wakeup` is the peer's
-    event, set when the connection ends so the pump sees it."""
-
-    def __init__(self, wakeup: asyncio.Event) -> None:
-        loop = asyncio.get_running_loop()
-        self._loop = loop
-        self._wakeup = wakeup
-        self._tr: asyncio.Transport | None = None
-        self._reader = FrameReader()
-        self.accepted: asyncio.Future[None] = loop.create_future()
-        self.ended: _StreamEnded | None = None
-        self.paused = False
-        self._drained: asyncio.Future[None] | None = None
-        self._heard = loop.time()
-        self._pinger: asyncio.TimerHandle | None = None
-        self._snapshot_sent = False
-
-    # --- asyncio.Protocol ---------------------------------------------------------------
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self._tr = cast(asyncio.Transport, transport)  # uvloop's are not subclasses
-        no_delay(transport)
-        self._tr.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
-        self._pinger = self._loop.call_later(PING_INTERVAL, self._ping)
-
-    def data_received(self, data: bytes) -> None:
-        self._heard = self._loop.time()
-        try:
-            frames = self._reader.feed(data)
-        except FrameError as exc:
-            self._end("INTERNAL", str(exc))
-            return
-        for kind, payload in frames:
-            if kind == Kind.PONG:
-                continue
-            if kind == Kind.ACCEPT and not self.accepted.done():
-                self.accepted.set_result(None)
-            elif kind == Kind.REFUSE:
-                why = raft_pb2.PeerRefusal()
-                try:
-                    why.ParseFromString(payload)
-                except DecodeError:
-                    why.code, why.details = "INTERNAL", "undecodable refusal"
-                self._end(why.code or "UNKNOWN", why.details)
-                return
-            else:
-                self._end("INTERNAL", f"unexpected frame {Kind(kind).name} from the peer")
-                return
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._end("UNAVAILABLE", f"connection lost: {exc}" if exc else "closed by the peer")
-
-    def pause_writing(self) -> None:
-        self.paused = True
-
-    def resume_writing(self) -> None:
-        self.paused = False
-        if self._drained is not None and not self._drained.done():
-            self._drained.set_result(None)
-
-    # --- used by the transport ------------------------------------------------------------
-
-    def send(self, payload: bytes, snapshot: bool) -> None:
-        """Write one batch frame (its bytes)."""
-        assert self._tr is not None
-        self._tr.write(frame(Kind.BATCH, payload))
-        self._snapshot_sent = self._snapshot_sent or snapshot
-
-    async def drained(self) -> None:
-        """Wait until the write buffer is below its limit, or the connection ended."""
-        if self.paused and self.ended is None:
-            self._drained = self._loop.create_future()
-            await self._drained
-
-    def unsent_snapshot(self) -> bool:
-        """Did a snapshot go into this connection with bytes still unsent at its end?"""
-        tr = self._tr
-        return self._snapshot_sent and tr is not None and tr.get_write_buffer_size() > 0
-
-    def close(self) -> None:
-        self._end("CANCELLED", "closed by us")
-
-    def _ping(self) -> None:
-        if self.ended is not None or self._tr is None:
-            return
-        silent = self._loop.time() - self._heard
-        if silent > DEAD_AFTER:
-            self._end("UNAVAILABLE", f"no answer to pings for {silent:.1f} s")
-            return
-        self._tr.write(_PING)
-        self._pinger = self._loop.call_later(PING_INTERVAL, self._ping)
-
-    def _end(self, code: str, details: str) -> None:
-        if self.ended is None:
-            self.ended = _StreamEnded(code, details)
-        if self._pinger is not None:
-            self._pinger.cancel()
-        if not self.accepted.done():
-            self.accepted.set_exception(self.ended)
-            self.accepted.exception()  # retrieved: nobody may be waiting any more
-        if self._drained is not None and not self._drained.done():
-            self._drained.set_result(None)
-        if self._tr is not None and not self._tr.is_closing():
-            self._tr.close()
-        self._wakeup.set()
-
-
-class _Inbound:
-    """A connection a peer opened to us: its hello, then its batches and pings. Fed by
-    the peer port's connection (`listener.PeerPort`), which owns the socket."""
-
-    def __init__(self, t: PeerTransport, tr: asyncio.Transport,
-                 on_lost: Callable[[_Inbound], None]) -> None:
-        self._t = t
-        self._tr = tr
-        self._on_lost = on_lost
-        self._reader = FrameReader()
-        self._from = 0
-        self._pieces = _Pieces()  # of a snapshot arriving on this connection
-        self._heard = True
-        self._idle = asyncio.get_running_loop().call_later(INBOUND_IDLE, self._check_idle)
-        no_delay(tr)
-
-    def data_received(self, data: bytes) -> None:
-        self._heard = True
-        t = self._t
-        try:
-            frames = self._reader.feed(data)
-        except FrameError as exc:
-            t.dropped_inbound += 1
-            self.refuse("INVALID_ARGUMENT", str(exc))
-            return
-        for kind, payload in frames:
-            if self._tr.is_closing():
-                return
-            if t.closed:
-                self.refuse("UNAVAILABLE", "transport closed")
-                return
-            if kind == Kind.BATCH and self._from:
-                try:
-                    batch = raft_pb2.MessageBatch.FromString(payload)
-                except DecodeError:
-                    t.dropped_inbound += 1
-                    self.refuse("INVALID_ARGUMENT", "undecodable batch")
-                    return
-                t.deliver(self._from, batch, self._pieces)
-            elif kind == Kind.PING:
-                self._tr.write(_PONG)
-            elif kind == Kind.HELLO and not self._from:
-                self._hello(payload)
-            else:
-                self.refuse("INVALID_ARGUMENT", f"unexpected {Kind(kind).name} frame")
-                return
-
-    def _hello(self, payload: bytes) -> None:
-        hello = raft_pb2.PeerHello()
-        try:
-            hello.ParseFromString(payload)
-        except DecodeError:
-            self.refuse("UNAUTHENTICATED", "undecodable hello")
-            return
-        from_id = getattr(hello, "from")
-        refusal = self._t.auth.check(from_id, hello.cluster, hello.auth)
-        if refusal is not None:
-            self.refuse(*refusal)
-            return
-        self._from = from_id
-        self._tr.write(frame(Kind.ACCEPT))
-        self._t.peer_came_back(from_id)
-
-    def refuse(self, code: str, details: str) -> None:
-        """Tell the opener why, and close."""
-        if not self._tr.is_closing():
-            why = raft_pb2.PeerRefusal(code=code, details=details)
-            self._tr.write(frame(Kind.REFUSE, why.SerializeToString()))
-            self._tr.close()
-
-    def connection_lost(self, _exc: Exception | None) -> None:
-        self._idle.cancel()
-        self._on_lost(self)
-
-    def _check_idle(self) -> None:
-        if not self._heard:
-            self._tr.close()
-            return
-        self._heard = False
-        self._idle = asyncio.get_running_loop().call_later(INBOUND_IDLE, self._check_idle)

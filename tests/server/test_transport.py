@@ -19,7 +19,7 @@ from coord.raft.types import (
     Snapshot,
     SnapshotMeta,
 )
-from coord.server.transport import codec
+from coord.server.transport import codec, connection, snapshot_pieces
 from coord.server.transport import peer as transport_mod
 from coord.server.transport.auth import PeerAuth, auth_token
 from coord.server.transport.frames import PREAMBLE, FrameReader, Kind, frame
@@ -452,7 +452,7 @@ def test_a_paused_connection_queues_and_its_pump_writes_in_order_once_drained(
     reads nothing, our buffer passes its high mark, the connection pauses, and what is
     sent after waits in the queue. When the peer reads again the pump writes it, and
     the peer gets every message in the order sent."""
-    monkeypatch.setattr(transport_mod, "WRITE_BUFFER_HIGH", 64 * 1024)
+    monkeypatch.setattr(connection, "WRITE_BUFFER_HIGH", 64 * 1024)
     big = b"x" * (64 * 1024)
 
     def message(index: int) -> Message:
@@ -614,7 +614,7 @@ def test_a_big_snapshot_goes_in_pieces_and_arrives_whole(monkeypatch: pytest.Mon
     """A snapshot message over CHUNK_BYTES crosses as pieces, one per batch, with other
     messages before and after it in order; it arrives as the one message it was, bytes
     intact — even when it is bigger than the largest message gRPC would carry."""
-    monkeypatch.setattr(transport_mod, "CHUNK_BYTES", 1_000)
+    monkeypatch.setattr(snapshot_pieces, "CHUNK_BYTES", 1_000)
     monkeypatch.setattr(transport_mod, "MAX_MESSAGE_BYTES", 8_000)
 
     async def main() -> None:
@@ -644,7 +644,7 @@ def test_a_snapshot_missing_a_piece_is_dropped_not_delivered() -> None:
     t = PeerTransport(PeerAuth(2, SECRET, CLUSTER))
     got: list = []
     t.receive_with(got.extend)
-    pieces = transport_mod._Pieces()
+    pieces = snapshot_pieces.Reassembly()
     last = raft_pb2.MessageBatch()
     last.chunk.offset, last.chunk.total, last.chunk.data = 4, 8, b"5678"
     codec.fill_message_pb(last.chunk.message, Message(MessageType.SNAP, to=2, frm=1,
@@ -667,7 +667,7 @@ def test_a_silent_inbound_connection_is_closed_a_pinging_one_kept(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The listening side closes a peer's connection that sends nothing for INBOUND_IDLE
     (its opener would ping every second), and keeps one that pings."""
-    monkeypatch.setattr(transport_mod, "INBOUND_IDLE", 0.3)
+    monkeypatch.setattr(connection, "INBOUND_IDLE", 0.3)
 
     async def opened(address: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         host, port = address.rsplit(":", 1)
