@@ -14,7 +14,7 @@ on the class or on `.reason`. Modules: `results` (what calls return), `calls` (r
 building), `txn`, `keys`, `endpoints`, `retry`, `cursors` (resumable streams),
 `session_state`, `read_only` (read-only service and the prober), `transport` (with
 `aio_transport` and `thread_transport`), `aio`, `aio_pipeline` (the pipelined stream
-requests travel on), `aio_stream`, `aio_session`, `sync`,
+requests travel on), `aio_stream`, `aio_session`, `sync` with `sync_stream` and `sync_session`,
 `loop_thread`, `errors`, `admin`; `recipes` (patterns on the client, kazoo's: a bulk
 own, the sequence rule a sink embeds, a fenced sink's judgement).
 """
@@ -64,7 +64,9 @@ from coord.client.results import (
     WatchEvent,
 )
 from coord.client.retry import RetryPolicy
-from coord.client.sync import Client, Session, Stream, Txn
+from coord.client.sync import Client, Txn
+from coord.client.sync_session import Session
+from coord.client.sync_stream import Stream
 from coord.client.txn import TxnBuilder
 
 __all__ = [

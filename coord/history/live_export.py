@@ -29,7 +29,8 @@ from typing import Any
 from coord.client.errors import CoordError
 from coord.client.history import HistoryCursor, HistoryPage
 from coord.client.read_only import ModeChange
-from coord.client.sync import Client, Stream
+from coord.client.sync import Client
+from coord.client.sync_stream import Stream
 from coord.history.compact import compact, small_runs
 from coord.history.rows import Row
 from coord.history.sink import HistorySink
