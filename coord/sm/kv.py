@@ -7,7 +7,8 @@ appended to a history of `WatchEvent`s carrying the previous value, which serves
 watches that start in the past and reads at a past revision (undo the events after it,
 newest first). History is bounded by compaction only: `compact(rev)` forgets events
 before `rev`, after which reads and watches below `rev` fail (etcd's rule).
-Revisions are the machine's one global revision (see `Ledger`).
+Revisions are the machine's one global revision (see `Ledger`). The checks of a request
+that need no state are `kv_checks`'.
 """
 
 from __future__ import annotations
@@ -18,13 +19,11 @@ from typing import Any
 
 from sortedcontainers import SortedList
 
-from coord.sm import codec, kv_columns, limits
+from coord.sm import codec, kv_checks, kv_columns, limits
 from coord.sm.commands import (
     CREATE,
     LEASE,
     MOD,
-    OPS,
-    TARGETS,
     VALUE,
     VERSION,
     Compare,
@@ -39,9 +38,9 @@ from coord.sm.errors import (
     FUTURE_REVISION,
     INVALID_ARGUMENT,
     KEY_NOT_FOUND,
-    TOO_LARGE,
     CommandError,
 )
+from coord.sm.kv_checks import txn_write_conflict
 from coord.sm.kv_hash import KVView
 from coord.sm.ledger import operation
 from coord.sm.records import DELETE, PUT, KeyValue, SessionEvent, WatchEvent
@@ -83,47 +82,6 @@ def in_range(key: bytes, range_end: bytes) -> Callable[[bytes], bool]:
 _Plan = tuple[bool, list[tuple[Any, "_Plan | None"]]]
 
 
-def txn_write_conflict(ops: Sequence[Any]) -> bytes | None:
-    """A key one txn branch writes twice, or None — etcd's check (`checkIntervals`)
-    exactly, so a txn etcd accepts is accepted here and vice versa: a put may not meet
-    another put or a delete of the same level or below; the two branches of a nested
-    txn may put the same key (only one runs); a delete range ending in b"\\0" covers
-    no put (etcd compares the end as a plain string)."""
-    return _intervals(ops)[2]
-
-
-def _intervals(ops: Sequence[Any]) -> tuple[set[bytes], list[tuple[bytes, bytes]], bytes | None]:
-    dels = [(d.key, d.range_end) for d in ops if type(d) is DeleteRange]
-
-    def deleted(k: bytes) -> bool:
-        return any(k == lo if not hi else lo <= k < hi for lo, hi in dels)
-
-    puts: set[bytes] = set()
-    for t in ops:
-        if type(t) is not Txn:
-            continue
-        puts_then, dels_then, bad = _intervals(t.success)
-        if bad is None:
-            puts_else, dels_else, bad = _intervals(t.failure)
-        if bad is not None:
-            return puts, dels, bad
-        for k in sorted(puts_then):
-            if k in puts or deleted(k):
-                return puts, dels, k
-            puts.add(k)
-        for k in sorted(puts_else):
-            if (k in puts and k not in puts_then) or deleted(k):
-                return puts, dels, k
-            puts.add(k)
-        dels += dels_then + dels_else
-    for p in ops:
-        if type(p) is Put:
-            if p.key in puts or deleted(p.key):
-                return puts, dels, p.key
-            puts.add(p.key)
-    return puts, dels, None
-
-
 def _path_ops(plan: _Plan, kind: type) -> Iterator[Any]:
     """The ops of type `kind` a decided txn will run, nested ones in place."""
     for op, sub in plan[1]:
@@ -131,33 +89,6 @@ def _path_ops(plan: _Plan, kind: type) -> Iterator[Any]:
             yield from _path_ops(sub, kind)
         elif type(op) is kind:
             yield op
-
-
-def _check_key(key: Any, what: str = "key") -> None:
-    if type(key) is not bytes:
-        raise CommandError(INVALID_ARGUMENT, f"{what} must be bytes")
-    if not key:
-        raise CommandError(INVALID_ARGUMENT, f"{what} must not be empty")
-    if len(key) > limits.MAX_KEY_BYTES:
-        raise CommandError(TOO_LARGE, f"{what} is {len(key)} bytes; the limit is "
-                           f"{limits.MAX_KEY_BYTES}")
-
-
-def _check_range_end(range_end: Any) -> None:
-    if type(range_end) is not bytes:
-        raise CommandError(INVALID_ARGUMENT, "range_end must be bytes")
-    if len(range_end) > limits.MAX_KEY_BYTES:
-        raise CommandError(TOO_LARGE, "range_end is too long")
-
-
-def _check_int(v: Any, name: str, low: int = 0) -> None:
-    if type(v) is not int or not low <= v <= codec.INT64_MAX:
-        raise CommandError(INVALID_ARGUMENT, f"{name} must be an int >= {low}, got {v!r:.40}")
-
-
-def _check_bool(v: Any, name: str) -> None:
-    if type(v) is not bool:
-        raise CommandError(INVALID_ARGUMENT, f"{name} must be a bool")
 
 
 class KVStore:
@@ -193,7 +124,8 @@ class KVStore:
     def range(
         self, key: bytes, range_end: bytes = b"", limit: int = 0, revision: int = 0
     ) -> RangeResult:
-        self._check_range_op(Range(key, range_end, limit, revision))
+        kv_checks.check_range(Range(key, range_end, limit, revision))
+        self._check_range_revision(revision)
         return self._range(key, range_end, limit, revision)
 
     def _range(self, key: bytes, range_end: bytes, limit: int, revision: int) -> RangeResult:
@@ -240,9 +172,9 @@ class KVStore:
     @operation(EventsResult)
     def events_since(self, revision: int, key: bytes, range_end: bytes = b"") -> EventsResult:
         """Changes at revisions >= `revision` in the range, for a watch starting there."""
-        _check_key(key)
-        _check_range_end(range_end)
-        _check_int(revision, "revision", low=1)
+        kv_checks.check_key(key)
+        kv_checks.check_range_end(range_end)
+        kv_checks.check_int(revision, "revision", low=1)
         if revision < self.compact_revision:
             raise CommandError(
                 COMPACTED, f"revision {revision} is compacted (compact revision "
@@ -269,7 +201,8 @@ class KVStore:
     ) -> PutResult:
         op = Put(key, value, session_id, prev_kv, ignore_value=ignore_value,
                  ignore_lease=ignore_lease)
-        self._check_put(op)
+        kv_checks.check_put(op)
+        self._check_put_state(op)
         return self._put(op)
 
     @operation(DeleteRangeResult)
@@ -277,7 +210,7 @@ class KVStore:
         self, key: bytes, range_end: bytes = b"", prev_kv: bool = False
     ) -> DeleteRangeResult:
         op = DeleteRange(key, range_end, prev_kv)
-        self._check_delete(op)
+        kv_checks.check_delete(op)
         return self._delete_range(op)
 
     @operation(TxnResult)
@@ -294,7 +227,7 @@ class KVStore:
         may not write a key twice (see `txn_write_conflict`); what depends on the state
         (sessions exist, keys exist for ignore_value/ignore_lease, read revisions) is
         checked on the path that will run. Everything is checked before anything runs."""
-        self._check_txn(compares, success, failure, limits.MAX_TXN_OPS)
+        kv_checks.check_txn(compares, success, failure, limits.MAX_TXN_OPS)
         for ops in (success, failure):
             conflict = txn_write_conflict(ops)
             if conflict is not None:
@@ -347,7 +280,7 @@ class KVStore:
         """Forget history before `revision`, as etcd does: reads at `revision` and watches
         starting there still work (they see the puts that stand at it). A change that
         leaves the revision where it is."""
-        _check_int(revision, "revision")
+        kv_checks.check_int(revision, "revision")
         if self.compacted and revision <= self.compact_revision:
             raise CommandError(COMPACTED, f"revision {revision} is already compacted "
                                f"(compact revision {self.compact_revision})",
@@ -374,28 +307,7 @@ class KVStore:
         self.ledger.mark()
         return CompactResult(revision=self.ledger.revision, compact_revision=revision)
 
-    # -- validation ----------------------------------------------------------------------
-
-    def _check_put(self, op: Put) -> None:
-        self._check_put_static(op)
-        self._check_put_state(op)
-
-    def _check_put_static(self, op: Put) -> None:
-        _check_key(op.key)
-        if type(op.value) is not bytes:
-            raise CommandError(INVALID_ARGUMENT, "value must be bytes")
-        if len(op.value) > limits.MAX_VALUE_BYTES:
-            raise CommandError(TOO_LARGE, f"value is {len(op.value)} bytes; the limit is "
-                               f"{limits.MAX_VALUE_BYTES}")
-        _check_bool(op.prev_kv, "prev_kv")
-        _check_bool(op.ignore_value, "ignore_value")
-        _check_bool(op.ignore_lease, "ignore_lease")
-        if type(op.session_id) is not int:
-            raise CommandError(INVALID_ARGUMENT, "session_id must be an int")
-        if op.ignore_value and op.value:
-            raise CommandError(INVALID_ARGUMENT, "value is provided with ignore_value")
-        if op.ignore_lease and op.session_id:
-            raise CommandError(INVALID_ARGUMENT, "session is provided with ignore_lease")
+    # -- checks against the state --------------------------------------------------------
 
     def _check_put_state(self, op: Put, in_txn: bool = False) -> None:
         """etcd checks a put's lease before its key, but a txn's puts the other way
@@ -411,21 +323,6 @@ class KVStore:
             raise CommandError(KEY_NOT_FOUND, f"key {op.key!r:.60} does not exist "
                                "(ignore_value/ignore_lease need a current value)")
 
-    def _check_delete(self, op: DeleteRange) -> None:
-        _check_key(op.key)
-        _check_range_end(op.range_end)
-        _check_bool(op.prev_kv, "prev_kv")
-
-    def _check_range_op(self, op: Range) -> None:
-        self._check_range_static(op)
-        self._check_range_revision(op.revision)
-
-    def _check_range_static(self, op: Range) -> None:
-        _check_key(op.key)
-        _check_range_end(op.range_end)
-        _check_int(op.limit, "limit")
-        _check_int(op.revision, "revision")
-
     def _check_range_revision(self, revision: int) -> None:
         if revision > self.ledger.revision:
             raise CommandError(FUTURE_REVISION, f"revision {revision} is in the future "
@@ -433,44 +330,6 @@ class KVStore:
         if 0 < revision < self.compact_revision:
             raise CommandError(COMPACTED, f"revision {revision} is compacted (compact "
                                f"revision {self.compact_revision})")
-
-    def _check_compare(self, cmp: Any) -> None:
-        if type(cmp) is not Compare:
-            raise CommandError(INVALID_ARGUMENT, "compares must be Compare records")
-        _check_key(cmp.key, "compare key")
-        if cmp.target not in TARGETS or cmp.op not in OPS:
-            raise CommandError(INVALID_ARGUMENT, f"bad compare {cmp.target!r:.20} "
-                               f"{cmp.op!r:.10}: targets {sorted(TARGETS)}, ops {sorted(OPS)}")
-        if type(cmp.value) is not bytes or len(cmp.value) > limits.MAX_VALUE_BYTES:
-            raise CommandError(INVALID_ARGUMENT, "compare value must be bytes within limits")
-        _check_int(cmp.number, "compare number")
-        _check_range_end(cmp.range_end)
-
-    def _check_txn(self, compares: Any, success: Any, failure: Any, budget: int) -> None:
-        """Shape and types, both branches, nested txns too. etcd's op budget: the longest
-        of a level's three lists counts against it, and what is left is the budget of
-        the txns nested in that level (so nesting is bounded too)."""
-        for name, seq in (("compares", compares), ("success", success), ("failure", failure)):
-            if not isinstance(seq, (list, tuple)):
-                raise CommandError(INVALID_ARGUMENT, f"{name} must be a sequence")
-        ops = max(len(compares), len(success), len(failure))
-        if ops > budget:
-            raise CommandError(TOO_LARGE, f"too many operations in txn request ({ops}; "
-                               f"at most {budget} at this level)")
-        for cmp in compares:
-            self._check_compare(cmp)
-        for op in (*success, *failure):
-            if type(op) is Put:
-                self._check_put_static(op)
-            elif type(op) is DeleteRange:
-                self._check_delete(op)
-            elif type(op) is Range:
-                self._check_range_static(op)
-            elif type(op) is Txn:
-                self._check_txn(op.compares, op.success, op.failure, budget - ops)
-            else:
-                raise CommandError(INVALID_ARGUMENT, "txn ops must be Put, Range, DeleteRange "
-                                   "or Txn")
 
     def _compare(self, cmp: Compare) -> bool:
         """etcd 3.4's applyCompare: over a range, every key must pass (stopping at the

@@ -18,7 +18,7 @@ from coord.sm.errors import (
     TOO_LARGE,
     UNKNOWN_SESSION,
 )
-from coord.sm.kv import txn_write_conflict
+from coord.sm.kv_checks import txn_write_conflict
 from coord.sm.machine import CoordMachine
 
 
