@@ -3,8 +3,8 @@
 Raft traffic between members is many small messages, each answered by another. Sent as
 gRPC stream messages, each one cost 36 µs of CPU to send and 46 µs to receive (HTTP/2
 framing, the gRPC core's threads waking the event loop); as frames on a plain TCP
-connection, 7 µs and 4 µs (two processes on loopback, 2026-11-25). etcd's
-own peer transport is likewise a plain stream of its own framing, not gRPC.
+connection, 7 µs and 4 µs (two processes on loopback). etcd's own peer transport is
+likewise a plain stream of its own framing, not gRPC.
 
 A connection starts with `PREAMBLE` from the side that opened it, which the member's peer
 port (`coord.server.transport.listener`) uses to tell it from a gRPC connection. Then each

@@ -14,11 +14,8 @@ Inbound: the member's peer port (`coord.server.transport.listener`) hands each R
 connection to `PeerTransport.accept`; each batch it brings is decoded and handed to
 ``on_messages`` synchronously in the event loop.
 
-Why not gRPC, as the member's other calls are: per message, a gRPC stream cost 36-46 µs
-of CPU on each side and a frame on a socket 4-7 µs, and one client write is about ten
-peer messages across the three members (see frames.py).
-
-Everything runs on the caller's event loop; there are no threads.
+Not gRPC, as the member's other calls are: frames.py says why. Everything runs on the
+caller's event loop; there are no threads.
 """
 
 from __future__ import annotations
