@@ -18,7 +18,7 @@ from coord.server.core.coordinator import Coordinator
 from coord.server.etcd import errors as err
 from coord.sm import commands as c
 from coord.sm import limits
-from coord.sm.kv import txn_write_conflict
+from coord.sm.kv_checks import txn_write_conflict
 from coord.sm.records import DELETE, KeyValue, WatchEvent
 from coord.sm.results import DeleteRangeResult, PutResult, RangeResult, TxnResult
 
