@@ -1,7 +1,7 @@
-"""Per-key linearizability of a recorded client history, on Spark.
+"""Per-key linearizability of a recorded oplog, on Spark.
 
-The history is JSONL, one event per line, Jepsen/Porcupine style (invoke / ok / fail /
-info with `time_ns`; the format is `coord.check.history`'s). Spark reads the lines,
+The oplog is JSONL, one event per line, Jepsen/Porcupine style (invoke / ok / fail /
+info with `time_ns`; the format is `coord.check.oplog`'s). Spark reads the lines,
 keeps the register operations that name a key, and groups them by key across the
 executors; each key's rows go through `coord.check.linearizable.check_key` — the one
 implementation of the search (Wing–Gong with Lowe's memoisation), bounded per key in
@@ -49,9 +49,9 @@ def load_events(spark: Any, path: str) -> Any:
 
 def budget_reason(budget_s: float, during: str = "") -> str:
     if during:
-        return f"the client-history budget ({budget_s:g} s) ran out during this key's " \
+        return f"the oplog budget ({budget_s:g} s) ran out during this key's " \
                f"search: {during}"
-    return f"the client-history budget ({budget_s:g} s) was spent before this key's search began"
+    return f"the oplog budget ({budget_s:g} s) was spent before this key's search began"
 
 
 def check_group(pdf: Any, time_limit_s: float, max_states: int,
@@ -61,8 +61,8 @@ def check_group(pdf: Any, time_limit_s: float, max_states: int,
     budget of `budget_s` seconds ends then."""
     import pandas as pd
 
-    from coord.check.history import HistoryError
     from coord.check.linearizable import check_key
+    from coord.check.oplog import OplogError
 
     rows = [json.loads(line) for line in pdf["line"]]
     key = str(pdf["key"].iloc[0])
@@ -77,7 +77,7 @@ def check_group(pdf: Any, time_limit_s: float, max_states: int,
         limit, by_budget = min(time_limit_s, left), left < time_limit_s
     try:
         result = check_key(rows, time_limit_s=limit, max_states=max_states)
-    except HistoryError as exc:
+    except OplogError as exc:
         return pd.DataFrame([{**out, "verdict": "malformed", "reason": str(exc)}])
     reason = result.reason or None
     if by_budget and reason and reason.startswith("time limit"):

@@ -42,15 +42,15 @@ class AuditResult:
 
 def run_audit(spark: Any, history: str | Path, *, checks: Iterable[str] | None = None,
               report_dir: str | Path | None = None, with_stats: bool = True,
-              combined: bool = False, client_history: str | Path | None = None,
+              combined: bool = False, oplog: str | Path | None = None,
               key_time_limit_s: float | None = None,
-              client_history_budget_s: float | None = None,
+              oplog_budget_s: float | None = None,
               on_step: Callable[[str], None] = lambda _s: None) -> AuditResult:
     """`combined`: run every check in one Spark job (a union, counted by check) instead
-    of one job per check: fewer, bigger jobs, but no time per check. `client_history`:
-    a recorded client history (JSONL) whose keys are checked for linearizability too
+    of one job per check: fewer, bigger jobs, but no time per check. `oplog`:
+    a recorded oplog (JSONL) whose keys are checked for linearizability too
     (`clients.linearizable`, each key bounded by `key_time_limit_s`, the whole check by
-    `client_history_budget_s`: keys left past it are unknown)."""
+    `oplog_budget_s`: keys left past it are unknown)."""
     from pyspark import StorageLevel
 
     names = list(CHECKS if checks is None else checks)
@@ -91,10 +91,9 @@ def run_audit(spark: Any, history: str | Path, *, checks: Iterable[str] | None =
                          .collect()]
         found.unpersist()
         summary["checks"][name] = {"violations": n, "seconds": time.monotonic() - t}
-    if client_history is not None:
-        on_step("per-key linearizability of the client history")
-        examples += _clients(spark, client_history, key_time_limit_s, client_history_budget_s,
-                             summary)
+    if oplog is not None:
+        on_step("per-key linearizability of the oplog")
+        examples += _clients(spark, oplog, key_time_limit_s, oplog_budget_s, summary)
     summary["violations"] = sum(c["violations"] for c in summary["checks"].values())
     summary["examples"] = examples
     if with_stats:
@@ -148,7 +147,7 @@ def _clients(spark: Any, path: str | Path, time_limit_s: float | None,
     seconds = time.monotonic() - t
     summary["checks"][clients.CHECK] = {"violations": counts.get("illegal", 0),
                                         "seconds": seconds}
-    summary["clients"] = {"history": str(path), "budget_s": budget_s,
+    summary["clients"] = {"oplog": str(path), "budget_s": budget_s,
                           "keys": sum(counts.values()),
                           **{v: counts.get(v, 0) for v in clients.VERDICTS},
                           "undecided": undecided}

@@ -1,5 +1,5 @@
 """`coord chaos`: a randomized workload under a randomized nemesis against a fresh local
-cluster, then every history checker (coord.chaos.runner)."""
+cluster, then every oplog checker (coord.chaos.runner)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def _names(text: str) -> list[str]:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("chaos", help="run workloads under faults against a fresh local "
-                       "cluster and check the history (linearizability, ownership, pids)")
+                       "cluster and check the oplog (linearizability, ownership, pids)")
     p.add_argument("--seconds", type=float, default=60.0, help="how long the faults run")
     p.add_argument("--seed", type=int, default=0, help="seeds the schedule and workers")
     p.add_argument("--nemesis", default=",".join(DEFAULT_NEMESES),
@@ -35,8 +35,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="a known-bad client setting, to see the checkers catch it "
                    "(serializable-reads: register reads skip the ReadIndex)")
     p.add_argument("--out", type=Path, help="run directory (default chaos-runs/TIME-seedS)")
-    p.add_argument("--check", type=Path, metavar="HISTORY",
-                   help="only check an existing history JSONL and print the verdicts")
+    p.add_argument("--check", type=Path, metavar="OPLOG",
+                   help="only check an existing oplog (JSONL) and print the verdicts")
     p.set_defaults(func=main)
 
 
@@ -68,14 +68,14 @@ def main(args: argparse.Namespace) -> int:
 
 def _check_only(console, path: Path) -> int:
     from coord.check import check_all
-    from coord.check.history import HistoryError, read_jsonl
+    from coord.check.oplog import OplogError, read_jsonl
     from coord.check.sessions import fault_windows
 
     faults_file = path.with_name("faults.jsonl")  # a run directory's, if it has one
     try:
         faults = read_jsonl(faults_file) if faults_file.exists() else []
         checks = check_all(read_jsonl(path), fault_windows(faults))
-    except (OSError, HistoryError) as e:
+    except (OSError, OplogError) as e:
         console.print(f"[red]{e}[/]")
         return 2
     for c in checks:

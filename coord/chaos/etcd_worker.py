@@ -3,7 +3,7 @@ nobody here wrote), in a process of its own: etcd3 0.12 needs the pure-Python pr
 runtime, and its generated code registers the etcdserverpb names coord's own code also
 registers (the runner starts it with PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python).
 
-It writes its own history JSONL (time.monotonic_ns() is one clock for every process on
+It writes its own oplog JSONL (time.monotonic_ns() is one clock for every process on
 the host, so the runner merges the files by time). stdin says when: "stop" ends the
 workers, "final" makes the final reads (after the runner healed the cluster), then it
 exits. `python -m coord.chaos.etcd_worker --endpoints A,B,C --workers N --seed S
@@ -18,8 +18,8 @@ import sys
 import threading
 from pathlib import Path
 
-from coord.chaos.history import Process, Recorder
 from coord.chaos.keys import RotatingKeys
+from coord.chaos.recorder import Process, Recorder
 
 KEY_PREFIX = "chaos/etcd/"
 

@@ -1,5 +1,5 @@
 """Register keys that rotate (Jepsen's independent keys): a few hot keys at a time, a
-fresh set every `ops_per_key` ops per key, so each key's history stays small enough for
+fresh set every `ops_per_key` ops per key, so each key's oplog stays small enough for
 the linearizability search. Shared by the native and the etcd register workloads (this
 module imports nothing of the client, which the etcd worker's process must not load)."""
 

@@ -47,7 +47,7 @@ class Fault:
     end_s: float | None = None
     note: str = ""
     error: str = ""
-    start_ns: int = 0  # time.monotonic_ns(), the history's clock
+    start_ns: int = 0  # time.monotonic_ns(), the oplog's clock
     end_ns: int = 0
 
     def to_json(self) -> dict:

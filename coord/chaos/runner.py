@@ -1,8 +1,8 @@
 """One chaos run: a fresh cluster of real `coord serve` processes, workers running the
 workloads through the client library, the nemesis injecting faults on a seeded
-schedule, then heal, final reads, and every checker over the recorded history.
+schedule, then heal, final reads, and every checker over the recorded oplog.
 
-The run directory keeps everything: `history.jsonl` (the client history),
+The run directory keeps everything: `oplog.jsonl` (the client operations),
 `faults.jsonl`, `verdict.json`, the members' logs (`cluster/n*.log`) and `command.txt`
 (the command that replays the run's seeds)."""
 
@@ -25,13 +25,13 @@ from rich.live import Live
 from rich.table import Table
 
 from coord.chaos import netns
-from coord.chaos.history import Process, Recorder
 from coord.chaos.nemesis import DEFAULT_NEMESES, NEMESES, Fault, Nemesis, Schedule
 from coord.chaos.netns import Network
+from coord.chaos.recorder import Process, Recorder
 from coord.chaos.sink import FencedSink
 from coord.chaos.workloads import WORKLOADS, Workload, make_workloads
 from coord.check import CheckResult, check_all
-from coord.check.history import read_jsonl
+from coord.check.oplog import read_jsonl
 from coord.check.sessions import fault_windows
 from coord.client import Client
 from coord.testing import LocalCluster
@@ -93,7 +93,7 @@ def run(cfg: RunConfig, console: Console | None = None) -> RunResult:
     out.mkdir(parents=True, exist_ok=True)
     (out / "command.txt").write_text(cfg.command() + "\n")
     network = _network(cfg)
-    recorder = Recorder(out / "history.jsonl")
+    recorder = Recorder(out / "oplog.jsonl")
     cluster = LocalCluster(cfg.members, data_dir=out / "cluster",
                            partitionable=network is None and (
                                "partition" in cfg.nemeses or "delay" in cfg.nemeses))
@@ -123,7 +123,7 @@ def run(cfg: RunConfig, console: Console | None = None) -> RunResult:
         for t in threads:
             t.start()
         if "etcd" in cfg.workloads:
-            etcd = EtcdProcess(cfg, cluster.endpoints, out / "history-etcd.jsonl")
+            etcd = EtcdProcess(cfg, cluster.endpoints, out / "oplog-etcd.jsonl")
         nemesis.start()
         with Live(_live(cfg, recorder, nemesis, t0), console=console,
                   refresh_per_second=2, transient=False) as live:
@@ -162,7 +162,7 @@ def run(cfg: RunConfig, console: Console | None = None) -> RunResult:
         if network is not None:
             network.destroy()
     elapsed = time.monotonic() - t0
-    console.print("checking the history…")
+    console.print("checking the oplog…")
     rows = _merge(out)
     t_check = time.monotonic()
     checks = check_all(rows, fault_windows([f.to_json() for f in
@@ -176,7 +176,7 @@ def run(cfg: RunConfig, console: Console | None = None) -> RunResult:
         "faults": [f.to_json() for f in result.faults],
         "checks": [c.to_json() for c in checks]}, indent=2, default=str))
     _report(console, cfg, result)
-    console.print(f"checked {len(rows):,} history rows in {check_s:.1f} s")
+    console.print(f"checked {len(rows):,} oplog rows in {check_s:.1f} s")
     return result
 
 
@@ -234,15 +234,15 @@ def _counts(rows: list[dict]) -> dict[str, int]:
 
 
 def _merge(out: Path) -> list[dict]:
-    """history.jsonl and the etcd worker's history as one, in time order (one host's
-    monotonic clock), re-indexed; written back to history.jsonl."""
-    rows = read_jsonl(out / "history.jsonl")
-    extra = out / "history-etcd.jsonl"
+    """oplog.jsonl and the etcd worker's oplog as one, in time order (one host's
+    monotonic clock), re-indexed; written back to oplog.jsonl."""
+    rows = read_jsonl(out / "oplog.jsonl")
+    extra = out / "oplog-etcd.jsonl"
     if not extra.exists():
         return rows
     rows += [dict(r, index=r["index"] + 1_000_000_000) for r in read_jsonl(extra)]
     rows.sort(key=lambda r: (r["time_ns"], r["index"]))
-    with open(out / "history.jsonl", "w", encoding="utf-8") as f:
+    with open(out / "oplog.jsonl", "w", encoding="utf-8") as f:
         for i, row in enumerate(rows):
             row["index"] = i
             f.write(json.dumps(row, separators=(",", ":")) + "\n")
@@ -325,6 +325,6 @@ def _report(console: Console, cfg: RunConfig, result: RunResult) -> None:
     for check in result.checks:
         for v in check.violations[:5]:
             console.print(f"[red]{check.checker}:[/] {v['message']}")
-    console.print(f"verdict: [{style[result.verdict]}]{result.verdict}[/]   history: "
-                  f"{result.directory / 'history.jsonl'}")
+    console.print(f"verdict: [{style[result.verdict]}]{result.verdict}[/]   oplog: "
+                  f"{result.directory / 'oplog.jsonl'}")
     console.print(f"replay: {cfg.command()}")

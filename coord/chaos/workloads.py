@@ -1,8 +1,8 @@
 """What the chaos workers do, through the real client library (`coord.client.Client`),
-each op recorded as invoke then ok/fail/info (coord.chaos.history).
+each op recorded as invoke then ok/fail/info (coord.chaos.recorder).
 
 - register: read / write / cas on a few hot keys; the keys rotate every
-  `ops_per_key` ops (Jepsen's independent keys), so each key's history stays small
+  `ops_per_key` ops (Jepsen's independent keys), so each key's oplog stays small
   enough for the linearizability search; unique values make anomalies sharp.
 - set: every write a fresh key; the final read must hold every acknowledged one.
 - own: sessions without keepalives own contended resources and write to a fenced
@@ -20,8 +20,8 @@ import threading
 import time
 from typing import Any
 
-from coord.chaos.history import Process
 from coord.chaos.keys import RotatingKeys
+from coord.chaos.recorder import Process
 from coord.chaos.sink import FencedSink
 from coord.client import (
     Client,

@@ -1,6 +1,6 @@
-"""History checkers: pure functions over client-history rows (coord.check.history),
+"""Oplog checkers: pure functions over the rows of an oplog (coord.check.oplog),
 no cluster access. `linearizable.check_key` is the one per-key linearizability check;
-`check_all` runs every checker that applies to a history."""
+`check_all` runs every checker that applies to an oplog."""
 
 from __future__ import annotations
 
@@ -28,8 +28,8 @@ CHECKERS: dict[str, tuple[tuple[str, ...], Callable[[list[dict]], CheckResult]]]
 
 def check_all(rows: Iterable[dict[str, Any]],
               faults: Iterable[tuple[int, float]] = ()) -> list[CheckResult]:
-    """Each checker whose functions appear in the history, in CHECKERS order. `faults`
-    ((start_ns, end_ns) on the history's clock) go to the checkers that weigh them."""
+    """Each checker whose functions appear in the oplog, in CHECKERS order. `faults`
+    ((start_ns, end_ns) on the oplog's clock) go to the checkers that weigh them."""
     rows = list(rows)
     present = {r.get("f") for r in rows}
     out = []

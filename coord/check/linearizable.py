@@ -1,15 +1,15 @@
-"""Is one key's history linearizable as a register? The Wing–Gong search with Lowe's
+"""Is one key's oplog linearizable as a register? The Wing–Gong search with Lowe's
 memoisation (the algorithm of Knossos' `wgl` and Porcupine), for read, write and cas.
 
-This is the one implementation of the per-key check: the chaos harness and the history
-audit both call `check_key`. The search walks the history's call and return events in
+This is the one implementation of the per-key check: the chaos harness and the Spark
+audit both call `check_key`. The search walks the oplog's call and return events in
 time order, tries to linearize each pending call against the register, and backtracks
 when it reaches the return of an op it has not linearized; a (set of linearized ops,
 register value) pair it has seen before is never explored again. It is bounded in time
 and in the number of such pairs: past either bound the verdict is "unknown", never a
 guess.
 
-Semantics of the rows (see coord.check.history):
+Semantics of the rows (see coord.check.oplog):
 - read ok: `value` is what was read (None/null: the key was absent). A read answered by
   a member in read-only mode carries `"read_only": true`: it promised no recency (it is
   stale by contract, and flagged), so it is left out.
@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from coord.check.history import INFINITY, HistoryError, Op, pair
+from coord.check.oplog import INFINITY, Op, OplogError, pair
 
 DEFAULT_TIME_LIMIT_S = 10.0
 DEFAULT_MAX_STATES = 2_000_000
@@ -111,7 +111,7 @@ def _calls(ops: Sequence[Op]) -> list[_Call]:
         else:
             arg = op.invoke.get("value")
             if not isinstance(arg, list | tuple) or len(arg) != 2:
-                raise HistoryError(f"op {op.invoke.get('index')}: cas value must be "
+                raise OplogError(f"op {op.invoke.get('index')}: cas value must be "
                                    f"[old, new], got {arg!r}")
             calls.append(_Call(op, f, (frozen(arg[0]), frozen(arg[1])), None))
     return calls
@@ -122,7 +122,7 @@ def check_key(ops: list[dict], *, initial: Any = ABSENT,
               max_states: int = DEFAULT_MAX_STATES) -> LinearizabilityResult:
     """Check the JSONL rows of one key (invokes and completions, any order of processes,
     in the order they were recorded). `initial` is the register's value before the
-    history (absent by default). Bounded by `time_limit_s` and `max_states` memoised
+    oplog (absent by default). Bounded by `time_limit_s` and `max_states` memoised
     (linearized-set, value) pairs; past either, the verdict is "unknown"."""
     t0 = time.monotonic()
     key = next((r.get("key") for r in ops if r.get("key") is not None), None)
@@ -279,7 +279,7 @@ def _name_the_writer(anomaly: dict[str, Any], ops: list[Op]) -> None:
             f"{w.f} op {w.invoke.get('index')} (recorded {w.status}{_error_of(w)})"
             for w in writers)
     elif value is not None:
-        anomaly["message"] += "; nothing in the history wrote that value"
+        anomaly["message"] += "; nothing in the oplog wrote that value"
 
 
 def _error_of(op: Op) -> str:

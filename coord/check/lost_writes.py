@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from coord.check.history import pair
+from coord.check.oplog import pair
 from coord.check.result import CheckResult
 
 
@@ -20,7 +20,7 @@ def check_lost_writes(rows: Iterable[dict[str, Any]]) -> CheckResult:
     finals = [o for o in ops if o.f == "read_all" and o.status == "ok"]
     adds = [o for o in ops if o.f == "add"]
     if not finals:
-        res.verdict, res.reason = "unknown", "no final read_all in the history"
+        res.verdict, res.reason = "unknown", "no final read_all in the oplog"
         return res
     final = finals[-1]
     present = {k: v for k, v in final.get("value")}

@@ -1,8 +1,8 @@
-"""Ownership safety over a client history: one owner per resource per generation,
+"""Ownership safety over an oplog: one owner per resource per generation,
 generations that rise with the revision, and a fenced sink that never accepted an older
 token or a token nobody was granted.
 
-Rows (coord.check.history): `own` ok carries group, resource, session, generation and
+Rows (coord.check.oplog): `own` ok carries group, resource, session, generation and
 revision (the grant: the fencing token); `write_fenced` is a write to the sink with the
 writer's token (session, group, resource, generation, revision): ok = the sink accepted
 it, with the sink's acceptance order in `sequence`; fail = the sink refused it."""
@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from coord.check.history import pair
+from coord.check.oplog import pair
 from coord.check.result import CheckResult
 
 

@@ -1,4 +1,4 @@
-"""Producer-id safety over a client history: a PID is never handed out twice (blocks,
+"""Producer-id safety over an oplog: a PID is never handed out twice (blocks,
 leases and producers share one sequence), a producer's epoch only rises, and a fenced
 zombie is never accepted.
 
@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from coord.check.history import Op, pair
+from coord.check.oplog import Op, pair
 from coord.check.result import CheckResult
 
 FUNCTIONS = ("allocate_pid_block", "lease_pid", "init_producer", "check_producer")

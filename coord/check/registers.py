@@ -1,4 +1,4 @@
-"""Every register key of a history through the per-key linearizability check
+"""Every register key of an oplog through the per-key linearizability check
 (coord.check.linearizable.check_key), gathered into one CheckResult."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from coord.check.history import by_key
 from coord.check.linearizable import check_key, frozen
+from coord.check.oplog import by_key
 from coord.check.result import CheckResult
 
 

@@ -1,5 +1,5 @@
 """What a checker hands back: its verdict and the violations it found, each naming the
-history rows that show it."""
+oplog rows that show it."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ MAX_REPORTED = 20
 @dataclass
 class CheckResult:
     """`verdict`: "ok", "illegal" (violations found) or "unknown" (a bound was hit, or
-    the history had nothing to check). `ok` is True only for "ok"."""
+    the oplog had nothing to check). `ok` is True only for "ok"."""
 
     checker: str
     verdict: str = "ok"

@@ -9,7 +9,7 @@ the open was invoked (a new leader restarts it at the full TTL, only ever later)
 - late: an op *invoked* more than TTL + `late_slack_s` after the later of the open's
   completion and the end of the last fault in force since the open found it alive (a
   fault may stop expiry, or restart the TTL at a new leader; once it ends, the TTL
-  runs again). `faults` are (start_ns, end_ns) pairs on the history's clock; the
+  runs again). `faults` are (start_ns, end_ns) pairs on the oplog's clock; the
   session's own close is never a factor (the workload closes only after its last op)."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from coord.check.history import pair
+from coord.check.oplog import pair
 from coord.check.result import CheckResult
 
 GONE = "UNKNOWN_SESSION"

@@ -69,14 +69,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--checks", help="comma-separated checks to run (default: all)")
     a.add_argument("--combined", action="store_true",
                    help="run every check in one Spark job (fewer jobs; no time per check)")
-    a.add_argument("--client-history", metavar="H",
-                   help="a recorded client history (JSONL: invoke/ok/fail/info events) whose "
+    a.add_argument("--oplog", metavar="F",
+                   help="a recorded oplog (JSONL: invoke/ok/fail/info events) whose "
                    "keys are checked for linearizability, one search per key on the executors")
     a.add_argument("--key-time-limit", type=float, default=None, metavar="S",
                    help="seconds the search may spend on one key before it says unknown "
                    "(default 10)")
-    a.add_argument("--client-history-budget", type=float, default=None, metavar="S",
-                   help="seconds the whole --client-history check may take (from its start; "
+    a.add_argument("--oplog-budget", type=float, default=None, metavar="S",
+                   help="seconds the whole --oplog check may take (from its start; "
                    "executors' clocks assumed in step): keys not decided by then are unknown, "
                    "never guessed (default: no budget)")
     a.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -214,17 +214,16 @@ def cmd_audit(args: argparse.Namespace) -> int:
     except HistoryDirError as exc:
         print(f"coord audit: {exc}", file=sys.stderr)
         return 2
-    if args.client_history is not None and not Path(args.client_history).exists():
-        print(f"coord audit: --client-history {args.client_history}: no such file or "
-              "directory", file=sys.stderr)
+    if args.oplog is not None and not Path(args.oplog).exists():
+        print(f"coord audit: --oplog {args.oplog}: no such file or directory", file=sys.stderr)
         return 2
     for flag, value in (("--key-time-limit", args.key_time_limit),
-                        ("--client-history-budget", args.client_history_budget)):
+                        ("--oplog-budget", args.oplog_budget)):
         if value is not None and not value > 0:
             print(f"coord audit: {flag} must be positive", file=sys.stderr)
             return 2
-        if value is not None and args.client_history is None:
-            print(f"coord audit: {flag} needs --client-history", file=sys.stderr)
+        if value is not None and args.oplog is None:
+            print(f"coord audit: {flag} needs --oplog", file=sys.stderr)
             return 2
     from rich.console import Console
 
@@ -237,9 +236,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
         spark = session(args.master)
         try:
             result = run_audit(spark, args.history, checks=checks, report_dir=args.report,
-                               combined=args.combined, client_history=args.client_history,
+                               combined=args.combined, oplog=args.oplog,
                                key_time_limit_s=args.key_time_limit,
-                               client_history_budget_s=args.client_history_budget,
+                               oplog_budget_s=args.oplog_budget,
                                on_step=lambda s: status.update(s))
         except ValueError as exc:
             print(f"coord audit: {exc}", file=sys.stderr)
@@ -272,7 +271,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         if "clients" in s:
             k = s["clients"]
             budget = "" if k["budget_s"] is None else f" (budget {k['budget_s']:g} s)"
-            print(f"client history {k['history']}{budget}: {k['keys']} keys: {k['ok']} ok, "
+            print(f"oplog {k['oplog']}{budget}: {k['keys']} keys: {k['ok']} ok, "
                   f"{k['illegal']} illegal, {k['unknown']} unknown, {k['malformed']} malformed")
             for u in k["undecided"]:
                 print(f"  {u['verdict']:9} key {u['key']}: {u['reason']}")

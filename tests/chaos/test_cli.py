@@ -1,12 +1,12 @@
 """`coord chaos` refuses bad input clearly, before it starts anything or makes a run
-directory, and `--check` re-checks a recorded history (exit 1 on a violation)."""
+directory, and `--check` re-checks a recorded oplog (exit 1 on a violation)."""
 
 from __future__ import annotations
 
 import json
 
 from coord.cli.main import main
-from tests.check.histories import H
+from tests.check.oplogs import H
 
 
 def _text(capsys) -> str:
@@ -24,7 +24,7 @@ def test_unknown_workload_or_nemesis_is_a_clear_error(tmp_path, capsys):
     assert not any(tmp_path.iterdir())
 
 
-def test_check_only_re_checks_a_history(tmp_path, capsys):
+def test_check_only_re_checks_an_oplog(tmp_path, capsys):
     good = H().op(0, "write", 1, 2, 1).op(1, "read", 3, 4, out=1)
     bad = H().op(0, "write", 1, 2, 1).op(1, "read", 3, 4, out=2)
     for name, h in (("good", good), ("bad", bad)):

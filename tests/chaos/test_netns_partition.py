@@ -1,5 +1,5 @@
 """coord.chaos.netns on real member processes: a minority member cut off in its own
-network namespace serves stale reads (flagged read-only) that the recorded history
+network namespace serves stale reads (flagged read-only) that the recorded oplog
 shows and the linearizability check catches once the flag is ignored; the isolated
 leader is replaced; every namespace is gone afterwards."""
 
@@ -11,10 +11,10 @@ from collections.abc import Callable
 
 import pytest
 
-from coord.chaos.history import Process, Recorder
 from coord.chaos.netns import Network, available
+from coord.chaos.recorder import Process, Recorder
 from coord.chaos.workloads import Register
-from coord.check.history import read_jsonl
+from coord.check.oplog import read_jsonl
 from coord.check.registers import check_registers
 from coord.client import Client
 from coord.testing import LocalCluster
@@ -80,7 +80,7 @@ def test_partitioned_minority_gives_stale_reads_the_checker_catches(tmp_path):
         leader = cluster.wait_for_leader(30)
         minority = next(n for n in cluster.members if n != leader)
         majority = [n for n in cluster.members if n != minority]
-        recorder = Recorder(tmp_path / "history.jsonl")
+        recorder = Recorder(tmp_path / "oplog.jsonl")
         reg = Register(hot_keys=1)
         pinned = Client([cluster.members[minority].listen], read_only_ok=True, timeout=3)
         writer = Client([cluster.members[n].listen for n in majority], timeout=3)
@@ -117,7 +117,7 @@ def test_partitioned_minority_gives_stale_reads_the_checker_catches(tmp_path):
         net.destroy()
     assert "cct16" not in _namespaces()
 
-    rows = read_jsonl(tmp_path / "history.jsonl")
+    rows = read_jsonl(tmp_path / "oplog.jsonl")
     reads = [r for r in rows if r["f"] == "read" and r["type"] == "ok"]
     assert [(r["value"], r.get("read_only", False)) for r in reads] == [(1, True), (2, False)]
     assert check_registers(rows).ok  # a flagged read promised no recency

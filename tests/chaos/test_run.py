@@ -11,11 +11,11 @@ import subprocess
 import pytest
 
 from coord.chaos import netns
-from coord.chaos.history import Process, Recorder
 from coord.chaos.nemesis import DEFAULT_NEMESES, Schedule
+from coord.chaos.recorder import Process, Recorder
 from coord.chaos.runner import RunConfig, run
 from coord.chaos.sink import FencedSink
-from coord.check.history import pair, read_jsonl
+from coord.check.oplog import pair, read_jsonl
 
 
 def test_recorded_rows_pair_and_an_unknown_outcome_moves_to_a_new_process(tmp_path):
@@ -72,9 +72,9 @@ def test_a_short_chaos_run_finds_no_violation(tmp_path):
     assert checks["lost-writes"]["stats"]["acknowledged"] > 20
     assert checks["ownership"]["stats"]["grants"] > 2
     assert checks["producers"]["stats"]["checks_refused"] > 0  # zombies were tried
-    rows = read_jsonl(tmp_path / "run" / "history.jsonl")
+    rows = read_jsonl(tmp_path / "run" / "oplog.jsonl")
     assert any(r["type"] == "ok" and (r["key"] or "").startswith("chaos/etcd/")
-               for r in rows)  # the etcd3 workers' history was merged in
+               for r in rows)  # the etcd3 workers' oplog was merged in
     assert [r["index"] for r in rows] == list(range(len(rows)))
     assert (tmp_path / "run" / "command.txt").read_text().startswith("coord chaos ")
     assert all((tmp_path / "run" / "cluster" / f"n{i}.log").stat().st_size > 0

@@ -1,5 +1,5 @@
 """The ownership, producer-id, lost-write and register-set checkers: each passes a clean
-history and catches a planted violation, naming the rows that show it."""
+oplog and catches a planted violation, naming the rows that show it."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from coord.check.lost_writes import check_lost_writes
 from coord.check.ownership import check_ownership
 from coord.check.producers import check_producers
 from coord.check.registers import check_registers
-from tests.check.histories import H
+from tests.check.oplogs import H
 
 G = {"group": "g", "resource": "r0"}
 
@@ -32,7 +32,7 @@ def _clean_ownership() -> H:
     return h
 
 
-def test_ownership_clean_history_passes():
+def test_ownership_clean_oplog_passes():
     r = check_ownership(_clean_ownership().sorted())
     assert r.ok and r.stats == {"grants": 2, "accepted_writes": 2, "resources": 1,
                                 "refused_writes": 1}
@@ -83,7 +83,7 @@ def _clean_producers() -> H:
     return h
 
 
-def test_producers_clean_history_passes():
+def test_producers_clean_oplog_passes():
     r = check_producers(_clean_producers().sorted())
     assert r.ok and r.stats == {"pids_handed_out": 22, "producers": 1, "checks_refused": 1}
 
@@ -128,7 +128,7 @@ def _clean_adds() -> H:
     return h
 
 
-def test_lost_writes_clean_history_passes():
+def test_lost_writes_clean_oplog_passes():
     h = _clean_adds()
     h.op(9, "read_all", 10, 11, [["set/0", "v0"], ["set/1", "v1"], ["set/3", "v3"]],
          key="set/")
@@ -158,16 +158,16 @@ def test_registers_check_every_key_and_name_the_bad_one():
     assert r.stats == {"keys": 2, "ops": 4, "undecided_keys": 0, "read_only_reads": 0}
 
 
-def test_check_all_runs_the_checkers_a_history_needs():
+def test_check_all_runs_the_checkers_an_oplog_needs():
     rows = _clean_ownership().sorted()
     assert [r.checker for r in check_all(rows)] == ["ownership"]
     assert all(r.ok for r in check_all(rows))
 
 
-S = 1_000_000_000  # the history's clock is in ns
+S = 1_000_000_000  # the oplog's clock is in ns
 
 
-def _session_history() -> H:
+def _session_oplog() -> H:
     h = H(key=None)
     h.op(0, "open_session", 0, 1 * S // 10, 1.0, session=7)
     h.op(0, "own", 2 * S // 10, 3 * S // 10, None, session=7, generation=1, revision=3, **G)
@@ -184,17 +184,17 @@ def _gone(h: H) -> list[dict]:
     return rows
 
 
-def test_sessions_clean_history_passes():
+def test_sessions_clean_oplog_passes():
     from coord.check.sessions import check_sessions
 
-    r = check_sessions(_gone(_session_history()))
+    r = check_sessions(_gone(_session_oplog()))
     assert r.ok and r.stats == {"sessions": 1, "session_ops": 2, "gone": 1}
 
 
 def test_sessions_catch_an_early_expiry():
     from coord.check.sessions import check_sessions
 
-    h = _session_history()
+    h = _session_oplog()
     h.op(1, "open_session", 0, S // 10, 5.0, session=8)
     h.op(1, "own", 2 * S, 3 * S, None, status="fail", session=8, **G)  # 3 s into a 5 s TTL
     r = check_sessions(_gone(h))
@@ -205,7 +205,7 @@ def test_sessions_catch_an_early_expiry():
 def test_sessions_catch_a_session_alive_long_after_its_ttl_unless_a_fault_explains_it():
     from coord.check.sessions import check_sessions
 
-    h = _session_history()
+    h = _session_oplog()
     h.op(1, "open_session", 0, S // 10, 1.0, session=8)
     h.op(1, "own", 9 * S, 9 * S + 1, None, session=8, generation=2, revision=9, **G)
     r = check_sessions(_gone(h))

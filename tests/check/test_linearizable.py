@@ -1,6 +1,6 @@
-"""coord.check.linearizable: clean histories pass, planted violations are caught with
+"""coord.check.linearizable: clean oplogs pass, planted violations are caught with
 the offending op named, bounds give "unknown", and on thousands of small random
-histories the search agrees with a brute force over every order."""
+oplogs the search agrees with a brute force over every order."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import random
 
 import pytest
 
-from coord.check.history import HistoryError
 from coord.check.linearizable import check_key
-from tests.check.histories import H
+from coord.check.oplog import OplogError
+from tests.check.oplogs import H
 
 
-def test_a_sequential_history_is_linearizable():
+def test_a_sequential_oplog_is_linearizable():
     h = H().op(0, "write", 1, 2, 1).op(1, "read", 3, 4, out=1).op(0, "cas", 5, 6, [1, 2])
     h.op(1, "read", 7, 8, out=2)
     r = check_key(h.sorted())
@@ -41,7 +41,7 @@ def test_a_read_of_a_write_recorded_as_failed_names_that_write():
     assert [row["type"] for row in r.anomaly["written_by"][0]] == ["invoke", "fail"]
     h2 = H().op(0, "write", 1, 2, 1).op(1, "read", 3, 4, out=3)
     assert check_key(h2.sorted()).anomaly["message"].endswith(
-        "nothing in the history wrote that value")
+        "nothing in the oplog wrote that value")
 
 
 def test_a_lost_acknowledged_write_is_caught():
@@ -117,13 +117,13 @@ def test_bounds_give_unknown_not_a_guess():
     assert r.verdict == "unknown" and "time limit" in r.reason
 
 
-def test_malformed_histories_are_refused_clearly():
+def test_malformed_oplogs_are_refused_clearly():
     h = H().op(0, "write", 1, None, 1).op(0, "write", 2, 3, 2)
-    with pytest.raises(HistoryError, match="invoked while its op"):
+    with pytest.raises(OplogError, match="invoked while its op"):
         check_key(h.rows)
     r = check_key(H().op(0, "init_producer", 1, 2).op(1, "read", 3, 4, out=None).rows)
     assert (r.ok, r.ops, r.skipped) == (True, 1, 2)  # other functions on the key: skipped
-    with pytest.raises(HistoryError, match=r"cas value must be \[old, new\]"):
+    with pytest.raises(OplogError, match=r"cas value must be \[old, new\]"):
         check_key(H().op(0, "cas", 1, 2, 5).rows)
 
 
@@ -132,7 +132,7 @@ def test_malformed_histories_are_refused_clearly():
 
 def _brute(h: H) -> bool:
     """Every subset of unknown-outcome ops, every order consistent with real time."""
-    from coord.check.history import pair
+    from coord.check.oplog import pair
 
     ops = [o for o in pair(h.sorted()) if o.status != "fail"
            and not (o.f == "read" and o.status != "ok")]
@@ -167,7 +167,7 @@ def _legal(perm) -> bool:
     return True
 
 
-def _random_history(rng: random.Random) -> H:
+def _random_oplog(rng: random.Random) -> H:
     h = H()
     t = 0
     for p in range(rng.randint(1, 3)):
@@ -191,11 +191,11 @@ def _random_history(rng: random.Random) -> H:
     return h
 
 
-def test_the_search_agrees_with_a_brute_force_on_random_histories():
+def test_the_search_agrees_with_a_brute_force_on_random_oplogs():
     rng = random.Random(16)
     verdicts = {True: 0, False: 0}
     for n in range(3000):
-        h = _random_history(rng)
+        h = _random_oplog(rng)
         expected = _brute(h)
         got = check_key(h.sorted())
         assert got.verdict != "unknown"

@@ -1,5 +1,5 @@
-"""Recording a run's client history in the JSONL format the checkers and the audit read
-(coord.check.history): invoke, then ok/fail/info, with time.monotonic_ns() times.
+"""Recording a run's oplog in the JSONL format the checkers and the audit read
+(coord.check.oplog): invoke, then ok/fail/info, with time.monotonic_ns() times.
 
 A worker is a sequence of processes: after an op with an unknown outcome ("info") its
 process may still have that op in flight, so the worker continues as a fresh process
@@ -17,7 +17,7 @@ from typing import IO, Any
 
 class Recorder:
     """Thread-safe; rows are appended to `path` as they happen (a crashed run keeps its
-    history) and counted for the live summary."""
+    oplog) and counted for the live summary."""
 
     def __init__(self, path: Path) -> None:
         self.path = path

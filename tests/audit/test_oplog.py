@@ -1,4 +1,4 @@
-"""`coord audit --client-history`: per-key linearizability on Spark, a grouped pandas
+"""`coord audit --oplog`: per-key linearizability on Spark, a grouped pandas
 wrapper over `coord.check.linearizable.check_key` — the same verdict per key as calling
 it directly; a planted stale read is caught and cited with its window; a key whose rows
 do not pair up is reported malformed, not guessed at."""
@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from coord.check.history import by_key
 from coord.check.linearizable import check_key
+from coord.check.oplog import by_key
 from coord.cli.main import main
 from coord.history.sink import HistorySink
 from coord.history.synth import synthesize
@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 
 
 class Recorder:
-    """Client-history rows as the chaos harness writes them (one host's clock)."""
+    """Oplog rows as the chaos harness writes them (one host's clock)."""
 
     def __init__(self) -> None:
         self.rows: list[dict] = []
@@ -35,7 +35,7 @@ class Recorder:
         return index
 
 
-def _history() -> tuple[list[dict], int]:
+def _oplog() -> tuple[list[dict], int]:
     """Keys: "clean" (concurrent writes and reads, linearizable), "stale" (a read of a
     value overwritten before the read began), "broken" (an ok with no invoke), plus a
     non-register op on a key (skipped). Returns the rows and the stale read's index."""
@@ -64,10 +64,10 @@ def _history() -> tuple[list[dict], int]:
 
 
 @pytest.fixture(scope="module")
-def histories(tmp_path_factory):
+def inputs(tmp_path_factory):
     root = tmp_path_factory.mktemp("clients")
     HistorySink(root / "log").write(synthesize(200, seed=3))
-    rows, stale = _history()
+    rows, stale = _oplog()
     path = root / "clients.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return root / "log", path, rows, stale
@@ -87,12 +87,12 @@ class _Shared:
 
 
 def test_each_key_gets_check_keys_verdict_and_the_stale_read_is_cited(
-        histories, tmp_path, capsys, spark, monkeypatch):
-    log, path, rows, stale = histories
-    assert main(["audit", str(log), "--client-history", str(tmp_path / "nope.jsonl")]) == 2
+        inputs, tmp_path, capsys, spark, monkeypatch):
+    log, path, rows, stale = inputs
+    assert main(["audit", str(log), "--oplog", str(tmp_path / "nope.jsonl")]) == 2
     assert "no such file" in capsys.readouterr().err  # refused before Spark starts
     monkeypatch.setattr("coord.audit.spark.session", lambda *a, **k: _Shared(spark))
-    assert main(["audit", str(log), "--client-history", str(path), "--checks",
+    assert main(["audit", str(log), "--oplog", str(path), "--checks",
                  "log.gap_free", "--json"]) == 1  # an illegal key is a violation
     summary = json.loads(capsys.readouterr().out)
     c = summary["clients"]
@@ -139,7 +139,7 @@ def test_a_key_whose_search_begins_past_the_budget_is_unknown():
 
     from coord.audit.clients import budget_reason, check_group
 
-    rows, stale = _history()
+    rows, stale = _oplog()
     pdf = pd.DataFrame({"key": "stale", "line": [json.dumps(r) for r in rows
                                                  if r["key"] == "stale"]})
     past = check_group(pdf, 10.0, 1000, deadline=time.time() - 1, budget_s=2.0).iloc[0]
@@ -149,24 +149,24 @@ def test_a_key_whose_search_begins_past_the_budget_is_unknown():
     assert within["verdict"] == "illegal" and within["op_index"] == stale
 
 
-def test_the_budget_bounds_the_whole_client_history_check(
-        histories, tmp_path, capsys, spark, monkeypatch):
-    log = histories[0]
+def test_the_budget_bounds_the_whole_oplog_check(
+        inputs, tmp_path, capsys, spark, monkeypatch):
+    log = inputs[0]
     rows = [r for k in range(4) for r in _hard(f"hard{k}", 22, 1000 * k)]
     path = tmp_path / "hard.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    assert main(["audit", str(log), "--client-history", str(path),
-                 "--client-history-budget", "0"]) == 2
-    assert "--client-history-budget must be positive" in capsys.readouterr().err
-    assert main(["audit", str(log), "--client-history-budget", "5"]) == 2
-    assert "--client-history-budget needs --client-history" in capsys.readouterr().err
+    assert main(["audit", str(log), "--oplog", str(path),
+                 "--oplog-budget", "0"]) == 2
+    assert "--oplog-budget must be positive" in capsys.readouterr().err
+    assert main(["audit", str(log), "--oplog-budget", "5"]) == 2
+    assert "--oplog-budget needs --oplog" in capsys.readouterr().err
     monkeypatch.setattr("coord.audit.spark.session", lambda *a, **k: _Shared(spark))
-    assert main(["audit", str(log), "--client-history", str(path), "--checks",
-                 "log.gap_free", "--client-history-budget", "1.5", "--json"]) == 0
+    assert main(["audit", str(log), "--oplog", str(path), "--checks",
+                 "log.gap_free", "--oplog-budget", "1.5", "--json"]) == 0
     c = json.loads(capsys.readouterr().out)["clients"]
     assert c["budget_s"] == 1.5
     assert (c["keys"], c["unknown"], c["ok"], c["illegal"], c["malformed"]) == (4, 4, 0, 0, 0)
     # each search ended by the budget (begun before it ran out, or never begun), none by
     # its own 10 s limit or the state bound, which it would reach in ~10 s
-    assert all(u["reason"].startswith("the client-history budget (1.5 s)")
+    assert all(u["reason"].startswith("the oplog budget (1.5 s)")
                for u in c["undecided"]), c["undecided"]

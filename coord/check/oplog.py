@@ -1,5 +1,5 @@
-"""The client-history format every checker reads: Jepsen/Porcupine-style JSONL rows
-(`invoke`, then `ok`/`fail`/`info` from the same process), paired here into operations.
+"""The oplog (client operation log) every checker reads: Jepsen/Porcupine-style JSONL
+rows (`invoke`, then `ok`/`fail`/`info` from the same process), paired into operations.
 
 One row per line: {"index", "process", "type", "f", "key", "value", "time_ns", "error",
 ...op fields}. An invoke and its completion share "process" (one outstanding op per
@@ -19,8 +19,8 @@ INFINITY = float("inf")
 TYPES = ("invoke", "ok", "fail", "info")
 
 
-class HistoryError(ValueError):
-    """A history row that breaks the format (says which row and why)."""
+class OplogError(ValueError):
+    """An oplog row that breaks the format (says which row and why)."""
 
 
 @dataclass(slots=True)
@@ -56,7 +56,7 @@ class Op:
 
 
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
-    """Every row of a JSONL history file; a bad line is a HistoryError naming it."""
+    """Every row of a JSONL oplog file; a bad line is an OplogError naming it."""
     rows = []
     with open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
@@ -65,9 +65,9 @@ def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as e:
-                raise HistoryError(f"{path}:{n}: not JSON: {e}") from None
+                raise OplogError(f"{path}:{n}: not JSON: {e}") from None
             if not isinstance(row, dict):
-                raise HistoryError(f"{path}:{n}: expected an object, got {type(row).__name__}")
+                raise OplogError(f"{path}:{n}: expected an object, got {type(row).__name__}")
             rows.append(row)
     return rows
 
@@ -75,15 +75,15 @@ def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
 def _check_row(row: dict[str, Any]) -> None:
     for name in ("process", "type", "f", "time_ns"):
         if name not in row:
-            raise HistoryError(f"row {row.get('index', '?')}: missing {name!r}: {row}")
+            raise OplogError(f"row {row.get('index', '?')}: missing {name!r}: {row}")
     if row["type"] not in TYPES:
-        raise HistoryError(f"row {row.get('index', '?')}: unknown type {row['type']!r}")
+        raise OplogError(f"row {row.get('index', '?')}: unknown type {row['type']!r}")
 
 
 def pair(rows: Iterable[dict[str, Any]]) -> list[Op]:
     """Invoke rows matched with their completions, in invoke order. A completion with no
     outstanding invoke on its process, or a second invoke while one is outstanding, is a
-    HistoryError: the history is not well formed."""
+    OplogError: the oplog is not well formed."""
     pending: dict[int, dict[str, Any]] = {}
     ops: list[Op] = []
     order: dict[int, int] = {}  # process -> position in ops of its outstanding op
@@ -92,7 +92,7 @@ def pair(rows: Iterable[dict[str, Any]]) -> list[Op]:
         proc = row["process"]
         if row["type"] == "invoke":
             if proc in pending:
-                raise HistoryError(
+                raise OplogError(
                     f"row {row.get('index')}: process {proc} invoked while its op "
                     f"{pending[proc].get('index')} is outstanding")
             pending[proc] = row
@@ -101,14 +101,14 @@ def pair(rows: Iterable[dict[str, Any]]) -> list[Op]:
             continue
         inv = pending.pop(proc, None)
         if inv is None:
-            raise HistoryError(f"row {row.get('index')}: {row['type']} with no invoke on "
+            raise OplogError(f"row {row.get('index')}: {row['type']} with no invoke on "
                                f"process {proc}")
         op = ops[order.pop(proc)]
         op.completion = row
         op.status = row["type"]
         op.end = INFINITY if row["type"] == "info" else row["time_ns"]
         if op.end < op.start:
-            raise HistoryError(f"row {row.get('index')}: completes before its invoke")
+            raise OplogError(f"row {row.get('index')}: completes before its invoke")
     return ops
 
 

@@ -1,4 +1,4 @@
-"""Building client histories by hand for the checker tests: a small recorder that writes
+"""Building oplogs by hand for the checker tests: a small recorder that writes
 the same rows the chaos harness writes, with explicit times."""
 
 from __future__ import annotations
