@@ -16,7 +16,7 @@ import grpc
 
 from coord.bench.member_cpu import Meter, measured
 from coord.bench.stats import latency_ms
-from coord.progress import Phases, Step, on_terminal
+from coord.progress_bars import Phases, Step, on_terminal
 from coord.testing import LocalCluster
 from coord.v1 import coord_pb2 as pb
 from coord.v1 import coord_pb2_grpc as rpc

@@ -33,7 +33,7 @@ from coord.bench.stats import latency_ms
 from coord.client import AsyncClient
 from coord.etcdpb import rpc_pb2 as epb
 from coord.etcdpb import rpc_pb2_grpc as erpc
-from coord.progress import Phases, Step, on_terminal
+from coord.progress_bars import Phases, Step, on_terminal
 from coord.testing import LocalCluster
 from coord.testing.peer_etcd import EtcdCluster
 

@@ -45,7 +45,7 @@ from coord.bench.startup import PROBE_OPTIONS
 from coord.bench.stats import latency_ms
 from coord.etcdpb import rpc_pb2 as epb
 from coord.etcdpb import rpc_pb2_grpc as erpc
-from coord.progress import Phases, Step, on_terminal
+from coord.progress_bars import Phases, Step, on_terminal
 from coord.testing import LocalCluster
 from coord.testing.peer_etcd import EtcdCluster
 from coord.v1 import admin_pb2, admin_pb2_grpc

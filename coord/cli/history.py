@@ -99,7 +99,7 @@ def _tracked(rows: Iterator[dict], progress: Any, task: Any, first: int) -> Iter
 def _write(rows: Iterator[dict], out: str, fmt: str, source: str, total: int, first: int,
            what: str) -> int:
     from coord.history.sink import HistoryDirError, HistorySink
-    from coord.progress import progress_bar
+    from coord.progress_bars import progress_bar
 
     try:
         sink = HistorySink(out, fmt, source)

@@ -25,7 +25,7 @@ def export_live(args: argparse.Namespace) -> int:
     from coord.client.errors import CompactedError, CoordError
     from coord.history.live_export import LiveExport
     from coord.history.sink import HistoryDirError, HistorySink
-    from coord.progress import progress_bar
+    from coord.progress_bars import progress_bar
 
     if args.compact_runs < 0 or args.compact_runs == 1:
         _say("coord history export: --compact-runs must be 0 (never) or >= 2")

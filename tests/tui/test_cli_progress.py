@@ -11,7 +11,7 @@ import pytest
 
 from coord.cli import main as cli
 from coord.client import Client
-from coord.progress import on_terminal
+from coord.progress_bars import on_terminal
 from coord.testing import cluster
 
 pytestmark = pytest.mark.cluster

@@ -28,7 +28,7 @@ from coord.cli.tables import print_table
 from coord.client.calls import BARE_CLAIM_GENERATION
 from coord.client.recipes.bulk_own import own_in_batches
 from coord.client.session_state import describe_end
-from coord.progress import Phases, on_terminal
+from coord.progress_bars import Phases, on_terminal
 
 BAR_FROM = 1_000  # resources from which a terminal gets a bar
 
