@@ -1,1 +1,1 @@
-"""coord.server: the member process (transport, codec, services)."""
+"""coord.server: the member process (transport, Raft messages as protobuf, services)."""

@@ -74,7 +74,7 @@ class Put:
     ignore_value: bool = False
     ignore_lease: bool = False
 
-    ADDED_FIELDS = frozenset({"ignore_value", "ignore_lease"})  # see coord.sm.codec
+    ADDED_FIELDS = frozenset({"ignore_value", "ignore_lease"})  # see coord.sm.canonical_json
 
 
 @dataclass(frozen=True)
@@ -113,7 +113,7 @@ class Compare:
     number: int = 0
     range_end: bytes = b""
 
-    ADDED_FIELDS = frozenset({"range_end"})  # see coord.sm.codec
+    ADDED_FIELDS = frozenset({"range_end"})  # see coord.sm.canonical_json
 
     @classmethod
     def of_value(cls, key: bytes, op: str, value: bytes) -> Compare:
@@ -191,7 +191,7 @@ class OpenSession:
     request_id: str = ""
     session_id: int = 0
 
-    ADDED_FIELDS = frozenset({"session_id"})  # see coord.sm.codec
+    ADDED_FIELDS = frozenset({"session_id"})  # see coord.sm.canonical_json
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from coord.sm import codec
+from coord.sm import canonical_json
 
 
 @dataclass(frozen=True)
@@ -44,5 +44,5 @@ class ElapsedClock:
 
     @classmethod
     def from_state(cls, state: list) -> ElapsedClock:
-        now_ms, term, last_ms = (codec.from_plain(int, x) for x in state)
+        now_ms, term, last_ms = (canonical_json.from_plain(int, x) for x in state)
         return cls(now_ms, term, last_ms)

@@ -1,6 +1,6 @@
 """How a command or a result is written: `[version][tag]`, then its fields, in
 `coord.sm.packed`'s binary form when they fit (version 2) and as canonical JSON
-(`coord.sm.codec`, version 1) otherwise. Commands and results share this form and keep
+(`coord.sm.canonical_json`, version 1) otherwise. Commands and results share this form and keep
 tags of their own; every member decodes both versions, and JSON written before the packed
 form existed still decodes."""
 
@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from coord.sm import codec, packed
+from coord.sm import packed
+from coord.sm.canonical_json import dumps, from_plain, loads, to_plain
 
 JSON_VERSION = 1
 PACKED_VERSION = 2
@@ -19,7 +20,7 @@ def encode(tag: int, value: Any) -> bytes:
     body = packed.pack(value)
     if body is not None:
         return bytes((PACKED_VERSION, tag)) + body
-    return bytes((JSON_VERSION, tag)) + codec.dumps(codec.to_plain(type(value), value))
+    return bytes((JSON_VERSION, tag)) + dumps(to_plain(type(value), value))
 
 
 def decode(data: bytes, by_tag: dict[int, type], what: str) -> Any:
@@ -34,4 +35,4 @@ def decode(data: bytes, by_tag: dict[int, type], what: str) -> Any:
         raise ValueError(f"unknown {what} tag {data[1]}")
     if data[0] == PACKED_VERSION:
         return packed.unpack(cls, data, 2)
-    return codec.from_plain(cls, codec.loads(data[2:]))
+    return from_plain(cls, loads(data[2:]))

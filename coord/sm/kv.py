@@ -19,7 +19,8 @@ from typing import Any
 
 from sortedcontainers import SortedList
 
-from coord.sm import codec, kv_checks, kv_columns, limits
+from coord.sm import canonical_json
+from coord.sm import kv_checks, kv_columns, limits
 from coord.sm.commands import (
     CREATE,
     LEASE,
@@ -434,18 +435,18 @@ class KVStore:
 
     def capture(self) -> dict:
         """This state now, cheaply: copies of the containers (the records are frozen), to
-        be converted later, a slice at a time (`codec.iter_dumps`)."""
+        be converted later, a slice at a time (`canonical_json.iter_dumps`)."""
         kvs, keys, history = self._kvs.copy(), list(self._keys), self._history.copy()
         step = kv_columns.CHUNK
         newest: dict[bytes, KeyValue] = {}  # carried from chunk to chunk, which go in order
         return {
             "compact_revision": self.compact_revision,
             "compacted": self.compacted,
-            "kv_columns": codec.Lazy(
+            "kv_columns": canonical_json.Lazy(
                 range(0, len(keys), step),
                 lambda at: kv_columns.kv_chunk([kvs[k] for k in keys[at:at + step]]),
                 slice_len=1),
-            "history_columns": codec.Lazy(
+            "history_columns": canonical_json.Lazy(
                 range(0, len(history), step),
                 lambda at: kv_columns.events_chunk(history[at:at + step], newest),
                 slice_len=1),
@@ -465,7 +466,7 @@ class KVStore:
             kvs = kv_columns.kvs_from(state["kv_columns"])
             history, kvs = kv_columns.events_from(state["history_columns"], kvs)
         else:  # snapshots from before the columns: a JSON object per record
-            dec_kv, dec_ev = codec.decoder(KeyValue), codec.decoder(WatchEvent)
+            dec_kv, dec_ev = canonical_json.decoder(KeyValue), canonical_json.decoder(WatchEvent)
             kvs = [dec_kv(x) for x in state["kvs"]]
             history = [dec_ev(x) for x in state["history"]]
         keys = [kv.key for kv in kvs]

@@ -5,7 +5,7 @@ made a Python call per field of each (at 1M keys, 14 s of a member's start-up an
 wiped follower's catch-up). Here each chunk of up to `CHUNK` records is a short JSON list
 of columns: the keys, and the values, each as one base64 text with a list of lengths, and
 one list per int field. Loading a chunk is a few C calls per column and one constructor
-call per record. The columns are as strict as the per-record codec: canonical base64,
+call per record. The columns are as strict as the per-record canonical JSON: canonical base64,
 int64 ints, lengths that add up exactly, known event types.
 
 A history event's previous record is, in a machine that applied it, the very record of
@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from itertools import accumulate
 from typing import Any
 
-from coord.sm import codec
+from coord.sm import canonical_json
 from coord.sm.records import DELETE, PUT, KeyValue, WatchEvent
 
 __all__ = ["CHUNK", "events_chunk", "events_from", "kv_chunk", "kvs_from"]
@@ -34,8 +34,8 @@ pieces), about 100 KB of text for 100-byte values."""
 _TYPE_CODES = {PUT: "P", DELETE: "D"}
 _CODE_TYPES = {code: kind for kind, code in _TYPE_CODES.items()}
 _INT_ONLY = {int}  # bool is not int here: type(True) is bool
-_b64 = codec.encoder(bytes)
-_unb64 = codec.decoder(bytes)
+_b64 = canonical_json.encoder(bytes)
+_unb64 = canonical_json.decoder(bytes)
 
 
 def kv_chunk(records: Sequence[KeyValue]) -> list:
@@ -169,8 +169,8 @@ def _ints(column: Any, n: int | None, what: str) -> list[int]:
     if type(column) is not list or (n is not None and len(column) != n):
         raise ValueError(f"KV chunk: {what} must be a list of {n} ints")
     if column and not (set(map(type, column)) == _INT_ONLY
-                       and codec.INT64_MIN <= min(column)
-                       and max(column) <= codec.INT64_MAX):
+                       and canonical_json.INT64_MIN <= min(column)
+                       and max(column) <= canonical_json.INT64_MAX):
         raise ValueError(f"KV chunk: {what} must be int64s")
     return column
 

@@ -22,9 +22,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from coord.sm import codec
 from coord.sm import commands as c
 from coord.sm.alarms import AlarmTable, adds_state
+from coord.sm.canonical_json import Lazy, from_plain, iter_dumps, loads
 from coord.sm.dedup import RecentRequests
 from coord.sm.elapsed import ElapsedClock
 from coord.sm.errors import INVALID_ARGUMENT, NO_SPACE, REQUEST_ID_REUSED, TOO_LARGE
@@ -353,10 +353,10 @@ class CoordMachine:
             "ownership": self.ownership.capture(),
             "owner_history": self.ownership.history.capture(),
             "pids": self.pids.capture(),
-            "recent": codec.Lazy(list(self.recent.items()), _recent_row),
+            "recent": Lazy(list(self.recent.items()), _recent_row),
             "alarms": self.alarms.to_state(),
         }
-        return _compressed(codec.iter_dumps(state))
+        return _compressed(iter_dumps(state))
 
     def restore(self, data: bytes) -> None:
         """Replace the whole state with a snapshot's (ValueError leaves it untouched)."""
@@ -388,22 +388,22 @@ class CoordMachine:
         """Rebuild this (new, unshared) machine from a snapshot: `restored`'s work."""
         try:
             try:
-                state = codec.loads(zlib.decompress(data))
+                state = loads(zlib.decompress(data))
             except zlib.error as exc:
                 raise ValueError(f"snapshot is not zlib data: {exc}") from None
             if type(state) is not dict or state.get("format") not in LOADABLE_FORMATS:
                 raise ValueError("unknown snapshot format")
-            config = {k: codec.from_plain(int, v) for k, v in state["config"].items()}
+            config = {k: from_plain(int, v) for k, v in state["config"].items()}
             if not config.keys() <= self.config.keys():
                 raise ValueError("snapshot config does not match")
             # A snapshot from before a setting existed gets this machine's value for it.
             config = {**self.config, **config}
             self._build(config)
-            self.ledger.revision = codec.from_plain(int, state["revision"])
-            self.clock_ms = codec.from_plain(int, state["clock_ms"])
+            self.ledger.revision = from_plain(int, state["revision"])
+            self.clock_ms = from_plain(int, state["clock_ms"])
             if "leader_note" in state:  # snapshots from before the note have none
                 term, member = state["leader_note"]
-                self.leader_note = (codec.from_plain(int, term), codec.from_plain(str, member))
+                self.leader_note = (from_plain(int, term), from_plain(str, member))
             if "elapsed" in state:
                 self.elapsed = ElapsedClock.from_state(state["elapsed"])
             else:  # older snapshots: their pid leases ran on the leader clock, so start there
@@ -419,8 +419,8 @@ class CoordMachine:
             self.pids.load_state(state["pids"])
             self.alarms.load_state(state.get("alarms", []))  # older snapshots: none
             for rid, tag, data64 in state["recent"]:
-                self.recent.put(codec.from_plain(str, rid),
-                                (codec.from_plain(int, tag), codec.from_plain(bytes, data64)))
+                self.recent.put(from_plain(str, rid),
+                                (from_plain(int, tag), from_plain(bytes, data64)))
         except (AttributeError, KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"bad snapshot: {exc}") from None
 

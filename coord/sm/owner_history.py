@@ -24,7 +24,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from typing import Any
 
-from coord.sm import codec
+from coord.sm import canonical_json
 from coord.sm.errors import COMPACTED, CommandError
 from coord.sm.records import OWNERSHIP_KINDS, OwnershipEvent
 
@@ -87,7 +87,7 @@ class OwnerHistory:
         """As KVStore.capture: the events are frozen, so a copy of the list will do."""
         return {
             "compact_revision": self.compact_revision,
-            "events": codec.Lazy(self._events.copy(), _row),
+            "events": canonical_json.Lazy(self._events.copy(), _row),
         }
 
     def load_state(self, state: dict) -> None:

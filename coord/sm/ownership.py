@@ -23,7 +23,7 @@ import itertools
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from coord.sm import codec, limits
+from coord.sm import canonical_json, limits
 from coord.sm.errors import (
     INVALID_ARGUMENT,
     LIMIT_EXCEEDED,
@@ -230,7 +230,7 @@ class OwnershipTable:
         _check_name(group, "group")
         if type(prefix) is not str:
             raise CommandError(INVALID_ARGUMENT, "prefix must be a str")
-        if type(revision) is not int or not 1 <= revision <= codec.INT64_MAX:
+        if type(revision) is not int or not 1 <= revision <= canonical_json.INT64_MAX:
             raise CommandError(INVALID_ARGUMENT, f"revision must be an int >= 1, got "
                                f"{revision!r:.40}")
         events = self.history.since(revision, group, prefix)
@@ -268,13 +268,13 @@ class OwnershipTable:
 
     # -- snapshot ------------------------------------------------------------------------
 
-    def capture(self) -> codec.Pieces:
+    def capture(self) -> canonical_json.Pieces:
         """This table now, cheaply: a copy of each group's dict (slots never change, see
         `_Slot`), made JSON later, a slice at a time: the rows must come out sorted by
         resource, and sorting 1M names (and making their rows) at capture held the loop
         1.7 s. So the names are sorted in runs, one run per piece, and merged."""
         groups = [(group, slots.copy()) for group, slots in sorted(self._groups.items())]
-        return codec.Pieces(_state_pieces(groups))
+        return canonical_json.Pieces(_state_pieces(groups))
 
     def load_state(self, state: list) -> None:
         self._groups = {}
@@ -305,7 +305,7 @@ def _state_pieces(groups: list[tuple[str, dict[str, _Slot]]]) -> Iterator[str]:
     and resources sorted), in pieces: each run of names is sorted in a piece of its own
     (an empty one), then the runs are merged lazily and their rows written a run at a
     time."""
-    encode = codec.encode_text
+    encode = canonical_json.encode_text
     yield "["
     for g, (group, slots) in enumerate(groups):
         yield ("," if g else "") + "[" + encode(group) + ",["

@@ -1,6 +1,6 @@
 """A binary form for flat records: the commands and results every write carries.
 
-Canonical JSON (`coord.sm.codec`) costs about 3 µs to encode a put and 4 µs to decode it,
+Canonical JSON (`coord.sm.canonical_json`) costs about 3 µs to encode a put and 4 µs to decode it,
 and its result as much again; every member decodes every command and encodes every
 result, so a put spent ~20 µs of the cluster's CPU on JSON alone. A record whose fields
 are ints, bools, strs and bytes, tuples of those, tuples of NamedTuples of those (an
@@ -36,7 +36,7 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any
 
-from coord.sm.codec import is_namedtuple, record_fields
+from coord.sm.canonical_json import is_namedtuple, record_fields
 
 _FIXED = {int: "q", bool: "?"}
 _VARIABLE = (str, bytes)

@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
-from coord.sm import codec, limits
+from coord.sm import limits
+from coord.sm.canonical_json import INT64_MAX, Lazy, decoder, from_plain
 from coord.sm.dedup import RecentRequests
 from coord.sm.errors import (
     INVALID_ARGUMENT,
@@ -154,7 +155,7 @@ class PidAllocator:
             RecentRequests(request_capacity))
 
     def _take(self, size: int) -> int:
-        if self.next_pid + size - 1 > codec.INT64_MAX:
+        if self.next_pid + size - 1 > INT64_MAX:
             raise CommandError(PID_CAPACITY_EXHAUSTED, "the pid sequence is exhausted")
         start = self.next_pid
         self.next_pid += size
@@ -170,7 +171,7 @@ class PidAllocator:
         key = ("block", requester, request_id)
         if request_id and (hit := self._recent.get(key)) is not None:
             return PidBlockResult(revision=hit[2], start=hit[0], size=hit[1])
-        if self.next_pid + size - 1 > codec.INT64_MAX:
+        if self.next_pid + size - 1 > INT64_MAX:
             raise CommandError(PID_CAPACITY_EXHAUSTED, "the pid sequence is exhausted")
         revision = self.ledger.touch()
         start = self._take(size)
@@ -192,10 +193,10 @@ class PidAllocator:
             wall_ms = now_ms
         _check_str(topic, "topic", limits.MAX_NAME_BYTES)
         _check_int(partition, "partition", 0, limits.MAX_PARTITION)
-        _check_int(now_ms, "now_ms", 0, codec.INT64_MAX - self.pid_lifetime_ms)
-        _check_int(wall_ms, "wall_ms", 0, codec.INT64_MAX - self.pid_lifetime_ms)
+        _check_int(now_ms, "now_ms", 0, INT64_MAX - self.pid_lifetime_ms)
+        _check_int(wall_ms, "wall_ms", 0, INT64_MAX - self.pid_lifetime_ms)
         if pid != -1:
-            _check_int(pid, "pid", 1, codec.INT64_MAX)
+            _check_int(pid, "pid", 1, INT64_MAX)
             lease = self.ring.find(pid)
             if lease is None or lease.expire_ms <= now_ms:
                 raise CommandError(UNKNOWN_PID, f"pid {pid} has no live lease (expired, or "
@@ -207,7 +208,7 @@ class PidAllocator:
         if len(self.ring) - self.ring.expired_count(now_ms) >= self.ring.capacity:
             raise CommandError(PID_CAPACITY_EXHAUSTED, f"all {self.ring.capacity} pid leases "
                                "are live; retry after the oldest expires")
-        if self.next_pid > codec.INT64_MAX:
+        if self.next_pid > INT64_MAX:
             raise CommandError(PID_CAPACITY_EXHAUSTED, "the pid sequence is exhausted")
         revision = self.ledger.touch()
         self.ring.drop_expired(now_ms)
@@ -251,7 +252,7 @@ class PidAllocator:
         if request_id and (hit := self._recent.get(key)) is not None:
             return ProducerResult(revision=hit[2], pid=hit[0], generation=hit[1])
         current = self.producers.get(producer_key)
-        if self.next_pid > codec.INT64_MAX:
+        if self.next_pid > INT64_MAX:
             raise CommandError(PID_CAPACITY_EXHAUSTED, "the pid sequence is exhausted")
         revision = self.ledger.touch()
         if current is None or current[1] >= limits.MAX_PID_GENERATION:
@@ -269,7 +270,7 @@ class PidAllocator:
         """OK iff (pid, generation) is the producer's current identity; an older one is
         PRODUCER_FENCED. The result always carries the current identity."""
         _check_str(producer_key, "producer_key", limits.MAX_NAME_BYTES)
-        _check_int(pid, "pid", 1, codec.INT64_MAX)
+        _check_int(pid, "pid", 1, INT64_MAX)
         _check_int(generation, "generation", 0, limits.MAX_PID_GENERATION)
         current = self.producers.get(producer_key)
         if current is None:
@@ -298,10 +299,10 @@ class PidAllocator:
     def capture(self) -> dict:
         """`to_state`, cheaply, for a snapshot taken on the event loop: the live leases as
         a copy of the ring's slots in order (list slicing, milliseconds at 1M leases),
-        made lists a slice at a time as `codec.iter_dumps` reaches them. Building every
+        made lists a slice at a time as `canonical_json.iter_dumps` reaches them. Building every
         lease's list at capture held the loop long enough, at a million leases, for the
         leader to lose its quorum."""
-        return {**self._state_but_leases(), "leases": codec.Lazy(self.ring.in_order(), list)}
+        return {**self._state_but_leases(), "leases": Lazy(self.ring.in_order(), list)}
 
     def _state_but_leases(self) -> dict:
         return {
@@ -311,10 +312,9 @@ class PidAllocator:
         }
 
     def load_state(self, state: dict) -> None:
-        lease_of, recent_of = codec.decoder(PidLease), codec.decoder(tuple[str, str, str, int,
-                                                                            int, int])
-        producer_of = codec.decoder(tuple[str, int, int])
-        next_pid = codec.from_plain(int, state["next_pid"])
+        lease_of, recent_of = decoder(PidLease), decoder(tuple[str, str, str, int, int, int])
+        producer_of = decoder(tuple[str, int, int])
+        next_pid = from_plain(int, state["next_pid"])
         leases = [lease_of(x) for x in state["leases"]]
         if len(leases) > self.ring.capacity:
             raise ValueError("snapshot holds more pid leases than the ring's capacity")

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coord.sm import limits
-from coord.sm.codec import INT64_MAX, Lazy
+from coord.sm.canonical_json import INT64_MAX, Lazy
 from coord.sm.errors import (
     INVALID_ARGUMENT,
     LIMIT_EXCEEDED,
@@ -185,7 +185,7 @@ class SessionTable:
 
     def capture(self) -> dict:
         """This table now, cheaply: the sessions in id order, each made a row only when
-        `codec.iter_dumps` reaches it. A session's row fields never change once it is
+        `canonical_json.iter_dumps` reaches it. A session's row fields never change once it is
         open, so holding the records is holding their state (at 100k sessions building
         every row here took 170 ms of the loop, and a leader's heartbeats stalled)."""
         sessions = self._sessions

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 
 from coord.raft.types import Message, MessageType
-from coord.server.transport.codec import fill_message_pb
+from coord.server.transport.raft_proto import fill_message_pb
 from coord.v1 import raft_pb2
 
 __all__ = ["CHUNK_BYTES", "Piece", "Reassembly", "cut", "fill_piece", "needs_cutting"]

@@ -1,4 +1,4 @@
-"""coord.server.transport (codec, frames, peer, listener), over real connections on
+"""coord.server.transport (raft_proto, frames, peer, listener), over real connections on
 127.0.0.1."""
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ from coord.raft.types import (
     Snapshot,
     SnapshotMeta,
 )
-from coord.server.transport import codec, connection, snapshot_pieces
+from coord.server.transport import connection, snapshot_pieces
 from coord.server.transport import peer as transport_mod
+from coord.server.transport import raft_proto
 from coord.server.transport.auth import PeerAuth, auth_token
 from coord.server.transport.frames import PREAMBLE, FrameReader, Kind, frame
 from coord.server.transport.listener import PeerPort
@@ -138,10 +139,10 @@ async def raw_connection(address: str, hello: tuple[int, int, str] | None,
         writer.close()
 
 
-# --- codec -----------------------------------------------------------------------------------
+# --- raft_proto ------------------------------------------------------------------------------
 
 
-def test_codec_round_trip() -> None:
+def test_raft_proto_round_trip() -> None:
     cc = ConfChange(ConfChangeType.ADD_LEARNER, 7, b'{"name": "n7", "peer": "127.0.0.7:7001"}')
     assert decode_conf_change(encode_conf_change(cc)) == cc
     cc0 = ConfChange(ConfChangeType.ADD_VOTER, 3)  # all-default enum value survives too
@@ -174,8 +175,8 @@ def test_codec_round_trip() -> None:
         reject_hint=99,
         context=b"read-ctx-\x01",
     )
-    wire = codec.message_to_pb(m).SerializeToString()
-    back = codec.message_from_pb(raft_pb2.Message.FromString(wire))
+    wire = raft_proto.message_to_pb(m).SerializeToString()
+    back = raft_proto.message_from_pb(raft_pb2.Message.FromString(wire))
     assert back == m
     assert isinstance(back.entries, tuple)
     assert type(back.type) is MessageType and back.entries[1].type is EntryType.CONF_CHANGE
@@ -184,22 +185,22 @@ def test_codec_round_trip() -> None:
 
     # Absent snapshot stays None; an empty-but-present one stays present.
     hb = Message(MessageType.HEARTBEAT, to=3, frm=1, term=4, commit=7)
-    pb = codec.message_to_pb(hb)
+    pb = raft_proto.message_to_pb(hb)
     assert not pb.HasField("snapshot")
-    assert codec.message_from_pb(raft_pb2.Message.FromString(pb.SerializeToString())) == hb
+    assert raft_proto.message_from_pb(raft_pb2.Message.FromString(pb.SerializeToString())) == hb
     empty = Message(MessageType.SNAP, to=3, frm=1, snapshot=Snapshot())
-    assert codec.message_from_pb(codec.message_to_pb(empty)).snapshot == Snapshot()
+    assert raft_proto.message_from_pb(raft_proto.message_to_pb(empty)).snapshot == Snapshot()
 
     for e in entries:
-        assert codec.entry_from_pb(codec.entry_to_pb(e)) == e
-    assert codec.snapshot_from_pb(codec.snapshot_to_pb(snap)) == snap
+        assert raft_proto.entry_from_pb(raft_proto.entry_to_pb(e)) == e
+    assert raft_proto.snapshot_from_pb(raft_proto.snapshot_to_pb(snap)) == snap
     cs = snap.meta.conf_state
-    assert codec.conf_state_from_pb(codec.conf_state_to_pb(cs)) == cs
+    assert raft_proto.conf_state_from_pb(raft_proto.conf_state_to_pb(cs)) == cs
 
     with pytest.raises(ValueError):
-        codec.message_from_pb(raft_pb2.Message(type=200, to=1))
+        raft_proto.message_from_pb(raft_pb2.Message(type=200, to=1))
     with pytest.raises(ValueError):
-        codec.message_from_pb(
+        raft_proto.message_from_pb(
             raft_pb2.Message(type=3, to=1, entries=[raft_pb2.Entry(term=1, index=1, type=9)])
         )
 
@@ -302,7 +303,8 @@ def test_wrong_secret_is_refused() -> None:
             # The listening side, by hand: bad MAC, no hello, a MAC made for another
             # receiver, another cluster, and last a good one.
             batch = raft_pb2.MessageBatch(
-                messages=[codec.message_to_pb(app(1, 2, 0)), codec.message_to_pb(app(1, 3, 1))]
+                messages=[raft_proto.message_to_pb(app(1, 2, 0)),
+                          raft_proto.message_to_pb(app(1, 3, 1))]
             )
             good = auth_token(SECRET, CLUSTER, 1, 2)
             code, _ = await raw_connection(b.address, (1, CLUSTER, "0" * 64), batch)
@@ -647,7 +649,7 @@ def test_a_snapshot_missing_a_piece_is_dropped_not_delivered() -> None:
     pieces = snapshot_pieces.Reassembly()
     last = raft_pb2.MessageBatch()
     last.chunk.offset, last.chunk.total, last.chunk.data = 4, 8, b"5678"
-    codec.fill_message_pb(last.chunk.message, Message(MessageType.SNAP, to=2, frm=1,
+    raft_proto.fill_message_pb(last.chunk.message, Message(MessageType.SNAP, to=2, frm=1,
                                                       snapshot=Snapshot()))
     t.deliver(1, last, pieces)  # the first piece never came
     assert got == [] and t.dropped_inbound == 1

@@ -9,7 +9,7 @@ import zlib
 
 import pytest
 
-from coord.sm import codec
+from coord.sm import canonical_json
 from coord.sm import commands as c
 from coord.sm.commands import Claim
 from coord.sm.ledger import INITIAL_REVISION, LOG_VERSION, initial_revision
@@ -59,7 +59,7 @@ def test_a_snapshot_taken_before_the_change_restores_its_own_revisions():
 def _state(machine: CoordMachine) -> dict:
     """A machine's snapshot as data, with each remembered answer decoded: the old code
     remembered them as JSON, this code writes most of them packed (`coord.sm.packed`)."""
-    state = codec.loads(zlib.decompress(machine.snapshot()))
+    state = canonical_json.loads(zlib.decompress(machine.snapshot()))
     state["recent"] = [[rid, tag, c.decode_result(base64.b64decode(data))]
                        for rid, tag, data in state["recent"]]
     return state

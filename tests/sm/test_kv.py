@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coord.sm import codec
+from coord.sm import canonical_json
 from coord.sm import commands as c
 from coord.sm.errors import (
     COMPACTED,
@@ -223,7 +223,7 @@ def test_session_bound_keys():
 
 
 def kvs_state(kv: KVStore) -> str:
-    return "".join(codec.iter_dumps(kv.capture()["kv_columns"]))
+    return "".join(canonical_json.iter_dumps(kv.capture()["kv_columns"]))
 
 
 def test_bad_input_is_refused_and_changes_nothing(kv):

@@ -7,7 +7,7 @@ import zlib
 
 import pytest
 
-from coord.sm import codec, kv_columns
+from coord.sm import canonical_json, kv_columns
 from coord.sm import commands as c
 from coord.sm.machine import CoordMachine
 from coord.sm.records import DELETE, PUT, KeyValue, WatchEvent
@@ -62,7 +62,7 @@ def test_restored_records_are_shared_as_in_the_machine_that_applied_them():
 
 def test_columns_round_trip_and_are_json():
     records = [KeyValue(b"a", b"", 2, 2, 1), KeyValue(b"\xff\x00", b"v" * 70, 3, 9, 4, 7)]
-    chunk = codec.loads(codec.dumps(kv_columns.kv_chunk(records)))
+    chunk = canonical_json.loads(canonical_json.dumps(kv_columns.kv_chunk(records)))
     assert kv_columns.kvs_from([chunk, kv_columns.kv_chunk([])]) == records
     events = [WatchEvent(PUT, records[0], None, 2),
               WatchEvent(DELETE, KeyValue(b"a", b"", 0, 5, 0), records[0], 5)]
@@ -133,12 +133,12 @@ def test_the_good_chunks_the_planted_ones_start_from_load():
 
 def test_a_planted_bad_chunk_in_a_snapshot_leaves_the_machine_untouched():
     m = busy_machine()
-    state = codec.loads(zlib.decompress(m.snapshot()))
+    state = canonical_json.loads(zlib.decompress(m.snapshot()))
     state["kv"]["kv_columns"][0] = BAD_KV_CHUNKS["lengths past the bytes"]
     other = busy_machine()
     before = other.snapshot()
     with pytest.raises(ValueError, match="bad snapshot"):
-        other.restore(zlib.compress(codec.dumps(state)))
+        other.restore(zlib.compress(canonical_json.dumps(state)))
     assert other.snapshot() == before
 
 
@@ -147,7 +147,7 @@ def test_a_previous_record_is_written_once_as_a_flag_and_comes_back_shared():
     says so with a flag instead of its bytes. Only a previous record whose event was
     compacted away is written out."""
     m = busy_machine()
-    state = codec.loads(zlib.decompress(m.snapshot()))
+    state = canonical_json.loads(zlib.decompress(m.snapshot()))
     chunks = state["kv"]["history_columns"]
     flags = "".join(chunk[3] for chunk in chunks)
     given = sum(len(chunk[4][1]) for chunk in chunks)
@@ -178,7 +178,7 @@ def test_a_format_2_snapshot_still_loads():
     """Format 2 wrote every previous record in full (flags 0 and 1 only)."""
     m = busy_machine()
     snap = m.snapshot()
-    state = codec.loads(zlib.decompress(snap))
+    state = canonical_json.loads(zlib.decompress(snap))
     kv = state["kv"]
     records = kv_columns.kvs_from(kv["kv_columns"])
     events, _ = kv_columns.events_from(kv["history_columns"], records)
@@ -193,7 +193,7 @@ def test_a_format_2_snapshot_still_loads():
     kv["history_columns"] = full
     state["format"] = 2
     other = CoordMachine()
-    other.restore(zlib.compress(codec.dumps(state)))
+    other.restore(zlib.compress(canonical_json.dumps(state)))
     assert other.snapshot() == snap and other.describe() == m.describe()
     assert shared_records(other.kv._history)[0] == shared_records(m.kv._history)[0]
 
@@ -202,13 +202,13 @@ def test_a_format_1_snapshot_still_loads():
     """What a member's disk holds from before the columns: one JSON object per record."""
     m = busy_machine()
     snap = m.snapshot()
-    state = codec.loads(zlib.decompress(snap))
+    state = canonical_json.loads(zlib.decompress(snap))
     kv = state["kv"]
     records = kv_columns.kvs_from(kv.pop("kv_columns"))
     events, _ = kv_columns.events_from(kv.pop("history_columns"), records)
-    kv["kvs"] = [codec.to_plain(KeyValue, r) for r in records]
-    kv["history"] = [codec.to_plain(WatchEvent, e) for e in events]
+    kv["kvs"] = [canonical_json.to_plain(KeyValue, r) for r in records]
+    kv["history"] = [canonical_json.to_plain(WatchEvent, e) for e in events]
     state["format"] = 1
     other = CoordMachine()
-    other.restore(zlib.compress(codec.dumps(state)))
+    other.restore(zlib.compress(canonical_json.dumps(state)))
     assert other.snapshot() == snap and other.describe() == m.describe()

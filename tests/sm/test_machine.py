@@ -14,9 +14,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from coord.server.node.statemachine import StateMachine
-from coord.sm import codec, packed
 from coord.sm import commands as c
+from coord.sm import packed
 from coord.sm import results as res
+from coord.sm.canonical_json import Lazy, dumps, iter_dumps
 from coord.sm.errors import (
     FUTURE_REVISION,
     INVALID_ARGUMENT,
@@ -413,10 +414,9 @@ def test_a_capture_serializes_the_state_it_was_taken_at(entries, data):
     max_leaves=30,
 ), st.integers(1, 3))
 def test_json_in_pieces_is_the_same_bytes(plain, slice_len):
-    assert "".join(codec.iter_dumps(plain, slice_len)).encode() == codec.dumps(plain)
-    lazy = codec.Lazy([plain, plain], lambda x: [x])
-    assert "".join(codec.iter_dumps({"x": lazy}, slice_len)).encode() == codec.dumps(
-        {"x": [[plain], [plain]]})
+    assert "".join(iter_dumps(plain, slice_len)).encode() == dumps(plain)
+    lazy = Lazy([plain, plain], lambda x: [x])
+    assert "".join(iter_dumps({"x": lazy}, slice_len)).encode() == dumps({"x": [[plain], [plain]]})
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -136,14 +136,14 @@ def test_a_snapshot_from_before_the_history_replays_nothing_older():
     history starts empty, compacted at the snapshot's revision."""
     import zlib
 
-    from coord.sm import codec
+    from coord.sm import canonical_json
 
     m, (a,) = machine_with(1)
     own(m, a, ("p0", 0))
-    state = codec.loads(zlib.decompress(m.snapshot()))
+    state = canonical_json.loads(zlib.decompress(m.snapshot()))
     del state["owner_history"]
     del state["config"]["owner_history_limit"]
-    old = zlib.compress(codec.dumps(state), 6)
+    old = zlib.compress(canonical_json.dumps(state), 6)
     copy = CoordMachine()
     copy.restore(old)
     assert history(copy, m.revision).error == COMPACTED

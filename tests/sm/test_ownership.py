@@ -304,7 +304,7 @@ def test_a_capture_of_many_resources_is_their_sorted_rows_as_they_were():
     import json
     import random
 
-    from coord.sm import codec
+    from coord.sm import canonical_json
     from coord.sm.ownership import RUN
 
     m, sids = machine_with(3)
@@ -315,7 +315,7 @@ def test_a_capture_of_many_resources_is_their_sorted_rows_as_they_were():
             group="g" if i % 2000 else "é")
     expected = [[group, [[r, s.owner, s.generation, s.revision] for r, s in sorted(slots.items())]]
                 for group, slots in sorted(m.ownership._groups.items())]
-    pieces = codec.iter_dumps(m.ownership.capture())
+    pieces = canonical_json.iter_dumps(m.ownership.capture())
     first = next(pieces)
     own(m, sids[0], (names[0], 0), (names[-1], 0), group="g")  # takeovers after the capture
     own(m, sids[0], (names[1], 0), (names[-2], 0), group="é")

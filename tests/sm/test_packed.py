@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coord.sm import codec, packed
 from coord.sm import commands as c
+from coord.sm import packed
 from coord.sm import results as res
-from coord.sm.codec import INT64_MAX, INT64_MIN
+from coord.sm.canonical_json import INT64_MAX, INT64_MIN, dumps, to_plain
 from coord.sm.records import Claim, Conflict, Grant, KeyValue
 
 PUT = c.Put(b"k\x00\xff", b"v", 3, True, "rid-ü")
@@ -119,7 +119,7 @@ def test_every_put_round_trips_and_matches_its_json_form(key, value, sid, prev, 
     cmd = c.Put(key, value, sid, prev, rid, iv, il)
     data = c.encode_command(cmd)
     assert data[0] == c.PACKED_VERSION and c.decode_command(data) == cmd
-    as_json = bytes((c.FORMAT_VERSION, data[1])) + codec.dumps(codec.to_plain(c.Put, cmd))
+    as_json = bytes((c.FORMAT_VERSION, data[1])) + dumps(to_plain(c.Put, cmd))
     assert c.decode_command(as_json) == cmd
 
 
@@ -203,5 +203,5 @@ def test_every_own_round_trips_and_matches_its_json_form(sid, group, claims, rid
     cmd = c.Own(sid, group, tuple(Claim(r, g) for r, g in claims), rid)
     data = c.encode_command(cmd)
     assert data[0] == c.PACKED_VERSION and c.decode_command(data) == cmd
-    as_json = bytes((c.FORMAT_VERSION, data[1])) + codec.dumps(codec.to_plain(c.Own, cmd))
+    as_json = bytes((c.FORMAT_VERSION, data[1])) + dumps(to_plain(c.Own, cmd))
     assert c.decode_command(as_json) == cmd

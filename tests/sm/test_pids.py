@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coord.sm import codec
 from coord.sm import commands as c
+from coord.sm.canonical_json import dumps, iter_dumps
 from coord.sm.errors import (
     INVALID_ARGUMENT,
     PID_CAPACITY_EXHAUSTED,
@@ -132,7 +132,7 @@ def test_a_capture_of_a_wrapped_ring_writes_what_to_state_writes():
     for t in (0, 10, 20, 30, 1_005, 1_015):  # the first two expire, the ring wraps
         assert p.lease_pid("t", t, now_ms=t).ok
     assert p.ring._head != 0 and [x.pid for x in p.ring.in_order()] == [3, 4, 5, 6]
-    assert "".join(codec.iter_dumps(p.capture())) == codec.dumps(p.to_state()).decode()
+    assert "".join(iter_dumps(p.capture())) == dumps(p.to_state()).decode()
 
 
 def test_ring_binary_search_across_the_wrap():

@@ -1,11 +1,11 @@
-"""The codec's bytes: every member must decode exactly what every other encodes and
+"""Canonical JSON's bytes: every member must decode exactly what every other encodes and
 refuse the rest alike, so only canonical base64 decodes."""
 
 from __future__ import annotations
 
 import pytest
 
-from coord.sm import codec
+from coord.sm import canonical_json
 from coord.sm.records import Claim
 
 
@@ -15,23 +15,23 @@ def test_bytes_decode_only_from_canonical_base64(text):
     """Every member must refuse exactly what `_enc_bytes` would not write: stray,
     non-ASCII or whitespace characters, missing or extra padding, non-zero pad bits."""
     with pytest.raises(ValueError):
-        codec.from_plain(bytes, text)
+        canonical_json.from_plain(bytes, text)
 
 
 def test_bytes_round_trip_through_canonical_base64():
     for raw in (b"", b"a", b"ab", b"abc", bytes(range(256)), b"\xff" * 1000):
-        text = codec.to_plain(bytes, raw)
-        assert codec.from_plain(bytes, text) == raw
+        text = canonical_json.to_plain(bytes, raw)
+        assert canonical_json.from_plain(bytes, text) == raw
     with pytest.raises(ValueError):
-        codec.from_plain(bytes, b"YQ==")  # text only
+        canonical_json.from_plain(bytes, b"YQ==")  # text only
 
 
 ROWS = tuple[Claim, ...]
-GOOD_ROWS = [["a", 0], ["b", 7], ["c", codec.INT64_MAX]]
+GOOD_ROWS = [["a", 0], ["b", 7], ["c", canonical_json.INT64_MAX]]
 BAD_ROWS = {
     "a bool for an int": [["a", 0], ["b", True]],
-    "an int past int64": [["a", codec.INT64_MAX + 1]],
-    "an int below int64": [["a", codec.INT64_MIN - 1]],
+    "an int past int64": [["a", canonical_json.INT64_MAX + 1]],
+    "an int below int64": [["a", canonical_json.INT64_MIN - 1]],
     "an int for a str": [[5, 0]],
     "a row too short": [["a", 0], ["b"]],
     "a row too long": [["a", 0, 1]],
@@ -41,9 +41,9 @@ BAD_ROWS = {
 
 
 def test_rows_of_a_flat_namedtuple_decode_in_columns_as_one_by_one():
-    assert codec.from_plain(ROWS, GOOD_ROWS) == tuple(Claim(*r) for r in GOOD_ROWS)
-    assert codec.from_plain(ROWS, []) == ()
-    assert codec.to_plain(ROWS, codec.from_plain(ROWS, GOOD_ROWS)) == GOOD_ROWS
+    assert canonical_json.from_plain(ROWS, GOOD_ROWS) == tuple(Claim(*r) for r in GOOD_ROWS)
+    assert canonical_json.from_plain(ROWS, []) == ()
+    assert canonical_json.to_plain(ROWS, canonical_json.from_plain(ROWS, GOOD_ROWS)) == GOOD_ROWS
 
 
 @pytest.mark.parametrize("name", sorted(BAD_ROWS))
@@ -51,15 +51,15 @@ def test_rows_refused_in_columns_are_refused_with_the_row_s_own_error(name):
     """The column checks refuse what the per-row converter refuses, with its message."""
     rows = BAD_ROWS[name]
     with pytest.raises(ValueError) as batch:
-        codec.from_plain(ROWS, rows)
+        canonical_json.from_plain(ROWS, rows)
     if isinstance(rows, list):
         bad = next(r for r in rows if r not in GOOD_ROWS and r != ["a", 0])
         with pytest.raises(ValueError) as single:
-            codec.from_plain(Claim, bad)
+            canonical_json.from_plain(Claim, bad)
         assert str(batch.value) == str(single.value)
 
 
 def test_rows_encode_only_from_tuples_of_the_right_kinds():
     for bad in ([Claim("a", True)], [("a", 0, 1)], [["a", 0]], [Claim(5, 0)]):
         with pytest.raises(ValueError):
-            codec.to_plain(ROWS, bad)
+            canonical_json.to_plain(ROWS, bad)
