@@ -308,6 +308,6 @@ def own_result(r: pb.OwnResponse) -> OwnResult:
 
 
 def lease_result(r: pb.LeasePidResponse) -> PidLease:
-    if r.error:  # the seed reports lease failures in the body, not the status
+    if r.error:  # the specification reports lease failures in the body, not the status
         raise error_for(r.error, f"lease pid: {r.error}")
     return PidLease(header(r.header), r.pid, r.generation, r.sequence_number, r.expire_ms)

@@ -153,8 +153,8 @@ class Txn:
     def compare_and_set(
         cls, key: bytes, expected_version: int, value: bytes, request_id: str = ""
     ) -> Txn:
-        """The seed's linearizable register: write iff the key is at `expected_version`
-        (0 = absent); on failure, read the current value."""
+        """The linearizable register of the KV-on-a-log specification: write iff the key is at
+        `expected_version` (0 = absent); on failure, read the current value."""
         return cls((Compare.of_version(key, "=", expected_version),), (Put(key, value),),
                    (Range(key),), request_id)
 
@@ -272,9 +272,9 @@ class LeasePid:
 
 @dataclass(frozen=True)
 class SetPidCapacity:
-    """How many live pid leases the cluster holds (the seed's fixed-size circular buffer):
-    committed like any change, so every member's ring has the same size and refuses the
-    same lease. Refused below the leases live now."""
+    """How many live pid leases the cluster holds (the idempotent-producer specification's
+    fixed-size circular buffer): committed like any change, so every member's ring has the
+    same size and refuses the same lease. Refused below the leases live now."""
 
     capacity: int
     request_id: str = ""
@@ -295,8 +295,8 @@ class CheckProducer:
 
 @dataclass(frozen=True)
 class Barrier:
-    """A no-op that returns the revision: the seed's "append a marker, read once it is
-    applied" linearizable read."""
+    """A no-op that returns the revision: the KV-on-a-log specification's "append a
+    marker, read once it is applied" linearizable read."""
 
 
 # -- alarms ------------------------------------------------------------------------------

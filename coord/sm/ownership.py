@@ -1,6 +1,7 @@
 """Single-owner claims on (group, resource), with fencing generations.
 
-The seed's `own` API, judged per resource against the state before the command:
+The `own` API of Kafka's single reader/writer specification, judged per resource against
+the state before the command:
   - no owner: the requester owns it, at generation 1 the first time ever and at the
     remembered last generation + 1 after a release/expiry/close/sever;
   - the requester already owns it: idempotent, same generation (whatever was requested,

@@ -1,15 +1,15 @@
 """Producer ids: blocks, fixed-lifetime leases, and fenced producer identities.
 
-All pids come from one monotonic sequence starting at 1 (pid 0 means "not idempotent"
-in the seed), so a pid is never issued twice. Leases follow the seed: every pid has the
-same lifetime from issue, so pids expire in issue order and the live ones fit a
-fixed-size circular buffer searched by binary search. Lifetimes run on the machine's
-`ElapsedClock` (leader time counted within each leader's term, coord/sm/elapsed.py), so
-a leader whose wall clock is hours off cannot expire a lease early; a lease outlives its
-lifetime by the elections it lives through. A lease's `expire_ms` is kept on that clock;
-answers carry it as leader wall time (the proposing leader's time plus what is left).
-The lease's random starting generation is drawn by the leader and carried in the
-command, so apply stays deterministic.
+All pids come from one monotonic sequence starting at 1 (pid 0 means "not idempotent" in
+Kafka's idempotent-producer specification), so a pid is never issued twice. Leases
+follow that specification: every pid has the same lifetime from issue, so pids expire in
+issue order and the live ones fit a fixed-size circular buffer searched by binary
+search. Lifetimes run on the machine's `ElapsedClock` (leader time counted within each
+leader's term, coord/sm/elapsed.py), so a leader whose wall clock is hours off cannot
+expire a lease early; a lease outlives its lifetime by the elections it lives through. A
+lease's `expire_ms` is kept on that clock; answers carry it as leader wall time (the
+proposing leader's time plus what is left). The lease's random starting generation is
+drawn by the leader and carried in the command, so apply stays deterministic.
 """
 
 from __future__ import annotations

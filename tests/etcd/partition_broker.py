@@ -1,4 +1,4 @@
-"""A "broker" of the seed kafscale-etcd-lease-partition-ownership, run as its own process
+"""A "broker" of KafScale's partition-ownership specification (etcd leases), run as its own process
 by test_partition_leases.py, using the `etcd3` package (a client nobody here wrote):
 one lease with a TTL for all its partitions, kept alive by heartbeats; each partition
 claimed with a create-if-absent Txn bound to that lease; a prefix watch that claims a

@@ -1,6 +1,6 @@
-"""The seed's partition-lease pattern (kafscale-etcd-lease-partition-ownership) end to end
+"""KafScale's partition-lease pattern (its partition-ownership specification) end to end
 against coord's etcd API, with clients nobody here wrote: two "brokers" (the `etcd3`
-package, each its own process: tests/partition_broker.py) claim partitions with
+package, each its own process: tests/etcd/partition_broker.py) claim partitions with
 create-if-absent Txns bound to one lease each, and a "proxy" (`etcdctl watch --prefix
 --prev-kv`) follows ownership. A graceful shutdown revokes the lease: the keys vanish,
 the proxy sees DELETEs, the other broker claims at once. A crash stops the heartbeats:
@@ -28,7 +28,7 @@ pytestmark = [pytest.mark.cluster, pytest.mark.etcd]
 PREFIX = "/kafscale/partition-leases/orders/"
 PARTITIONS = list(range(8))
 LONG_TTL = 30  # seconds: a lease that cannot expire within the test's waits
-TTL = 3  # the lease whose expiry the test waits out (the seed uses 10; same rule)
+TTL = 3  # the lease whose expiry the test waits out (the specification uses 10; same rule)
 
 
 def broker(name: str, endpoint: str, ttl: int) -> LineProcess:

@@ -158,7 +158,8 @@ def test_put_if_absent_and_compare_and_set(kv):
     assert not second.succeeded and second.responses[0].kvs[0].value == b"A"
     assert not kv.compare_and_set(b"reg", 0, b"C").succeeded
     assert kv.compare_and_set(b"reg", 1, b"C").succeeded
-    stale = kv.compare_and_set(b"reg", 1, b"D")  # the seed's "someone else wrote version 2"
+    # the specification's "someone else wrote version 2":
+    stale = kv.compare_and_set(b"reg", 1, b"D")
     assert not stale.succeeded and stale.responses[0].kvs[0].value == b"C"
     assert kv.get(b"reg").version == 2
     assert kv.compare_and_set(b"new", 0, b"x").succeeded

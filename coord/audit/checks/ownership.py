@@ -1,7 +1,7 @@
 """Ownership: one owner per (group, resource) at any revision, a takeover always severs
 the previous owner, nothing is granted to a session that ended, generations strictly
-increase per resource (except the seed's generation-0 reset to 1), and fencing tokens
-(generation, revision) only move forward.
+increase per resource (except the generation-0 reset to 1 of Kafka's single
+reader/writer specification), and fencing tokens (generation, revision) only move forward.
 
 All of them read the owner.* effect rows — what the state machine reported it did —
 ordered per resource by (index, seq) in a window partitioned by resource, so each
