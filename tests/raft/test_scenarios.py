@@ -1,4 +1,4 @@
-"""Readable Raft scenarios, etcd style: each ``tests/scenarios/*.txt`` is a script of
+"""Readable Raft scenarios, etcd style: each ``tests/raft/scenarios/*.txt`` is a script of
 commands and expectations, run here against a scripted cluster of `RawNode`s.
 
 The format is one command per line; ``#`` starts a comment. Node arguments are an id, a

@@ -1,7 +1,7 @@
 """Session (lease) revisions over the wire, on one in-process member: a grant and a
 revoke of a lease without keys answer the current revision and leave it there, as
 etcd's do, and a session that ended holding nothing still tells its event stream, at
-that revision (`tests/test_sm_session_revisions.py` has the state machine's rule)."""
+that revision (`tests/sm/test_session_revisions.py` has the state machine's rule)."""
 
 from __future__ import annotations
 
