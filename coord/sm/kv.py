@@ -19,8 +19,7 @@ from typing import Any
 
 from sortedcontainers import SortedList
 
-from coord.sm import canonical_json
-from coord.sm import kv_checks, kv_columns, limits
+from coord.sm import canonical_json, kv_checks, kv_columns, limits
 from coord.sm.commands import (
     CREATE,
     LEASE,

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from coord.sm import codec, limits
+from coord.sm import limits
+from coord.sm.canonical_json import INT64_MAX
 from coord.sm.commands import OPS, TARGETS, Compare, DeleteRange, Put, Range, Txn
 from coord.sm.errors import INVALID_ARGUMENT, TOO_LARGE, CommandError
 
@@ -35,7 +36,7 @@ def check_range_end(range_end: Any) -> None:
 
 
 def check_int(v: Any, name: str, low: int = 0) -> None:
-    if type(v) is not int or not low <= v <= codec.INT64_MAX:
+    if type(v) is not int or not low <= v <= INT64_MAX:
         raise CommandError(INVALID_ARGUMENT, f"{name} must be an int >= {low}, got {v!r:.40}")
 
 

@@ -30,8 +30,8 @@ from collections.abc import Callable, Iterable
 from coord.raft.types import LOCAL_MESSAGES, Message, MessageType
 from coord.server.transport import snapshot_pieces
 from coord.server.transport.auth import PeerAuth
-from coord.server.transport.raft_proto import fill_message_pb, message_from_pb
 from coord.server.transport.connection import ConnectionEnded, Inbound, Outbound
+from coord.server.transport.raft_proto import fill_message_pb, message_from_pb
 from coord.server.transport.snapshot_pieces import Piece, Reassembly, fill_piece
 from coord.v1 import raft_pb2
 

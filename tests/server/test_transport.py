@@ -19,9 +19,8 @@ from coord.raft.types import (
     Snapshot,
     SnapshotMeta,
 )
-from coord.server.transport import connection, snapshot_pieces
+from coord.server.transport import connection, raft_proto, snapshot_pieces
 from coord.server.transport import peer as transport_mod
-from coord.server.transport import raft_proto
 from coord.server.transport.auth import PeerAuth, auth_token
 from coord.server.transport.frames import PREAMBLE, FrameReader, Kind, frame
 from coord.server.transport.listener import PeerPort
