@@ -21,10 +21,10 @@ from pathlib import Path
 
 from coord.event_loop import EVENT_LOOPS
 from coord.server.config import MemberConfig
-from coord.server.core.compaction import DEFAULT_MODE, DEFAULT_RETENTION, MODES, CompactionPolicy
-from coord.server.core.quota import DEFAULT_QUOTA_BYTES
 from coord.server.node.driver import NodeOptions
 from coord.server.node.members import parse_initial_cluster, validate_address
+from coord.server.upkeep.compaction import DEFAULT_MODE, DEFAULT_RETENTION, MODES, CompactionPolicy
+from coord.server.upkeep.quota import DEFAULT_QUOTA_BYTES
 
 SERVE_REQUIRED = ("name", "data_dir", "listen", "peer_listen", "initial_cluster")
 LOG_LEVELS = ["debug", "info", "warning", "error"]

@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from coord.server.core.compaction import DEFAULT_MODE, DEFAULT_RETENTION, CompactionPolicy
-from coord.server.core.quota import DEFAULT_QUOTA_BYTES
 from coord.server.etcd.watch import DEFAULT_PROGRESS_NOTIFY_S
 from coord.server.node.driver import NodeOptions
 from coord.server.node.members import MemberInfo
+from coord.server.upkeep.compaction import DEFAULT_MODE, DEFAULT_RETENTION, CompactionPolicy
+from coord.server.upkeep.quota import DEFAULT_QUOTA_BYTES
 
 
 @dataclass(slots=True)

@@ -1,8 +1,8 @@
 """One coord member, wired: the storage, the peer transport, the state machine and the
-node that drives them, the request core on top, and the two gRPC servers (clients on
---listen, peers on --peer-listen), started and stopped in the right order. The client
-server also serves the etcd v3 API (etcdserverpb.*), on --listen and, if given, on
---etcd-listen too (with --etcd-only, that API alone).
+node that drives them, the request path and the member's own jobs (upkeep) on top, and
+the two gRPC servers (clients on --listen, peers on --peer-listen), started and stopped
+in the right order. The client server also serves the etcd v3 API (etcdserverpb.*), on
+--listen and, if given, on --etcd-listen too (with --etcd-only, that API alone).
 
 This module only builds and connects; every part gets what it needs from here rather
 than reaching through another part for it."""
@@ -29,14 +29,6 @@ from coord.server.api.pipeline import PipelineService
 from coord.server.api.producers import ProducersService
 from coord.server.api.sessions import SessionsService
 from coord.server.config import MemberConfig
-from coord.server.core.compaction import AutoCompactor
-from coord.server.core.coordinator import Coordinator
-from coord.server.core.events import EventHub
-from coord.server.core.leader_note import LeaderNote
-from coord.server.core.local_sessions import LocalSessions
-from coord.server.core.quorum_notes import QuorumNotes
-from coord.server.core.quota import SpaceGuard
-from coord.server.core.session_tracker import SessionTracker
 from coord.server.etcd.cluster import EtcdClusterService
 from coord.server.etcd.kv import EtcdKVService
 from coord.server.etcd.lease import EtcdLeaseService
@@ -47,12 +39,20 @@ from coord.server.forward.service import ForwardService
 from coord.server.node.driver import Node, NodeOptions
 from coord.server.node.identity import claim_data_dir, log_version
 from coord.server.node.members import MemberInfo
+from coord.server.requests.coordinator import Coordinator
+from coord.server.requests.events import EventHub
+from coord.server.requests.local_sessions import LocalSessions
 from coord.server.storage.log_format import db_path
 from coord.server.storage.log_store import LogStore
 from coord.server.transport.auth import PeerAuth
 from coord.server.transport.grpc_options import EXCLUSIVE_BIND, SERVER_OPTIONS, Registrar
 from coord.server.transport.listener import PeerPort
 from coord.server.transport.peer import PeerTransport
+from coord.server.upkeep.compaction import AutoCompactor
+from coord.server.upkeep.leader_note import LeaderNote
+from coord.server.upkeep.quorum_notes import QuorumNotes
+from coord.server.upkeep.quota import SpaceGuard
+from coord.server.upkeep.session_tracker import SessionTracker
 from coord.sm.ledger import LOG_VERSION, initial_revision
 from coord.sm.machine import CoordMachine
 from coord.v1 import (

@@ -589,8 +589,10 @@ SERVER_LAYERS: tuple[tuple[str, ...], ...] = (
     ("member",),  # one member, wired: every part below
     ("config",),  # its configuration (defaults from the parts it configures)
     ("api", "etcd"),  # the two client APIs: siblings, neither imports the other
-    ("core",),  # the request path both APIs share
-    ("forward",),  # what the request path asks of other members, and the leader's side
+    ("requests",),  # the request path both APIs share
+    # the member's own jobs (the mode, deadlines, notes, compaction, quota); what the
+    # request path asks of other members, and the leader's side
+    ("upkeep", "forward"),
     ("node",),  # the consensus driver
     ("storage", "transport"),  # the log on disk, the wires
 )
@@ -600,7 +602,7 @@ layer import none of each other."""
 
 
 def server_part(module: str) -> str | None:
-    """coord.server.core.coordinator -> core; None outside coord.server's parts."""
+    """coord.server.requests.coordinator -> requests; None outside coord.server's parts."""
     parts = module.split(".")
     return parts[2] if parts[:2] == ["coord", "server"] and len(parts) > 2 else None
 
@@ -641,12 +643,17 @@ SERVER_PLANTED = {
     "server/__init__.py": "",
     "server/member.py": "from coord.server.api import kv\n",  # down: fine
     "server/api/__init__.py": "",
-    "server/api/kv.py": "from coord.server.core.coordinator import Coordinator\n",  # down
+    "server/api/kv.py": "from coord.server.requests.coordinator import Coordinator\n",  # down
     "server/etcd/__init__.py": "",
     "server/etcd/kv.py": "def put():\n    from coord.server.api import kv\n",  # a sibling
-    "server/core/__init__.py": "",
-    "server/core/coordinator.py": ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-                                   "    from coord.server.api.kv import Service\n"),  # up
+    "server/requests/__init__.py": "",
+    "server/requests/coordinator.py": ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                       "    from coord.server.api.kv import Service\n"),  # up
+    "server/requests/liveness.py": "from coord.server.upkeep import session_tracker\n",  # down
+    "server/upkeep/__init__.py": "",
+    "server/upkeep/session_tracker.py": "from coord.server.node.driver import Node\n",  # down
+    "server/upkeep/quorum_notes.py": "def note():\n    import coord.server.requests.coordinator\n",
+    "server/upkeep/quota.py": "from coord.server.forward import link\n",  # a sibling
     "server/forward/__init__.py": "",
     "server/forward/link.py": "from coord.server.node import driver\n",  # down
     "server/node/__init__.py": "",
@@ -659,10 +666,14 @@ SERVER_PLANTED = {
 def test_the_server_layer_checker_catches_planted_upward_imports(tmp_path):
     broken = upward_imports(read_imports(_plant(tmp_path, SERVER_PLANTED)))
     assert broken == [
-        "coord.server.core.coordinator:3 imports coord.server.api.kv (under TYPE_CHECKING):"
-        " api is above core",
         "coord.server.etcd.kv:2 imports coord.server.api.kv (inside a function):"
         " etcd and api are siblings",
         "coord.server.node.driver:1 imports coord.server.lab.probe (module level):"
         " lab is in no layer of SERVER_LAYERS",
+        "coord.server.requests.coordinator:3 imports coord.server.api.kv (under"
+        " TYPE_CHECKING): api is above requests",
+        "coord.server.upkeep.quorum_notes:2 imports coord.server.requests.coordinator"
+        " (inside a function): requests is above upkeep",
+        "coord.server.upkeep.quota:1 imports coord.server.forward.link (module level):"
+        " upkeep and forward are siblings",
     ]

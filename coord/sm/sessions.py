@@ -36,7 +36,7 @@ from coord.sm.records import EXPIRED, RELEASED, SEVERED, Claim, SessionEvent
 from coord.sm.results import ExpireResult, SessionResult
 
 LOCAL_SESSION_IDS = range(1 << 62, 1 << 63)
-"""Ids of member-local read-only sessions (server/core/local_sessions.py): drawn at random
+"""Ids of member-local read-only sessions (server/requests/local_sessions.py): drawn at random
 by a read-only member, never by this table. The counter below counts up from 1 and never
 gets here; the etcd API refuses to ask for an id here; so the only way one enters the
 table is a local session's registration (an OpenSession asking for its id), and two

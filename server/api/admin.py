@@ -10,14 +10,14 @@ import grpc
 from coord.raft import ConfChange, ConfChangeType
 from coord.server.api import inspect, table_streams
 from coord.server.api.errors import abort, abort_node_error
-from coord.server.core.events import EventHub
-from coord.server.core.local_sessions import LocalSessions
-from coord.server.core.mode import ModeMonitor
-from coord.server.core.session_tracker import SessionTracker
 from coord.server.node.driver import Node
 from coord.server.node.errors import NodeError, NotLeader
 from coord.server.node.members import MemberInfo, member_id, validate_address
 from coord.server.node.statemachine import StateMachine
+from coord.server.requests.events import EventHub
+from coord.server.requests.local_sessions import LocalSessions
+from coord.server.upkeep.mode import ModeMonitor
+from coord.server.upkeep.session_tracker import SessionTracker
 from coord.sm.machine import CoordMachine
 from coord.v1 import admin_pb2, admin_pb2_grpc
 

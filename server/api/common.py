@@ -17,9 +17,9 @@ from typing import Any, TypeVar
 
 import grpc
 
-from coord.server.core.coordinator import Coordinator, call_timeout
-from coord.server.core.mode import Refused
 from coord.server.node.errors import NodeError
+from coord.server.requests.coordinator import Coordinator, call_timeout
+from coord.server.upkeep.mode import Refused
 from coord.wire import ApiError, result_code
 
 T = TypeVar("T")

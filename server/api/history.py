@@ -20,7 +20,7 @@ member (a compaction past its position) ends with COMPACTED: it resumes elsewher
 starts again from the oldest retained entry.
 
 A member without a quorum serves its own committed prefix: correct entries, but the
-majority may have committed past it. So it is the member's mode (server/core/mode.py)
+majority may have committed past it. So it is the member's mode (server/upkeep/mode.py)
 that decides, as for every read: a caller that said read_only_ok is served with every
 page flagged (`header.read_only`, `quorum_lost_ms`); any other is refused NO_QUORUM, at
 the start or at the first page after the member lost its quorum, and its stream resumes
@@ -44,7 +44,7 @@ from coord.history.rows import Row
 from coord.history.schema import SCHEMA_VERSION
 from coord.server.api.common import Caller, admit
 from coord.server.api.errors import ApiError, abort
-from coord.server.core.coordinator import Coordinator
+from coord.server.requests.coordinator import Coordinator
 from coord.server.storage.log_format import StorageError, db_path
 from coord.server.storage.log_reader import LogReader
 from coord.v1 import history_pb2, history_pb2_grpc

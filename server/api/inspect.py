@@ -18,10 +18,10 @@ from pathlib import Path
 import grpc
 
 from coord.server.api.convert import owner_to_pb, ownership_event_to_pb
-from coord.server.core.events import EventHub
-from coord.server.core.mode import ModeChange
-from coord.server.core.session_tracker import SessionTracker
 from coord.server.node.driver import Node
+from coord.server.requests.events import EventHub
+from coord.server.upkeep.mode import ModeChange
+from coord.server.upkeep.session_tracker import SessionTracker
 from coord.sm.machine import CoordMachine
 from coord.sm.pids import PidLease
 from coord.sm.sessions import Session

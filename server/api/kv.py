@@ -6,9 +6,9 @@ import grpc
 
 from coord.server.api import convert, ops
 from coord.server.api.common import Caller, admit_reader, check, invalid, serve, write
-from coord.server.core.coordinator import Coordinator
-from coord.server.core.events import EventHub
-from coord.server.core.mode import READ_WRITE, ModeChange
+from coord.server.requests.coordinator import Coordinator
+from coord.server.requests.events import EventHub
+from coord.server.upkeep.mode import READ_WRITE, ModeChange
 from coord.sm import commands as c
 from coord.v1 import coord_pb2 as pb
 from coord.v1 import coord_pb2_grpc

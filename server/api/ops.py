@@ -12,7 +12,7 @@ from typing import Any
 from coord.server.api import convert
 from coord.server.api.common import Caller, commit, invalid_argument, query
 from coord.server.api.convert import owner_to_pb
-from coord.server.core.coordinator import Coordinator
+from coord.server.requests.coordinator import Coordinator
 from coord.sm import commands as c
 from coord.sm.records import Claim, Owner
 from coord.v1 import coord_pb2 as pb

@@ -9,10 +9,10 @@ from coord.server.api import ops
 from coord.server.api.common import Caller, admit_reader, check, serve
 from coord.server.api.convert import owner_to_pb, ownership_event_to_pb
 from coord.server.api.errors import abort_node_error
-from coord.server.core.coordinator import Coordinator
-from coord.server.core.events import EventHub
-from coord.server.core.mode import READ_WRITE, ModeChange
 from coord.server.node.errors import NodeError
+from coord.server.requests.coordinator import Coordinator
+from coord.server.requests.events import EventHub
+from coord.server.upkeep.mode import READ_WRITE, ModeChange
 from coord.sm import commands as c
 from coord.v1 import coord_pb2 as pb
 from coord.v1 import coord_pb2_grpc

@@ -18,7 +18,7 @@ import grpc
 
 from coord.server.api.common import Caller, read_only_flag
 from coord.server.api.ops import OPS
-from coord.server.core.coordinator import DEFAULT_TIMEOUT_S, Coordinator, clamp_timeout
+from coord.server.requests.coordinator import DEFAULT_TIMEOUT_S, Coordinator, clamp_timeout
 from coord.server.transport.tagged_stream import TaggedStream
 from coord.v1 import coord_pb2 as pb
 from coord.v1 import coord_pb2_grpc

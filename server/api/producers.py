@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from coord.server.api import ops
 from coord.server.api.common import Caller, serve
-from coord.server.core.coordinator import Coordinator
+from coord.server.requests.coordinator import Coordinator
 from coord.v1 import coord_pb2_grpc
 
 

@@ -1,6 +1,6 @@
 """The Sessions service: open/close, keepalive (to the leader, never replicated) and
 each session's event stream. On a read-only member, a client that accepts read-only
-service gets a member-local session instead (server/core/local_sessions.py): this
+service gets a member-local session instead (server/requests/local_sessions.py): this
 member opens, renews and closes it, and its stream says what became of it."""
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ import grpc
 
 from coord.server.api.common import admit_reader, write
 from coord.server.api.errors import abort, abort_node_error
-from coord.server.core import liveness
-from coord.server.core.coordinator import Coordinator
-from coord.server.core.events import EventHub
-from coord.server.core.liveness import GONE
-from coord.server.core.local_sessions import ENDS, REGISTERED, LocalOutcome, LocalSessions
-from coord.server.core.mode import READ_WRITE, ModeChange
-from coord.server.core.session_tracker import SessionTracker
 from coord.server.node.errors import NodeError
+from coord.server.requests import liveness
+from coord.server.requests.coordinator import Coordinator
+from coord.server.requests.events import EventHub
+from coord.server.requests.liveness import GONE
+from coord.server.requests.local_sessions import ENDS, REGISTERED, LocalOutcome, LocalSessions
+from coord.server.upkeep.mode import READ_WRITE, ModeChange
+from coord.server.upkeep.session_tracker import SessionTracker
 from coord.sm import commands as c
 from coord.sm.errors import CommandError
 from coord.sm.records import SessionEvent

@@ -25,10 +25,10 @@ import grpc
 
 from coord.server.api.errors import abort
 from coord.server.api.inspect import lease_detail, session_detail
-from coord.server.core.events import EventHub
-from coord.server.core.session_tracker import SessionTracker
-from coord.server.core.table_watch import SessionsWatch, TableWatch
 from coord.server.node.driver import Node
+from coord.server.requests.events import EventHub
+from coord.server.requests.table_watch import SessionsWatch, TableWatch
+from coord.server.upkeep.session_tracker import SessionTracker
 from coord.sm.machine import CoordMachine
 from coord.sm.pids import PidLease
 from coord.v1 import admin_pb2

@@ -1,2 +1,2 @@
-"""The etcd v3 gRPC API (etcdserverpb) served on the same core: KV, Watch, Lease, Cluster,
-Maintenance."""
+"""The etcd v3 gRPC API (etcdserverpb) served on the same request path: KV, Watch, Lease,
+Cluster, Maintenance."""

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from coord.etcdpb import rpc_pb2 as pb
 from coord.etcdpb import rpc_pb2_grpc
-from coord.server.core.coordinator import Coordinator
 from coord.server.etcd import convert as conv
 from coord.server.etcd.errors import etcd_call
+from coord.server.requests.coordinator import Coordinator
 
 VERSION = "3.4.0"  # the etcd API version served (clients read it as the server version)
 

@@ -14,8 +14,8 @@ from collections.abc import Callable, Sequence
 
 from coord.etcdpb import kv_pb2 as mvccpb
 from coord.etcdpb import rpc_pb2 as pb
-from coord.server.core.coordinator import Coordinator
 from coord.server.etcd import errors as err
+from coord.server.requests.coordinator import Coordinator
 from coord.sm import commands as c
 from coord.sm import limits
 from coord.sm.kv_checks import txn_write_conflict

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from coord.etcdpb import rpc_pb2 as pb
 from coord.etcdpb import rpc_pb2_grpc
-from coord.server.core.coordinator import Coordinator, call_timeout
 from coord.server.etcd import convert as conv
 from coord.server.etcd import errors as err
 from coord.server.etcd.errors import etcd_call
+from coord.server.requests.coordinator import Coordinator, call_timeout
 from coord.sm import commands as c
 
 

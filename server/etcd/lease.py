@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from coord.etcdpb import rpc_pb2 as pb
 from coord.etcdpb import rpc_pb2_grpc
-from coord.server.core import liveness
-from coord.server.core.coordinator import Coordinator, call_timeout
-from coord.server.core.session_tracker import SessionTracker
 from coord.server.etcd import convert as conv
 from coord.server.etcd import errors as err
 from coord.server.etcd.errors import etcd_call
+from coord.server.requests import liveness
+from coord.server.requests.coordinator import Coordinator, call_timeout
+from coord.server.upkeep.session_tracker import SessionTracker
 from coord.sm import commands as c
 from coord.sm import limits
 from coord.sm.sessions import LOCAL_SESSION_IDS, is_local_session_id

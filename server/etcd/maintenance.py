@@ -19,11 +19,11 @@ import grpc
 
 from coord.etcdpb import rpc_pb2 as pb
 from coord.etcdpb import rpc_pb2_grpc
-from coord.server.core.coordinator import Coordinator
 from coord.server.etcd import convert as conv
 from coord.server.etcd.cluster import VERSION
 from coord.server.etcd.errors import COMPACTED, FUTURE_REV, EtcdError, check, etcd_call
 from coord.server.node.snapshots import join_pieces
+from coord.server.requests.coordinator import Coordinator
 from coord.server.storage.log_store import LogStore, StorageError, StoreSpace
 from coord.sm.alarms import ACTIVATE, DEACTIVATE
 from coord.sm.commands import Alarm

@@ -20,9 +20,9 @@ import grpc
 
 from coord.etcdpb import rpc_pb2 as pb
 from coord.etcdpb import rpc_pb2_grpc
-from coord.server.core.coordinator import Coordinator
-from coord.server.core.events import EventHub, Subscription, in_range
 from coord.server.etcd import convert as conv
+from coord.server.requests.coordinator import Coordinator
+from coord.server.requests.events import EventHub, Subscription, in_range
 from coord.sm import commands as c
 from coord.sm.records import DELETE, PUT, WatchEvent
 

@@ -10,7 +10,7 @@ from coord.client import Client
 
 
 def wait_for_the_leader_note(client: Client) -> None:
-    """A leader names itself right after its election (server/core/leader_note.py), but
+    """A leader names itself right after its election (server/upkeep/leader_note.py), but
     a client's first writes can still commit before the note: rows exported then carry
     no leader, while an offline read once the note is in the log has it. Wait until
     every row has one."""

@@ -62,7 +62,7 @@ def test_no_module_crosses_the_node_boundaries():
 
 @pytest.mark.parametrize("source, path", [
     ("x = self._raw.raft.term", "server/node/driver.py"),
-    ("leader = raw.raft.lead", "server/core/mode.py"),
+    ("leader = raw.raft.lead", "server/upkeep/mode.py"),
     ("size = os.path.getsize(node.store.path)", "server/etcd/cluster.py"),
     ("await self.node.transport.authenticate(context)", "server/forward/service.py"),
     ("d = self.coord.node.sm.describe()", "server/api/admin.py"),

@@ -1,4 +1,4 @@
-"""Auto-compaction's decision (server/core/compaction.py) on a fake clock, its flags read
+"""Auto-compaction's decision (server/upkeep/compaction.py) on a fake clock, its flags read
 as etcd reads them, and the loop proposing on a real state machine."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from coord.serve_flags import member_config, parse_serve_args
-from coord.server.core.compaction import (
+from coord.server.upkeep.compaction import (
     PERIODIC,
     REVISION,
     AutoCompactor,

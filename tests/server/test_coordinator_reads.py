@@ -9,9 +9,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from coord.server.core.coordinator import Coordinator
-from coord.server.core.mode import NO_QUORUM, Refused
 from coord.server.node.driver import NodeOptions
+from coord.server.requests.coordinator import Coordinator
+from coord.server.upkeep.mode import NO_QUORUM, Refused
 from coord.sm.machine import CoordMachine
 
 

@@ -15,10 +15,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from coord.server.core.coordinator import Coordinator
-from coord.server.core.mode import NO_QUORUM, Refused
 from coord.server.node.driver import NodeOptions
 from coord.server.node.errors import OutcomeUnknown, Timeout
+from coord.server.requests.coordinator import Coordinator
+from coord.server.upkeep.mode import NO_QUORUM, Refused
 from coord.sm import commands as c
 from coord.sm.machine import CoordMachine
 

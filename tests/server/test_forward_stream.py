@@ -16,12 +16,12 @@ import grpc
 import pytest
 
 from coord.server.api.common import Caller, commit
-from coord.server.core.coordinator import Coordinator
 from coord.server.forward.link import ProposeStream
 from coord.server.forward.service import ForwardService
 from coord.server.node.driver import NodeOptions
 from coord.server.node.errors import NotLeader
 from coord.server.node.members import MemberInfo
+from coord.server.requests.coordinator import Coordinator
 from coord.sm import commands as c
 from coord.sm.machine import CoordMachine
 from coord.sm.results import PutResult, encode_result

@@ -11,10 +11,10 @@ from types import SimpleNamespace
 import pytest
 
 from coord.raft import Role
-from coord.server.core import leader_note
-from coord.server.core.leader_note import LeaderNote
-from coord.server.core.session_tracker import SessionTracker
 from coord.server.node.errors import NotLeader
+from coord.server.upkeep import leader_note
+from coord.server.upkeep.leader_note import LeaderNote
+from coord.server.upkeep.session_tracker import SessionTracker
 from coord.sm import commands as c
 
 T = 10.0

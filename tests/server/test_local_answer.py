@@ -10,11 +10,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from coord.server.core.coordinator import Coordinator
 from coord.server.forward.service import ForwardService
 from coord.server.member import open_node
 from coord.server.node.driver import Node, NodeOptions
 from coord.server.node.members import MemberInfo
+from coord.server.requests.coordinator import Coordinator
 from coord.sm import commands as c
 from coord.sm import results
 from coord.sm.machine import CoordMachine

@@ -1,4 +1,4 @@
-"""A read-only member's local sessions (server/core/local_sessions.py) over a real state
+"""A read-only member's local sessions (server/requests/local_sessions.py) over a real state
 machine and a stand-in coordinator whose writes apply at once: ids, local expiry,
 registration and what each outcome tells the session's streams."""
 
@@ -9,7 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from coord.server.core.local_sessions import (
+from coord.server.node.errors import Timeout
+from coord.server.requests.local_sessions import (
     DROPPED,
     MAX_ATTEMPTS,
     REGISTERED,
@@ -17,8 +18,7 @@ from coord.server.core.local_sessions import (
     LocalOutcome,
     LocalSessions,
 )
-from coord.server.core.mode import READ_ONLY, READ_WRITE, ModeChange, Refused
-from coord.server.node.errors import Timeout
+from coord.server.upkeep.mode import READ_ONLY, READ_WRITE, ModeChange, Refused
 from coord.sm import commands as c
 from coord.sm.errors import CommandError
 from coord.sm.machine import CoordMachine

@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
-from coord.server.core.mode import READ_ONLY, READ_WRITE, ModeMonitor
 from coord.server.node.driver import NodeOptions
+from coord.server.upkeep.mode import READ_ONLY, READ_WRITE, ModeMonitor
 from coord.sm.machine import CoordMachine
 
 

@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 import pytest
 
 from coord.raft import Entry, EntryType
-from coord.server.core import quorum_notes
-from coord.server.core.mode import READ_ONLY, READ_WRITE, ModeChange
-from coord.server.core.quorum_notes import Lost, QuorumNotes
 from coord.server.node.driver import encode_command
 from coord.server.node.errors import NoLeader, Timeout
+from coord.server.upkeep import quorum_notes
+from coord.server.upkeep.mode import READ_ONLY, READ_WRITE, ModeChange
+from coord.server.upkeep.quorum_notes import Lost, QuorumNotes
 from coord.sm.commands import NoteQuorumLost
 
 SINCE = 1_000_000

@@ -1,11 +1,11 @@
-"""The space guard's decisions (server/core/quota.py) on a real state machine whose
+"""The space guard's decisions (server/upkeep/quota.py) on a real state machine whose
 proposals apply at once, with the store's usage given."""
 
 from __future__ import annotations
 
 import asyncio
 
-from coord.server.core.quota import SpaceGuard
+from coord.server.upkeep.quota import SpaceGuard
 from coord.sm import commands as c
 from coord.sm.machine import CoordMachine
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
-from coord.server.core.session_tracker import SessionTracker
+from coord.server.upkeep.session_tracker import SessionTracker
 from coord.sm import commands as c
 from coord.sm.machine import CoordMachine
 
@@ -46,8 +46,8 @@ def _leader() -> SimpleNamespace:
 def _tracked(monkeypatch, fail_first: int = 0):
     """A tracker on a real machine whose proposals apply at once; `fail_first` proposals
     fail as a lost leader's would."""
-    from coord.server.core import session_tracker
     from coord.server.node.errors import NotLeader
+    from coord.server.upkeep import session_tracker
 
     clock = Clock()
     monkeypatch.setattr(session_tracker, "time", clock)

@@ -12,7 +12,7 @@ import grpc
 import pytest
 
 from coord.server.api import table_streams
-from coord.server.core.events import EventHub
+from coord.server.requests.events import EventHub
 from coord.sm import commands as c
 from coord.sm.machine import CoordMachine
 

@@ -1,12 +1,12 @@
-"""What an inspection stream learns from a member's event hub (server/core/table_watch.py):
+"""What an inspection stream learns from a member's event hub (server/requests/table_watch.py):
 every change to a session's row names that session — an open (no event of its own), a
 key bound or unbound, a grant, a release while it lives (the event names only the
 resource) and its end with the reason — and the pid tables say when they moved."""
 
 from __future__ import annotations
 
-from coord.server.core.events import EventHub
-from coord.server.core.table_watch import SessionsWatch
+from coord.server.requests.events import EventHub
+from coord.server.requests.table_watch import SessionsWatch
 from coord.sm import commands as c
 from coord.sm.machine import CoordMachine
 from coord.sm.records import Claim

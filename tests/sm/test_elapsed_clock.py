@@ -26,7 +26,7 @@ class Log:
         return self.m.apply(self.index, term, time_ms, c.encode_command(cmd)).value
 
     def lead(self, term: int, time_ms: int) -> None:
-        """A new leader's first entry: its note (server/core/leader_note.py)."""
+        """A new leader's first entry: its note (server/upkeep/leader_note.py)."""
         assert self.apply(term, time_ms, c.NoteLeader(f"n{term}", term)).ok
 
     def lease(self, term: int, time_ms: int):

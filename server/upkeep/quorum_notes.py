@@ -32,9 +32,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from coord.raft import Entry, EntryType
-from coord.server.core.mode import READ_WRITE, ModeChange
 from coord.server.node.driver import Node, decode_command
 from coord.server.node.errors import NodeError, OutcomeUnknown, ProposalLost, Timeout
+from coord.server.upkeep.mode import READ_WRITE, ModeChange
 from coord.sm.commands import NoteQuorumLost
 
 log = logging.getLogger(__name__)

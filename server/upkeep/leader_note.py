@@ -19,9 +19,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from coord.raft import Role
-from coord.server.core.periodic import Background
 from coord.server.node.driver import Node
 from coord.server.node.errors import NodeError
+from coord.server.upkeep.periodic import Background
 from coord.sm.commands import NoteLeader
 
 log = logging.getLogger(__name__)

@@ -25,9 +25,9 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from coord.server.core.periodic import Periodic
 from coord.server.node.driver import Node
 from coord.server.node.errors import NodeError
+from coord.server.upkeep.periodic import Periodic
 from coord.sm.commands import ExpireSessions
 from coord.sm.limits import MAX_EXPIRE_IDS
 from coord.sm.machine import CoordMachine

@@ -31,7 +31,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from coord.server.core.periodic import Periodic, deferring
+from coord.server.upkeep.periodic import Periodic, deferring
 from coord.sm.commands import Compact
 
 log = logging.getLogger(__name__)

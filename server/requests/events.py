@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from coord.server.core.table_watch import TableWatch
+from coord.server.requests.table_watch import TableWatch
 from coord.sm.machine import CoordMachine
 from coord.sm.records import OwnershipEvent, SessionEvent, WatchEvent
 from coord.sm.sessions import Session

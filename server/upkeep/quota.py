@@ -23,7 +23,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from coord.server.core.periodic import Periodic, deferring
+from coord.server.upkeep.periodic import Periodic, deferring
 from coord.sm.alarms import ACTIVATE, DEACTIVATE, NOSPACE
 from coord.sm.commands import Alarm
 from coord.sm.machine import CoordMachine

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import asyncio
 
-from coord.server.core.coordinator import Coordinator
-from coord.server.core.session_tracker import GONE, SessionTracker
+from coord.server.requests.coordinator import Coordinator
+from coord.server.upkeep.session_tracker import GONE, SessionTracker
 
 FORWARD_TIMEOUT_S = 2.0
 

@@ -14,7 +14,6 @@ from typing import Any
 
 import grpc
 
-from coord.server.core.mode import READ_WRITE, ModeChange, ModeMonitor, Refused
 from coord.server.forward.link import LeaderLink
 from coord.server.node.driver import Node
 from coord.server.node.errors import (
@@ -24,6 +23,7 @@ from coord.server.node.errors import (
     ProposalLost,
     Timeout,
 )
+from coord.server.upkeep.mode import READ_WRITE, ModeChange, ModeMonitor, Refused
 from coord.sm import commands as c
 from coord.sm.machine import CoordMachine
 from coord.v1 import coord_pb2 as pb

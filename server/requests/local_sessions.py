@@ -32,10 +32,10 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from coord.server.core.coordinator import Coordinator
-from coord.server.core.mode import READ_WRITE, ModeChange
-from coord.server.core.periodic import Periodic
 from coord.server.node.errors import NodeError
+from coord.server.requests.coordinator import Coordinator
+from coord.server.upkeep.mode import READ_WRITE, ModeChange
+from coord.server.upkeep.periodic import Periodic
 from coord.sm import commands as c
 from coord.sm import limits
 from coord.sm.errors import LIMIT_EXCEEDED, CommandError

@@ -17,9 +17,9 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from coord.server.core.periodic import Periodic
 from coord.server.node.driver import Node
 from coord.server.node.errors import NodeError, Timeout
+from coord.server.upkeep.periodic import Periodic
 from coord.sm.machine import CoordMachine
 
 log = logging.getLogger(__name__)
