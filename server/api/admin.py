@@ -8,7 +8,7 @@ from pathlib import Path
 import grpc
 
 from coord.raft import ConfChange, ConfChangeType
-from coord.server.api import inspect, table_streams
+from coord.server.api import console_views, table_streams
 from coord.server.api.errors import abort, abort_node_error
 from coord.server.node.driver import Node
 from coord.server.node.errors import NodeError, NotLeader
@@ -22,7 +22,7 @@ from coord.sm.machine import CoordMachine
 from coord.v1 import admin_pb2, admin_pb2_grpc
 
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
-VERSION = inspect.coord_version()
+VERSION = console_views.coord_version()
 MAX_PROPOSAL_BYTES = 1 << 20
 
 
@@ -34,7 +34,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         self.machine = machine
         self.mode = mode
         self.local = local  # its member-local sessions, counted in Status
-        self.hub = hub  # with a CoordMachine: the inspection RPCs (server/api/inspect.py)
+        self.hub = hub  # with a CoordMachine: the inspection RPCs (api/console_views.py)
         self.tracker = tracker
         self.data_path = data_path  # the member's storage file, for its size
 
@@ -61,7 +61,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
             mode=self.mode.mode if self.mode is not None else "",
             local_sessions=len(self.local) if self.local is not None else 0,
             version=VERSION,
-            data_bytes=inspect.storage_bytes(self.data_path),
+            data_bytes=console_views.storage_bytes(self.data_path),
         )
         for mid, m in sorted(node.members.items(), key=lambda kv: kv[1].name):
             resp.members.add(
@@ -180,15 +180,15 @@ class AdminService(admin_pb2_grpc.AdminServicer):
             await abort_node_error(context, e)
 
     async def ListSessions(self, request, context):  # noqa: N802
-        return inspect.list_sessions(self.node, await self._coord_machine(context),
-                                     self.tracker)
+        return console_views.list_sessions(self.node, await self._coord_machine(context),
+                                           self.tracker)
 
     async def ListProducers(self, request, context):  # noqa: N802
-        return inspect.list_producers(await self._coord_machine(context))
+        return console_views.list_producers(await self._coord_machine(context))
 
     async def WatchOwnership(self, request, context):  # noqa: N802
         machine, hub = await self._inspected(context)
-        async for change in inspect.watch_ownership(machine, hub, context):
+        async for change in console_views.watch_ownership(machine, hub, context):
             yield change
 
     async def WatchSessions(self, request, context):  # noqa: N802

@@ -23,8 +23,8 @@ from collections.abc import AsyncIterator
 
 import grpc
 
+from coord.server.api.console_views import lease_detail, session_detail
 from coord.server.api.errors import abort
-from coord.server.api.inspect import lease_detail, session_detail
 from coord.server.node.driver import Node
 from coord.server.requests.events import EventHub
 from coord.server.requests.table_watch import SessionsWatch, TableWatch
