@@ -1,6 +1,6 @@
 """`coord bench scale --phases owners`: a 3-member cluster grown to N owned resources.
 
-What a user with a million partitions (Kafka's single-reader-writer seed) pays: at each
+What a user with a million partitions (Kafka's single reader/writer proposal) pays: at each
 decade, the members' RSS and bytes per owned resource, disk, the claim rate while
 growing (batches of GROW_BATCH claims, as a rebalance claims them), the latency of one
 claim on a fresh resource (p50/p99), and the time of one batched own of BATCHED claims

@@ -1,6 +1,6 @@
 """`coord bench scale --phases pids`: a 3-member cluster grown to N live pid leases.
 
-What an idempotent-producer fleet pays (the pid-leases seed): at each decade, the
+What an idempotent-producer fleet pays (Kafka's pid leases): at each decade, the
 members' RSS and bytes per live lease, disk, the lease rate while growing (IN_FLIGHT
 leases at a time on the client library's pipelined stream, which the member proposes
 together), one lease's p50/p99, and the leader's own count of live leases (checked equal

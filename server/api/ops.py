@@ -51,8 +51,8 @@ async def txn(coord: Coordinator, caller: Caller, req: pb.TxnRequest) -> pb.TxnR
 
 async def _cas(coord: Coordinator, caller: Caller, key: bytes, version: int, value: bytes,
                session: int, rid: str) -> pb.CasResponse:
-    """The seed's linearizable register: write iff the key is at `version` (0: absent).
-    Both branches read the key back, so the caller sees what it is now."""
+    """The register of "Linearizable Distributed Map On Kafka": write iff the key is at
+    `version` (0: absent). Both branches read the key back, so the caller sees it now."""
     cmd = c.Txn(
         (c.Compare.of_version(key, "=", version),),
         (c.Put(key, value, session), c.Range(key)),
@@ -152,7 +152,7 @@ async def lease_pid(
         random_generation=secrets.randbelow(2**31 - 1) + 1,
         request_id=req.request_id,
     )
-    # lease_pid answers its own errors in-band, as the seed's response does.
+    # lease_pid answers its own errors in-band, as the proposal's lease_pid_response does.
     res = await commit(coord, caller, cmd, in_band=True)
     return pb.LeasePidResponse(
         header=coord.header(res.revision),

@@ -1,4 +1,4 @@
-"""The Producers service: PID blocks, PID leases (the seed's lease_pid) and producer
+"""The Producers service: PID blocks, PID leases (Kafka's `lease_pid`) and producer
 initialisation with generation fencing (the operations live in `ops`)."""
 
 from __future__ import annotations
