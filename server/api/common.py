@@ -6,7 +6,7 @@ Each step is written once, context-free, raising `ApiError` (a status as a value
 error (`serve`, and the `context` wrappers below); the pipelined stream
 (`server/api/pipeline.py`) answers it per operation.
 
-This is also where the member's mode (server/mode.py) becomes the request processor:
+This is also where the member's mode (server/upkeep/mode.py) becomes the request processor:
 while read-only, writes are refused and reads are served locally, flagged stale, to
 clients that accept read-only service; every other client is told NO_QUORUM."""
 

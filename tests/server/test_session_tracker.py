@@ -1,4 +1,4 @@
-"""The leader's session deadlines (server/core/session_tracker.py), on a real state machine
+"""The leader's session deadlines (server/upkeep/session_tracker.py), on a real state machine
 and a stand-in node that is a caught-up leader."""
 
 from __future__ import annotations
