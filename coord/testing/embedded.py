@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Coroutine
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from coord.server.config import MemberConfig
@@ -19,13 +20,17 @@ T = TypeVar("T")
 class EmbeddedLoop:
     """The background thread and its event loop; `run` executes a coroutine there. One
     per process (`shared()`), never closed: gRPC's asyncio engine stays bound to the
-    loop it first ran on, so a closed loop would break every later cluster."""
+    loop it first ran on, so a closed loop would break every later cluster. Its worker
+    threads (`asyncio.to_thread`: a member's disk-size reads) are named `coord-embedded-*`
+    too, so a test that counts the threads of a client beside it can tell them apart."""
 
     _shared: EmbeddedLoop | None = None
     _lock = threading.Lock()
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
+        self.loop.set_default_executor(
+            ThreadPoolExecutor(thread_name_prefix="coord-embedded-worker"))
         self._thread = threading.Thread(
             target=self.loop.run_forever, name="coord-embedded", daemon=True
         )
