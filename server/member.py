@@ -37,7 +37,7 @@ from coord.server.etcd.watch import EtcdWatchService
 from coord.server.forward.link import LeaderLink
 from coord.server.forward.service import ForwardService
 from coord.server.node.driver import Node, NodeOptions
-from coord.server.node.identity import claim_data_dir, log_version
+from coord.server.node.identity import claim_data_dir
 from coord.server.node.members import MemberInfo
 from coord.server.requests.coordinator import Coordinator
 from coord.server.requests.events import EventHub
@@ -53,7 +53,6 @@ from coord.server.upkeep.leader_note import LeaderNote
 from coord.server.upkeep.quorum_notes import QuorumNotes
 from coord.server.upkeep.quota import SpaceGuard
 from coord.server.upkeep.session_tracker import SessionTracker
-from coord.sm.ledger import LOG_VERSION, initial_revision
 from coord.sm.machine import CoordMachine
 from coord.v1 import (
     admin_pb2,
@@ -103,12 +102,10 @@ def open_node(
     cluster_token: str = "coord",
 ) -> NodeParts:
     """Open member `me`'s storage in `data_dir`, check it is this member's, and build the
-    peer transport and the node over them (not started: `await parts.node.start()`).
-    `machine` (empty) starts from the revision its data's log began at."""
+    peer transport and the node over them (not started: `await parts.node.start()`)."""
     store = LogStore(db_path(data_dir))
     try:
-        cluster_id = claim_data_dir(store, me.name, cluster_token, LOG_VERSION)
-        machine.start_at(initial_revision(log_version(store)))
+        cluster_id = claim_data_dir(store, me.name, cluster_token)
         auth = PeerAuth(me.id, cluster_secret, cluster_id)
         transport = PeerTransport(auth)
         node = Node(me, store, transport, machine, initial_cluster, cluster_id, options,

@@ -93,7 +93,6 @@ def restore(args: argparse.Namespace) -> str:
     from coord.server.node.members import parse_initial_cluster
     from coord.server.storage.log_format import db_path
     from coord.server.storage.log_store import LogStore, StorageError
-    from coord.sm.ledger import LOG_VERSION
     from coord.sm.machine import CoordMachine
 
     state = verified(Path(args.file).read_bytes())
@@ -105,7 +104,7 @@ def restore(args: argparse.Namespace) -> str:
     try:
         with LogStore(db_path(args.data_dir)) as store:
             seed_from_state(store, members, state)
-            claim_data_dir(store, args.name, args.initial_cluster_token, LOG_VERSION)
+            claim_data_dir(store, args.name, args.initial_cluster_token)
     except StorageError as e:
         raise ValueError(str(e)) from None
     return (f"{args.data_dir}: member {args.name} of a {len(members)}-member cluster, "

@@ -4,9 +4,8 @@ The log file is read through the server's read-only reader
 (`coord.server.storage.log_reader`: how it opens a stopped, a killed or a running
 member's file, and the format it shares with the member's writer); this module adds what
 makes it history: only entries up to the commit index count, the replay starts from the
-snapshot through the real state machine (`coord.history.replay`) at the revision the
-data's `log_version` says (`coord.sm.ledger.initial_revision`), and it goes page by page,
-one read transaction per page (`MemberLog.step`). A running member's log keeps being
+snapshot through the real state machine (`coord.history.replay`), and it goes page by
+page, one read transaction per page (`MemberLog.step`). A running member's log keeps being
 compacted, so a page that finds the entries after its position gone fails with
 `Compacted` rather than skip them. The member serves this as its live export
 (coord.server.api.history), a stopped member's data dir is read by `read_rows`.
@@ -22,7 +21,6 @@ from coord.history.replay import Replayer
 from coord.history.rows import Row
 from coord.server.storage.log_format import StorageError, db_path
 from coord.server.storage.log_reader import LogInfo, LogReader
-from coord.sm.ledger import initial_revision
 
 
 class DataDirError(Exception):
@@ -118,8 +116,6 @@ class MemberLog:
         return out
 
     def _start(self) -> None:
-        # where its log began (a snapshot, if any, then sets its own revision)
-        self.replayer.machine.start_at(initial_revision(self.info.log_version))
         snapshot = self.reader.snapshot()
         if not snapshot.is_empty:
             try:

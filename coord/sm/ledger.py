@@ -20,22 +20,10 @@ INITIAL_REVISION = 1
 etcd clients depend on it (concurrency.Election.Campaign waits for the keys created
 before its own, bounded by its key's create revision - 1, and a bound of 0 means none)."""
 
-LOG_VERSION = 2
-"""The version of the log's meaning this code writes: a member stamps its data with it
-at first start. 1: the machine began at revision 0 (the first write landed at 1).
-2: it begins at INITIAL_REVISION."""
-
-
-def initial_revision(log_version: int | None) -> int:
-    """The revision before the first command of a log written under `log_version` (None:
-    a log begun before versions, which is version 1): an older log replays to the
-    revisions its clients were given."""
-    return 0 if log_version is None or log_version < 2 else INITIAL_REVISION
-
 
 class Ledger:
-    def __init__(self, revision: int = INITIAL_REVISION) -> None:
-        self.revision = revision  # the last committed revision
+    def __init__(self) -> None:
+        self.revision = INITIAL_REVISION  # the last committed revision
         self.changes = 0  # commands that changed state (not all moved `revision`: see mark)
         self._depth = 0
         self._dirty = False

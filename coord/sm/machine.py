@@ -29,7 +29,7 @@ from coord.sm.dedup import RecentRequests
 from coord.sm.elapsed import ElapsedClock
 from coord.sm.errors import INVALID_ARGUMENT, NO_SPACE, REQUEST_ID_REUSED, TOO_LARGE
 from coord.sm.kv import KVStore
-from coord.sm.ledger import INITIAL_REVISION, Ledger
+from coord.sm.ledger import Ledger
 from coord.sm.limits import MAX_REQUEST_ID_BYTES, utf8_len
 from coord.sm.owner_history import DEFAULT_HISTORY_LIMIT
 from coord.sm.ownership import OwnershipTable
@@ -106,12 +106,7 @@ class CoordMachine:
         request_capacity: int = DEFAULT_REQUEST_CAPACITY,
         request_bytes: int = DEFAULT_REQUEST_BYTES,
         owner_history_limit: int = DEFAULT_HISTORY_LIMIT,
-        initial_revision: int = INITIAL_REVISION,
     ) -> None:
-        # the revision before the first command: etcd's 1 (see INITIAL_REVISION); a member
-        # replaying an older log passes that log's (ledger.initial_revision). Not config,
-        # nor in a snapshot: a snapshot carries its own revision.
-        self.initial_revision = initial_revision
         self.config = {"pid_lifetime_ms": pid_lifetime_ms, "pid_capacity": pid_capacity,
                        "request_capacity": request_capacity, "request_bytes": request_bytes,
                        "owner_history_limit": owner_history_limit}
@@ -122,7 +117,7 @@ class CoordMachine:
 
     def _build(self, config: dict[str, int]) -> None:
         self.config = dict(config)
-        self.ledger = Ledger(self.initial_revision)
+        self.ledger = Ledger()
         self.sessions = SessionTable(self.ledger)
         self.sessions.add_opener(self._session_opened)
         self.kv = KVStore(self.sessions)
@@ -141,16 +136,6 @@ class CoordMachine:
     @property
     def revision(self) -> int:
         return self.ledger.revision
-
-    def start_at(self, revision: int) -> None:
-        """Begin at `revision` instead of `initial_revision`: a member replaying a log
-        written when the machine began elsewhere (`coord.sm.ledger.initial_revision`).
-        Only an empty machine can (RuntimeError once anything is applied or restored)."""
-        if self.ledger.changes or self.revision != self.initial_revision:
-            raise RuntimeError("start_at on a machine that has applied or restored state")
-        if revision != self.initial_revision:
-            self.initial_revision = revision
-            self._build(self.config)
 
     def _session_opened(self, session: Session) -> None:
         for opener in self.session_openers:
@@ -368,7 +353,7 @@ class CoordMachine:
         but `adopt` changes, so this can run in another thread while this machine goes on
         serving reads: a member decodes a leader's snapshot (seconds at 1M keys) off its
         event loop that way, then `adopt`s the result on the loop."""
-        fresh = CoordMachine(**self.config, initial_revision=self.initial_revision)
+        fresh = CoordMachine(**self.config)
         with _cyclic_gc_paused():
             fresh._load(data)
         return fresh

@@ -9,9 +9,8 @@ the two cannot drift apart:
 * ``hard_state(id, term, vote, commit_index)``: at most one row (``id = 1``).
 * ``snapshot(id, idx, term, voters, learners, data)``: at most one row (``id = 1``);
   voters and learners are comma-separated node ids.
-* ``meta(key, value)``: small strings the member keeps: its name (:data:`NAME_KEY`), the
-  cluster id, the version of the log's meaning its data began under
-  (:data:`LOG_VERSION_KEY`).
+* ``meta(key, value)``: small strings the member keeps: its name (:data:`NAME_KEY`) and
+  the cluster id (:data:`CLUSTER_ID_KEY`).
 * ``PRAGMA user_version`` is the schema version (:data:`SCHEMA_VERSION`).
 """
 
@@ -29,7 +28,7 @@ DB_NAME = "raft.db"
 SCHEMA_VERSION = 1
 """Stored in ``PRAGMA user_version``; bump it (and migrate) when the schema changes."""
 
-NAME_KEY, CLUSTER_ID_KEY, LOG_VERSION_KEY = "name", "cluster_id", "log_version"
+NAME_KEY, CLUSTER_ID_KEY = "name", "cluster_id"
 """The ``meta`` keys a data dir's identity is stored under (server/node/identity.py)."""
 
 TABLES = ("hard_state", "log", "meta", "snapshot")

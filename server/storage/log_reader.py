@@ -35,7 +35,6 @@ class LogInfo:
     snapshot_index: int  # 0: no snapshot
     first_index: int  # first retained entry after the snapshot
     commit_index: int
-    log_version: int | None = None  # None: stamped before versions (version 1)
 
 
 class LogReader:
@@ -80,14 +79,10 @@ class LogReader:
     def info(self) -> LogInfo:
         with self._sqlite("info"):
             name = fmt.read_meta(self._conn, self.path, fmt.NAME_KEY)
-            version = fmt.read_meta(self._conn, self.path, fmt.LOG_VERSION_KEY)
             snap_index = fmt.snapshot_index(self._conn)
             commit = fmt.read_hard_state(self._conn, self.path).commit
             first = fmt.first_index_after(self._conn, snap_index)
-        if version is not None and not version.isdigit():
-            raise StorageError(self.path, f"bad {fmt.LOG_VERSION_KEY} {version!r} in meta")
-        return LogInfo(name or "", snap_index, first or snap_index + 1, commit,
-                       None if version is None else int(version))
+        return LogInfo(name or "", snap_index, first or snap_index + 1, commit)
 
     def hard_state(self) -> HardState:
         with self._sqlite("hard_state"):
