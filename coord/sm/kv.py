@@ -461,18 +461,13 @@ class KVStore:
         compact_revision = state["compact_revision"]
         if type(compact_revision) is not int:
             raise ValueError("bad compact revision")
-        if "kv_columns" in state:
-            kvs = kv_columns.kvs_from(state["kv_columns"])
-            history, kvs = kv_columns.events_from(state["history_columns"], kvs)
-        else:  # snapshots from before the columns: a JSON object per record
-            dec_kv, dec_ev = canonical_json.decoder(KeyValue), canonical_json.decoder(WatchEvent)
-            kvs = [dec_kv(x) for x in state["kvs"]]
-            history = [dec_ev(x) for x in state["history"]]
+        kvs = kv_columns.kvs_from(state["kv_columns"])
+        history, kvs = kv_columns.events_from(state["history_columns"], kvs)
         keys = [kv.key for kv in kvs]
         revs = [e.revision for e in history]
         if keys != sorted(set(keys)) or revs != sorted(revs):
             raise ValueError("KV snapshot out of order")
-        compacted = state.get("compacted", compact_revision > 0)  # older snapshots: guess
+        compacted = state["compacted"]
         if type(compacted) is not bool:
             raise ValueError("bad compacted flag")
         self.compact_revision, self.compacted = compact_revision, compacted

@@ -89,8 +89,7 @@ def events_from(chunks: Any, live: list[KeyValue]) -> tuple[list[WatchEvent], li
     """The events of a list of `events_chunk`s, and `live` with each record that equals
     its key's newest event's record replaced by that record: an event's record and the
     next event's previous record on the same key are then one object, as they were in
-    the machine the snapshot was taken from (whether the chunk wrote that previous record
-    as a flag or, as format 2 did, in full)."""
+    the machine the snapshot was taken from."""
     types: list[str] = []
     revisions: list[int] = []
     kvs: list[KeyValue] = []
@@ -130,10 +129,8 @@ def events_from(chunks: Any, live: list[KeyValue]) -> tuple[list[WatchEvent], li
             if same is None:
                 raise ValueError("history chunk: a previous record refers to no earlier event")
             prevs.append(same)
-        else:
-            prev = next(present)
-            same = newest.get(prev.key)
-            prevs.append(same if same is not None and same == prev else prev)
+        else:  # not its key's earlier record (`events_chunk` wrote that as "2")
+            prevs.append(next(present))
         newest[kv.key] = kv
     live = [same if (same := newest.get(kv.key)) is not None and same == kv else kv
             for kv in live]

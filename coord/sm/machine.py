@@ -59,11 +59,9 @@ from coord.sm.results import (
 from coord.sm.sessions import Session, SessionTable
 
 SNAPSHOT_FORMAT = 3
-"""3: a history event's previous record written as a flag when it is the record of the
-event before it on its key (`coord.sm.kv_columns`). 2: the key space in columns. A member
-still loads formats 1 (one JSON object per key and event) and 2, what its disk may hold
-from before."""
-LOADABLE_FORMATS = (1, 2, 3)
+"""The one snapshot format this code writes and loads: the key space in columns, a
+history event's previous record written as a flag when it is the record of the event
+before it on its key (`coord.sm.kv_columns`)."""
 RECORD_BYTES = 128  # a session, resource slot or ownership event
 REQUEST_BYTES = 300  # a remembered request beyond its result's bytes (id, entry, tuple)
 DEFAULT_REQUEST_CAPACITY = 100_000
@@ -376,33 +374,27 @@ class CoordMachine:
                 state = loads(zlib.decompress(data))
             except zlib.error as exc:
                 raise ValueError(f"snapshot is not zlib data: {exc}") from None
-            if type(state) is not dict or state.get("format") not in LOADABLE_FORMATS:
-                raise ValueError("unknown snapshot format")
+            if type(state) is not dict:
+                raise ValueError("not a snapshot")
+            if state.get("format") != SNAPSHOT_FORMAT:
+                raise ValueError(f"unknown snapshot format {state.get('format')!r} (this "
+                                 f"coord loads format {SNAPSHOT_FORMAT})")
             config = {k: from_plain(int, v) for k, v in state["config"].items()}
-            if not config.keys() <= self.config.keys():
+            if config.keys() != self.config.keys():
                 raise ValueError("snapshot config does not match")
-            # A snapshot from before a setting existed gets this machine's value for it.
-            config = {**self.config, **config}
             self._build(config)
             self.ledger.revision = from_plain(int, state["revision"])
             self.clock_ms = from_plain(int, state["clock_ms"])
-            if "leader_note" in state:  # snapshots from before the note have none
-                term, member = state["leader_note"]
-                self.leader_note = (from_plain(int, term), from_plain(str, member))
-            if "elapsed" in state:
-                self.elapsed = ElapsedClock.from_state(state["elapsed"])
-            else:  # older snapshots: their pid leases ran on the leader clock, so start there
-                self.elapsed = ElapsedClock(self.clock_ms, self.leader_note[0], self.clock_ms)
+            term, member = state["leader_note"]
+            self.leader_note = (from_plain(int, term), from_plain(str, member))
+            self.elapsed = ElapsedClock.from_state(state["elapsed"])
             self._elapsed_ms = self.elapsed.now_ms
             self.sessions.load_state(state["sessions"])
             self.kv.load_state(state["kv"])
             self.ownership.load_state(state["ownership"])
-            if "owner_history" in state:
-                self.ownership.history.load_state(state["owner_history"])
-            else:  # the snapshot predates the history: nothing before it can be replayed
-                self.ownership.history.compact(self.revision)
+            self.ownership.history.load_state(state["owner_history"])
             self.pids.load_state(state["pids"])
-            self.alarms.load_state(state.get("alarms", []))  # older snapshots: none
+            self.alarms.load_state(state["alarms"])
             for rid, tag, data64 in state["recent"]:
                 self.recent.put(from_plain(str, rid),
                                 (from_plain(int, tag), from_plain(bytes, data64)))

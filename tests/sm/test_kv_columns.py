@@ -1,5 +1,4 @@
-"""The key space's snapshot columns: round trip, shared records, strictness, formats 1
-and 2."""
+"""The key space's snapshot columns: round trip, shared records, strictness."""
 
 from __future__ import annotations
 
@@ -172,43 +171,3 @@ def test_two_chunks_side_by_side_share_the_key_map():
     assert events[1].prev_kv is events[0].kv
     with pytest.raises(ValueError, match="no earlier event"):
         kv_columns.events_from([second], [b])
-
-
-def test_a_format_2_snapshot_still_loads():
-    """Format 2 wrote every previous record in full (flags 0 and 1 only)."""
-    m = busy_machine()
-    snap = m.snapshot()
-    state = canonical_json.loads(zlib.decompress(snap))
-    kv = state["kv"]
-    records = kv_columns.kvs_from(kv["kv_columns"])
-    events, _ = kv_columns.events_from(kv["history_columns"], records)
-    full = []
-    for at in range(0, len(events), kv_columns.CHUNK):
-        chunk = events[at:at + kv_columns.CHUNK]
-        full.append(["".join("P" if e.type == PUT else "D" for e in chunk),
-                     [e.revision for e in chunk], kv_columns.kv_chunk([e.kv for e in chunk]),
-                     "".join("0" if e.prev_kv is None else "1" for e in chunk),
-                     kv_columns.kv_chunk([e.prev_kv for e in chunk if e.prev_kv is not None])])
-    assert "2" not in "".join(c[3] for c in full)
-    kv["history_columns"] = full
-    state["format"] = 2
-    other = CoordMachine()
-    other.restore(zlib.compress(canonical_json.dumps(state)))
-    assert other.snapshot() == snap and other.describe() == m.describe()
-    assert shared_records(other.kv._history)[0] == shared_records(m.kv._history)[0]
-
-
-def test_a_format_1_snapshot_still_loads():
-    """What a member's disk holds from before the columns: one JSON object per record."""
-    m = busy_machine()
-    snap = m.snapshot()
-    state = canonical_json.loads(zlib.decompress(snap))
-    kv = state["kv"]
-    records = kv_columns.kvs_from(kv.pop("kv_columns"))
-    events, _ = kv_columns.events_from(kv.pop("history_columns"), records)
-    kv["kvs"] = [canonical_json.to_plain(KeyValue, r) for r in records]
-    kv["history"] = [canonical_json.to_plain(WatchEvent, e) for e in events]
-    state["format"] = 1
-    other = CoordMachine()
-    other.restore(zlib.compress(canonical_json.dumps(state)))
-    assert other.snapshot() == snap and other.describe() == m.describe()

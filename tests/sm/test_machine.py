@@ -287,6 +287,22 @@ def test_snapshot_restore_round_trip_and_garbage():
         assert other.snapshot() == snap  # a bad snapshot leaves the state untouched
 
 
+@pytest.mark.parametrize("fmt", [1, 2, 4, None])
+def test_a_snapshot_of_another_format_is_refused_naming_it(fmt):
+    """Only the format this code writes loads: an older or newer one is refused, and the
+    error says which format it was."""
+    import zlib
+
+    from coord.sm.canonical_json import loads
+
+    m = CoordMachine()
+    m.execute(c.Put(b"a", b"1"))
+    state = loads(zlib.decompress(m.snapshot()))
+    state["format"] = fmt
+    with pytest.raises(ValueError, match=f"unknown snapshot format {fmt!r} .*loads format 3"):
+        CoordMachine().restore(zlib.compress(dumps(state)))
+
+
 def test_restored_leaves_the_machine_alone_until_adopted_and_openers_follow():
     """A member builds a leader's snapshot into a machine of its own off its event loop
     (`restored`), serving from the old state meanwhile, then `adopt`s it in one step: the

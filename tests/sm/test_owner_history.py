@@ -131,27 +131,6 @@ def test_the_history_is_in_the_snapshot():
     assert copy.ownership.history.compact_revision == r.revision - 1
 
 
-def test_a_snapshot_from_before_the_history_replays_nothing_older():
-    """Members restoring a snapshot written before the history existed all agree: the
-    history starts empty, compacted at the snapshot's revision."""
-    import zlib
-
-    from coord.sm import canonical_json
-
-    m, (a,) = machine_with(1)
-    own(m, a, ("p0", 0))
-    state = canonical_json.loads(zlib.decompress(m.snapshot()))
-    del state["owner_history"]
-    del state["config"]["owner_history_limit"]
-    old = zlib.compress(canonical_json.dumps(state), 6)
-    copy = CoordMachine()
-    copy.restore(old)
-    assert history(copy, m.revision).error == COMPACTED
-    assert copy.ownership.history.compact_revision == m.revision
-    r = copy.execute(c.Release(a, "g", ("p0",)))
-    assert changes(history(copy, m.revision + 1).events) == [("p0", RELEASE, 0, 1, r.revision)]
-
-
 def test_bad_history_state_is_refused():
     h = owner_history.OwnerHistory()
     for bad in (
