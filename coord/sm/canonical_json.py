@@ -4,13 +4,9 @@ Every member must turn the same command (or state) into the same bytes and must 
 anything that is not exactly what the types declare, so conversion is driven by the
 type hints of frozen dataclasses and NamedTuples: ints (int64, never bool), strs, bools,
 bytes as canonical base64, tuples, optionals and tagged unions of dataclasses (which may
-be recursive: a txn holds txns). Output is compact JSON with sorted keys. Converters are
-built once per type and cached.
-
-Schema evolution: a dataclass may name, in a class attribute `ADDED_FIELDS`, fields added
-after its format was first written to logs and snapshots. Those (and only those) may be
-absent when decoding — they take their defaults — so an entry written by an older member
-decodes on a newer one exactly as it applied there. Encoding always writes every field.
+be recursive: a txn holds txns). Output is compact JSON with sorted keys, every field
+written; decoding refuses a missing or extra field. Converters are built once per type
+and cached.
 """
 
 from __future__ import annotations
@@ -392,25 +388,21 @@ def _fixed_decoder(items: list[Converter], build: Callable[[Any], Any]) -> Conve
 def _dataclass_decoder(cls: type, tagged: bool) -> Converter:
     names = [(name, decoder(h)) for name, h in record_fields(cls)]
     expected = {name for name, _ in names} | ({UNION_TAG} if tagged else set())
-    added = frozenset(getattr(cls, "ADDED_FIELDS", ()))
-    required = expected - added
-    # Every field present (the usual case) and none keyword-only: built from positional
-    # values, with no per-field presence test (a snapshot decodes millions of records).
+    # Built from positional values when no field is keyword-only: the faster call, and a
+    # snapshot decodes millions of records.
     positional = not any(f.kw_only for f in dataclasses.fields(cls))
 
     def dec(v: Any) -> Any:
         if type(v) is not dict:
             raise ValueError(f"expected an object for {cls.__name__}, got {v!r:.80}")
         keys = v.keys()
-        if keys == expected:
-            if positional:
-                return cls(*[d(v[name]) for name, d in names])
-            return cls(**{name: d(v[name]) for name, d in names})
-        if not (required <= keys <= expected):
+        if keys != expected:
             raise ValueError(
                 f"{cls.__name__} fields {sorted(keys)} != expected {sorted(expected)}"
             )
-        return cls(**{name: d(v[name]) for name, d in names if name in v})
+        if positional:
+            return cls(*[d(v[name]) for name, d in names])
+        return cls(**{name: d(v[name]) for name, d in names})
 
     return dec
 

@@ -74,8 +74,6 @@ class Put:
     ignore_value: bool = False
     ignore_lease: bool = False
 
-    ADDED_FIELDS = frozenset({"ignore_value", "ignore_lease"})  # see coord.sm.canonical_json
-
 
 @dataclass(frozen=True)
 class Range:
@@ -112,8 +110,6 @@ class Compare:
     value: bytes = b""
     number: int = 0
     range_end: bytes = b""
-
-    ADDED_FIELDS = frozenset({"range_end"})  # see coord.sm.canonical_json
 
     @classmethod
     def of_value(cls, key: bytes, op: str, value: bytes) -> Compare:
@@ -190,8 +186,6 @@ class OpenSession:
     read_only_ok: bool = False
     request_id: str = ""
     session_id: int = 0
-
-    ADDED_FIELDS = frozenset({"session_id"})  # see coord.sm.canonical_json
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,7 @@
 """How a command or a result is written: `[version][tag]`, then its fields, in
 `coord.sm.packed`'s binary form when they fit (version 2) and as canonical JSON
 (`coord.sm.canonical_json`, version 1) otherwise. Commands and results share this form and keep
-tags of their own; every member decodes both versions, and JSON written before the packed
-form existed still decodes."""
+tags of their own; every member decodes both versions."""
 
 from __future__ import annotations
 
