@@ -63,8 +63,7 @@ class ForwardService(coord_pb2_grpc.ForwardServicer):
             applied = await self.node.propose(p.command, timeout)
         except NodeError as e:
             return pb.ForwardOutcome(id=p.id, error=e.as_api_error().as_pb())
-        return pb.ForwardOutcome(id=p.id, result=applied.result.data, index=applied.index,
-                                 term=applied.term)
+        return pb.ForwardOutcome(id=p.id, result=applied.result.data, index=applied.index)
 
     async def KeepAlive(self, request, context):  # noqa: N802
         return await self._ask(request, context, self.tracker.keepalive)
