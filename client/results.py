@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import grpc
 from google.protobuf.message import Message
 
 from coord.client.errors import error_for
@@ -293,11 +292,7 @@ def owner_change(c: pb.OwnerChange) -> OwnerChange:
 
 def own_result(r: pb.OwnResponse) -> OwnResult:
     """The answer to an own sent with claim columns (`calls.own_call`): its grants come as
-    columns too. A member from before the columns answers with neither."""
-    if not r.HasField("grant_columns"):
-        raise error_for("UNIMPLEMENTED", "the member answered an own without grant_columns: "
-                        "it is older than this client library (upgrade the cluster)",
-                        grpc.StatusCode.UNIMPLEMENTED)
+    columns too."""
     cols = r.grant_columns
     return OwnResult(
         header(r.header),

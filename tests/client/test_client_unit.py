@@ -514,11 +514,6 @@ def test_own_answers_are_read_from_their_columns():
     got = own_result(answer)
     assert [(g.resource, g.generation, g.revision) for g in got.grants] == [
         ("a", 1, 9), ("b", 4, 9)]
-    # A member that predates the columns answers with `grants` only: refused, not read
-    # as an own that granted nothing.
-    old = pb.OwnResponse(grants=[pb.Grant(resource="a", generation=1, revision=9)])
-    with pytest.raises(CoordError, match="older than this client library"):
-        own_result(old)
 
 
 def test_lease_error_in_body_raises():
