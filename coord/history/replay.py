@@ -44,8 +44,8 @@ def split_snapshot(data: bytes) -> tuple[list[bytes], bytes]:
 
 
 MAX_HELD_ROWS = 100_000
-"""At most this many rows wait for their term's leader note (a log written before notes
-existed has none: its rows go out with leader None)."""
+"""At most this many rows wait for their term's leader note (a leader that lost its term
+before its note committed never names itself: its rows go out with leader None)."""
 
 
 class Replayer:
@@ -122,7 +122,7 @@ class Replayer:
     def _led(self, rows: list[Row], term: int) -> list[Row]:
         """Rows to hand out now, in log order, each with its term's leader if known. Rows
         of the current term wait while its leader has not named itself; a later term
-        releases them (leader None: a log from before notes existed)."""
+        releases them (leader None: that term's leader never named itself)."""
         leaders = self.maker.leaders
         out: list[Row] = []
         if self._unled and (self._unled[0]["term"] != term or term in leaders

@@ -24,7 +24,7 @@ class MemberInfo:
     @classmethod
     def decode(cls, data: bytes) -> MemberInfo:
         fields = json.loads(data)
-        return cls(fields["name"], fields["peer_address"], fields.get("client_address", ""))
+        return cls(fields["name"], fields["peer_address"], fields["client_address"])
 
 
 def member_id(name: str) -> int:
