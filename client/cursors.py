@@ -60,7 +60,27 @@ class Unpinned:
         return None
 
 
-class WatchCursor:
+class _DropsRepeats:
+    """For a stream resumed AT its last delivered revision (a revision's changes may span
+    responses, so resuming at revision + 1 could lose some): what the resumed stream
+    repeats of that revision is dropped. The cursor sets `last_revision` and
+    `_seen_at_last` (the keys delivered at it)."""
+
+    last_revision: int
+    _seen_at_last: set[Any]
+
+    def _is_new(self, revision: int, key: Any) -> bool:
+        """Whether the change to `key` at `revision` is not delivered yet (it is now)."""
+        if revision < self.last_revision or (
+                revision == self.last_revision and key in self._seen_at_last):
+            return False
+        if revision > self.last_revision:
+            self.last_revision, self._seen_at_last = revision, set()
+        self._seen_at_last.add(key)
+        return True
+
+
+class WatchCursor(_DropsRepeats):
     """A KV watch's position. `from_revision` 0 (changes from now on) is pinned first to
     the current revision + 1 by a read, so a reconnect cannot skip changes made between
     the read and the reopen. A reopened watch starts again AT the last delivered
@@ -105,27 +125,14 @@ class WatchCursor:
         if response.mode:
             rev = max(self.last_revision, self.next_revision - 1)
             return [WatchEvent("MODE", KeyValue(b"", b"", mod_revision=rev), mode=response.mode)]
-        out: list[WatchEvent] = []
-        for e in response.events:
-            ev = watch_event(e)
-            rev = ev.revision
-            if rev < self.last_revision:
-                continue
-            if rev == self.last_revision:
-                if ev.kv.key in self._seen_at_last:
-                    continue
-                self._seen_at_last.add(ev.kv.key)
-            else:
-                self.last_revision = rev
-                self._seen_at_last = {ev.kv.key}
-            out.append(ev)
-        return out
+        events = map(watch_event, response.events)
+        return [ev for ev in events if self._is_new(ev.revision, ev.kv.key)]
 
     def on_error(self, err: CoordError) -> bool:
         return stream_may_resume(err)
 
 
-class OwnersCursor:
+class OwnersCursor(Unpinned, _DropsRepeats):
     """A WatchOwners position. `from_revision` > 0 replays every change since then (the
     server keeps a bounded history; a compacted start raises CompactedError); 0 starts
     with a listing of the current owners. Before the first change it resumes where it
@@ -144,12 +151,6 @@ class OwnersCursor:
         self.last_revision = 0
         self._seen_at_last: set[str] = set()
 
-    def start_call(self) -> None:
-        return None
-
-    def started(self, result: Any) -> None:
-        return None
-
     def request(self) -> pb.WatchOwnersRequest:
         return pb.WatchOwnersRequest(
             group=self.group, prefix=self.prefix,
@@ -160,17 +161,7 @@ class OwnersCursor:
         change = owner_change(response)
         if change.snapshot or change.mode:
             return [change]
-        rev = change.owner.revision
-        if rev < self.last_revision:
-            return []
-        if rev == self.last_revision:
-            if change.owner.resource in self._seen_at_last:
-                return []
-            self._seen_at_last.add(change.owner.resource)
-        else:
-            self.last_revision = rev
-            self._seen_at_last = {change.owner.resource}
-        return [change]
+        return [change] if self._is_new(change.owner.revision, change.owner.resource) else []
 
     def on_error(self, err: CoordError) -> bool:
         if isinstance(err, CompactedError) and self.from_revision == 0 and self.last_revision:

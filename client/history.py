@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from coord.client.cursors import Unpinned
 from coord.client.errors import CompactedError, CoordError
 from coord.client.retry import stream_may_resume
 from coord.v1 import history_pb2
@@ -41,7 +42,7 @@ class HistoryPage:
     quorum_lost_ms: int = 0  # since when (the member's header), if read_only
 
 
-class HistoryCursor:
+class HistoryCursor(Unpinned):
     """The position of a History.Export stream: after the last entry delivered."""
 
     service = "History"
@@ -53,12 +54,6 @@ class HistoryCursor:
         self.from_revision = from_revision
         self.follow = follow
         self.page_entries = page_entries
-
-    def start_call(self) -> None:
-        return None
-
-    def started(self, result: Any) -> None:
-        return None
 
     def request(self) -> history_pb2.ExportHistoryRequest:
         return history_pb2.ExportHistoryRequest(
