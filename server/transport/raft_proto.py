@@ -69,11 +69,7 @@ def entry_to_pb(e: Entry) -> raft_pb2.Entry:
 
 
 def entry_from_pb(p: raft_pb2.Entry) -> Entry:
-    try:
-        t = _ENTRY_TYPES[p.type]
-    except IndexError:
-        raise _unknown("entry", p.type) from None
-    return Entry(p.term, p.index, t, p.data)
+    return _entries_from_pb((p,))[0]
 
 
 def _entries_from_pb(entries) -> tuple[Entry, ...]:
@@ -156,13 +152,7 @@ def fill_message_pb(x: raft_pb2.Message, m: Message) -> None:
     if m.entries:
         add = x.entries.add
         for e in m.entries:
-            p = add()
-            p.term = e.term
-            p.index = e.index
-            if e.type:
-                p.type = e.type
-            if e.data:
-                p.data = e.data
+            _fill_entry(add(), e)
     if m.commit:
         x.commit = m.commit
     if m.snapshot is not None:
