@@ -26,29 +26,23 @@ def step(c: Cluster) -> None:
             c.restart(node)
     if c.net.heal(c.tick):
         c.trace("partition heals" + (" (some remain)" if c.net.partitions else ""))
-    if rng.random() < p.propose:
-        _propose(c)
-    if rng.random() < p.read:
-        _read(c)
-    if rng.random() < p.transfer:
-        _transfer(c)
-    if rng.random() < p.transfer / 2:
-        _campaign(c)
-    if rng.random() < p.compact:
-        _compact(c)
-    if rng.random() < p.conf:
-        _change_membership(c)
-    if rng.random() < p.partition:
-        _partition(c)
-    if rng.random() < p.crash:
-        alive = c.alive()
-        leaders = c.leaders()
-        if alive:
-            node = rng.choice(leaders if leaders and rng.random() < 0.5 else alive)
-            if rng.random() < 0.5:
-                c.crash(node, "while idle")
-            else:
-                node.crash_stage = rng.randrange(len(CRASH_STAGES))
+    for chance, event in ((p.propose, _propose), (p.read, _read), (p.transfer, _transfer),
+                          (p.transfer / 2, _campaign), (p.compact, _compact),
+                          (p.conf, _change_membership), (p.partition, _partition),
+                          (p.crash, _crash)):
+        if rng.random() < chance:
+            event(c)
+
+
+def _crash(c: Cluster) -> None:
+    alive = c.alive()
+    leaders = c.leaders()
+    if alive:
+        node = c.rng.choice(leaders if leaders and c.rng.random() < 0.5 else alive)
+        if c.rng.random() < 0.5:
+            c.crash(node, "while idle")
+        else:
+            node.crash_stage = c.rng.randrange(len(CRASH_STAGES))
 
 
 def _propose(c: Cluster) -> None:
