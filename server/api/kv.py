@@ -5,7 +5,8 @@ from __future__ import annotations
 import grpc
 
 from coord.server.api import convert, ops
-from coord.server.api.common import Caller, admit_reader, check, invalid, serve, write
+from coord.server.api.common import admit_reader, check, invalid, write
+from coord.server.api.ops import unary
 from coord.server.requests.coordinator import Coordinator
 from coord.server.requests.events import EventHub
 from coord.server.upkeep.mode import READ_WRITE, ModeChange
@@ -19,23 +20,12 @@ class KVService(coord_pb2_grpc.KVServicer):
         self.coord = coord
         self.hub = hub
 
-    async def Put(self, request, context):  # noqa: N802
-        return await serve(context, ops.put(self.coord, Caller.of(context), request))
-
-    async def Range(self, request, context):  # noqa: N802
-        return await serve(context, ops.range_(self.coord, Caller.of(context), request))
-
-    async def DeleteRange(self, request, context):  # noqa: N802
-        return await serve(context, ops.delete_range(self.coord, Caller.of(context), request))
-
-    async def Txn(self, request, context):  # noqa: N802
-        return await serve(context, ops.txn(self.coord, Caller.of(context), request))
-
-    async def PutIfAbsent(self, request, context):  # noqa: N802
-        return await serve(context, ops.put_if_absent(self.coord, Caller.of(context), request))
-
-    async def CompareAndSet(self, request, context):  # noqa: N802
-        return await serve(context, ops.compare_and_set(self.coord, Caller.of(context), request))
+    Put = unary(ops.put)
+    Range = unary(ops.range_)
+    DeleteRange = unary(ops.delete_range)
+    Txn = unary(ops.txn)
+    PutIfAbsent = unary(ops.put_if_absent)
+    CompareAndSet = unary(ops.compare_and_set)
 
     async def Compact(self, request, context):  # noqa: N802
         res = await write(context, self.coord, c.Compact(request.revision))

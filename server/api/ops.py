@@ -9,8 +9,10 @@ import secrets
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import grpc
+
 from coord.server.api import convert
-from coord.server.api.common import Caller, commit, invalid_argument, query
+from coord.server.api.common import Caller, commit, invalid_argument, query, serve
 from coord.server.api.convert import owner_to_pb
 from coord.server.requests.coordinator import Coordinator
 from coord.sm import commands as c
@@ -197,3 +199,13 @@ OPS: dict[str, Op] = {
     "check_producer": check_producer,
 }
 """Every operation the pipelined stream carries, by its PipelineOp field name."""
+
+
+def unary(op: Op) -> Callable[[Any, Any, grpc.aio.ServicerContext], Awaitable[Any]]:
+    """`op` as the unary RPC's method of a servicer holding `coord`: the call is served by
+    the code the pipelined stream serves the operation with, an ApiError aborting it."""
+
+    async def method(servicer: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return await serve(context, op(servicer.coord, Caller.of(context), request))
+
+    return method

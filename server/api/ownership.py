@@ -6,9 +6,10 @@ from __future__ import annotations
 import grpc
 
 from coord.server.api import ops
-from coord.server.api.common import Caller, admit_reader, check, serve
+from coord.server.api.common import admit_reader, check
 from coord.server.api.convert import owner_to_pb, ownership_event_to_pb
 from coord.server.api.errors import abort_node_error
+from coord.server.api.ops import unary
 from coord.server.node.errors import NodeError
 from coord.server.requests.coordinator import Coordinator
 from coord.server.requests.events import EventHub
@@ -23,17 +24,10 @@ class OwnershipService(coord_pb2_grpc.OwnershipServicer):
         self.coord = coord
         self.hub = hub
 
-    async def Own(self, request, context):  # noqa: N802
-        return await serve(context, ops.own(self.coord, Caller.of(context), request))
-
-    async def Release(self, request, context):  # noqa: N802
-        return await serve(context, ops.release(self.coord, Caller.of(context), request))
-
-    async def GetOwner(self, request, context):  # noqa: N802
-        return await serve(context, ops.get_owner(self.coord, Caller.of(context), request))
-
-    async def ListOwners(self, request, context):  # noqa: N802
-        return await serve(context, ops.list_owners(self.coord, Caller.of(context), request))
+    Own = unary(ops.own)
+    Release = unary(ops.release)
+    GetOwner = unary(ops.get_owner)
+    ListOwners = unary(ops.list_owners)
 
     async def WatchOwners(self, request, context):  # noqa: N802
         """from_revision 0: the current owners (flagged `snapshot`), then every change as
