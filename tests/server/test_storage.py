@@ -276,51 +276,32 @@ def test_truncated_database_is_rejected_naming_it(db: Path) -> None:
     assert str(db) in str(info.value)
 
 
-def test_gap_in_log_is_rejected(db: Path) -> None:
+@pytest.mark.parametrize("commit, term, compact_at, corruption, error", [
+    pytest.param(5, 1, 0, "DELETE FROM log WHERE idx = 7",
+                 "gap in the log: expected entry 7 after entry 6", id="gap"),
+    pytest.param(5, 1, 5, "DELETE FROM log WHERE idx = 6",
+                 "gap in the log: expected entry 6 after snapshot 5",
+                 id="log-starting-beyond-snapshot"),
+    pytest.param(2, 3, 0, "UPDATE log SET term = 2 WHERE idx = 4",
+                 "log terms decrease: entry 4 has term 2", id="decreasing-terms"),
+    pytest.param(10, 1, 0, "DELETE FROM log WHERE idx > 8",  # the tail of the log was lost
+                 "commit index 10 .*: committed entries were lost", id="commit-beyond-last"),
+    pytest.param(10, 1, 10, "UPDATE hard_state SET commit_index = 11",
+                 "beyond the last stored index 10", id="commit-beyond-snapshot-empty-log"),
+])
+def test_an_inconsistent_log_is_rejected_naming_the_file(
+        db: Path, commit: int, term: int, compact_at: int, corruption: str, error: str) -> None:
+    """A log that loads (compacted at `compact_at`, if set; at the commit index, the log
+    is empty), edited behind the store's back into one Raft must not restart from."""
     with LogStore(db) as store:
-        store.save(HardState(term=1, commit=5), ents(1, 11))
-    raw(db, "DELETE FROM log WHERE idx = 7")
-    with pytest.raises(StorageError, match="gap") as info:
+        store.save(HardState(term=term, commit=commit), ents(1, 11, term=term))
+        if compact_at:
+            store.compact(snap(compact_at, term))
+    assert reopen(db).hard_state.commit == commit
+    raw(db, corruption)
+    with pytest.raises(StorageError, match=error) as info:
         reopen(db)
     assert str(db) in str(info.value)
-    assert "expected entry 7" in str(info.value)
-
-
-def test_log_starting_beyond_snapshot_is_a_gap(db: Path) -> None:
-    with LogStore(db) as store:
-        store.save(HardState(term=1, commit=5), ents(1, 11))
-        store.compact(snap(5, 1))
-    raw(db, "DELETE FROM log WHERE idx = 6")
-    with pytest.raises(StorageError, match="gap.*snapshot 5"):
-        reopen(db)
-
-
-def test_decreasing_terms_are_rejected(db: Path) -> None:
-    with LogStore(db) as store:
-        store.save(HardState(term=3, commit=2), ents(1, 6, term=3))
-    raw(db, "UPDATE log SET term = 2 WHERE idx = 4")
-    with pytest.raises(StorageError, match="terms decrease"):
-        reopen(db)
-
-
-def test_commit_beyond_last_index_is_rejected(db: Path) -> None:
-    with LogStore(db) as store:
-        store.save(HardState(term=1, commit=10), ents(1, 11))
-    raw(db, "DELETE FROM log WHERE idx > 8")  # the tail of the log was lost
-    with pytest.raises(StorageError, match="committed entries were lost") as info:
-        reopen(db)
-    assert str(db) in str(info.value)
-    assert "commit index 10" in str(info.value)
-
-
-def test_commit_beyond_snapshot_with_empty_log_is_rejected(db: Path) -> None:
-    with LogStore(db) as store:
-        store.save(HardState(term=1, commit=10), ents(1, 11))
-        store.compact(snap(10, 1))
-    assert reopen(db).hard_state.commit == 10  # commit == snapshot index is fine
-    raw(db, "UPDATE hard_state SET commit_index = 11")
-    with pytest.raises(StorageError, match="last stored index 10"):
-        reopen(db)
 
 
 @pytest.mark.parametrize("open_store", [LogStore, LogReader])
