@@ -63,10 +63,7 @@ def next_event(events: queue.Queue, kind: str, mode: str, timeout: float = 5.0):
 
 @pytest.mark.parametrize("survivor_role", ["follower", "leader"])
 def test_survivor_serves_reads_read_only_and_comes_back(cluster3, survivor_role):
-    leader = cluster3.wait_for_leader()
-    names = list(cluster3.members)
-    survivor = leader if survivor_role == "leader" else next(n for n in names if n != leader)
-    others = [n for n in names if n != survivor]
+    survivor, others = split_off(cluster3, survivor_role)
     first = cluster3.members[survivor].listen
     rest = [cluster3.members[n].listen for n in others]
 
@@ -139,6 +136,25 @@ def test_survivor_serves_reads_read_only_and_comes_back(cluster3, survivor_role)
         normal.close()
 
 
+def split_off(cluster: LocalCluster, role: str) -> tuple[str, list[str]]:
+    """The member left alone (the leader, or a follower) and the others, to pause or cut off."""
+    leader = cluster.wait_for_leader()
+    kept = leader if role == "leader" else next(n for n in cluster.members if n != leader)
+    return kept, [n for n in cluster.members if n != kept]
+
+
+def first_message(stream):
+    """A server stream's first message (then cancelled); a stream that ends instead fails
+    the test with its reason."""
+    try:
+        first = next(stream)
+    except grpc.RpcError as e:
+        err = ApiError.of_rpc_error(e)
+        pytest.fail(f"the stream ended instead: {err.reason} {err.message}")
+    stream.cancel()
+    return first
+
+
 def resume_paused(cluster: LocalCluster, names: list[str]) -> None:
     """SIGCONT whichever of `names` a test left stopped (a test that failed midway)."""
     for n in names:
@@ -170,9 +186,8 @@ def next_watch_mode(watched: queue.Queue, timeout: float = 5.0) -> str:
 
 def test_minority_member_cut_off_serves_stale_flagged_reads_then_catches_up(tmp_path):
     with LocalCluster(3, data_dir=tmp_path / "c", partitionable=True) as cluster:
-        leader = cluster.wait_for_leader()
-        minority = next(n for n in cluster.members if n != leader)
-        majority = [cluster.members[n].listen for n in cluster.members if n != minority]
+        minority, others = split_off(cluster, "follower")
+        majority = [cluster.members[n].listen for n in others]
         on_minority = cluster.members[minority].listen
         pinned = Client([on_minority], read_only_ok=True, timeout=2.0)
         writer = Client(majority, timeout=2.0)
@@ -238,10 +253,7 @@ def test_a_session_hears_read_only_mode_no_later_than_the_first_read_only_answer
     it once."""
     from coord.client import AsyncClient
 
-    leader = cluster3.wait_for_leader()
-    names = list(cluster3.members)
-    survivor = leader if survivor_role == "leader" else next(n for n in names if n != leader)
-    others = [n for n in names if n != survivor]
+    survivor, others = split_off(cluster3, survivor_role)
     endpoints = [cluster3.members[n].listen for n in [survivor, *others]]
 
     async def run() -> None:
@@ -280,10 +292,7 @@ def test_a_session_stream_that_comes_in_as_its_member_is_cut_off_says_read_only(
     read-only the stream says mode_changed(read-only) at once. It used to end with the
     barrier's refusal, and the client library met the mode only after its retry pause
     (~300 ms late in 2 of 10 trials of `coord bench readonly`)."""
-    leader = cluster3.wait_for_leader()
-    names = list(cluster3.members)
-    follower = next(n for n in names if n != leader)
-    others = [n for n in names if n != follower]
+    follower, others = split_off(cluster3, "follower")
     endpoint = cluster3.members[follower].listen
     with Client([endpoint], read_only_ok=True, timeout=2.0) as client:
         info = client.open_session(ttl=10, read_only_ok=True)  # not kept alive: raw here
@@ -293,12 +302,7 @@ def test_a_session_stream_that_comes_in_as_its_member_is_cut_off_says_read_only(
         with grpc.insecure_channel(endpoint) as channel:
             stream = pb_grpc.SessionsStub(channel).Events(
                 pb.SessionEventsRequest(session_id=info.session_id), timeout=10)
-            try:
-                first = next(stream)
-            except grpc.RpcError as e:
-                err = ApiError.of_rpc_error(e)
-                pytest.fail(f"the stream ended instead: {err.reason} {err.message}")
-            stream.cancel()
+            first = first_message(stream)
         assert (first.type, first.mode, first.member) == ("mode_changed", "read-only",
                                                           follower)
     finally:
@@ -308,10 +312,7 @@ def test_a_session_stream_that_comes_in_as_its_member_is_cut_off_says_read_only(
 def test_an_owner_watch_that_comes_in_as_its_member_is_cut_off_says_read_only(cluster3):
     """The same window for WatchOwners: its barrier cut short by the switch, a read-only
     caller's watch goes on and says the mode (it used to end with the refusal)."""
-    leader = cluster3.wait_for_leader()
-    names = list(cluster3.members)
-    follower = next(n for n in names if n != leader)
-    others = [n for n in names if n != follower]
+    follower, others = split_off(cluster3, "follower")
     endpoint = cluster3.members[follower].listen
     try:
         for n in others:
@@ -320,12 +321,7 @@ def test_an_owner_watch_that_comes_in_as_its_member_is_cut_off_says_read_only(cl
             stream = pb_grpc.OwnershipStub(channel).WatchOwners(
                 pb.WatchOwnersRequest(group="nobody-owns-here"), timeout=10,
                 metadata=(("coord-read-only-ok", "1"),))
-            try:
-                first = next(stream)
-            except grpc.RpcError as e:
-                err = ApiError.of_rpc_error(e)
-                pytest.fail(f"the watch ended instead: {err.reason} {err.message}")
-            stream.cancel()
+            first = first_message(stream)
         assert (first.kind, first.mode) == ("mode", "read-only")
     finally:
         resume_paused(cluster3, others)
