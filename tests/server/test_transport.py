@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import pytest
 
@@ -91,19 +93,25 @@ class Member:
             self.server = None
 
 
-async def connected_pair() -> tuple[Member, Member]:
-    """Members 1 and 2, started, 1's stream to 2 open."""
-    a, b = Member(1), Member(2)
-    await a.start()
-    await b.start()
-    a.transport.set_peer(2, b.address)
-    await wait_until(lambda: a.stats(2)["connected"], "the stream to connect")
-    return a, b
+@asynccontextmanager
+async def stopping(*members: Member) -> AsyncIterator[tuple[Member, ...]]:
+    """`members`, each stopped (its transport and its listener) when the block ends."""
+    try:
+        yield members
+    finally:
+        for m in members:
+            await m.stop()
 
 
-async def stop_all(*members: Member) -> None:
-    for m in members:
-        await m.stop()
+@asynccontextmanager
+async def connected_pair() -> AsyncIterator[tuple[Member, ...]]:
+    """Members 1 and 2, started, 1's stream to 2 open; stopped when the block ends."""
+    async with stopping(Member(1), Member(2)) as (a, b):
+        await a.start()
+        await b.start()
+        a.transport.set_peer(2, b.address)
+        await wait_until(lambda: a.stats(2)["connected"], "the stream to connect")
+        yield a, b
 
 
 async def raw_connection(address: str, hello: tuple[int, int, str] | None,
@@ -210,7 +218,7 @@ def test_raft_proto_round_trip() -> None:
 def test_three_transports_exchange_in_order() -> None:
     async def main() -> None:
         members = {i: Member(i) for i in (1, 2, 3)}
-        try:
+        async with stopping(*members.values()):
             for m in members.values():
                 await m.start()
             for m in members.values():
@@ -272,17 +280,13 @@ def test_three_transports_exchange_in_order() -> None:
             # The sender counts the write once it completes, which may be after delivery.
             await wait_until(lambda: members[1].stats(2)["sent"] == total + 50, "the write")
             assert members[1].stats(2)["batches"] == writes_before + 1
-        finally:
-            await stop_all(*members.values())
 
     run(main())
 
 
 def test_wrong_secret_is_refused() -> None:
     async def main() -> None:
-        a = Member(1, secret=b"not-the-secret")
-        b = Member(2)
-        try:
+        async with stopping(Member(1, secret=b"not-the-secret"), Member(2)) as (a, b):
             await a.start()
             await b.start()
             a.transport.set_peer(2, b.address)
@@ -326,18 +330,14 @@ def test_wrong_secret_is_refused() -> None:
             assert [(m.to, m.index) for m in b.received] == [(2, 0)]
             assert b.transport.dropped_inbound == 1
             assert loop.is_running()
-        finally:
-            await stop_all(a, b)
 
     run(main())
 
 
 def test_peer_down_then_up() -> None:
     async def main() -> None:
-        a = Member(1)
-        b = Member(2)
         port = free_port()
-        try:
+        async with stopping(Member(1), Member(2)) as (a, b):
             await a.start()
             a.transport.set_peer(2, f"127.0.0.1:{port}")  # nobody listens there yet
 
@@ -376,8 +376,6 @@ def test_peer_down_then_up() -> None:
             a.transport.send([app(1, 2, 10_000)])
             await wait_until(lambda: len(b.received) == n + 1, "delivery after reconnect")
             assert a.stats(2)["connects"] == 2
-        finally:
-            await stop_all(a, b)
 
     run(main())
 
@@ -389,10 +387,8 @@ def test_a_peer_that_calls_us_is_reconnected_at_once(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(transport_mod, "BACKOFF_MAX", 60.0)
 
     async def main() -> None:
-        a = Member(1)
-        b = Member(2)
         port = free_port()
-        try:
+        async with stopping(Member(1), Member(2)) as (a, b):
             await a.start()
             a.transport.set_peer(2, f"127.0.0.1:{port}")  # nobody listens there yet
             await wait_until(lambda: a.stats(2)["failures"] >= 1, "a failed attempt")
@@ -404,17 +400,13 @@ def test_a_peer_that_calls_us_is_reconnected_at_once(monkeypatch: pytest.MonkeyP
             a.transport.send([app(1, 2, 7)])
             await wait_until(lambda: bool(b.received), "delivery after the reconnect")
             assert a.stats(2)["connects"] == 1
-        finally:
-            await stop_all(a, b)
 
     run(main())
 
 
 def test_queue_limit_drops_and_reports() -> None:
     async def main() -> None:
-        a = Member(1, queue_limit=10)
-        b = Member(2)
-        try:
+        async with stopping(Member(1, queue_limit=10), Member(2)) as (a, b):
             await a.start()
             await b.start()
             a.transport.set_peer(2, b.address)
@@ -441,8 +433,6 @@ def test_queue_limit_drops_and_reports() -> None:
             a.transport.send([app(1, 2, 100 + i) for i in range(10)])
             await wait_until(lambda: len(b.received) == 20, "the second round")
             assert a.stats(2)["dropped"] == 15
-        finally:
-            await stop_all(a, b)
 
     run(main())
 
@@ -461,8 +451,7 @@ def test_a_paused_connection_queues_and_its_pump_writes_in_order_once_drained(
                        entries=(Entry(3, index + 1, EntryType.NORMAL, big),), commit=index)
 
     async def main() -> None:
-        a, b = await connected_pair()
-        try:
+        async with connected_pair() as (a, b):
             assert b.server is not None
             for conn in b.server._connections:
                 conn._tr.pause_reading()
@@ -481,8 +470,6 @@ def test_a_paused_connection_queues_and_its_pump_writes_in_order_once_drained(
                 conn._tr.resume_reading()
             await wait_until(lambda: len(b.received) == sent + 3, "every message")
             assert [m.index for m in b.received] == list(range(sent + 3))
-        finally:
-            await stop_all(a, b)
 
     run(main())
 
@@ -492,9 +479,7 @@ def test_large_queues_are_split_into_bounded_batches(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(transport_mod, "MAX_MESSAGE_BYTES", 8_000)
 
     async def main() -> None:
-        a, b = await connected_pair()
-        try:
-
+        async with connected_pair() as (a, b):
             msgs = [app(1, 2, i) for i in range(60)]  # ~60 bytes each on the wire
             huge = Message(MessageType.SNAP, to=2, frm=1, snapshot=Snapshot(data=b"x" * 10_000))
             a.transport.send([*msgs[:30], huge, *msgs[30:]])
@@ -507,18 +492,13 @@ def test_large_queues_are_split_into_bounded_batches(monkeypatch: pytest.MonkeyP
             assert a.stats(2)["batches"] == len(b.batches)
             assert a.stats(2)["dropped"] == 1  # ...and the message that can never fit dropped
             await wait_until(lambda: 2 in a.unreachable, "the drop to be reported")
-        finally:
-            await stop_all(a, b)
 
     run(main())
 
 
 def test_set_peer_new_address_and_remove() -> None:
     async def main() -> None:
-        a = Member(1)
-        b_old = Member(2)
-        b_new = Member(2)
-        try:
+        async with stopping(Member(1), Member(2), Member(2)) as (a, b_old, b_new):
             await a.start()
             await b_old.start()
             await b_new.start()
@@ -539,8 +519,6 @@ def test_set_peer_new_address_and_remove() -> None:
             assert a.transport.dropped_unknown == 1
             await a.transport.close()
             assert a.transport._retired == set()  # every peer task has finished
-        finally:
-            await stop_all(a, b_old, b_new)
 
     run(main())
 
@@ -586,27 +564,26 @@ class FreezableProxy:
 
 def test_keepalive_notices_a_silent_peer() -> None:
     async def main() -> None:
-        a = Member(1)
-        b = Member(2)
-        await b.start()
-        proxy = FreezableProxy(b.port)
-        try:
-            await proxy.start()
-            a.transport.set_peer(2, f"127.0.0.1:{proxy.port}")
-            await wait_until(lambda: a.stats(2)["connected"], "the stream to connect")
-            a.transport.send([app(1, 2, 0)])
-            await wait_until(lambda: len(b.received) == 1, "delivery through the proxy")
+        async with stopping(Member(1), Member(2)) as (a, b):
+            await b.start()
+            proxy = FreezableProxy(b.port)
+            try:
+                await proxy.start()
+                a.transport.set_peer(2, f"127.0.0.1:{proxy.port}")
+                await wait_until(lambda: a.stats(2)["connected"], "the stream to connect")
+                a.transport.send([app(1, 2, 0)])
+                await wait_until(lambda: len(b.received) == 1, "delivery through the proxy")
 
-            proxy.frozen = True  # the TCP connection stays up; nothing gets through
-            loop = asyncio.get_running_loop()
-            frozen_at = loop.time()
-            await wait_until(lambda: not a.stats(2)["connected"], "keepalive to fail", timeout=10)
-            assert loop.time() - frozen_at < 8  # keepalive 2 s + ping timeout 1 s, not 1 min
-            assert a.stats(2)["last_error"] == "UNAVAILABLE"
-            await wait_until(lambda: 2 in a.unreachable, "on_unreachable(2)")
-        finally:
-            await stop_all(a, b)
-            await proxy.close()
+                proxy.frozen = True  # the TCP connection stays up; nothing gets through
+                loop = asyncio.get_running_loop()
+                frozen_at = loop.time()
+                await wait_until(lambda: not a.stats(2)["connected"], "keepalive to fail",
+                                 timeout=10)
+                assert loop.time() - frozen_at < 8  # keepalive 2 s + ping timeout 1 s, not 1 min
+                assert a.stats(2)["last_error"] == "UNAVAILABLE"
+                await wait_until(lambda: 2 in a.unreachable, "on_unreachable(2)")
+            finally:
+                await proxy.close()
 
     run(main())
 
@@ -619,8 +596,7 @@ def test_a_big_snapshot_goes_in_pieces_and_arrives_whole(monkeypatch: pytest.Mon
     monkeypatch.setattr(transport_mod, "MAX_MESSAGE_BYTES", 8_000)
 
     async def main() -> None:
-        a, b = await connected_pair()
-        try:
+        async with connected_pair() as (a, b):
             data = bytes(range(256)) * 100  # 25,600 bytes: 26 pieces, 3x the message limit
             meta = SnapshotMeta(index=9, term=3, conf_state=ConfState(voters=frozenset({1, 2})))
             snap = Message(MessageType.SNAP, to=2, frm=1, term=3,
@@ -633,8 +609,6 @@ def test_a_big_snapshot_goes_in_pieces_and_arrives_whole(monkeypatch: pytest.Mon
             assert len(b.batches) == 3  # the pieces became one delivery
             assert a.stats(2)["batches"] == 2 + 26
             assert a.stats(2)["dropped"] == 0
-        finally:
-            await stop_all(a, b)
 
     run(main())
 
@@ -681,9 +655,8 @@ def test_a_silent_inbound_connection_is_closed_a_pinging_one_kept(
         return reader, writer
 
     async def main() -> None:
-        b = Member(2)
-        await b.start()
-        try:
+        async with stopping(Member(2)) as (b,):
+            await b.start()
             silent_r, silent_w = await opened(b.address)
             pinging_r, pinging_w = await opened(b.address)
             loop = asyncio.get_running_loop()
@@ -707,7 +680,5 @@ def test_a_silent_inbound_connection_is_closed_a_pinging_one_kept(
             assert pongs >= 5  # still answered, long after the silent one was closed
             silent_w.close()
             pinging_w.close()
-        finally:
-            await b.stop()
 
     run(main())
