@@ -1,6 +1,6 @@
 """KafScale's partition-lease pattern (its partition-ownership specification) end to end
 against coord's etcd API, with clients nobody here wrote: two "brokers" (the `etcd3`
-package, each its own process: tests/etcd/partition_broker.py) claim partitions with
+package, each its own process: tests/server/etcd/partition_broker.py) claim partitions with
 create-if-absent Txns bound to one lease each, and a "proxy" (`etcdctl watch --prefix
 --prev-kv`) follows ownership. A graceful shutdown revokes the lease: the keys vanish,
 the proxy sees DELETEs, the other broker claims at once. A crash stops the heartbeats:
