@@ -1,12 +1,11 @@
-"""Client library units that need no coord cluster: error mapping, the txn builder and
-its stdin format, endpoint rotation and retry policy, request_id placement, stream and
+"""Client library units that need no coord cluster: error mapping, the txn builder,
+endpoint rotation and retry policy, request_id placement, stream and
 session bookkeeping — plus a few checks against in-process fake servicers (failover
 with one request_id, keepalive on another member, watch resume, fencing)."""
 
 from __future__ import annotations
 
 import asyncio
-import io
 import threading
 import time
 from collections.abc import Iterator
@@ -19,9 +18,6 @@ from google.protobuf import any_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
-from coord.cli import main as cli
-from coord.cli.client_commands.txn_script import TxnSyntaxError, parse_txn
-from coord.cli.status import cmd_status, table_rows
 from coord.client import (
     AsyncClient,
     Client,
@@ -636,106 +632,6 @@ def test_writes_bound_to_a_member_local_session_are_refused_until_it_is_register
     assert close_session_call(local).request.session_id == local.id
     local.local = False
     assert own_call(local, "g", ["r"]).request.session_id == local.id
-
-
-# -- txn stdin format ---------------------------------------------------------------------
-
-
-def test_parse_txn_full_script():
-    script = (
-        'version("lock") = 0\n'
-        'value("cfg") != "old value"\n'
-        "mod(counter) > 3\n"
-        "\n"
-        "put lock me\n"
-        "# a comment\n"
-        "put 'a key' 'a value' --prev-kv\n"
-        "\n"
-        "get lock\n"
-        "get jobs/ --prefix --limit 2\n"
-        "del a z\n"
-        "\n\n"
-    )
-    got = parse_txn(script).build(request_id="r")
-    expected = (
-        TxnBuilder()
-        .if_version("lock", "=", 0)
-        .if_value("cfg", "!=", "old value")
-        .if_mod("counter", ">", 3)
-        .then_put("lock", "me")
-        .then_put("a key", "a value", prev_kv=True)
-        .else_get("lock")
-        .else_get(prefix="jobs/", limit=2)
-        .else_delete("a", "z")
-        .build(request_id="r")
-    )
-    assert got == expected
-
-
-def test_parse_txn_without_compares_or_failure_ops():
-    got = parse_txn("\nput k v\ndel --prefix old/\n").build(request_id="r")
-    assert got == TxnBuilder().then_put("k", "v").then_delete(prefix="old/").build(
-        request_id="r")
-
-
-@pytest.mark.parametrize(
-    "script,line",
-    [
-        ("version(k) = x\n", 1),
-        ("lease(k) = 1\n", 1),
-        ("version(k) = 0\n\nfrob k\n", 3),
-        ("\nput k\n", 2),
-        ("\nput k v\n\nget\n", 4),
-        ("\n\n\n\nput k v\n", 3),
-        ('value("k) = 1\n', 1),
-        ("\nget a b --prefix\n", 2),
-        ("\nget a --limit x\n", 2),
-    ],
-)
-def test_parse_txn_errors_name_the_line(script, line):
-    with pytest.raises(TxnSyntaxError, match=f"line {line}:"):
-        parse_txn(script)
-
-
-# -- CLI without a server -----------------------------------------------------------------
-
-
-def test_cli_txn_syntax_error_exits_2(monkeypatch, capsys):
-    monkeypatch.setattr("sys.stdin", io.StringIO("version(k) = nope\n"))
-    assert cli.main(["kv", "txn", "--endpoints", "127.0.0.1:1"]) == 2
-    assert capsys.readouterr().err.startswith("coord: line 1:")
-
-
-def test_cli_error_prints_reason_and_exits_1(capsys):
-    code = cli.main(["kv", "get", "k", "--endpoints", "127.0.0.1:1", "--timeout", "0.3"])
-    assert code == 1
-    assert capsys.readouterr().err.startswith("coord: UNAVAILABLE: ")
-
-
-def test_cli_bad_usage_exits_2(capsys):
-    with pytest.raises(SystemExit) as e:
-        cli.main(["pid", "lease", "topic", "not-a-number"])
-    assert e.value.code == 2
-
-
-def test_status_table_counts_a_members_local_sessions():
-    row = {"endpoint": "e", "name": "n3", "role": "follower", "term": 2, "leader_name": "",
-           "commit_index": 5, "applied_index": 5, "has_quorum": False,
-           "quorum_lost_ms": 1500, "mode": "read-only", "local_sessions": 2}
-    assert table_rows([row])[0][-1].plain == "read-only, 2 local session(s)"
-    assert table_rows([{**row, "local_sessions": 0}])[0][-1].plain == "read-only"
-
-
-def test_cli_keeps_existing_commands():
-    p = cli.build_parser()
-    assert p.parse_args(["status", "--endpoints", "x:1"]).func is cmd_status
-    for argv in (["own", "g", "r"], ["owners", "g"], ["watch-owners", "g"],
-                 ["release", "g", "r", "--session", "1"], ["pid", "block"],
-                 ["pid", "init", "k"], ["kv", "put", "k", "v"], ["kv", "del", "k"],
-                 ["kv", "watch", "k", "--prefix", "--limit", "3"], ["session", "open"],
-                 ["session", "keepalive", "5"], ["session", "close", "5"]):
-        args = p.parse_args([*argv, "--json"])
-        assert args.json and callable(args.func)
 
 
 # -- against in-process fake servicers ----------------------------------------------------
