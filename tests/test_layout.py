@@ -427,6 +427,32 @@ def test_every_source_directory_is_a_package():
             assert (d / "__init__.py").exists(), f"{d} has modules but no __init__.py"
 
 
+
+def folders_of_tests(root: Path) -> list[Path]:
+    """Every folder of tests under `root`/tests (one holding a test_*.py file)."""
+    tests = root / "tests"
+    return sorted({p.parent for p in tests.rglob("test_*.py")} - {tests})
+
+
+def unmirrored(root: Path, modules: Iterable[str]) -> list[str]:
+    """Test folders that name no package of the code: tests/server/X is coord.server.X,
+    tests/client/X is coord.client.X, tests/X is coord.X (as SOURCES maps them)."""
+    known = set(modules)
+    out = []
+    for folder in folders_of_tests(root):
+        parts = folder.relative_to(root / "tests").parts
+        name = ".".join(["coord", *parts])  # tests/server/api -> coord.server.api
+        if name not in known:
+            out.append(f"{folder.relative_to(root)} mirrors no package ({name})")
+    return out
+
+
+def test_the_tests_mirror_the_code():
+    """A test lives in the folder of the package it tests, so the tree of tests/ is the
+    tree of the code (data folders such as snapshots hold no test_*.py)."""
+    assert len(folders_of_tests(ROOT)) > 20  # the walk saw the tests: the check is live
+    assert not (bad := unmirrored(ROOT, MODULES)), bad
+
 # -- the command line's start-up ---------------------------------------------------------
 
 
@@ -575,6 +601,14 @@ def test_the_package_checker_catches_a_missing_and_a_stray_package(tmp_path):
         tmp_path, SOURCES, ["coord", "coord.raft", "coord.sm", "coord.v1", "coord.server",
                             "coord.client", "coord.gone"])
     assert (missing, extra) == ({"coord.tui"}, {"coord.gone"})
+
+
+def test_the_mirror_check_catches_a_folder_of_tests_for_no_package(tmp_path):
+    modules = _plant(tmp_path, {**PLANTED, "tests/raft/test_core.py": "",
+                                "tests/server/core/test_gone.py": "",
+                                "tests/sm/data/frames.bin": ""})
+    assert unmirrored(tmp_path, modules) == [
+        "tests/server/core mirrors no package (coord.server.core)"]
 
 
 def test_the_run_time_check_catches_a_module_that_loads_the_server():
