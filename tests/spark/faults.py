@@ -5,10 +5,13 @@ raises after it has sent some rows (option `fail_partition`, `fail_after_rows`):
 killed mid-write, in the writer's own Python worker. `zombie_main` is a task attempt of
 the writer run outside Spark (`python -m tests.spark.faults ...`): it claims a partition,
 sends half its rows, stops itself (SIGSTOP) and, once continued, sends the rest.
-`SlowFirstSource` makes attempt 0 of one partition a straggler for speculation: it
-sends half its rows, then waits until a second attempt of its partition has stored its
-first batch (a marker file that attempt writes), and sends the rest: its next write
-lands after the takeover, every time.
+`SlowFirstSource` makes attempt 0 of one partition a straggler for speculation, by a
+handshake through marker files rather than by timing: attempt 0 stores half its rows
+and says so; the speculative copy waits for that before it claims the partition, stores
+its first batch and says so; only then does attempt 0 send the rest. However slow either
+attempt starts, the straggler's first half is stored before the takeover and its next
+write comes after it. A wait that times out fails the task and leaves its reason in
+the markers directory.
 The test registers this module to be pickled by value, so Spark's workers need not
 import the test tree.
 """
@@ -65,49 +68,72 @@ class FaultySource(FencedDataSource):
                             int(self.options["fail_after_rows"]))
 
 
-STRAGGLER_WAIT_S = 180  # the longest attempt 0 waits for a speculative copy to start
+HANDSHAKE_WAIT_S = 90  # the longest either attempt waits for the other's step
+HALF_STORED = "straggler-half-stored"  # marker files in the `markers` directory
+COPY_STORED = "copy-first-stored"
+TIMED_OUT = "timed-out"
 
 
-def stall_until_copied(batches: Iterator[pa.RecordBatch], after_rows: int,
-                       marker: Path) -> Iterator[pa.RecordBatch]:
+def await_marker(markers: Path, name: str) -> None:
+    """Wait until the other attempt has created `markers/name`. Past HANDSHAKE_WAIT_S
+    (or once any wait of this write has timed out) write the reason to
+    `markers/TIMED_OUT`, which the test reports, and fail the task."""
+    deadline = time.monotonic() + HANDSHAKE_WAIT_S
+    while not (markers / name).exists():
+        if (markers / TIMED_OUT).exists():
+            raise RuntimeError(f"an earlier handshake wait timed out; not waiting for {name}")
+        if time.monotonic() > deadline:
+            reason = f"{name} did not appear within {HANDSHAKE_WAIT_S} s"
+            (markers / TIMED_OUT).write_text(reason)
+            raise RuntimeError(reason)
+        time.sleep(0.05)
+
+
+def straggle(batches: Iterator[pa.RecordBatch], after_rows: int,
+             markers: Path) -> Iterator[pa.RecordBatch]:
+    """Attempt 0: send `after_rows` rows, say they are stored (the consumer stores each
+    batch before it asks for the next), wait until the copy has stored its first batch,
+    send the rest."""
     sent = 0
     for batch in batches:
         yield batch
         sent += batch.num_rows
-        if sent >= after_rows and not marker.exists():
-            deadline = time.monotonic() + STRAGGLER_WAIT_S
-            while not marker.exists():
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"no second attempt within {STRAGGLER_WAIT_S} s")
-                time.sleep(0.05)
+        if sent >= after_rows:
+            break
+    (markers / HALF_STORED).touch()
+    await_marker(markers, COPY_STORED)
+    yield from batches
 
 
-def announce_claim(batches: Iterator[pa.RecordBatch], marker: Path) -> Iterator[pa.RecordBatch]:
-    """The marker appears once the attempt's first batch is stored (asked for after the
-    attempt's claim and its begin in the sink, and stored before the next is asked for)."""
+def announce_first(batches: Iterator[pa.RecordBatch], markers: Path) -> Iterator[pa.RecordBatch]:
+    """A later attempt: the marker appears once its first batch is stored (asked for
+    after the attempt's claim and its begin in the sink)."""
     first = next(batches, None)
     if first is not None:
         yield first
-    marker.touch()
+    (markers / COPY_STORED).touch()
     yield from batches
 
 
 class SlowFirstWriter(FencedBatchWriter):
     def __init__(self, base: FencedBatchWriter, partition: int, after_rows: int,
-                 marker: Path) -> None:
+                 markers: Path) -> None:
         super().__init__(base.opts, base.version, base.skip)
         self.slow_partition = partition
         self.after_rows = after_rows
-        self.marker = marker
+        self.markers = markers
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> PartitionResult:
         context = TaskContext.get()
         assert context is not None
         if context.partitionId() == self.slow_partition:
             if context.attemptNumber() == 0:
-                iterator = stall_until_copied(iterator, self.after_rows, self.marker)
+                iterator = straggle(iterator, self.after_rows, self.markers)
             else:
-                iterator = announce_claim(iterator, self.marker)
+                # Before its claim: taking the partition over earlier would fence the
+                # straggler before it stored anything, and there would be nothing to show.
+                await_marker(self.markers, HALF_STORED)
+                iterator = announce_first(iterator, self.markers)
         return super().write(iterator)
 
 
@@ -120,7 +146,7 @@ class SlowFirstSource(FencedDataSource):
         base = super().writer(schema, overwrite)
         return SlowFirstWriter(base, int(self.options["slow_partition"]),
                                int(self.options["slow_after_rows"]),
-                               Path(self.options["marker"]))
+                               Path(self.options["markers"]))
 
 
 def _batches(lo: int, hi: int, size: int, paused: Path) -> Iterator[pa.RecordBatch]:

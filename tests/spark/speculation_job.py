@@ -1,7 +1,8 @@
 """The driver of tests/spark/test_speculation.py, run in a process of its own (one
 SparkContext per process, and the suite's is local): the same write twice on a
 standalone Spark cluster with speculation on — fenced, then plain — with partition 1's
-first attempt a straggler (tests/spark/faults.py SlowFirstSource). Prints one JSON line.
+first attempt a straggler (tests/spark/faults.py SlowFirstSource; its marker files in
+WORKDIR/on and WORKDIR/off). Prints one JSON line.
 
     python -m tests.spark.speculation_job MASTER ENDPOINTS WORKDIR
 """
@@ -48,13 +49,14 @@ def main(argv: list[str]) -> int:
     df = spark.range(0, ROWS, numPartitions=PARTS).selectExpr("id", "cast(id as string) as s")
     out: dict[str, object] = {}
     for fence in ("on", "off"):
-        db = work / f"{fence}.db"
+        db, markers = work / f"{fence}.db", work / fence
+        markers.mkdir()
         (df.write.format("coord-fenced-slow-first").mode("append")
          .option("endpoints", endpoints).option("job", f"speculation-{fence}")
          .option("sink", "sqlite").option("path", str(db)).option("table", "out")
          .option("fence", fence).option("slow_partition", "1")
          .option("slow_after_rows", str(ROWS // PARTS // 2))
-         .option("marker", str(work / f"{fence}.copy-started")).save())
+         .option("markers", str(markers)).save())
         sink = SqliteSink(str(db), "out")
         table = sink.read()
         ids = sorted(table.column("id").to_pylist()) if table.num_rows else []
@@ -62,7 +64,7 @@ def main(argv: list[str]) -> int:
                       "all": ids == list(range(ROWS)),
                       "refusals": [[r.partition, r.sequence, str(r.verdict)]
                                    for r in sink.refusals(f"speculation-{fence}")],
-                      "second_attempt": (work / f"{fence}.copy-started").exists()}
+                      "second_attempt": (markers / faults.COPY_STORED).exists()}
         sink.close()
     spark.stop()
     print(json.dumps(out), flush=True)

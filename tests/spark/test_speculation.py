@@ -1,9 +1,12 @@
 """Spark speculation for real: a standalone Spark cluster on this machine with its two
 workers on two loopback hosts (127.0.0.2 and 127.0.0.3 — Spark never runs a
 speculative copy on the host that runs the original), `spark.speculation=true`, and
-partition 1's first attempt a straggler. Fenced: the copy takes the partition over, the
-straggler's next write is refused by the sink, the output is exactly once. The plain
-write beside it shows what speculation does without the fence."""
+partition 1's first attempt a straggler (tests/spark/faults.py: a handshake, so the
+straggler has stored half its rows before the copy claims, and writes again after the
+copy's first batch, however loaded the machine). Fenced: the copy takes the partition
+over, the straggler's next write is refused by the sink, the output is exactly once. The
+plain write beside it shows what speculation does without the fence: the straggler's
+rows stay."""
 
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ import pytest
 
 from coord.testing.ports import free_port
 from tests.conftest import require_java
+from tests.spark.faults import TIMED_OUT
 
 ROOT = Path(__file__).resolve().parents[2]
 HOSTS = ("127.0.0.2", "127.0.0.3")
@@ -90,6 +94,9 @@ def test_a_speculative_copy_fences_the_straggler_and_the_output_is_exactly_once(
         [sys.executable, "-m", "tests.spark.speculation_job", standalone,
          ",".join(etcd_cluster3.endpoints), str(tmp_path)],
         cwd=ROOT, capture_output=True, text=True, timeout=280)
+    for fence in ("on", "off"):
+        timed_out = tmp_path / fence / TIMED_OUT
+        assert not timed_out.exists(), f"fence {fence}: {timed_out.read_text()}"
     assert proc.returncode == 0, proc.stderr[-4000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     fenced, plain = out["on"], out["off"]
@@ -101,4 +108,4 @@ def test_a_speculative_copy_fences_the_straggler_and_the_output_is_exactly_once(
     assert fenced["all"] and fenced["rows"] == 4000
     assert fenced["refusals"] and {r[0] for r in fenced["refusals"]} == {1}
     assert all(r[2].startswith("FENCED") for r in fenced["refusals"]), fenced["refusals"]
-    assert plain["rows"] > 4000  # without the fence the straggler's rows stay
+    assert plain["unique"] == 4000 and plain["rows"] > 4000  # the straggler's rows stay
