@@ -8,7 +8,10 @@ from __future__ import annotations
 import asyncio
 import time
 
+import pytest
+
 from coord.raft.types import Message, MessageType
+from coord.server.node import driver
 from coord.server.node.driver import Node, NodeOptions
 from tests.server.held_peers import A, B, HeldPeers, elected, on_a
 from tests.server.waits import wait_until
@@ -33,26 +36,53 @@ def _answer(peers: HeldPeers, heartbeat: Message) -> None:
                          term=heartbeat.term, context=heartbeat.context))
 
 
-def test_after_a_shared_round_the_next_waits_for_as_many_reads(tmp_path):
+class FrozenClock:
+    """The driver's `time` module with its monotonic clock stopped until the test moves
+    it: the convoy's window passes when the test says so, however loaded the machine.
+    The driver's timers still run on the event loop's clock; each one that fires makes
+    the driver look again at this one."""
+
+    def __init__(self) -> None:
+        self.now = time.monotonic()
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(time, name)
+
+
+@pytest.fixture
+def clock(monkeypatch) -> FrozenClock:
+    frozen = FrozenClock()
+    monkeypatch.setattr(driver, "time", frozen)
+    return frozen
+
+
+def _held(node: Node) -> asyncio.TimerHandle | None:
+    """The driver looked at the waiting reads and held their round: the window's timer."""
+    return node._convoy_timer
+
+
+def test_after_a_shared_round_the_next_waits_for_as_many_reads(tmp_path, clock):
     async def body(node: Node, peers: HeldPeers) -> None:
         await elected(node, peers)
         await _round(node, peers, 3)
         rounds = len(peers.read_rounds_to(B))
 
         first, second = node.read_barrier(10.0), node.read_barrier(10.0)
-        await asyncio.sleep(0.2)
+        await wait_until(lambda: _held(node), "the two reads held")
         assert len(peers.read_rounds_to(B)) == rounds, "started before its convoy came"
         third = node.read_barrier(10.0)
-        # The third read starts it at once: far sooner than the 10 s window.
-        await wait_until(lambda: len(peers.read_rounds_to(B)) == rounds + 1, "the round",
-                         timeout=2.0)
+        # The driver's clock stands still: the third read, not the window, starts it.
+        await wait_until(lambda: len(peers.read_rounds_to(B)) == rounds + 1, "the round")
         _answer(peers, peers.read_rounds_to(B)[-1])
         await asyncio.gather(first, second, third)
 
     on_a(tmp_path, body, NodeOptions(read_convoy_ms=10_000, **SLOW_TICKS))
 
 
-def test_a_held_round_starts_when_the_window_has_passed(tmp_path):
+def test_a_held_round_starts_when_the_window_has_passed(tmp_path, clock):
     """Fewer callers came back: the round goes with the reads there are, and the one
     after it waits only for that many."""
 
@@ -61,33 +91,42 @@ def test_a_held_round_starts_when_the_window_has_passed(tmp_path):
         await _round(node, peers, 3)
         rounds = len(peers.read_rounds_to(B))
 
-        arrived = time.monotonic()
+        arrived = clock.now
         lone = node.read_barrier(10.0)
-        await asyncio.sleep(0.1)
-        assert len(peers.read_rounds_to(B)) == rounds
-        await wait_until(lambda: len(peers.read_rounds_to(B)) == rounds + 1, "the held round",
-                         timeout=3.0)  # the convoy's timer woke the driver: no tick did
-        assert time.monotonic() - arrived >= 0.3
+        timer = await _held_again(node, None, "the lone read held")
+        clock.now = arrived + 0.299  # just short of the window: its timer fires, and
+        await _held_again(node, timer, "the lone read held again, 299 ms on")  # holds on
+        assert len(peers.read_rounds_to(B)) == rounds, "started before the window passed"
+        clock.now = arrived + 0.3
+        # The convoy's timer wakes the driver (no tick does, nor the test).
+        await wait_until(lambda: len(peers.read_rounds_to(B)) == rounds + 1, "the held round")
         _answer(peers, peers.read_rounds_to(B)[-1])
         await lone
 
-        # That round carried one read: the next is not held.
-        started = time.monotonic()
+        # That round carried one read: the next is not held (the clock stands still, so a
+        # held one would never start).
         await _round(node, peers, 1)
-        assert time.monotonic() - started < 0.3
 
     on_a(tmp_path, body, NodeOptions(read_convoy_ms=300, **SLOW_TICKS))
 
 
-def test_a_lone_callers_reads_are_never_held(tmp_path):
+async def _held_again(node: Node, timer: asyncio.TimerHandle | None,
+                      what: str) -> asyncio.TimerHandle:
+    """Wait until the driver holds the round under a timer other than `timer` (it looked
+    again after that one fired)."""
+    await wait_until(lambda: _held(node) not in (None, timer), what)
+    held = _held(node)
+    assert held is not None
+    return held
+
+
+def test_a_lone_callers_reads_are_never_held(tmp_path, clock):
     """A caller alone makes rounds of one read: each starts as soon as it asks, however
-    long the window."""
+    long the window (the driver's clock stands still: a held round would never start)."""
 
     async def body(node: Node, peers: HeldPeers) -> None:
         await elected(node, peers)
         for _ in range(5):
-            started = time.monotonic()
             await _round(node, peers, 1)
-            assert time.monotonic() - started < 2.0
 
     on_a(tmp_path, body, NodeOptions(read_convoy_ms=10_000, **SLOW_TICKS))
