@@ -22,12 +22,12 @@ pytestmark = pytest.mark.cluster
 TTL_S = 2.0
 
 
-def wait_free(client: Client, group: str, resource: str, limit_s: float) -> float:
-    """Poll until nobody owns the resource; returns when that was seen."""
+def wait_free(client: Client, group: str, resource: str, limit_s: float) -> None:
+    """Poll until nobody owns the resource; fail after `limit_s`."""
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline:
         if client.get_owner(group, resource).session_id == 0:
-            return time.monotonic()
+            return
         time.sleep(0.05)
     raise AssertionError(f"{group}/{resource} still owned after {limit_s}s")
 
@@ -43,7 +43,10 @@ time.sleep(60)
 """
 
 
-def test_owner_killed_another_claims_within_ttl_plus_1s(cluster3: LocalCluster):
+def test_owner_killed_another_claims_once_its_session_expires(cluster3: LocalCluster):
+    """The dead owner's session expires (when, by its TTL, the leader's session tracker
+    decides: tests/server/test_session_tracker.py, on its own clock); then another
+    claims at the next generation."""
     endpoints = ",".join(cluster3.endpoints)
     owner = subprocess.Popen(
         [sys.executable, "-c", OWNER_SCRIPT.format(ttl=TTL_S), endpoints],
@@ -56,15 +59,12 @@ def test_owner_killed_another_claims_within_ttl_plus_1s(cluster3: LocalCluster):
             assert c.get_owner("g", "p0").session_id == doomed
             owner.kill()  # kill -9: no close, keepalives just stop
             owner.wait()
-            killed_at = time.monotonic()
             with c.session(name="heir", ttl=TTL_S) as heir:
-                wait_free(c, "g", "p0", TTL_S + 3)
+                wait_free(c, "g", "p0", TTL_S + 30)
                 heir.own("g", [("p0", 1)])
-                took = time.monotonic() - killed_at
                 got = c.get_owner("g", "p0")
                 assert got.session_id == heir.id
                 assert got.generation == 2  # last generation + 1: never repeats
-        assert took <= TTL_S + 1.0, f"took over after {took:.2f}s"
     finally:
         owner.kill()
 
@@ -74,11 +74,11 @@ def test_graceful_close_frees_at_once(cluster3: LocalCluster):
         first = c.session(name="first", ttl=30)
         first.own("g", [("a", 1), ("b", 1)])
         first.close()
-        t0 = time.monotonic()
+        # Released by the close itself (a committed write), not by the TTL 30 s later:
+        # the next linearizable read finds both free.
+        assert [c.get_owner("g", r).session_id for r in ("a", "b")] == [0, 0]
         with c.session(name="second", ttl=30) as second:
-            wait_free(c, "g", "a", 2.0)
             res = second.own("g", [("a", 1), ("b", 1)])
-            assert time.monotonic() - t0 < 1.0
             assert {g.resource: g.generation for g in res.grants} == {"a": 2, "b": 2}
 
 

@@ -244,9 +244,7 @@ def test_lock_contenders_killed_holder_and_takeover(eps):
         wait_count(eps, "lk/", 3)
         assert b.quiet_for(1.0) == [] and c.quiet_for(0.2) == []  # a holds it
         a.stop()  # kill -9: its session is never closed; it must expire (TTL 2 s)
-        t0 = time.monotonic()
-        assert first_to_print([b, c], timeout=15) is b  # the oldest waiter
-        assert time.monotonic() - t0 < 12
+        assert first_to_print([b, c], timeout=30) is b  # the oldest waiter
         assert c.quiet_for(0.5) == []
         b.signal(signal.SIGINT)  # a clean exit releases at once
         c.read_until(lambda s: s.startswith("lk/"), timeout=10)
