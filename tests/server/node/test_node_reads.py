@@ -93,7 +93,9 @@ def test_an_unanswered_round_stops_holding_reads_back(tmp_path):
         rounds = _count_rounds(node)
         await node.read_index()
         _hold_round_open(node, rounds[0], 0)  # never answered (leadership moved, say)
-        await asyncio.wait_for(node.read_index(), 2.0)  # half an election timeout on
+        # Held for half an election timeout (two 10 ms ticks), not until the read's own
+        # timeout: a round never answered would fail it with Timeout.
+        await node.read_index(timeout=10.0)
         assert len(rounds) == 2
 
     _on_leader(tmp_path, body)

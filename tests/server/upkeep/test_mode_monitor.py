@@ -10,6 +10,7 @@ from types import SimpleNamespace
 from coord.server.node.driver import NodeOptions
 from coord.server.upkeep.mode import READ_ONLY, READ_WRITE, ModeMonitor
 from coord.sm.machine import CoordMachine
+from tests.server.waits import wait_until
 
 
 class _Node:
@@ -36,10 +37,10 @@ def test_a_barrier_sent_to_a_deposed_leader_is_given_up_when_the_leader_changes(
         mode = ModeMonitor(node, CoordMachine(), barrier, grace_s=30.0)
         mode._switch(READ_ONLY)
         step = asyncio.ensure_future(mode.step())
-        await asyncio.sleep(0.1)
-        assert not step.done() and asked == ["n1"]
+        await wait_until(lambda: asked == ["n1"], "the barrier sent to n1")
+        assert not step.done()
         node.leader, node.term = "n3", 4
-        await asyncio.wait_for(step, 0.5)  # within a poll, not the 30 s timeout
+        await asyncio.wait_for(step, 10)  # given up, not waited out (30 s: the barrier fails)
         assert mode.mode == READ_ONLY  # not confirmed yet: the next step asks again
         await mode.step()
         assert mode.mode == READ_WRITE and asked == ["n1", "n3"]
