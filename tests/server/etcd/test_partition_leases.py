@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import signal
 import sys
 import time
@@ -21,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from coord.testing import cluster
-from tests.etcdtools import Background, LineProcess, require_etcdctl
+from tests.etcdtools import Background, LineProcess, etcdctl, require_etcdctl
 
 pytestmark = [pytest.mark.cluster, pytest.mark.etcd]
 
@@ -44,6 +45,14 @@ def record(line: str) -> dict:
         return json.loads(line)
     except ValueError:
         return {}
+
+
+def lease_left(endpoints: list[str], lease: int) -> int:
+    """Whole seconds the leader says `lease` has left."""
+    out = etcdctl(endpoints, "lease", "timetolive", f"{lease:x}").stdout
+    m = re.search(r"remaining\((-?\d+)s\)", out)
+    assert m, out
+    return int(m.group(1))
 
 
 def claims(proc: LineProcess, timeout: float) -> set[int]:
@@ -95,7 +104,8 @@ def test_brokers_hand_partitions_over_on_revoke_and_on_lease_expiry():
 
             b = broker("B", eps[1], TTL)
             procs.append(b)
-            b.read_until(lambda line: "started" in record(line), timeout=30)
+            b_lease = record(b.read_until(lambda line: "started" in record(line),
+                                          timeout=30)[-1])["lease"]
             assert not [r for r in map(record, b.quiet_for(1.0)) if "claimed" in r], \
                 "B claimed a partition that A holds"
 
@@ -115,16 +125,17 @@ def test_brokers_hand_partitions_over_on_revoke_and_on_lease_expiry():
                 kinds = [e["type"] for e in handover if e["partition"] == p]
                 assert kinds == ["DELETE", "PUT"], (p, handover)
 
-            # Crash: B dies without revoking. Its keys stay while its lease lives (its
-            # last heartbeat was at most TTL/3 before the kill), then expire.
+            # Crash: B dies without revoking. Its keys stay for what its lease had left
+            # (the leader's count, asked just before the kill), then expire.
             c2 = broker("C", eps[2], LONG_TTL)
             procs.append(c2)
             c2.read_until(lambda line: "started" in record(line), timeout=30)
-            killed_at = time.monotonic()
+            asked = time.monotonic()
+            left = lease_left(eps, b_lease)
             b.proc.kill()
             b.proc.wait(10)
             assert claims(c2, timeout=TTL + 10) == set(PARTITIONS)
-            assert time.monotonic() - killed_at >= TTL * 2 / 3 - 0.2
+            assert time.monotonic() - asked >= left
             expiry = watched(proxy, 2 * len(PARTITIONS))
             assert {e["prev"] for e in expiry if e["type"] == "DELETE"} == {"B"}
             assert {(e["value"], e["version"]) for e in expiry if e["type"] == "PUT"} == {
