@@ -9,8 +9,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-PLOTS = ("tenure.png", "takeover.png", "timeline.png", "ops_rate.png")
-
 
 def write_report(out: Path, summary: dict[str, Any]) -> Path:
     out.mkdir(parents=True, exist_ok=True)

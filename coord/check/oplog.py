@@ -9,7 +9,7 @@ have taken effect at any time after its invoke, or never."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -125,6 +125,3 @@ def by_key(rows: Iterable[dict[str, Any]], fs: Iterable[str] | None = None
         out.setdefault(key, []).append(row)
     return out
 
-
-def completed(ops: Iterable[Op], status: str = "ok") -> Iterator[Op]:
-    return (op for op in ops if op.status == status)

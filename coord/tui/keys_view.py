@@ -36,14 +36,11 @@ class KeysView(Horizontal):
         self._version = -1
         self._texts: list[str] = []  # sorted key texts of the kept keys
         self._by_text: dict[str, bytes] = {}
-        self._shown: KeyRow | None = None
 
     def compose(self):
         with Vertical(id="keys-left"):
             yield Static("Keys", classes="view-title", id="title-keys")
-            tree: Tree = Tree("/", data=(DIR, ""), id="keys-tree")
-            tree.show_root = True
-            yield tree
+            yield Tree("/", data=(DIR, ""), id="keys-tree")
         with VerticalScroll(id="keys-right"):
             yield Static("", id="key-detail")
 
@@ -164,9 +161,7 @@ class KeysView(Horizontal):
             prefix = node.data[1] if node is not None and node.data else ""
             n = sum(1 for t in self._texts if t.startswith(prefix))
             detail.update(f"[b]{escape(prefix or '/')}[/b]\n{n} key(s) below")
-            self._shown = None
             return
-        self._shown = row
         detail.update(_detail_text(row, self.value_mode))
 
     def cycle_value_mode(self) -> None:

@@ -22,17 +22,7 @@ from coord.raft.types import (
 )
 from coord.v1 import raft_pb2
 
-__all__ = [
-    "conf_state_from_pb",
-    "conf_state_to_pb",
-    "entry_from_pb",
-    "entry_to_pb",
-    "fill_message_pb",
-    "message_from_pb",
-    "message_to_pb",
-    "snapshot_from_pb",
-    "snapshot_to_pb",
-]
+__all__ = ["fill_message_pb", "message_from_pb", "message_to_pb"]
 
 # Index = wire value. IntEnum values are dense and start at 0 for both enums.
 _MESSAGE_TYPES: tuple[MessageType, ...] = tuple(sorted(MessageType))
@@ -41,9 +31,6 @@ assert [int(t) for t in _MESSAGE_TYPES] == list(range(len(_MESSAGE_TYPES)))
 assert [int(t) for t in _ENTRY_TYPES] == list(range(len(_ENTRY_TYPES)))
 
 _PbMessage = raft_pb2.Message
-_PbEntry = raft_pb2.Entry
-_PbSnapshot = raft_pb2.Snapshot
-_PbConfState = raft_pb2.ConfState
 
 
 def _unknown(kind: str, value: int) -> ValueError:
@@ -60,16 +47,6 @@ def _fill_entry(x: raft_pb2.Entry, e: Entry) -> None:
         x.type = e.type
     if e.data:
         x.data = e.data
-
-
-def entry_to_pb(e: Entry) -> raft_pb2.Entry:
-    x = _PbEntry()
-    _fill_entry(x, e)
-    return x
-
-
-def entry_from_pb(p: raft_pb2.Entry) -> Entry:
-    return _entries_from_pb((p,))[0]
 
 
 def _entries_from_pb(entries) -> tuple[Entry, ...]:
@@ -91,12 +68,6 @@ def _fill_conf_state(x: raft_pb2.ConfState, cs: ConfState) -> None:
         x.learners.extend(sorted(cs.learners))
 
 
-def conf_state_to_pb(cs: ConfState) -> raft_pb2.ConfState:
-    x = _PbConfState()
-    _fill_conf_state(x, cs)
-    return x
-
-
 def conf_state_from_pb(p: raft_pb2.ConfState) -> ConfState:
     return ConfState(voters=frozenset(p.voters), learners=frozenset(p.learners))
 
@@ -111,12 +82,6 @@ def _fill_snapshot(x: raft_pb2.Snapshot, s: Snapshot) -> None:
     _fill_conf_state(md.conf_state, meta.conf_state)
     if s.data:
         x.data = s.data
-
-
-def snapshot_to_pb(s: Snapshot) -> raft_pb2.Snapshot:
-    x = _PbSnapshot()
-    _fill_snapshot(x, s)
-    return x
 
 
 def snapshot_from_pb(p: raft_pb2.Snapshot) -> Snapshot:

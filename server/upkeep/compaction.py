@@ -169,7 +169,6 @@ class AutoCompactor:
         self.name = name
         self.clock = clock
         self.planner = CompactionPlanner(policy, clock())
-        self.compactions = 0
         self._loop = Periodic("auto-compaction", policy.check_interval_s,
                               deferring(self.step, name, "auto-compaction"),
                               enabled=policy.enabled)
@@ -197,7 +196,6 @@ class AutoCompactor:
             return None
         self.planner.compacted(now)
         if not error:
-            self.compactions += 1
             log.info("%s: auto-compacted history to revision %d (%s)", self.name, target,
                      self.policy.describe())
         return None if error else target

@@ -7,8 +7,6 @@ from typing import Any
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-VIOLATION_COLUMNS = ("check", "index", "revision", "subject", "detail", "evidence")
-
 
 def cite(prefix: str = "") -> Column:
     """One row as evidence: `index:seq kind session=.. gen=.. rev=..` (prefix: an alias)."""

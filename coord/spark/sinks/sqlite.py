@@ -67,7 +67,6 @@ class SqliteSink(Sink):
                                    check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
-        self._columns: list[str] | None = None
 
     # -- schema -------------------------------------------------------------------------
     def _t(self, suffix: str = "") -> str:

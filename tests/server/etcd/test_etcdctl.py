@@ -29,10 +29,6 @@ def js(eps, *args, **kw) -> dict:
     return json.loads(etcdctl(eps, "-w", "json", *args, **kw).stdout)
 
 
-def b64(s: str) -> str:
-    return base64.b64encode(s.encode()).decode()
-
-
 def unb64(s: str) -> str:
     return base64.b64decode(s).decode()
 
