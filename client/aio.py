@@ -208,12 +208,14 @@ class AsyncClient:
     async def range(self, key: Bytesish | None = None, range_end: Bytesish | None = None, *,
                     prefix: Bytesish | None = None, limit: int = 0, revision: int = 0,
                     serializable: bool = False) -> RangeResult:
-        return await self.send(calls.range_call(key, range_end, prefix=prefix, limit=limit,
-                                            revision=revision, serializable=serializable))
+        return await self.send(calls.range_call(calls.range_request(
+            key, range_end, prefix=prefix, limit=limit, revision=revision,
+            serializable=serializable)))
 
     async def delete(self, key: Bytesish | None = None, range_end: Bytesish | None = None, *,
                      prefix: Bytesish | None = None, prev_kv: bool = False) -> DeleteResult:
-        return await self.send(calls.delete_call(key, range_end, prefix=prefix, prev_kv=prev_kv))
+        return await self.send(calls.delete_call(calls.delete_request(
+            key, range_end, prefix=prefix, prev_kv=prev_kv)))
 
     def txn(self) -> AsyncTxn:
         """`await client.txn().if_version(k, "=", 0).then_put(k, v).commit()`"""

@@ -157,19 +157,9 @@ def range_request(
     )
 
 
-def range_call(
-    key: Bytesish | None = None,
-    range_end: Bytesish | None = None,
-    *,
-    prefix: Bytesish | None = None,
-    limit: int = 0,
-    revision: int = 0,
-    serializable: bool = False,
-) -> Call[RangeResult]:
-    req = range_request(
-        key, range_end, prefix=prefix, limit=limit, revision=revision, serializable=serializable
-    )
-    return Call("KV", "Range", req, range_result, safe=True, linearizable=not serializable)
+def range_call(request: pb.RangeRequest) -> Call[RangeResult]:
+    return Call("KV", "Range", request, range_result, safe=True,
+                linearizable=not request.serializable)
 
 
 def get_call(key: Bytesish, *, revision: int = 0, serializable: bool = False) -> Call[
@@ -185,22 +175,15 @@ def delete_request(
     *,
     prefix: Bytesish | None = None,
     prev_kv: bool = False,
-    request_id: str = "",
 ) -> pb.DeleteRangeRequest:
     k, end = key_range(key, range_end, prefix)
-    return pb.DeleteRangeRequest(key=k, range_end=end, prev_kv=prev_kv, request_id=request_id)
+    return pb.DeleteRangeRequest(key=k, range_end=end, prev_kv=prev_kv)
 
 
-def delete_call(
-    key: Bytesish | None = None,
-    range_end: Bytesish | None = None,
-    *,
-    prefix: Bytesish | None = None,
-    prev_kv: bool = False,
-) -> Call[DeleteResult]:
-    req = delete_request(key, range_end, prefix=prefix, prev_kv=prev_kv,
-                         request_id=new_request_id())
-    return Call("KV", "DeleteRange", req, delete_result, safe=True)
+def delete_call(request: pb.DeleteRangeRequest) -> Call[DeleteResult]:
+    """Gives `request` (new from `delete_request`) a fresh request_id: its retries reuse it."""
+    request.request_id = new_request_id()
+    return Call("KV", "DeleteRange", request, delete_result, safe=True)
 
 
 def txn_call(request: pb.TxnRequest) -> Call[TxnResult]:

@@ -12,7 +12,7 @@ from typing import Any, Protocol, TypeVar
 
 from google.protobuf.message import Message
 
-from coord.client.calls import Call, range_call
+from coord.client.calls import Call, range_call, range_request
 from coord.client.errors import CompactedError, CoordError
 from coord.client.results import (
     KeyValue,
@@ -103,7 +103,7 @@ class WatchCursor(_DropsRepeats):
     def start_call(self) -> Call[RangeResult] | None:
         if self.next_revision > 0 or self.last_revision > 0:
             return None
-        return range_call(self.key, self.range_end or None, limit=1)
+        return range_call(range_request(self.key, self.range_end or None, limit=1))
 
     def started(self, result: RangeResult) -> None:
         self.next_revision = result.header.revision + 1

@@ -18,6 +18,7 @@ from coord.client.calls import (
     compact_call,
     compare_and_set_call,
     delete_call,
+    delete_request,
     finish,
     get_call,
     get_owner_call,
@@ -29,6 +30,7 @@ from coord.client.calls import (
     put_call,
     put_if_absent_call,
     range_call,
+    range_request,
     release_call,
     session_id_of,
     txn_call,
@@ -50,7 +52,7 @@ def test_session_object_accepted_wherever_an_id_is():
 
 WRITES = [
     lambda: put_call("k", "v"),
-    lambda: delete_call("k"),
+    lambda: delete_call(delete_request("k")),
     lambda: txn_call(TxnBuilder().then_put("k", "v").build()),
     lambda: put_if_absent_call("k", "v"),
     lambda: compare_and_set_call("k", 0, "v"),
@@ -65,7 +67,7 @@ WRITES = [
 
 READS = [
     lambda: get_call("k"),
-    lambda: range_call(prefix="k"),
+    lambda: range_call(range_request(prefix="k")),
     lambda: get_owner_call("g", "r"),
     lambda: list_owners_call("g"),
     lambda: check_producer_call("pk", 1, 1),
@@ -91,7 +93,7 @@ def test_writes_without_request_id():
     assert not compact.safe  # repeated only when the error proves it was not applied
     assert "request_id" not in compact.request.DESCRIPTOR.fields_by_name
     assert close_session_call(3).safe  # a repeat answers UNKNOWN_SESSION: treated as closed
-    assert not range_call("k", serializable=True).linearizable
+    assert not range_call(range_request("k", serializable=True)).linearizable
 
 
 def test_stale_linearizable_read_fails_over_unless_read_only_ok():
