@@ -1,5 +1,5 @@
-"""Stand-ins the client library's unit tests share: a failed call as gRPC raises it, a
-clock the test moves, watch answers, and a scripted member on a real gRPC server."""
+"""Stand-ins the client library's unit tests share: a failed call as gRPC raises it, watch
+answers, and a scripted member on a real gRPC server."""
 
 from __future__ import annotations
 
@@ -70,16 +70,6 @@ def rpc_error(code: grpc.StatusCode, reason: str | None, message: str = "msg",
 
 
 S = grpc.StatusCode
-
-
-class FakeClock:
-    """A monotonic clock that stands still until the test sets `now`."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def kv(key: bytes, rev: int) -> pb.KeyValue:

@@ -19,7 +19,7 @@ from coord.client import (
     UnavailableError,
 )
 from coord.client.retry import Attempts
-from tests.client.fakes import FakeClock
+from tests.clocks import FakeClock
 
 
 def test_retry_policy_is_bounded():

@@ -8,7 +8,7 @@ from coord.client.read_only import ModeChange
 from coord.client.results import SessionEvent
 from coord.client.session_state import SessionCore, describe_end
 from coord.v1 import coord_pb2 as pb
-from tests.client.fakes import FakeClock
+from tests.clocks import FakeClock
 
 
 def test_session_core():

@@ -23,6 +23,7 @@ from coord.sm import commands as c
 from coord.sm.errors import CommandError
 from coord.sm.machine import CoordMachine
 from coord.sm.sessions import LOCAL_SESSION_IDS
+from tests.clocks import FakeClock
 
 
 class Coord:
@@ -54,16 +55,8 @@ class Coord:
             listener(ModeChange(mode, "m3", 2, self.machine.revision))
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def _registry(draws: list[int] | None = None):
-    coord, clock, told = Coord(), Clock(), []
+    coord, clock, told = Coord(), FakeClock(100.0), []
     draw = (lambda bits: draws.pop(0)) if draws is not None else None
     kwargs = {"draw": draw} if draw else {}
     return LocalSessions(coord, told.append, clock=clock, **kwargs), coord, clock, told

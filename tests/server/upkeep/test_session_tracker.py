@@ -9,6 +9,7 @@ from types import SimpleNamespace
 from coord.server.upkeep.session_tracker import SessionTracker
 from coord.sm import commands as c
 from coord.sm.machine import CoordMachine
+from tests.clocks import FakeClock
 
 
 async def never(cmd: object) -> object:
@@ -30,14 +31,6 @@ def test_a_reused_session_id_does_not_inherit_the_ended_sessions_deadline():
     assert tracker.keepalive(7) == 5_000 and 4_000 < tracker.remaining(7) <= 5_000
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def monotonic(self) -> float:
-        return self.now
-
-
 def _leader() -> SimpleNamespace:
     return SimpleNamespace(caught_up_leader=True, is_leader=True, term=1, quorum_losses=0,
                            me=SimpleNamespace(name="m1"))
@@ -49,7 +42,7 @@ def _tracked(monkeypatch, fail_first: int = 0):
     from coord.server.node.errors import NotLeader
     from coord.server.upkeep import session_tracker
 
-    clock = Clock()
+    clock = FakeClock(1000.0)
     monkeypatch.setattr(session_tracker, "time", clock)
     m = CoordMachine()
     proposed: list[tuple[int, ...]] = []
