@@ -6,8 +6,6 @@ leader is replaced; every namespace is gone afterwards."""
 from __future__ import annotations
 
 import subprocess
-import time
-from collections.abc import Callable
 
 import pytest
 
@@ -18,18 +16,10 @@ from coord.check.oplog import read_jsonl
 from coord.check.registers import check_registers
 from coord.client import Client
 from coord.testing import LocalCluster
+from tests.cut_off import wait_until
 
 pytestmark = [pytest.mark.cluster,
               pytest.mark.skipif(bool(available()), reason=available() or "ok")]
-
-
-def wait_until(what: str, check: Callable[[], bool], timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.05)
-    pytest.fail(f"{what}: not within {timeout}s")
 
 
 def _namespaces() -> str:

@@ -18,7 +18,7 @@ from pathlib import Path
 from coord.client import Client
 from coord.history.sink import committed_files, read_manifest
 from coord.testing import LocalCluster
-from tests.server.test_read_only import mode_of, wait_until
+from tests.cut_off import mode_of, wait_until
 
 DURING = 5  # puts the majority commits while the member is cut off
 

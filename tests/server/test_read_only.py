@@ -11,7 +11,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
 
 import grpc
 import pytest
@@ -21,44 +20,15 @@ from coord.testing import LocalCluster
 from coord.v1 import coord_pb2 as pb
 from coord.v1 import coord_pb2_grpc as pb_grpc
 from coord.wire import ApiError
-
-
-def wait_until(what: str, check: Callable[[], bool], timeout: float = 10.0) -> float:
-    """Poll `check` every 20 ms; seconds it took. Fails the test after `timeout`."""
-    start = time.monotonic()
-    while time.monotonic() - start < timeout:
-        if check():
-            return time.monotonic() - start
-        time.sleep(0.02)
-    pytest.fail(f"{what}: not within {timeout}s")
-
-
-def mode_of(cluster, name: str) -> str:
-    try:
-        return cluster.status(name).mode
-    except grpc.RpcError:
-        return "?"
-
-
-def next_matching(items: queue.Queue, what: str, match: Callable, timeout: float = 5.0):
-    """The first item from `items` that `match`es, within `timeout` (else the test fails
-    naming what it saw)."""
-    seen = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            item = items.get(timeout=max(0.01, deadline - time.monotonic()))
-        except queue.Empty:
-            break
-        if match(item):
-            return item
-        seen.append(item)
-    pytest.fail(f"no {what} within {timeout}s (saw {seen})")
-
-
-def next_event(events: queue.Queue, kind: str, mode: str, timeout: float = 5.0):
-    return next_matching(events, f"{kind} {mode} event",
-                         lambda e: e.type == kind and e.mode == mode, timeout)
+from tests.cut_off import (
+    mode_of,
+    next_event,
+    next_matching,
+    pump,
+    resume_paused,
+    split_off,
+    wait_until,
+)
 
 
 @pytest.mark.parametrize("survivor_role", ["follower", "leader"])
@@ -77,7 +47,7 @@ def test_survivor_serves_reads_read_only_and_comes_back(cluster3, survivor_role)
         session = ro.session(ttl=3.0, on_event=session_events.put)
         watch = ro.watch(b"w", from_revision=committed_rev + 1)
         watched: queue.Queue = queue.Queue()
-        threading.Thread(target=_pump, args=(watch, watched), daemon=True).start()
+        threading.Thread(target=pump, args=(watch, watched), daemon=True).start()
         ro.put(b"w", b"ready")
         assert watched.get(timeout=5).kv.value == b"ready"  # the watch is established
         # A watch of a client that did not say it accepts read-only service.
@@ -134,13 +104,6 @@ def test_survivor_serves_reads_read_only_and_comes_back(cluster3, survivor_role)
         normal.close()
 
 
-def split_off(cluster: LocalCluster, role: str) -> tuple[str, list[str]]:
-    """The member left alone (the leader, or a follower) and the others, to pause or cut off."""
-    leader = cluster.wait_for_leader()
-    kept = leader if role == "leader" else next(n for n in cluster.members if n != leader)
-    return kept, [n for n in cluster.members if n != kept]
-
-
 def first_message(stream):
     """A server stream's first message (then cancelled); a stream that ends instead fails
     the test with its reason."""
@@ -151,22 +114,6 @@ def first_message(stream):
         pytest.fail(f"the stream ended instead: {err.reason} {err.message}")
     stream.cancel()
     return first
-
-
-def resume_paused(cluster: LocalCluster, names: list[str]) -> None:
-    """SIGCONT whichever of `names` a test left stopped (a test that failed midway)."""
-    for n in names:
-        if cluster.members[n].paused:
-            cluster.resume(n)
-
-
-def _pump(stream, out: queue.Queue) -> None:
-    """Stream items into `out`; the error that ends it, too (so a test can say why)."""
-    try:
-        for item in stream:
-            out.put(item)
-    except Exception as e:  # noqa: BLE001 - handed to the test
-        out.put(e)
 
 
 def _put_ok(client: Client) -> bool:

@@ -24,12 +24,13 @@ from coord.sm.sessions import LOCAL_SESSION_IDS
 from coord.testing import LocalCluster
 from coord.v1 import coord_pb2 as pb
 from coord.v1 import coord_pb2_grpc as pb_grpc
-from tests.server.test_read_only import (
-    _pump,
+from tests.cut_off import (
     mode_of,
     next_event,
     next_matching,
+    pump,
     resume_paused,
+    split_off,
     wait_until,
 )
 
@@ -40,9 +41,7 @@ def _registered(events: queue.Queue, timeout: float = 15.0):
 
 def test_a_session_opened_on_a_cut_off_member_reads_watches_and_is_registered_on_heal(
         cluster3):
-    leader = cluster3.wait_for_leader()
-    survivor = next(n for n in cluster3.members if n != leader)
-    others = [n for n in cluster3.members if n != survivor]
+    survivor, others = split_off(cluster3, "follower")
     on_survivor = cluster3.members[survivor].listen
     ro = Client([on_survivor], read_only_ok=True, timeout=2.0)
     plain = Client([on_survivor], timeout=1.0)
@@ -66,7 +65,7 @@ def test_a_session_opened_on_a_cut_off_member_reads_watches_and_is_registered_on
         res = ro.range(b"k")
         assert res.header.read_only and res.kvs[0].value == b"v1"
         watched: queue.Queue = queue.Queue()
-        threading.Thread(target=_pump, args=(ro.watch(b"w"), watched), daemon=True).start()
+        threading.Thread(target=pump, args=(ro.watch(b"w"), watched), daemon=True).start()
         # Writes through it are refused, saying why; nothing is replicated.
         with pytest.raises(ReadOnlyError) as refused:
             session.own("g", ["r"])
@@ -133,10 +132,8 @@ def test_a_local_session_stays_with_its_member_when_the_client_moves_to_the_majo
     follow (that member does not know it) and is not lost: it stays alive on its own
     member until the heal registers it."""
     with LocalCluster(3, data_dir=tmp_path / "c", partitionable=True) as cluster:
-        leader = cluster.wait_for_leader()
-        minority = next(n for n in cluster.members if n != leader)
-        endpoints = [cluster.members[n].listen
-                     for n in [minority, *(n for n in cluster.members if n != minority)]]
+        minority, others = split_off(cluster, "follower")
+        endpoints = [cluster.members[n].listen for n in [minority, *others]]
         cluster.cut_off(minority)
         wait_until("minority read-only", lambda: mode_of(cluster, minority) == "read-only")
 
