@@ -6,37 +6,9 @@ from __future__ import annotations
 
 import asyncio
 
-from coord.server.member import NodeParts, open_node
-from coord.server.node.driver import Node, NodeOptions
-from coord.server.node.members import MemberInfo
+from coord.server.node.driver import Node
 from coord.sm.commands import Put, encode_command
-from coord.sm.machine import CoordMachine
-
-
-async def _leader(tmp_path) -> NodeParts:
-    me = MemberInfo("solo", "127.0.0.1:1")
-    parts = open_node(me, tmp_path, CoordMachine(), [me], b"secret",
-                      NodeOptions(tick_ms=10, election_ticks=4, seed=1))
-    await parts.node.start()
-    for _ in range(500):
-        if parts.node.is_leader and parts.node.caught_up_leader:
-            return parts
-        await asyncio.sleep(0.01)
-    await parts.close()
-    raise AssertionError("the one-member cluster elected no leader")
-
-
-def _on_leader(tmp_path, body) -> None:
-    """Run `body(node)` on a fresh one-member leader, then stop it."""
-
-    async def run() -> None:
-        parts = await _leader(tmp_path)
-        try:
-            await body(parts.node)
-        finally:
-            await parts.close()
-
-    asyncio.run(run())
+from tests.server.solo_node import on_leader
 
 
 def _count_rounds(node: Node) -> list[bytes]:
@@ -60,7 +32,7 @@ def test_concurrent_reads_share_one_round_and_see_prior_writes(tmp_path):
         assert all(index >= written.index for index in reads)
         assert node.applied_index >= written.index
 
-    _on_leader(tmp_path, body)
+    on_leader(tmp_path, body)
 
 
 def _hold_round_open(node: Node, ctx: bytes, for_ticks: int) -> None:
@@ -85,7 +57,7 @@ def test_reads_arriving_during_a_round_wait_for_the_next_one(tmp_path):
         assert len(rounds) == 2  # ... they shared one, started after they came
         assert all(index >= written.index for index in results)
 
-    _on_leader(tmp_path, body)
+    on_leader(tmp_path, body)
 
 
 def test_an_unanswered_round_stops_holding_reads_back(tmp_path):
@@ -98,4 +70,4 @@ def test_an_unanswered_round_stops_holding_reads_back(tmp_path):
         await node.read_index(timeout=10.0)
         assert len(rounds) == 2
 
-    _on_leader(tmp_path, body)
+    on_leader(tmp_path, body)

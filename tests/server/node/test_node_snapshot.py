@@ -12,17 +12,10 @@ import os
 import time
 from collections.abc import Iterator
 
-from coord.server.member import NodeParts, open_node
-from coord.server.node.driver import (
-    _SNAP_HEADER,
-    SNAPSHOT_EVERY_MAX,
-    SNAPSHOT_EXPANSION,
-    Node,
-    NodeOptions,
-)
-from coord.server.node.members import MemberInfo
+from coord.server.node.driver import _SNAP_HEADER, SNAPSHOT_EVERY_MAX, SNAPSHOT_EXPANSION
 from coord.sm.commands import Put, Range, encode_command
 from coord.sm.machine import CoordMachine
+from tests.server.solo_node import leading, solo_node
 
 SNAPSHOT_S = 0.5
 
@@ -40,20 +33,6 @@ def _slices_of_10ms() -> Iterator[bytes]:
         yield b""
 
 
-def _node(path, machine: CoordMachine) -> NodeParts:
-    me = MemberInfo("solo", "127.0.0.1:1")
-    options = NodeOptions(tick_ms=10, election_ticks=4, snapshot_every=20, seed=1)
-    return open_node(me, path, machine, [me], b"secret", options)
-
-
-async def _wait_leader(node: Node) -> None:
-    for _ in range(500):
-        if node.caught_up_leader:
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("the one-member cluster elected no leader")
-
-
 def _machine_of(snapshot: bytes) -> CoordMachine:
     (n,) = _SNAP_HEADER.unpack_from(snapshot)  # the member list comes first
     machine = CoordMachine()
@@ -69,11 +48,9 @@ def _value(machine: CoordMachine, key: bytes) -> bytes | None:
 def test_writes_apply_while_a_slow_snapshot_is_serialized(tmp_path):
     async def run() -> None:
         machine = SlowSnapshots()
-        parts = _node(tmp_path, machine)
+        parts = await leading(tmp_path, machine, snapshot_every=20)
         node = parts.node
-        await node.start()
         try:
-            await _wait_leader(node)
             while not node._snaps.running:  # write until a snapshot starts
                 await node.propose(encode_command(Put(b"fill", b"x")))
             ticks, t0 = node._raw.now, time.monotonic()
@@ -92,7 +69,7 @@ def test_writes_apply_while_a_slow_snapshot_is_serialized(tmp_path):
         finally:
             await parts.close()
         restored = CoordMachine()
-        again = _node(tmp_path, restored)
+        again = solo_node(tmp_path, restored, snapshot_every=20)
         await again.node.start()
         try:
             assert _value(restored, b"k") == b"during"
@@ -108,14 +85,9 @@ def test_big_entries_snapshot_by_bytes_before_the_entry_count(tmp_path):
     long before `snapshot_every` entries: the log a restart replays stays short."""
 
     async def run() -> None:
-        me = MemberInfo("solo", "127.0.0.1:1")
-        options = NodeOptions(tick_ms=10, election_ticks=4, snapshot_every=1_000_000,
-                              snapshot_bytes=20_000, seed=1)
-        parts = open_node(me, tmp_path, CoordMachine(), [me], b"secret", options)
+        parts = await leading(tmp_path, snapshot_every=1_000_000, snapshot_bytes=20_000)
         node = parts.node
-        await node.start()
         try:
-            await _wait_leader(node)
             for i in range(40):  # 40 KB of log: at least one snapshot by bytes
                 await node.propose(encode_command(Put(b"big%d" % i, b"x" * 1_000)))
                 if node.status().snapshot_index:
@@ -137,11 +109,9 @@ def test_a_big_state_is_snapshotted_when_the_log_outgrows_it_not_every_n_entries
     of 16 KB make the log outgrow the snapshot within 20 entries, and one is taken."""
 
     async def run() -> None:
-        parts = _node(tmp_path, CoordMachine())
+        parts = await leading(tmp_path, snapshot_every=20)
         node = parts.node
-        await node.start()
         try:
-            await _wait_leader(node)
 
             async def put(value: bytes) -> int:
                 return (await node.propose(encode_command(Put(b"k", value)))).index

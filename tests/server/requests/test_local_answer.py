@@ -5,48 +5,28 @@ from the memory's bytes, decoded."""
 
 from __future__ import annotations
 
-import asyncio
 from types import SimpleNamespace
 
 import pytest
 
 from coord.server.forward.service import ForwardService
-from coord.server.member import open_node
 from coord.server.node.driver import Node, NodeOptions
-from coord.server.node.members import MemberInfo
 from coord.server.requests.coordinator import Coordinator
 from coord.sm import commands as c
 from coord.sm import results
 from coord.sm.machine import CoordMachine
 from coord.v1 import coord_pb2 as pb
-
-ME = MemberInfo("solo", "127.0.0.1:1")
+from tests.server.solo_node import SOLO, on_leader
 
 
 def _on_leader(tmp_path, body) -> None:
     """Run `body(node, machine, made)` on a fresh one-member leader; `made` lists the
     results its machine dispatched, in order."""
-
-    async def run() -> None:
-        machine = CoordMachine()
-        made: list = []
-        dispatch = machine._dispatch
-        machine._dispatch = lambda cmd, now: made.append(dispatch(cmd, now)) or made[-1]
-        parts = open_node(ME, tmp_path, machine, [ME], b"secret",
-                          NodeOptions(tick_ms=10, election_ticks=4, seed=1))
-        await parts.node.start()
-        try:
-            for _ in range(500):  # bounded: 5 s of 10 ms polls
-                if parts.node.is_leader and parts.node.caught_up_leader:
-                    break
-                await asyncio.sleep(0.01)
-            else:
-                raise AssertionError("the one-member cluster elected no leader")
-            await body(parts.node, machine, made)
-        finally:
-            await parts.close()
-
-    asyncio.run(asyncio.wait_for(run(), 30))
+    machine = CoordMachine()
+    made: list = []
+    dispatch = machine._dispatch
+    machine._dispatch = lambda cmd, now: made.append(dispatch(cmd, now)) or made[-1]
+    on_leader(tmp_path, lambda node: body(node, machine, made), machine)
 
 
 def test_a_local_write_gets_the_value_its_machine_made(tmp_path, monkeypatch):
@@ -74,7 +54,7 @@ def test_forwarded_and_remembered_answers_round_trip(tmp_path):
                 return outcome.result, outcome.index
 
         follower = SimpleNamespace(options=NodeOptions(), me=SimpleNamespace(name="n2"),
-                                   term=1, is_leader=False, leader=ME,
+                                   term=1, is_leader=False, leader=SOLO,
                                    quorum_lost_for=lambda: 0.0)
         forwarded = await Coordinator(follower, CoordMachine(), _Link()).write(cmd)
         assert forwarded == leader_made and forwarded is not leader_made
