@@ -14,14 +14,12 @@ PIDS_TIMEOUT_S.
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 
 from coord.bench.footprint import mib, per_member
 from coord.bench.scale_common import Running, decades, log, machine_state, probe
-from coord.client.admin import propose_to_leader
 from coord.client.aio import AsyncClient
-from coord.client.errors import error_for
-from coord.sm import commands as c
 
 IN_FLIGHT = 3_200
 PROBE_CLIENTS = 16
@@ -30,11 +28,14 @@ TOPICS = 1000  # leases spread over this many (topic, partition) names
 
 
 async def _set_capacity(run: Running, capacity: int) -> None:
-    data = c.encode_command(c.SetPidCapacity(capacity, request_id=f"bench-pids-{capacity}"))
-    raw = await asyncio.to_thread(propose_to_leader, [run.leader], data, 30.0)
-    result = c.decode_result(raw)
-    if result.error:
-        raise error_for(result.error, result.message)
+    """The operator's way: `coord pid capacity`, a process like any tool's."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "coord", "pid", "capacity", str(capacity),
+        "--endpoints", run.leader, "--timeout", "30",
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+    _, err = await proc.communicate()
+    if proc.returncode:
+        raise RuntimeError(f"coord pid capacity {capacity}: {err.decode().strip()}")
 
 
 async def pids(run: Running, total: int, probe_ops: int) -> list[dict]:
