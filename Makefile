@@ -83,7 +83,7 @@ ETCD3_SUITE_CACHE ?= .cache/etcd3-suite
 etcd3-suite: venv
 	$(PY) -m coord.testing.etcd3_suite --cache $(ETCD3_SUITE_CACHE)
 
-# Long chaos runs (issue 16): CHAOS_SECONDS each, one per seed; any violation fails.
+# Long chaos runs: CHAOS_SECONDS each, one per seed; any violation fails.
 # Partitions use network namespaces when run as root (else TCP gates).
 CHAOS_SECONDS ?= 600
 CHAOS_SEEDS   ?= 1 2 3

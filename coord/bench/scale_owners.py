@@ -4,7 +4,7 @@ What a user with a million partitions (Kafka's single reader/writer proposal) pa
 decade, the members' RSS and bytes per owned resource, disk, the claim rate while
 growing (batches of GROW_BATCH claims, as a rebalance claims them), the latency of one
 claim on a fresh resource (p50/p99), and the time of one batched own of BATCHED claims
-(issue 14's figure, here against a big table). coord only: etcd has no ownership (its
+(here against a big table). coord only: etcd has no ownership (its
 recipe is a txn per claim on keys, which the keys phase covers).
 
 Sessions hold at most PER_SESSION resources each and are opened with the maximum TTL

@@ -2,8 +2,7 @@
 runs two hours ahead. Sessions ride out leadership moving to and from n1 (their
 deadlines are the leader's monotonic clock), and so do PID leases (their lifetimes run
 on the elapsed clock, coord/sm/elapsed.py, which counts leader time only within a term:
-before it, the skewed leader expired a lease leased a moment earlier — issue 16's
-finding)."""
+before it, the skewed leader expired a lease leased a moment earlier)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Member-local read-only sessions on real members (issue 15): a client that starts while
+"""Member-local read-only sessions on real members: a client that starts while
 its member is cut off from the majority gets a session there (ZooKeeper's local
 sessions); it reads, watches and hears mode changes, nothing it does is replicated, and
 when the member rejoins a majority the session is registered with the cluster under the
