@@ -1,7 +1,10 @@
 """A clock the test moves, for code that takes a clock (call it) or reads the `time`
-module (monkeypatch the module's `time` with it: `monotonic`)."""
+module (monkeypatch the module's `time` with it: `monotonic` is the test's, the rest of
+`time` is the real one)."""
 
 from __future__ import annotations
+
+import time
 
 
 class FakeClock:
@@ -14,3 +17,6 @@ class FakeClock:
         return self.now
 
     monotonic = __call__
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(time, name)

@@ -13,6 +13,7 @@ import pytest
 from coord.raft.types import Message, MessageType
 from coord.server.node import driver
 from coord.server.node.driver import Node, NodeOptions
+from tests.clocks import FakeClock
 from tests.server.held_peers import A, B, HeldPeers, elected, on_a
 from tests.server.waits import wait_until
 
@@ -36,25 +37,12 @@ def _answer(peers: HeldPeers, heartbeat: Message) -> None:
                          term=heartbeat.term, context=heartbeat.context))
 
 
-class FrozenClock:
-    """The driver's `time` module with its monotonic clock stopped until the test moves
-    it: the convoy's window passes when the test says so, however loaded the machine.
-    The driver's timers still run on the event loop's clock; each one that fires makes
-    the driver look again at this one."""
-
-    def __init__(self) -> None:
-        self.now = time.monotonic()
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(time, name)
-
-
 @pytest.fixture
-def clock(monkeypatch) -> FrozenClock:
-    frozen = FrozenClock()
+def clock(monkeypatch) -> FakeClock:
+    """The driver's monotonic clock stopped until the test moves it: the convoy's window
+    passes when the test says so, however loaded the machine. The driver's timers still
+    run on the event loop's clock; each one that fires makes the driver look again."""
+    frozen = FakeClock(time.monotonic())
     monkeypatch.setattr(driver, "time", frozen)
     return frozen
 
