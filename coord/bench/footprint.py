@@ -58,7 +58,7 @@ def cpu_seconds(pid: int) -> float:
 
 
 SNAPSHOT_LINE = re.compile(r"took a snapshot of (\d+) bytes at index (\d+) in ([\d.]+)s")
-"""The line a coord member logs for each snapshot it takes (server/node/driver.py)."""
+"""The line a coord member logs for each snapshot it takes (server/node/snapshots.py)."""
 
 
 def logged_snapshots(log: Path) -> list[tuple[int, int, float]]:

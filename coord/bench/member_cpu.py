@@ -38,7 +38,7 @@ def member_meter(pids: dict[str, int], leader: str,
 
 def snapshots_logged(logs: Iterable[Path]) -> dict[str, float]:
     """How many snapshots the members logged as taken so far, and their seconds in all
-    (the driver's "took a snapshot of N bytes at index I in S s" line)."""
+    (the node's "took a snapshot of N bytes at index I in S s" line)."""
     taken = [s for path in logs for _size, _index, s in logged_snapshots(path)]
     return {"snapshots": len(taken), "snapshot_s": sum(taken)}
 

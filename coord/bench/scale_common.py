@@ -40,7 +40,7 @@ class Running:
 
     def last_snapshot(self) -> dict | None:
         """The newest snapshot a coord member logged ("took a snapshot of N bytes at index
-        I in S s", server/node/driver.py), the leader's if it took one: None for etcd, or
+        I in S s", server/node/snapshots.py), the leader's if it took one: None for etcd, or
         before any."""
         found = {}
         for name, path in self.logs.items():

@@ -5,13 +5,11 @@ error it got and the sessions it severed exist only once it is applied. So the h
 is made by applying the retained entries, in order, to a `CoordMachine` restored from
 the member's snapshot — the same apply code every member runs.
 
-The entry and snapshot formats this relies on (written by the member's node driver):
-  - a NORMAL entry's data is empty (a new leader's no-op) or 8 bytes big-endian of the
-    leader's clock at proposal (Unix ms) followed by an encoded command
-    (`coord.sm.commands.encode_command`);
-  - a CONF_CHANGE entry (type 1) carries a membership change, not a command;
-  - a snapshot is 4 bytes big-endian N, N bytes of member records (JSON lines), then the
-    state machine's snapshot (`CoordMachine.snapshot`).
+The entry and snapshot formats are the member's log's (`coord.server.storage.log_format`):
+a NORMAL entry's data is the leader's clock and an encoded command
+(`coord.sm.commands.encode_command`), a CONF_CHANGE entry (type 1) carries a membership
+change, not a command, and a snapshot's data holds the state machine's snapshot
+(`CoordMachine.snapshot`) after the members.
 """
 
 from __future__ import annotations
@@ -21,26 +19,11 @@ from typing import Any
 
 from coord.history.rows import KIND_OF, Row, RowMaker
 from coord.history.schema import date_of
+from coord.server.storage.log_format import split_entry_data, split_snapshot
 from coord.sm import CoordMachine
 from coord.sm import commands as c
 
 NORMAL, CONF_CHANGE = 0, 1
-_TIME = struct.Struct(">Q")
-_SNAP_HEADER = struct.Struct(">I")
-
-
-def entry_data(time_ms: int, payload: bytes) -> bytes:
-    """A NORMAL entry's data as the member's driver writes it."""
-    return _TIME.pack(time_ms) + payload
-
-
-def split_snapshot(data: bytes) -> tuple[list[bytes], bytes]:
-    """A member snapshot's (member records, state machine snapshot)."""
-    if len(data) < _SNAP_HEADER.size:
-        raise ValueError("snapshot too short for its member header")
-    (n,) = _SNAP_HEADER.unpack_from(data)
-    members = data[_SNAP_HEADER.size:_SNAP_HEADER.size + n]
-    return [m for m in members.split(b"\n") if m], data[_SNAP_HEADER.size + n:]
 
 
 MAX_HELD_ROWS = 100_000
@@ -87,10 +70,10 @@ class Replayer:
                 self._untimed += rows
                 return [], None
             return self._led(rows, term), None
-        if len(data) < _TIME.size:
-            raise ValueError(f"entry {index} is too short for its time prefix")
-        (time_ms,) = _TIME.unpack_from(data)
-        payload = data[_TIME.size:]
+        try:
+            time_ms, payload = split_entry_data(data)
+        except struct.error:
+            raise ValueError(f"entry {index} is too short for its time prefix") from None
         try:
             cmd: Any = c.decode_command(payload)
         except ValueError:

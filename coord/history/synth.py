@@ -17,8 +17,9 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from coord.history.replay import CONF_CHANGE, NORMAL, Replayer, entry_data
+from coord.history.replay import CONF_CHANGE, NORMAL, Replayer
 from coord.history.rows import Row
+from coord.server.storage.log_format import entry_data
 from coord.sm import commands as c
 from coord.sm.records import Claim
 

@@ -11,11 +11,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import struct
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from coord.raft import (
     NONE,
@@ -50,41 +49,26 @@ from coord.server.node.errors import (
 )
 from coord.server.node.members import MemberInfo
 from coord.server.node.read_convoy import ReadConvoy
-from coord.server.node.snapshots import BackgroundSnapshot
+from coord.server.node.snapshots import Snapshots
 from coord.server.node.statemachine import StateMachine
 from coord.server.node.ticker import tick_every
+from coord.server.storage.log_format import (
+    entry_data,
+    members_header,
+    split_entry_data,
+    split_snapshot,
+)
 from coord.server.storage.log_store import LogStore
 from coord.server.transport.peer import PeerTransport
 from coord.sm.results import Answer
 
 log = logging.getLogger(__name__)
 
-_TIME = struct.Struct(">Q")
 INLINE_SAVE_ENTRIES = 64
 INLINE_SAVE_BYTES = 1 << 20
 """A follower's Ready of at most this many entries and bytes (and no snapshot) is
 persisted on the event loop; bigger ones (catching up) go to the storage thread, so the
 loop keeps serving while they are written."""
-_SNAP_HEADER = struct.Struct(">I")
-SNAPSHOT_EXPANSION = 4.0
-"""Past `snapshot_every` entries, a member snapshots once its log since the last snapshot
-holds at least this many times that snapshot's bytes (the Raft dissertation's expansion
-factor, §5.1.3, with its example value). A snapshot costs time in proportion to the
-whole state, the key history included, so a fixed entry count made a growing state cost
-more per write, and without limit: at 64 clients' puts a member spent 0.2 s on a
-snapshot at 20,000 entries of history and 0.5 s at 60,000, every 20,000 entries. Tied
-to the snapshot's size, its cost per byte of log stays flat however big the state
-grows. (A put's entry is about as many bytes as it adds to a compressed snapshot, so a
-factor of 1 would barely space them out.)"""
-SNAPSHOT_EVERY_MAX = 5
-"""...but never more than this many times `snapshot_every` entries (100,000 at the
-default, etcd's --snapshot-count): the log lives in memory and is replayed at a restart."""
-
-
-def members_header(members: dict[int, MemberInfo]) -> bytes:
-    """The start of a node snapshot's data: its members; the state machine's bytes follow."""
-    encoded = b"\n".join(m.encode() for _, m in sorted(members.items()))
-    return _SNAP_HEADER.pack(len(encoded)) + encoded
 
 
 def seed_from_state(store: LogStore, initial_cluster: list[MemberInfo], state: bytes) -> None:
@@ -99,7 +83,8 @@ def seed_from_state(store: LogStore, initial_cluster: list[MemberInfo], state: b
     members = {m.id: m for m in initial_cluster}
     index = len(members)
     meta = SnapshotMeta(index, 1, ConfState(voters=frozenset(members)))
-    store.save(HardState(1, NONE, index), [], Snapshot(meta, members_header(members) + state))
+    header = members_header(m.encode() for _, m in sorted(members.items()))
+    store.save(HardState(1, NONE, index), [], Snapshot(meta, header + state))
 
 
 @dataclass(slots=True)
@@ -149,11 +134,6 @@ class _Pending:
     future: asyncio.Future
 
 
-@dataclass(slots=True)
-class _Reads:
-    futures: list[asyncio.Future] = field(default_factory=list)
-
-
 def _nothing() -> None:
     pass
 
@@ -180,16 +160,6 @@ def _time_out(fut: asyncio.Future, what: str, timeout: float) -> None:
         fut.set_exception(Timeout(f"{what} not done within {timeout:.1f}s"))
 
 
-def encode_command(time_ms: int, payload: bytes) -> bytes:
-    """Entry data = the leader's clock reading at proposal + the command. Empty data is
-    the leader's no-op. Keeping the time in the entry keeps apply deterministic."""
-    return _TIME.pack(time_ms) + payload
-
-
-def decode_command(data: bytes) -> tuple[int, bytes]:
-    return _TIME.unpack_from(data)[0], data[_TIME.size :]
-
-
 class Node:
     """One member's replicated log and state machine.
 
@@ -210,7 +180,6 @@ class Node:
         cluster_id: int,
         options: NodeOptions | None = None,
         join: bool = False,
-        snapshots: BackgroundSnapshot | None = None,
     ) -> None:
         self.me = me
         self.id = me.id
@@ -222,11 +191,11 @@ class Node:
         self.members: dict[int, MemberInfo] = {}
         self._known_addresses = {m.id: m for m in initial_cluster}
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"store-{me.name}")
-        self._snaps = snapshots or BackgroundSnapshot(me.name)
-        self._snapshot_asked = False
-        self._log_bytes = 0  # of entries applied since the last snapshot started
-        self._snapshot_started = 0.0  # monotonic: when the snapshot being taken began
+        self._wake = asyncio.Event()
         self._raw = self._open(initial_cluster, join)
+        self._snaps = Snapshots(me.name, self._raw, store, self._io, self._capture_snapshot,
+                                self._wake.set, self.options.snapshot_every,
+                                self.options.snapshot_bytes)
         transport.receive_with(self._on_messages, self._on_unreachable)
         self._peer_addresses: dict[int, str] = {}
         self._inbox: list[Message] = []
@@ -236,7 +205,7 @@ class Node:
         self._batch_last = 0
         self._pending: dict[int, _Pending] = {}
         self._read_waiters: list[asyncio.Future] = []
-        self._read_contexts: dict[bytes, _Reads] = {}
+        self._read_contexts: dict[bytes, list[asyncio.Future]] = {}  # a round's reads
         self._read_round: bytes | None = None  # the ReadIndex round in flight, if any
         self._read_round_tick = 0
         self._convoy = ReadConvoy(self.options.read_convoy_ms / 1000)
@@ -244,7 +213,6 @@ class Node:
         self._applied_waiters: list[tuple[int, asyncio.Future]] = []
         self._ctx = itertools.count(1)
         self._ticks = 0
-        self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task] = []
         self._subscribers: list[asyncio.Queue[StatusEvent]] = []
         self.apply_listeners: list[Callable[[], None]] = []
@@ -448,7 +416,7 @@ class Node:
                 self._maybe_submit_proposals()
                 self._maybe_start_read_round()
             if self._snaps.done:
-                await self._end_snapshot()
+                await self._snaps.end()
 
     def _maybe_start_read_round(self) -> None:
         """Start one ReadIndex round for every read waiting, unless one is in flight or
@@ -475,7 +443,7 @@ class Node:
             return
         self._convoy.started(len(self._read_waiters))
         ctx = next(self._ctx).to_bytes(8, "big")
-        self._read_contexts[ctx] = _Reads(self._read_waiters)
+        self._read_contexts[ctx] = self._read_waiters
         self._read_waiters = []
         self._read_round, self._read_round_tick = ctx, self._raw.now
         self._raw.read_index(ctx)
@@ -533,7 +501,7 @@ class Node:
                     first, term = self._raw.propose_conf_change(cc)
                 else:
                     first, term = self._raw.propose(
-                        [encode_command(now_ms, p.payload) for p in batch]
+                        [entry_data(now_ms, p.payload) for p in batch]
                     )
             except (NotLeaderError, ProposalDroppedError) as e:
                 err: NodeError = (
@@ -598,19 +566,20 @@ class Node:
                 self._read_round = None
             reads = self._read_contexts.pop(rs.context, None)
             if reads is not None:
-                for fut in reads.futures:
+                for fut in reads:
                     self._applied_waiters.append((rs.index, fut))
         self._raw.advance(rd)
         self._release_applied_waiters()
         self._note_soft_state()
-        await self._maybe_snapshot()
+        await self._snaps.after_apply(self.applied_index)
 
     def _apply_all(self, entries: list[Entry], restored: bool = False) -> None:
+        snaps = self._snaps
         if restored:
-            self._log_bytes = 0
+            snaps.log_bytes = 0
         for e in entries:
             self._apply(e)
-            self._log_bytes += len(e.data)
+            snaps.log_bytes += len(e.data)
         if entries:
             self.applied_index = entries[-1].index
         if entries or restored:
@@ -624,7 +593,7 @@ class Node:
             self._raw.apply_conf_change(cc)
             self._apply_membership(cc)
         elif e.data:
-            time_ms, payload = decode_command(e.data)
+            time_ms, payload = split_entry_data(e.data)
             result = self._sm.apply(e.index, e.term, time_ms, payload)
         pending = self._pending.pop(e.index, None)
         if pending is not None and not pending.future.done():
@@ -682,7 +651,7 @@ class Node:
     def _fail_all(self, err: Exception) -> None:
         futures = [p.future for p in self._pending.values()]
         futures += [p.future for p in self._proposals]
-        futures += self._read_waiters + [f for r in self._read_contexts.values() for f in r.futures]
+        futures += self._read_waiters + [f for r in self._read_contexts.values() for f in r]
         futures += [f for _, f in self._applied_waiters]
         for fut in futures:
             if not fut.done():
@@ -692,7 +661,9 @@ class Node:
     # -- snapshots ------------------------------------------------------------------------
     def _capture_snapshot(self) -> Iterator[bytes]:
         """The members and the state machine as they are now; the bytes come later."""
-        return itertools.chain((members_header(self.members),), self._sm.capture())
+        members = sorted(self.members.items())
+        return itertools.chain((members_header(m.encode() for _, m in members),),
+                               self._sm.capture())
 
     def _restore_snapshot(self, snap: Snapshot) -> None:
         """Start-up's restore, on the loop: the member serves nothing before it is done."""
@@ -711,52 +682,18 @@ class Node:
 
     def _restore_members(self, data: bytes) -> bytes:
         """Take the members from a snapshot's `data`; the state machine's bytes follow."""
-        (n,) = _SNAP_HEADER.unpack_from(data)
-        members = data[_SNAP_HEADER.size : _SNAP_HEADER.size + n]
+        records, state = split_snapshot(data)
         self.members = {}
-        for line in filter(None, members.split(b"\n")):
-            info = MemberInfo.decode(line)
-            self.members[info.id] = info
-            self._known_addresses[info.id] = info
-        return data[_SNAP_HEADER.size + n :]
-
-    async def _maybe_snapshot(self) -> None:
-        if self._snaps.running:
-            if self._snaps.done:
-                await self._end_snapshot()
-            return
-        entries = self.applied_index - self._raw.snapshot_index
-        every = self.options.snapshot_every
-        outgrown = self._log_bytes >= SNAPSHOT_EXPANSION * self._raw.snapshot_bytes
-        due = ((entries >= every and outgrown)
-               or entries >= SNAPSHOT_EVERY_MAX * every
-               or self._log_bytes >= self.options.snapshot_bytes)
-        asked = self._snapshot_asked and self.applied_index > self._raw.snapshot_index
-        if not (due or asked) or self.applied_index <= self._raw.snapshot_index:
-            return
-        self._snapshot_asked = False
-        self._log_bytes = 0
-        self._snapshot_started = time.monotonic()
-        self._snaps.start(
-            self.applied_index, self._raw.conf_state, self._capture_snapshot(), self._wake.set
-        )
+        for info in map(MemberInfo.decode, records):
+            self.members[info.id] = self._known_addresses[info.id] = info
+        return state
 
     def request_snapshot(self) -> None:
         """Take a snapshot (and so truncate the log) at the next chance rather than after
         `snapshot_every` entries: the space guard asks when the log is what holds a
         member over its quota."""
-        self._snapshot_asked = True
+        self._snaps.asked = True
         self._wake.set()
-
-    async def _end_snapshot(self) -> None:
-        """Compact the log to the snapshot taken in the background."""
-        index, conf, data = await self._snaps.result()
-        snap = self._raw.compact(index, data, conf)
-        await asyncio.get_running_loop().run_in_executor(self._io, self._store.compact, snap)
-        # `coord bench scale` and `coord bench etcd` read this line
-        # (coord/bench/footprint.py): keep its shape.
-        log.info("%s: took a snapshot of %d bytes at index %d in %.2fs", self.me.name,
-                 len(data), index, time.monotonic() - self._snapshot_started)
 
     # -- status ---------------------------------------------------------------------------
     def _note_soft_state(self) -> None:

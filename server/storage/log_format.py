@@ -12,12 +12,19 @@ the two cannot drift apart:
 * ``meta(key, value)``: small strings the member keeps: its name (:data:`NAME_KEY`) and
   the cluster id (:data:`CLUSTER_ID_KEY`).
 * ``PRAGMA user_version`` is the schema version (:data:`SCHEMA_VERSION`).
+
+And the bytes the node keeps in them: a NORMAL entry's data is the leader's clock reading
+at proposal (8 bytes big-endian, Unix ms) then the command, or empty for a new leader's
+no-op (the time in the entry keeps apply deterministic); a snapshot's data is 4 bytes
+big-endian N, N bytes of member records (one a line), then the state machine's bytes.
 """
 
 from __future__ import annotations
 
 import os
 import sqlite3
+import struct
+from collections.abc import Iterable
 from pathlib import Path
 
 from coord.raft.types import ConfState, Entry, EntryType, HardState, Snapshot, SnapshotMeta
@@ -76,6 +83,8 @@ PUT_META = (
     "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
 )
 _NO_END = 2**63 - 1  # above any index SQLite can store
+_TIME = struct.Struct(">Q")
+_MEMBERS = struct.Struct(">I")
 
 
 class StorageError(Exception):
@@ -89,6 +98,30 @@ class StorageError(Exception):
     def __reduce__(self) -> tuple[type[StorageError], tuple[Path, str]]:
         # The two-argument constructor needs this to survive pickling (e.g. to a subprocess).
         return (type(self), (self.path, self.problem))
+
+
+def entry_data(time_ms: int, payload: bytes) -> bytes:
+    return _TIME.pack(time_ms) + payload
+
+
+def split_entry_data(data: bytes) -> tuple[int, bytes]:
+    """A NORMAL entry's (time_ms, command); struct.error if too short for the time."""
+    return _TIME.unpack_from(data)[0], data[_TIME.size :]
+
+
+def members_header(records: Iterable[bytes]) -> bytes:
+    """The start of a snapshot's data: its member records; the state machine's follow."""
+    encoded = b"\n".join(records)
+    return _MEMBERS.pack(len(encoded)) + encoded
+
+
+def split_snapshot(data: bytes) -> tuple[list[bytes], bytes]:
+    """A snapshot's (member records, state machine's bytes)."""
+    if len(data) < _MEMBERS.size:
+        raise ValueError("snapshot too short for its member header")
+    (n,) = _MEMBERS.unpack_from(data)
+    members = data[_MEMBERS.size : _MEMBERS.size + n]
+    return [m for m in members.split(b"\n") if m], data[_MEMBERS.size + n :]
 
 
 def db_path(data_dir: str | os.PathLike[str]) -> Path:

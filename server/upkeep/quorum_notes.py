@@ -32,8 +32,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from coord.raft import Entry, EntryType
-from coord.server.node.driver import Node, decode_command
+from coord.server.node.driver import Node
 from coord.server.node.errors import NodeError, OutcomeUnknown, ProposalLost, Timeout
+from coord.server.storage.log_format import split_entry_data
 from coord.server.upkeep.mode import READ_WRITE, ModeChange
 from coord.sm.commands import NoteQuorumLost
 
@@ -55,7 +56,7 @@ def _now_ms() -> int:
 def first_stamped(entries: Sequence[Entry], since_ms: int) -> Entry | None:
     """The first command entry stamped by its leader at or after `since_ms`."""
     for e in entries:
-        if e.type is EntryType.NORMAL and e.data and decode_command(e.data)[0] >= since_ms:
+        if e.type is EntryType.NORMAL and e.data and split_entry_data(e.data)[0] >= since_ms:
             return e
     return None
 
@@ -115,7 +116,7 @@ class QuorumNotes:
             if first is not None:
                 if first.term == lost.term:
                     return None, f"term {lost.term}'s leader committed entry {first.index} after it"
-                return min(back_ms, decode_command(first.data)[0] - 1), ""
+                return min(back_ms, split_entry_data(first.data)[0] - 1), ""
             lo = hi
         return None, f"no entry stamped after it in the next {SCAN_ENTRIES} entries"
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from coord.history.replay import NORMAL, Replayer, entry_data
+from coord.history.replay import NORMAL, Replayer
 from coord.history.schema import COLUMNS, KINDS, markdown_table
 from coord.history.synth import synthesize
+from coord.server.storage.log_format import entry_data
 from coord.sm import commands as c
 from coord.sm.records import Claim
 

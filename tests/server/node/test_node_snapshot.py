@@ -12,7 +12,8 @@ import os
 import time
 from collections.abc import Iterator
 
-from coord.server.node.driver import _SNAP_HEADER, SNAPSHOT_EVERY_MAX, SNAPSHOT_EXPANSION
+from coord.server.node.snapshots import SNAPSHOT_EVERY_MAX, SNAPSHOT_EXPANSION
+from coord.server.storage.log_format import split_snapshot
 from coord.sm.commands import Put, Range, encode_command
 from coord.sm.machine import CoordMachine
 from tests.server.solo_node import leading, solo_node
@@ -34,9 +35,8 @@ def _slices_of_10ms() -> Iterator[bytes]:
 
 
 def _machine_of(snapshot: bytes) -> CoordMachine:
-    (n,) = _SNAP_HEADER.unpack_from(snapshot)  # the member list comes first
     machine = CoordMachine()
-    machine.restore(snapshot[_SNAP_HEADER.size + n :])
+    machine.restore(split_snapshot(snapshot)[1])  # after the member list
     return machine
 
 

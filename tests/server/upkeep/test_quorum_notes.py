@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 import pytest
 
 from coord.raft import Entry, EntryType
-from coord.server.node.driver import encode_command
 from coord.server.node.errors import NoLeader, Timeout
+from coord.server.storage.log_format import entry_data
 from coord.server.upkeep import quorum_notes
 from coord.server.upkeep.mode import READ_ONLY, READ_WRITE, ModeChange
 from coord.server.upkeep.quorum_notes import Lost, QuorumNotes
@@ -49,7 +49,7 @@ class FakeNode:
 
 
 def stamped(index: int, term: int, time_ms: int) -> Entry:
-    return Entry(term, index, EntryType.NORMAL, encode_command(time_ms, b"x"))
+    return Entry(term, index, EntryType.NORMAL, entry_data(time_ms, b"x"))
 
 
 class Log:
