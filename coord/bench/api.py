@@ -8,22 +8,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
 import time
 from collections.abc import Awaitable, Callable
 
 import grpc
 
+from coord.bench import log
 from coord.bench.member_cpu import Meter, measured
 from coord.bench.stats import latency_ms
 from coord.progress_bars import Phases, Step, on_terminal
 from coord.testing import LocalCluster
 from coord.v1 import coord_pb2 as pb
 from coord.v1 import coord_pb2_grpc as rpc
-
-
-def _log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
 
 
 async def closed_loop(
@@ -63,22 +59,22 @@ async def bench_kv(channel: grpc.aio.Channel, levels: list[int], seconds: float,
     kv = rpc.KVStub(channel)
     rows = []
     for n in levels:
-        _log(f"kv put: {n} clients ...")
+        log(f"kv put: {n} clients ...")
 
         async def put(w: int, i: int) -> None:
             await kv.Put(pb.PutRequest(key=f"bench/{w}/{i % 100}".encode(), value=b"x" * 16))
 
         async with phases.timed(f"kv put, {n} clients", seconds):
             rows.append({"op": "put", **await closed_loop(put, n, seconds, meter)})
-        _log(f"  {rows[-1]['per_s']:.0f}/s")
-        _log(f"kv linearizable get: {n} clients ...")
+        log(f"  {rows[-1]['per_s']:.0f}/s")
+        log(f"kv linearizable get: {n} clients ...")
 
         async def get(w: int, i: int) -> None:
             await kv.Range(pb.RangeRequest(key=f"bench/{w}/{i % 100}".encode()))
 
         async with phases.timed(f"kv get, {n} clients", seconds):
             rows.append({"op": "get", **await closed_loop(get, n, seconds, meter)})
-        _log(f"  {rows[-1]['per_s']:.0f}/s")
+        log(f"  {rows[-1]['per_s']:.0f}/s")
     return rows
 
 
@@ -87,7 +83,7 @@ async def bench_pid(channel: grpc.aio.Channel, levels: list[int], seconds: float
     producers = rpc.ProducersStub(channel)
     rows = []
     for n in levels:
-        _log(f"pid block: {n} clients ...")
+        log(f"pid block: {n} clients ...")
 
         async def block(w: int, i: int) -> None:
             await producers.AllocatePidBlock(
@@ -96,7 +92,7 @@ async def bench_pid(channel: grpc.aio.Channel, levels: list[int], seconds: float
 
         async with phases.timed(f"pid block, {n} clients", seconds):
             rows.append({"op": "pid-block", **await closed_loop(block, n, seconds)})
-        _log(f"  {rows[-1]['per_s']:.0f}/s")
+        log(f"  {rows[-1]['per_s']:.0f}/s")
     return rows
 
 
@@ -106,17 +102,17 @@ async def bench_own(channel: grpc.aio.Channel, resources: int, levels: list[int]
     rows = []
     s = await sessions.OpenSession(pb.OpenSessionRequest(name="bench-batched", ttl_ms=60_000))
     claims = [pb.Claim(resource=f"p{i}") for i in range(resources)]
-    _log(f"own: {resources} resources in one request ...")
+    log(f"own: {resources} resources in one request ...")
     t0 = time.perf_counter()
     await own.Own(pb.OwnRequest(session_id=s.session_id, group="batched", claims=claims))
     dt = time.perf_counter() - t0
     rows.append({"op": "own-batched", "resources": resources, "seconds": dt,
                  "claims_per_s": resources / dt})
-    _log(f"  {resources / dt:.0f} claims/s ({dt * 1000:.0f} ms)")
+    log(f"  {resources / dt:.0f} claims/s ({dt * 1000:.0f} ms)")
     for n in levels:
         s = await sessions.OpenSession(pb.OpenSessionRequest(name=f"bench-{n}", ttl_ms=60_000))
         group = f"single-{n}"
-        _log(f"own: {resources} resources one per request, {n} clients ...")
+        log(f"own: {resources} resources one per request, {n} clients ...")
         latencies: list[float] = []
         queue = list(range(resources))
         t0 = time.perf_counter()
@@ -126,7 +122,7 @@ async def bench_own(channel: grpc.aio.Channel, resources: int, levels: list[int]
         dt = time.perf_counter() - t0
         rows.append({"op": "own-single", "resources": resources, "clients": n, "seconds": dt,
                      "claims_per_s": resources / dt, **latency_ms(latencies)})
-        _log(f"  {resources / dt:.0f} claims/s")
+        log(f"  {resources / dt:.0f} claims/s")
     return rows
 
 
@@ -156,7 +152,7 @@ def run_api_bench(args: argparse.Namespace) -> int:
             return await bench_own(channel, args.resources, [x for x in levels if x > 1] or [16],
                                    phases)
 
-    _log("starting a 3-member cluster on 127.0.0.1 ...")
+    log("starting a 3-member cluster on 127.0.0.1 ...")
     with LocalCluster(3) as cluster, Phases("bench", on_terminal(args)) as phases:
         leader = cluster.wait_for_leader(timeout=15)
         rows = asyncio.run(main(cluster.members[leader].listen))

@@ -17,7 +17,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import sys
 import time
 from collections.abc import Callable
 from functools import partial
@@ -25,6 +24,7 @@ from pathlib import Path
 
 import grpc
 
+from coord.bench import log
 from coord.bench.api import bench_kv, closed_loop
 from coord.bench.flame import Profiler
 from coord.bench.grpc_floor import floor_server
@@ -40,10 +40,6 @@ from coord.testing.peer_etcd import EtcdCluster
 MAX_TRIES = 100
 
 
-def _log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
-
-
 async def etcd_ops(endpoint: str, system: str, levels: list[int], seconds: float,
                    claims: int, phases: Phases, meter: Meter | None = None) -> list[dict]:
     """The same driver for both systems: the etcd v3 API on `endpoint` (claims only
@@ -52,7 +48,7 @@ async def etcd_ops(endpoint: str, system: str, levels: list[int], seconds: float
     async with grpc.aio.insecure_channel(endpoint) as channel:
         kv, lease = erpc.KVStub(channel), erpc.LeaseStub(channel)
         for n in levels:
-            _log(f"{system}: etcd-API put, {n} clients ...")
+            log(f"{system}: etcd-API put, {n} clients ...")
 
             async def put(w: int, i: int) -> None:
                 await kv.Put(epb.PutRequest(key=f"bench/{w}/{i % 100}".encode(), value=b"x" * 16))
@@ -60,8 +56,8 @@ async def etcd_ops(endpoint: str, system: str, levels: list[int], seconds: float
             async with phases.timed(f"{system} etcd-API put, {n} clients", seconds):
                 rows.append({"system": system, "api": "etcd", "op": "put",
                              **await closed_loop(put, n, seconds, meter)})
-            _log(f"  {rows[-1]['per_s']:.0f}/s")
-            _log(f"{system}: etcd-API linearizable get, {n} clients ...")
+            log(f"  {rows[-1]['per_s']:.0f}/s")
+            log(f"{system}: etcd-API linearizable get, {n} clients ...")
 
             async def get(w: int, i: int) -> None:
                 await kv.Range(epb.RangeRequest(key=f"bench/{w}/{i % 100}".encode()))
@@ -69,16 +65,16 @@ async def etcd_ops(endpoint: str, system: str, levels: list[int], seconds: float
             async with phases.timed(f"{system} etcd-API get, {n} clients", seconds):
                 rows.append({"system": system, "api": "etcd", "op": "get",
                              **await closed_loop(get, n, seconds, meter)})
-            _log(f"  {rows[-1]['per_s']:.0f}/s")
+            log(f"  {rows[-1]['per_s']:.0f}/s")
             if not claims:
                 continue
             granted = await lease.LeaseGrant(epb.LeaseGrantRequest(TTL=600))
-            _log(f"{system}: {claims} create-if-absent claims on one lease, {n} clients ...")
+            log(f"{system}: {claims} create-if-absent claims on one lease, {n} clients ...")
             with phases.phase(f"{system} claims, {n} clients", claims, "claims") as step:
                 rows.append({"system": system, "api": "etcd", "op": "claim",
                              **await _claims(kv, granted.ID, f"claims-{n}", claims, n, step,
                                              meter)})
-            _log(f"  {rows[-1]['per_s']:.0f}/s")
+            log(f"  {rows[-1]['per_s']:.0f}/s")
     return rows
 
 
@@ -143,7 +139,7 @@ async def coord_stream(endpoint: str, levels: list[int], seconds: float,
     rows: list[dict] = []
     async with AsyncClient([endpoint], stream=True) as client:
         for n in levels:
-            _log(f"coord: stream put, {n} clients ...")
+            log(f"coord: stream put, {n} clients ...")
 
             async def put(w: int, i: int) -> None:
                 await client.put(f"bench/{w}/{i % 100}", b"x" * 16)
@@ -153,8 +149,8 @@ async def coord_stream(endpoint: str, levels: list[int], seconds: float,
                       else contextlib.nullcontext()):
                     rows.append({"system": "coord", "api": "stream", "op": "put",
                                  **await closed_loop(put, n, seconds, meter)})
-            _log(f"  {rows[-1]['per_s']:.0f}/s")
-            _log(f"coord: stream linearizable get, {n} clients ...")
+            log(f"  {rows[-1]['per_s']:.0f}/s")
+            log(f"coord: stream linearizable get, {n} clients ...")
 
             async def get(w: int, i: int) -> None:
                 await client.get(f"bench/{w}/{i % 100}")
@@ -162,14 +158,14 @@ async def coord_stream(endpoint: str, levels: list[int], seconds: float,
             async with phases.timed(f"coord stream get, {n} clients", seconds):
                 rows.append({"system": "coord", "api": "stream", "op": "get",
                              **await closed_loop(get, n, seconds, meter)})
-            _log(f"  {rows[-1]['per_s']:.0f}/s")
-            _log(f"coord: {claims} single-resource own calls, {n} clients ...")
+            log(f"  {rows[-1]['per_s']:.0f}/s")
+            log(f"coord: {claims} single-resource own calls, {n} clients ...")
             session = await client.open_session(f"bench-claims-{n}", ttl=600)
             with phases.phase(f"coord stream own, {n} clients", claims, "claims") as step:
                 rows.append({"system": "coord", "api": "stream", "op": "claim",
                              **await _owns(client, session.session_id, f"claims-{n}", claims,
                                            n, step, meter)})
-            _log(f"  {rows[-1]['per_s']:.0f}/s")
+            log(f"  {rows[-1]['per_s']:.0f}/s")
     return rows
 
 
@@ -246,14 +242,14 @@ def run_etcd_bench(args: argparse.Namespace) -> int:
     rows: list[dict] = []
     n = args.members
     with Phases("bench", on_terminal(args)) as phases:
-        _log(f"starting a {n}-member etcd on 127.0.0.1 ...")
+        log(f"starting a {n}-member etcd on 127.0.0.1 ...")
         with EtcdCluster(n) as etcd:
             endpoint = etcd.wait_leader()
             name = next(m for m in etcd.names if endpoint.endswith(f":{etcd.client_ports[m]}"))
             meter = member_meter({m: p.pid for m, p in etcd.procs.items()}, name)
             rows += asyncio.run(etcd_ops(endpoint, "etcd", levels, args.seconds, args.claims,
                                          phases, meter))
-        _log(f"starting a {n}-member coord on 127.0.0.1 ...")
+        log(f"starting a {n}-member coord on 127.0.0.1 ...")
         with LocalCluster(n) as cluster:
             name = cluster.wait_for_leader(timeout=15)
             leader = cluster.members[name].listen
@@ -267,7 +263,7 @@ def run_etcd_bench(args: argparse.Namespace) -> int:
             rows += asyncio.run(coord_native(leader, levels, args.seconds, phases, meter))
             rows += asyncio.run(coord_stream(leader, levels, args.seconds, args.claims,
                                              phases, meter, profile))
-        _log("starting the gRPC floor (a Python server answering at once) ...")
+        log("starting the gRPC floor (a Python server answering at once) ...")
         with floor_server() as (address, pid):
             rows += asyncio.run(etcd_ops(address, "floor", levels, args.seconds, 0, phases,
                                          member_meter({"floor": pid}, "floor")))

@@ -15,21 +15,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
 import time
 
 import grpc
 
+from coord.bench import log
 from coord.bench.api import closed_loop
 from coord.bench.stats import summarize
 from coord.client import AsyncClient
 from coord.testing import LocalCluster
 
 VALUE = b"x" * 16
-
-
-def _log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
 
 
 async def _put_load(endpoint: str, levels: list[int], seconds: float) -> list[dict]:
@@ -43,18 +39,18 @@ async def _put_load(endpoint: str, levels: list[int], seconds: float) -> list[di
 
         await closed_loop(put, 16, 1.0)  # warm-up
         for n in levels:
-            _log(f"throughput: {n} concurrent clients for {seconds:g}s ...")
+            log(f"throughput: {n} concurrent clients for {seconds:g}s ...")
             r = await closed_loop(put, n, seconds)
             rows.append({"concurrency": n, "committed": r["ops"], "per_s": r["per_s"],
                          "p50_ms": r["p50_ms"], "p99_ms": r["p99_ms"]})
-            _log(f"  {r['per_s']:9.0f} proposals/s  p50 {r['p50_ms']:6.2f} ms"
-                 f"  p99 {r['p99_ms']:6.2f} ms")
+            log(f"  {r['per_s']:9.0f} proposals/s  p50 {r['p50_ms']:6.2f} ms"
+                f"  p99 {r['p99_ms']:6.2f} ms")
     return rows
 
 
 def measure_throughput(cluster: LocalCluster, levels: list[int], seconds: float) -> list[dict]:
     leader = cluster.wait_for_leader(timeout=15)
-    _log(f"putting through the pipelined stream to the leader, {leader} ...")
+    log(f"putting through the pipelined stream to the leader, {leader} ...")
     return asyncio.run(_put_load(cluster.members[leader].listen, levels, seconds))
 def _first_write(cluster: LocalCluster, names: list[str], deadline: float) -> float | None:
     """Poll the survivors with small writes until one commits; return when it did."""
@@ -83,10 +79,10 @@ def measure_failover(cluster: LocalCluster, trials: int) -> list[float]:
         cluster.kill(leader)
         t1 = _first_write(cluster, survivors, t0 + 20)
         if t1 is None:
-            _log(f"failover trial {trial + 1}: no write committed within 20 s")
+            log(f"failover trial {trial + 1}: no write committed within 20 s")
             continue
         times.append(t1 - t0)
-        _log(f"failover trial {trial + 1}/{trials}: killed {leader}, write ok after {t1 - t0:.3f}s")
+        log(f"failover trial {trial + 1}/{trials}: killed {leader}, write ok after {t1 - t0:.3f}s")
         cluster.start_member(leader, wait=True)
         _wait_caught_up(cluster, leader)
     return times
@@ -105,7 +101,7 @@ def _wait_caught_up(cluster: LocalCluster, name: str, timeout: float = 20) -> No
 
 def run_raft_bench(args: argparse.Namespace) -> int:
     levels = [int(x) for x in args.concurrency.split(",") if x]
-    _log("starting a 3-member cluster on 127.0.0.1 (default timeouts) ...")
+    log("starting a 3-member cluster on 127.0.0.1 (default timeouts) ...")
     with LocalCluster(3) as cluster:
         throughput = measure_throughput(cluster, levels, args.seconds)
         failover = measure_failover(cluster, args.failover_trials)

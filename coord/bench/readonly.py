@@ -48,7 +48,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -59,6 +58,7 @@ from pathlib import Path
 
 import grpc
 
+from coord.bench import log
 from coord.bench.stats import ratio, summarize
 from coord.client import Client, CoordError
 from coord.testing import ClusterError, LocalCluster
@@ -106,10 +106,6 @@ class Trial:
     survivor: str
     values: dict[str, float | None] = field(default_factory=dict)
     note: str = ""
-
-
-def _log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
 
 
 def _ms(start: float, end: float | None) -> float | None:
@@ -380,7 +376,7 @@ def _open_coord_local(late: dict, endpoint: str, registered: list[float]) -> flo
     try:
         session = opener.session(ttl=SESSION_TTL_S, on_event=on_event)
     except CoordError as e:
-        _log(f"coord: opening a session on the read-only member failed: {e}")
+        log(f"coord: opening a session on the read-only member failed: {e}")
         opener.close()
         return None
     took = _ms(start, time.time())
@@ -403,16 +399,16 @@ def _values(t0: float, t1: float, ro_read: float | None, ro_read_api: float | No
 
 
 def run_coord(trials: int, roles: list[str], out: list[Trial]) -> None:
-    _log("coord: starting a 3-member cluster on 127.0.0.1 (default timings: tick 50 ms, "
-         "election timeout 12 ticks = 600 ms) ...")
+    log("coord: starting a 3-member cluster on 127.0.0.1 (default timings: tick 50 ms, "
+        "election timeout 12 ticks = 600 ms) ...")
     with LocalCluster(3) as cluster:
         _coord_ready(cluster)
         for role in roles:
             for i in range(1, trials + 1):
                 t = coord_trial(cluster, role, i)
                 out.append(t)
-                _log(f"coord survivor={role} trial {i}/{trials} ({t.survivor}): "
-                     + _brief(t.values))
+                log(f"coord survivor={role} trial {i}/{trials} ({t.survivor}): "
+                    + _brief(t.values))
 
 
 def _brief(values: dict[str, float | None]) -> str:
@@ -687,7 +683,7 @@ def _open_zk_ro(late: contextlib.ExitStack, hostport: str,
     try:
         zk.start(timeout=PHASE_S)
     except Exception as e:  # noqa: BLE001 - reported, the row shows "-"
-        _log(f"zk: opening a session on the read-only server failed: {e!r}")
+        log(f"zk: opening a session on the read-only server failed: {e!r}")
         return None, zk, 0
     return _ms(start, time.time()), zk, zk.client_id[0]
 
@@ -695,16 +691,16 @@ def _open_zk_ro(late: contextlib.ExitStack, hostport: str,
 def run_zk(trials: int, roles: list[str], out: list[Trial], tick_ms: int, sync_limit: int,
            init_limit: int) -> None:
     logging.getLogger("kazoo").setLevel(logging.CRITICAL)  # reconnect chatter
-    _log(f"zk: starting a 3-server ZooKeeper ensemble on 127.0.0.1 (tickTime {tick_ms} ms, "
-         f"syncLimit {sync_limit} = {tick_ms * sync_limit} ms, initLimit {init_limit}) ...")
+    log(f"zk: starting a 3-server ZooKeeper ensemble on 127.0.0.1 (tickTime {tick_ms} ms, "
+        f"syncLimit {sync_limit} = {tick_ms * sync_limit} ms, initLimit {init_limit}) ...")
     with ZkEnsemble(tick_ms, sync_limit, init_limit) as ens:
         ens.wait_ready()
         for role in roles:
             for i in range(1, trials + 1):
                 t = zk_trial(ens, role, i)
                 out.append(t)
-                _log(f"zk survivor={role} trial {i}/{trials} ({t.survivor}): "
-                     + _brief(t.values) + (f"; {t.note}" if t.note else ""))
+                log(f"zk survivor={role} trial {i}/{trials} ({t.survivor}): "
+                    + _brief(t.values) + (f"; {t.note}" if t.note else ""))
 
 
 # -- command --------------------------------------------------------------------------------
@@ -734,12 +730,12 @@ def run_readonly_bench(args: argparse.Namespace) -> int:
                        args.zk_init_limit)
             except ClusterError as e:
                 errors.append(f"zk: {e}")
-                _log(f"zk: {e}")
+                log(f"zk: {e}")
     except KeyboardInterrupt:
-        _log("interrupted: processes stopped and temp dirs removed; partial results follow")
+        log("interrupted: processes stopped and temp dirs removed; partial results follow")
     except (ClusterError, grpc.RpcError) as e:
         errors.append(f"coord: {e}")
-        _log(f"coord: {e}")
+        log(f"coord: {e}")
     load_after = os.getloadavg()
     election_ms = COORD_TICK_MS * COORD_ELECTION_TICKS
     targets = {"election": 2.0 * election_ms, "100": 100.0, "1000": 1000.0}
@@ -755,7 +751,7 @@ def run_readonly_bench(args: argparse.Namespace) -> int:
               f" {time.time() - started:.0f} s")
     text = "\n".join([title, table, footer, *errors])
     if args.json:
-        _log(text)
+        log(text)
         print(json.dumps({
             "config": {"trials": args.trials, "survivor": roles,
                        "coord": {"tick_ms": COORD_TICK_MS,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -15,15 +14,12 @@ from typing import TypeVar
 
 import grpc
 
+from coord.bench import log
 from coord.bench.footprint import dir_bytes, logged_snapshots, rss_bytes
 from coord.bench.stats import latency_ms
 from coord.testing import LocalCluster
 from coord.testing.peer_etcd import EtcdCluster
 from coord.v1 import admin_pb2, admin_pb2_grpc
-
-
-def log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
 
 
 @dataclass

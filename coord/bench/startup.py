@@ -16,6 +16,7 @@ from typing import Any
 
 import grpc
 
+from coord.bench import log
 from coord.bench.stats import summarize
 from coord.etcdpb import rpc_pb2 as epb
 from coord.etcdpb import rpc_pb2_grpc as erpc
@@ -31,10 +32,6 @@ PROBE_OPTIONS = [
     ("grpc.min_reconnect_backoff_ms", 5),
     ("grpc.max_reconnect_backoff_ms", 20),
 ]
-
-
-def _log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
 
 
 def first_put(endpoint: str, t0: float, timeout: float = 30.0) -> float:
@@ -101,7 +98,7 @@ def run_startup_bench(args: argparse.Namespace) -> int:
     for trial in range(args.trials):
         for name, start in SYSTEMS.items():  # interleaved, so drift hits all alike
             times[name].append(start())
-        _log(f"trial {trial + 1}/{args.trials}: " + ", ".join(
+        log(f"trial {trial + 1}/{args.trials}: " + ", ".join(
             f"{name.split()[0]} {t[-1] * 1000:.0f} ms" for name, t in times.items()))
     rows = [_row(name, t) for name, t in times.items()]
     if args.json:
