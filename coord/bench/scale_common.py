@@ -1,5 +1,6 @@
 """What the phases of `coord bench scale` share: a running cluster of either system
-seen one way, the decades a phase grows by, retried calls and latency probes."""
+seen one way, the decades a phase grows by, the keys the keys and restart phases load,
+retried calls and latency probes."""
 
 from __future__ import annotations
 
@@ -17,6 +18,9 @@ import grpc
 from coord.bench import log
 from coord.bench.footprint import dir_bytes, logged_snapshots, rss_bytes
 from coord.bench.stats import latency_ms
+from coord.etcdpb import rpc_pb2 as epb
+from coord.etcdpb import rpc_pb2_grpc as erpc
+from coord.progress_bars import Step
 from coord.testing import LocalCluster
 from coord.testing.peer_etcd import EtcdCluster
 from coord.v1 import admin_pb2, admin_pb2_grpc
@@ -124,3 +128,30 @@ async def machine_state(endpoint: str) -> dict:
     async with grpc.aio.insecure_channel(endpoint) as ch:
         st = await admin_pb2_grpc.AdminStub(ch).Status(admin_pb2.StatusRequest(), timeout=30)
     return json.loads(st.state_machine)
+
+
+VALUE = b"v" * 100
+LOAD_BATCH = 100  # keys per txn while growing the key space (etcd allows 128 ops)
+
+
+def key(i: int) -> bytes:
+    return b"keys/%09d" % i
+
+
+async def load(kv: erpc.KVStub, start: int, end: int, clients: int, errors: list[int],
+               step: Step | None = None) -> None:
+    """Puts keys start..end-1 as txns of LOAD_BATCH puts shared by `clients` loaders: one
+    loader for `keys` and `restart`, so both systems, and both phases, load the same way;
+    `step(n)` hears of each txn's n keys."""
+    todo = iter(range(start, end, LOAD_BATCH))
+
+    async def loader() -> None:
+        for first in todo:  # one txn of up to LOAD_BATCH puts: the same for both
+            txn = epb.TxnRequest(success=[
+                epb.RequestOp(request_put=epb.PutRequest(key=key(i), value=VALUE))
+                for i in range(first, min(end, first + LOAD_BATCH))])
+            await retrying(lambda txn=txn: kv.Txn(txn, timeout=30), errors)
+            if step is not None:
+                step(len(txn.success))
+
+    await asyncio.gather(*(loader() for _ in range(clients)))

@@ -11,19 +11,12 @@ import subprocess
 import sys
 import time
 
-from coord.bench.scale import (
-    decades,
-    keys_table,
-    restart,
-    restart_table,
-    running,
-    sessions,
-    sessions_table,
-    soak_table,
-)
-from coord.bench.scale_common import Running
+from coord.bench.scale import keys_table, soak_table
+from coord.bench.scale_common import Running, decades, running
 from coord.bench.scale_owners import owners_table
 from coord.bench.scale_pids import pids_table
+from coord.bench.scale_restart import restart, restart_table
+from coord.bench.scale_sessions import sessions, sessions_table
 from coord.client import Client
 from coord.testing import LocalCluster
 from tests.etcdtools import require

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import grpc
 
-from coord.bench.scale import caught_up, key, load
+from coord.bench.scale_common import key, load
+from coord.bench.scale_restart import caught_up
 from coord.bench.startup import PROBE_OPTIONS
 from coord.etcdpb import rpc_pb2 as epb
 from coord.etcdpb import rpc_pb2_grpc as erpc
