@@ -3,8 +3,8 @@
 `cluster()` / `LocalCluster` (in `local_cluster`) start members on free 127.0.0.1 ports,
 as `coord serve` processes or in this process (`embedded`); `pytest_plugin` is the
 `coord_cluster` fixture; `netfault` (TCP gates that partition members), `ports`,
-`peer_etcd` (a real etcd beside coord) and `etcd_diff` (the differential test) are the
-tools the project's own tests and benchmarks use.
+`peer_etcd` and `peer_zookeeper` (a real etcd, a real ZooKeeper, beside coord) and
+`etcd_diff` (the differential test) are the tools the project's own tests and benchmarks use.
 
 The names below load `local_cluster` (and with it grpc and the client library) on first
 use, not on import: pytest imports the plugin in this package at every start-up of every

@@ -6,14 +6,8 @@ from __future__ import annotations
 import time
 from datetime import datetime
 
-from coord.bench.readonly import (
-    METRICS,
-    Trial,
-    clock_to_epoch,
-    coord_switch_time,
-    render_table,
-    zk_switch_time,
-)
+from coord.bench.readonly import METRICS, render_table
+from coord.bench.readonly_trials import Trial, clock_to_epoch, coord_switch_time, zk_switch_time
 from coord.bench.stats import ratio, summarize
 
 
