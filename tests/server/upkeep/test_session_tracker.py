@@ -12,25 +12,6 @@ from coord.sm.machine import CoordMachine
 from tests.clocks import FakeClock
 
 
-async def never(cmd: object) -> object:
-    raise AssertionError("nothing should expire here")
-
-
-def test_a_reused_session_id_does_not_inherit_the_ended_sessions_deadline():
-    """Found by the differential test: an etcd lease revoked and granted again under the
-    same id reported the old lease's remaining TTL (and would have expired on its clock)."""
-    node = SimpleNamespace(caught_up_leader=True, is_leader=True, term=1, quorum_losses=0,
-                           me=SimpleNamespace(name="m1"))
-    m = CoordMachine()
-    tracker = SessionTracker(node, m, never)
-    m.execute(c.OpenSession("etcd-lease", 60_000, session_id=7), 1)
-    assert tracker.keepalive(7) == 60_000
-    m.execute(c.CloseSession(7))
-    m.execute(c.OpenSession("etcd-lease", 5_000, session_id=7), 2)
-    assert 4_000 < tracker.remaining(7) <= 5_000
-    assert tracker.keepalive(7) == 5_000 and 4_000 < tracker.remaining(7) <= 5_000
-
-
 def _leader() -> SimpleNamespace:
     return SimpleNamespace(caught_up_leader=True, is_leader=True, term=1, quorum_losses=0,
                            me=SimpleNamespace(name="m1"))
@@ -55,6 +36,22 @@ def _tracked(monkeypatch, fail_first: int = 0):
         return m.execute(cmd)
 
     return clock, m, SessionTracker(_leader(), m, propose), proposed
+
+
+def test_a_reused_session_id_does_not_inherit_the_ended_sessions_deadline(monkeypatch):
+    """Found by the differential test: an etcd lease revoked and granted again under the
+    same id reported the old lease's remaining TTL (and would have expired on its clock)."""
+    clock, m, tracker, _ = _tracked(monkeypatch)
+    m.execute(c.OpenSession("etcd-lease", 60_000, session_id=7), 1)
+    assert tracker.keepalive(7) == 60_000
+    clock.now += 1.0
+    m.execute(c.CloseSession(7))
+    m.execute(c.OpenSession("etcd-lease", 5_000, session_id=7), 2)
+    assert tracker.remaining(7) == 5_000  # its own full TTL, not the old lease's 59 s
+    clock.now += 1.0
+    assert tracker.keepalive(7) == 5_000 and tracker.remaining(7) == 5_000
+    clock.now += 1.0
+    assert tracker.remaining(7) == 4_000  # counted down from its own keepalive
 
 
 def test_sessions_expire_by_deadline_and_keepalives_move_them(monkeypatch):
