@@ -17,21 +17,30 @@ from coord.server.storage.log_format import split_snapshot
 from coord.sm.commands import Put, Range, encode_command
 from coord.sm.machine import CoordMachine
 from tests.server.solo_node import leading, solo_node
+from tests.server.waits import wait_until
 
-SNAPSHOT_S = 0.5
+HOLD_SLICES_MAX = 30_000  # 1 ms or more each: a held snapshot ends by itself after 30 s
+WAIT_S = 20.0  # catches a hang only: every wait below is on what the node did
 
 
-class SlowSnapshots(CoordMachine):
-    """Takes SNAPSHOT_S to serialize, in slices of 10 ms, like a large state does."""
+class HeldSnapshots(CoordMachine):
+    """Serializes a capture a slice (1 ms) at a time for as long as the test holds the
+    snapshot open, like a large state does: until `hold` is cleared the snapshot is
+    provably still in progress, however fast or loaded the machine is."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hold = True
 
     def capture(self) -> Iterator[bytes]:
-        return itertools.chain(_slices_of_10ms(), super().capture())
+        return itertools.chain(self._held_slices(), super().capture())
 
-
-def _slices_of_10ms() -> Iterator[bytes]:
-    for _ in range(int(SNAPSHOT_S / 0.01)):
-        time.sleep(0.01)
-        yield b""
+    def _held_slices(self) -> Iterator[bytes]:
+        for _ in range(HOLD_SLICES_MAX):
+            if not self.hold:
+                return
+            time.sleep(0.001)
+            yield b""
 
 
 def _machine_of(snapshot: bytes) -> CoordMachine:
@@ -46,27 +55,33 @@ def _value(machine: CoordMachine, key: bytes) -> bytes | None:
 
 
 def test_writes_apply_while_a_slow_snapshot_is_serialized(tmp_path):
+    """The test holds a snapshot open: while it is still being serialized, a write is
+    applied and the core ticks; once let go, it holds the state as captured."""
+
     async def run() -> None:
-        machine = SlowSnapshots()
+        machine = HeldSnapshots()
         parts = await leading(tmp_path, machine, snapshot_every=20)
         node = parts.node
         try:
-            while not node._snaps.running:  # write until a snapshot starts
+            for _ in range(SNAPSHOT_EVERY_MAX * 20 + 1):  # write until a snapshot starts
+                if node._snaps.running:
+                    break
                 await node.propose(encode_command(Put(b"fill", b"x")))
-            ticks, t0 = node._raw.now, time.monotonic()
+            assert node._snaps.running, "no snapshot started"
+            ticks = node._raw.now
             applied = await node.propose(encode_command(Put(b"k", b"during")))
-            assert node._snaps.running  # applied before the snapshot was done
             assert _value(machine, b"k") == b"during"
-            while node._snaps.running:
-                await asyncio.sleep(0.01)
-            assert time.monotonic() - t0 > SNAPSHOT_S / 2
-            assert node._raw.now - ticks >= 10  # the core kept ticking throughout
+            await wait_until(lambda: node._raw.now - ticks >= 10, "10 ticks", WAIT_S)
+            assert node._snaps.running  # all of it while the snapshot was held open
+            machine.hold = False
+            await wait_until(lambda: not node._snaps.running, "the snapshot to end", WAIT_S)
             status = node.status()
             assert 0 < status.snapshot_index < applied.index  # as captured, before "k"
             assert status.applied == node.applied_index >= applied.index
             taken = _machine_of(node._raw.raft.log.snapshot.data)
             assert _value(taken, b"fill") == b"x" and _value(taken, b"k") is None
         finally:
+            machine.hold = False
             await parts.close()
         restored = CoordMachine()
         again = solo_node(tmp_path, restored, snapshot_every=20)
