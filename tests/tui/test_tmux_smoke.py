@@ -39,7 +39,7 @@ def screen_until(name: str, *needles: str, limit_s: float = 20.0) -> str:
 
 def command(name: str, line: str) -> None:
     tmux("send-keys", "-t", name, "-l", ":")  # -l: tmux reads a bare ":" as its own
-    time.sleep(0.3)
+    screen_until(name, "or :q")  # the command prompt's placeholder: it is open
     tmux("send-keys", "-t", name, "-l", line)
     tmux("send-keys", "-t", name, "Enter")
 
