@@ -12,6 +12,7 @@ import pytest
 from coord.sm.commands import Put, encode_command
 from coord.testing import LocalCluster
 from coord.wire import ApiError
+from tests.server.test_read_only import wait_until
 
 pytestmark = pytest.mark.cluster
 
@@ -82,18 +83,22 @@ def test_linearizable_read_on_follower_sees_write(cluster3: LocalCluster):
         assert c.status().applied_index >= w.index
 
 
-def _watch_quorum(cluster: LocalCluster, name: str, seconds: float) -> list[tuple[float, bool]]:
+def _watch_quorum(cluster: LocalCluster, name: str, seconds: float) -> list[bool]:
     samples = []
     end = time.monotonic() + seconds
-    with cluster.client(name, timeout=1.0) as c:
+    with cluster.client(name, timeout=10.0) as c:
         while time.monotonic() < end:
-            samples.append((time.monotonic(), c.status().has_quorum))
+            samples.append(c.status().has_quorum)
             time.sleep(0.02)
     return samples
 
 
 @pytest.mark.parametrize("survivor_role", ["leader", "follower"])
-def test_quorum_loss_is_reported_fast_and_never_flaps(cluster3: LocalCluster, survivor_role):
+def test_quorum_loss_is_reported_and_never_flaps(cluster3: LocalCluster, survivor_role):
+    """How soon it is reported is counted in ticks (tests/raft/scenarios/03_checkquorum.txt:
+    within an election timeout) and the read-only switch it leads to is timed by `coord
+    bench readonly`; here, on real processes: it is reported, and stays so for several
+    election timeouts."""
     leader = cluster3.wait_for_leader()
     followers = [n for n in cluster3.members if n != leader]
     write(cluster3, [leader], put(b"warm"))
@@ -101,25 +106,19 @@ def test_quorum_loss_is_reported_fast_and_never_flaps(cluster3: LocalCluster, su
     stopped = [n for n in cluster3.members if n != survivor]
     assert cluster3.status(survivor).has_quorum
 
-    t0 = time.monotonic()
     for n in stopped:
         cluster3.pause(n)
-    samples = _watch_quorum(cluster3, survivor, 2 * ELECTION_S + 4.0)
-    first_false = next((t for t, q in samples if not q), None)
-    assert first_false is not None, "survivor never reported losing quorum"
-    detected = first_false - t0
-    assert detected <= 2 * ELECTION_S, f"quorum loss reported after {detected:.3f}s"
-    flips = [q for t, q in samples if t >= first_false and q]
-    assert not flips, "has_quorum flapped back to true while the majority was stopped"
+    wait_until("the survivor reports its quorum lost",
+               lambda: not cluster3.status(survivor).has_quorum, 30.0)
+    samples = _watch_quorum(cluster3, survivor, 5 * ELECTION_S)
+    assert samples and not any(samples), "has_quorum flapped back while the majority was stopped"
     st = cluster3.status(survivor)
     assert st.role != "leader" and st.quorum_lost_ms > 0
 
     for n in stopped:
         cluster3.resume(n)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and not cluster3.status(survivor).has_quorum:
-        time.sleep(0.05)
-    assert cluster3.status(survivor).has_quorum
+    wait_until("the survivor has its quorum back",
+               lambda: cluster3.status(survivor).has_quorum, 30.0)
     write(cluster3, list(cluster3.members), put(b"healed"))
 
 
