@@ -202,7 +202,7 @@ def test_a_session_hears_read_only_mode_no_later_than_the_first_read_only_answer
     endpoints = [cluster3.members[n].listen for n in [survivor, *others]]
 
     async def run() -> None:
-        async with AsyncClient(endpoints, read_only_ok=True, timeout=1.0,
+        async with AsyncClient(endpoints, read_only_ok=True, timeout=10.0,
                                randomize_endpoints=False) as client:
             events: list = []
             session = await client.session(ttl=3.0, on_event=events.append)
