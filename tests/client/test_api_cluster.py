@@ -45,7 +45,7 @@ time.sleep(60)
 
 def test_owner_killed_another_claims_once_its_session_expires(cluster3: LocalCluster):
     """The dead owner's session expires (when, by its TTL, the leader's session tracker
-    decides: tests/server/test_session_tracker.py, on its own clock); then another
+    decides: tests/server/upkeep/test_session_tracker.py, on its own clock); then another
     claims at the next generation."""
     endpoints = ",".join(cluster3.endpoints)
     owner = subprocess.Popen(

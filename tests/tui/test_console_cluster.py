@@ -2,7 +2,7 @@
 processes: every view reached with `:`, a filter and its inverse, drill-down from an
 owner to its session and back, each kind of action confirmed and seen in the cluster,
 a claim's row appearing (its latency printed), two members SIGSTOPped and the banner
-shown, and the leader killed with the members view naming the new one within 2 s."""
+shown, and the leader killed with the members view naming the new one."""
 
 from __future__ import annotations
 
