@@ -12,7 +12,7 @@ import pytest
 from coord.sm.commands import Put, encode_command
 from coord.testing import LocalCluster
 from coord.wire import ApiError
-from tests.server.test_read_only import wait_until
+from tests.cut_off import wait_until
 
 pytestmark = pytest.mark.cluster
 
