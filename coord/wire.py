@@ -28,6 +28,7 @@ from coord.v1 import coord_pb2 as pb
 
 __all__ = [
     "DOMAIN",
+    "EXPORT_SLOTS",
     "NODE_ERROR_CODES",
     "RESULT_CODES",
     "ApiError",
@@ -70,6 +71,11 @@ RESULT_CODES: Mapping[str, grpc.StatusCode] = MappingProxyType({
 })
 """Error reasons of state-machine results (the command was applied and refused), and
 their status codes; any other result reason is FAILED_PRECONDITION."""
+
+
+EXPORT_SLOTS = "exports"
+"""The `limit` metadata of a LIMIT_EXCEEDED that refused a history export because the
+member serves as many as it may: the export may ask again once one of them ends."""
 
 
 BROKEN_STREAM_CODES = frozenset({grpc.StatusCode.CANCELLED, grpc.StatusCode.INTERNAL})

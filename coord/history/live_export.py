@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from coord.client.errors import CoordError
+from coord.client.errors import CoordError, LimitExceededError
 from coord.client.history import HistoryCursor, HistoryPage
 from coord.client.read_only import ModeChange
 from coord.client.sync import Client
@@ -34,23 +34,32 @@ from coord.client.sync_stream import Stream
 from coord.history.compact import compact, small_runs
 from coord.history.rows import Row
 from coord.history.sink import HistorySink
+from coord.wire import EXPORT_SLOTS
 
 COMMIT_ROWS = 200_000
 FOLLOW_COMMIT_S = 1.0
 MOVE_WAIT_S = 5.0  # the prober's first rounds (its pauses double from 0.1 s to 2 s)
+SLOT_WAIT_S = 60.0  # for a member busy with other exports to free a slot
+SLOT_PAUSES_S = (0.1, 0.2, 0.5, 1.0, 2.0)  # between asks, the last repeated
 
 
-def pages_across_moves(client: Client, cursor: HistoryCursor,
-                       moved: threading.Event) -> Iterator[HistoryPage]:
+def pages_across_moves(client: Client, cursor: HistoryCursor, moved: threading.Event,
+                       say: Callable[[str], None]) -> Iterator[HistoryPage]:
     """The export's pages; when the client has moved to a member with a quorum (its
     prober, after a flagged page) while a member without one serves the export, the
     stream is reopened there, after the last entry delivered. An export that would end
     on a flagged page waits up to MOVE_WAIT_S for such a move if the client knows other
-    members (it could end short of what the majority committed)."""
+    members (it could end short of what the majority committed). A member already
+    serving as many exports as it may (each costs it a share of its loop) is asked
+    again for up to SLOT_WAIT_S, the operator told once: the slots free as other
+    exports end, and a refusal would lose nothing but the operator's time."""
+    busy_since: float | None = None
+    asks = 0
     while True:
         stream: Stream[HistoryPage] = Stream(client, cursor)  # type: ignore[arg-type]
         try:
             for page in stream:
+                busy_since = None
                 yield page
                 may_move = page.read_only and page.done and len(client.endpoints) > 1
                 if moved.wait(MOVE_WAIT_S) if may_move else moved.is_set():
@@ -61,6 +70,17 @@ def pages_across_moves(client: Client, cursor: HistoryCursor,
                     return
             else:
                 return
+        except LimitExceededError as exc:
+            if exc.metadata.get("limit") != EXPORT_SLOTS:
+                raise
+            now = time.monotonic()
+            if busy_since is None:
+                busy_since, asks = now, 0
+                say(f"{exc.message} (waiting up to {SLOT_WAIT_S:.0f} s for a slot)")
+            if now - busy_since >= SLOT_WAIT_S:
+                raise
+            time.sleep(SLOT_PAUSES_S[min(asks, len(SLOT_PAUSES_S) - 1)])
+            asks += 1
         finally:
             stream.cancel()
 
@@ -143,7 +163,7 @@ class LiveExport:
         stopped), `on_page` told of every page as it arrives. Ctrl-C and a CoordError
         (a compacted start, no member with a quorum, ...) are raised once what arrived
         is committed."""
-        pages = pages_across_moves(self.client, self.cursor, self._moved)
+        pages = pages_across_moves(self.client, self.cursor, self._moved, self.say)
         try:
             for page in pages:
                 self.read_only.page(page)

@@ -48,6 +48,7 @@ from coord.server.requests.coordinator import Coordinator
 from coord.server.storage.log_format import StorageError, db_path
 from coord.server.storage.log_reader import LogReader
 from coord.v1 import history_pb2, history_pb2_grpc
+from coord.wire import EXPORT_SLOTS
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +92,7 @@ class HistoryService(history_pb2_grpc.HistoryServicer):
         if self._slots.locked():
             await abort(context, grpc.StatusCode.RESOURCE_EXHAUSTED, "LIMIT_EXCEEDED",
                         f"member {self.member} is already serving {MAX_EXPORTS} exports; "
-                        "try another member or later")
+                        "try another member or later", {"limit": EXPORT_SLOTS})
         page = min(request.page_entries or datadir.PAGE_ENTRIES, MAX_PAGE_ENTRIES)
         caller = Caller.of(context)
         try:

@@ -233,6 +233,43 @@ def test_the_wire_row_is_the_schema():
                                                                           strict=True)]
 
 
+def _drained(said: queue.Queue[str]) -> list[str]:
+    """What the export printed on stderr that nobody read yet (for a failure's message)."""
+    lines: list[str] = []
+    while not said.empty() and len(lines) < 1000:
+        lines.append(said.get_nowait())
+    return lines
+
+
+def test_an_export_waits_for_a_slot_on_a_member_busy_with_others(member, tmp_path):
+    """A member serving as many exports as it may refuses another (LIMIT_EXCEEDED): the
+    CLI says so, asks again and exports once a slot frees, rather than failing."""
+    with Client(member.endpoints) as client:
+        running = [client.export_history(follow=True) for _ in range(2)]
+        for stream in running:
+            assert next(stream).member == "n1"  # both slots taken
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "coord", "history", "export", "--endpoints",
+             ",".join(member.endpoints), "--out", str(tmp_path / "h"), "--format", "jsonl"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            said: queue.Queue[str] = queue.Queue()
+            threading.Thread(target=lambda: [said.put(line) for line in proc.stderr],
+                             daemon=True).start()
+            lines = [said.get(timeout=60)]  # what it says first: why it waits
+            assert "already serving 2 exports" in lines[0], lines
+            assert "(waiting up to 60 s for a slot)" in lines[0], lines
+            assert proc.poll() is None  # still waiting, not failed
+            running[0].close()
+            out, _ = proc.communicate(timeout=60)
+        finally:
+            proc.kill()
+            for stream in running:
+                stream.close()
+    assert proc.returncode == 0, (out, _drained(said))
+    assert json.loads(out)["rows"] > 0
+
+
 def test_cli_follow_commits_as_entries_arrive_and_on_ctrl_c(member, tmp_path):
     """`--follow` commits what arrived at least every second (the manifest moves while
     it runs), compacts its small runs (every 2 here), and Ctrl-C commits, prints the
@@ -264,7 +301,7 @@ def test_cli_follow_commits_as_entries_arrive_and_on_ctrl_c(member, tmp_path):
                 m = read_manifest(out) if (out / "_coord_history.json").exists() else None
                 if m and m["last_index"] >= index:
                     return m
-                assert proc.poll() is None, proc.communicate()
+                assert proc.poll() is None, (proc.communicate()[0], _drained(said))
                 time.sleep(0.1)
             raise AssertionError(f"the manifest never reached index {index}")
 
