@@ -40,7 +40,7 @@ TOP, FUNCTION, TYPE_CHECKING = "module level", "inside a function", "under TYPE_
 ALLOWED_LAYERS = (
     "coord.__main__", "coord.raft", "coord.rafttest", "coord.sm", "coord.server", "coord.client",
     "coord.cli", "coord.testing", "coord.bench", "coord.v1", "coord.etcdpb", "coord.history",
-    "coord.audit", "coord.serve_flags",
+    "coord.audit", "coord.serve_flags", "coord.tls",
 )
 """The packages (and modules) directly under coord/ that exist by design. Anything else
 under coord/ is a new surface (a TUI, a pipeline, a chaos tool...) and gets
@@ -83,6 +83,8 @@ CONTRACTS: dict[str, tuple[str, ...]] = {
     # The audit reads exported files only: no server, client, consensus or state machine.
     "coord.audit": ("coord.server", "coord.client", "coord.raft", "coord.sm", "coord.cli",
                     "coord.testing", "coord.bench"),
+    # TLS files, credentials and certificates: below everything that opens a connection.
+    "coord.tls": ("coord.server", "coord.client", "coord.cli", "coord.testing", "coord.bench"),
     # Generated code's packages depend on nothing of ours.
     "coord.v1": ("coord",),
     "coord.etcdpb": ("coord",),
@@ -395,9 +397,12 @@ def test_the_allow_list_names_what_exists():
     assert set(CONTRACTS) <= set(ALLOWED_LAYERS)
 
 
-def test_importing_the_client_loads_no_server_raft_or_sqlite():
+def test_importing_the_client_loads_no_server_raft_sqlite_or_certificate_maker():
     loaded = loaded_by("import coord.client")
-    assert not (bad := heavy(loaded, ("coord.server", "coord.raft", "sqlite3"))), bad
+    assert "coord.client.sync" in loaded  # the check below is live
+    bad = heavy(loaded, ("coord.server", "coord.raft", "sqlite3", "cryptography",
+                         "coord.tls.certs"))
+    assert not bad, bad
 
 
 def test_the_pytest_plugin_loads_no_cluster_code_until_a_test_asks():
@@ -495,7 +500,7 @@ def test_each_commands_own_parser_is_the_whole_parsers_part():
                "own": ["g", "r"], "release": ["g", "r", "--session", "1"],
                "owners": ["g"], "watch-owners": ["g"], "pid": ["block"],
                "kv": ["get", "k"], "session": ["open"], "defrag": ["--endpoints", "x:1"],
-               "snapshot": ["status", "f"],
+               "snapshot": ["status", "f"], "certs": ["issue", "n1", "--dir", "d"],
                "chaos": ["--seconds", "5"],
                "history": ["synth", "--commands", "1", "--out", "h"], "audit": ["h"]}
     for command in (*SERVER_COMMANDS, *CLIENT_COMMANDS, *PIPELINE_COMMANDS):

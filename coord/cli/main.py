@@ -11,7 +11,7 @@ import argparse
 import sys
 
 SERVER_COMMANDS = ("serve", "dev", "status", "bench", "defrag", "snapshot", "chaos",
-                   "tui")
+                   "tui", "certs")
 CLIENT_COMMANDS = ("own", "release", "owners", "watch-owners", "pid", "kv", "session")
 """The names `coord.cli.client_commands.register` adds (tests/test_layout.py checks)."""
 PIPELINE_COMMANDS = ("history", "audit")
@@ -57,6 +57,10 @@ def _register(sub: argparse._SubParsersAction, command: str | None) -> None:
         from coord.cli import tui
 
         tui.register(sub)
+    if command in (None, "certs"):
+        from coord.cli import certs
+
+        certs.register(sub)
     if command is None or command in PIPELINE_COMMANDS:
         from coord.cli import history
 
