@@ -25,6 +25,13 @@ from coord.server.node.driver import NodeOptions
 from coord.server.node.members import parse_initial_cluster, validate_address
 from coord.server.upkeep.compaction import DEFAULT_MODE, DEFAULT_RETENTION, MODES, CompactionPolicy
 from coord.server.upkeep.quota import DEFAULT_QUOTA_BYTES
+from coord.tls.files import (
+    TLS_VERSIONS,
+    ServerTLS,
+    TLSConfigError,
+    openssl_ciphers,
+    read_file,
+)
 
 SERVE_REQUIRED = ("name", "data_dir", "listen", "peer_listen", "initial_cluster")
 LOG_LEVELS = ["debug", "info", "warning", "error"]
@@ -51,7 +58,12 @@ def add_serve_flags(s: argparse.ArgumentParser) -> argparse.ArgumentParser:
         default="coord",
         help="names the cluster (its id); the same for every member, joiners included",
     )
-    s.add_argument("--cluster-secret-file", help="file holding the shared cluster secret")
+    s.add_argument(
+        "--cluster-secret-file",
+        help="file holding the shared cluster secret (mode 0600: one its group or others can"
+        " read is refused). Kept with peer TLS as a second factor: a certificate says the CA"
+        " signed it, the secret's MAC names this cluster and both members' ids",
+    )
     s.add_argument(
         "--etcd-listen",
         default="",
@@ -108,6 +120,7 @@ def add_serve_flags(s: argparse.ArgumentParser) -> argparse.ArgumentParser:
         " member raises NOSPACE and writes that add state are refused until space is freed"
         " (default 2 GiB; 0: no quota)",
     )
+    add_tls_flags(s)
     s.add_argument("--log-level", default="info", choices=LOG_LEVELS)
     s.add_argument(
         "--event-loop",
@@ -117,6 +130,69 @@ def add_serve_flags(s: argparse.ArgumentParser) -> argparse.ArgumentParser:
         " installed) or asyncio's own",
     )
     return s
+
+
+def add_tls_flags(s: argparse.ArgumentParser) -> None:
+    """etcd's TLS flags: the client port's (--listen, --etcd-listen), the peer port's, and
+    what applies to both."""
+    t = s.add_argument_group("TLS (etcd's flags)")
+    t.add_argument("--cert-file", help="the client port's certificate (PEM): TLS on"
+                   " --listen and --etcd-listen")
+    t.add_argument("--key-file", help="its private key (mode 0600)")
+    t.add_argument("--trusted-ca-file", help="the CA that signs the clients' certificates")
+    t.add_argument("--client-cert-auth", action="store_true",
+                   help="refuse a client without a certificate signed by --trusted-ca-file;"
+                   " its common name is the user when auth is on")
+    t.add_argument("--peer-cert-file", help="the peer port's certificate (PEM), presented"
+                   " both ways: members accept and open peer connections")
+    t.add_argument("--peer-key-file", help="its private key (mode 0600)")
+    t.add_argument("--peer-trusted-ca-file", help="the CA that signs the members'"
+                   " certificates: the peers' certificates are verified against it (without"
+                   " it, against the system's CAs)")
+    t.add_argument("--peer-client-cert-auth", action="store_true",
+                   help="refuse a peer connection without a certificate signed by"
+                   " --peer-trusted-ca-file")
+    t.add_argument("--cipher-suites",
+                   help="TLS 1.2 cipher suites, comma separated (etcd's names, e.g."
+                   " TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, or OpenSSL's): on both ports;"
+                   " on the client port through gRPC's $GRPC_SSL_CIPHER_SUITES, which"
+                   " `coord serve` sets. TLS 1.3's suites are the TLS stacks' own (as in"
+                   " etcd)")
+    t.add_argument("--tls-min-version", choices=TLS_VERSIONS, default=TLS_VERSIONS[0],
+                   help="the lowest TLS version the peer port accepts (default TLS1.2). The"
+                   " client port's TLS is gRPC's: it accepts TLS 1.2 and 1.3, and grpcio has"
+                   " no setting for its floor")
+
+
+def tls_configs(args: argparse.Namespace) -> tuple[ServerTLS | None, ServerTLS | None]:
+    """The client port's and the peer port's TLS (None: plaintext) the flags ask for;
+    ValueError naming the flags of a combination that does not work."""
+    ciphers = openssl_ciphers(args.cipher_suites) if args.cipher_suites else None
+    ports = []
+    for prefix in ("", "peer-"):
+        def flag(name: str, prefix: str = prefix) -> str:
+            return f"--{prefix}{name}"
+
+        def value(name: str, prefix: str = prefix) -> object:
+            return getattr(args, f"{prefix}{name}".replace("-", "_"))
+
+        cert, key, ca, auth = (value(n) for n in (
+            "cert-file", "key-file", "trusted-ca-file", "client-cert-auth"))
+        if bool(cert) != bool(key):
+            raise ValueError(f"{flag('cert-file')} and {flag('key-file')} go together:"
+                             " give both, or neither")
+        if auth and not ca:
+            raise ValueError(f"{flag('client-cert-auth')} needs {flag('trusted-ca-file')},"
+                             " the CA that signs the certificates it accepts")
+        if (ca or auth) and not cert:
+            raise ValueError(f"{flag('trusted-ca-file')} and {flag('client-cert-auth')} are"
+                             f" for a TLS port: give {flag('cert-file')} and {flag('key-file')}")
+        ports.append(ServerTLS(str(cert), str(key), str(ca) if ca else None, bool(auth),
+                               ciphers, args.tls_min_version) if cert else None)
+    if (ciphers or args.tls_min_version != TLS_VERSIONS[0]) and not any(ports):
+        raise ValueError("--cipher-suites and --tls-min-version are for TLS ports: give"
+                         " --cert-file/--key-file or --peer-cert-file/--peer-key-file")
+    return ports[0], ports[1]
 
 
 def configure_logging(level: str) -> None:
@@ -133,13 +209,11 @@ def read_secret(args: argparse.Namespace) -> bytes:
     """The cluster secret from --cluster-secret-file, else $COORD_CLUSTER_SECRET; exits
     with a message saying how to give one when it is missing or too short."""
     if args.cluster_secret_file:
-        path = Path(args.cluster_secret_file)
         try:
-            secret = path.read_bytes().strip()
-        except OSError as e:
-            raise SystemExit(
-                f"coord: cannot read --cluster-secret-file {path}: {e.strerror}"
-            ) from None
+            secret = read_file(args.cluster_secret_file, "--cluster-secret-file",
+                               private=True).strip()
+        except TLSConfigError as e:
+            raise SystemExit(f"coord: {e}") from None
     else:
         secret = os.environ.get("COORD_CLUSTER_SECRET", "").encode()
     if len(secret) < MIN_SECRET_BYTES:
@@ -163,6 +237,7 @@ def member_config(args: argparse.Namespace) -> MemberConfig:
         raise ValueError("--snapshot-every and --snapshot-bytes must be positive")
     if args.quota_backend_bytes < 0:
         raise ValueError("--quota-backend-bytes must be >= 0 (0: no quota)")
+    client_tls, peer_tls = tls_configs(args)
     options = NodeOptions(
         tick_ms=args.tick_ms,
         election_ticks=args.election_ticks,
@@ -187,6 +262,8 @@ def member_config(args: argparse.Namespace) -> MemberConfig:
         quota_bytes=args.quota_backend_bytes,
         compaction=CompactionPolicy.parse(args.auto_compaction_mode,
                                           args.auto_compaction_retention),
+        client_tls=client_tls,
+        peer_tls=peer_tls,
     )
 
 

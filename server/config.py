@@ -11,6 +11,7 @@ from coord.server.node.driver import NodeOptions
 from coord.server.node.members import MemberInfo
 from coord.server.upkeep.compaction import DEFAULT_MODE, DEFAULT_RETENTION, CompactionPolicy
 from coord.server.upkeep.quota import DEFAULT_QUOTA_BYTES
+from coord.tls.files import ServerTLS, is_loopback
 
 
 @dataclass(slots=True)
@@ -31,3 +32,24 @@ class MemberConfig:
     quota_bytes: int = DEFAULT_QUOTA_BYTES  # 0: no space quota
     compaction: CompactionPolicy = field(
         default_factory=lambda: CompactionPolicy.parse(DEFAULT_MODE, DEFAULT_RETENTION))
+    client_tls: ServerTLS | None = None  # TLS on `listen` and `etcd_listen`
+    peer_tls: ServerTLS | None = None  # TLS on `peer_listen`, both ways
+
+
+def plaintext_exposures(config: MemberConfig) -> list[str]:
+    """One warning per address `config` serves beyond the loopback without TLS, naming
+    the flags that fix it: anyone who reaches such a port can call it (and read and
+    change what it carries)."""
+    out = []
+    client_fix = ("--cert-file/--key-file, and --trusted-ca-file with --client-cert-auth to"
+                  " refuse clients without a certificate")
+    ports = [("--listen", config.listen, config.client_tls, client_fix),
+             ("--peer-listen", config.peer_listen, config.peer_tls,
+              "--peer-cert-file/--peer-key-file/--peer-trusted-ca-file")]
+    if config.etcd_listen:
+        ports.insert(1, ("--etcd-listen", config.etcd_listen, config.client_tls, client_fix))
+    for flag, address, tls, fix in ports:
+        if tls is None and not is_loopback(address):
+            out.append(f"{config.name}: {flag} {address} is reachable beyond this machine and"
+                       f" is NOT encrypted or authenticated by TLS: give {fix}")
+    return out

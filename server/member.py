@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import ssl
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,7 +29,7 @@ from coord.server.api.ownership import OwnershipService
 from coord.server.api.pipeline import PipelineService
 from coord.server.api.producers import ProducersService
 from coord.server.api.sessions import SessionsService
-from coord.server.config import MemberConfig
+from coord.server.config import MemberConfig, plaintext_exposures
 from coord.server.etcd.cluster import EtcdClusterService
 from coord.server.etcd.kv import EtcdKVService
 from coord.server.etcd.lease import EtcdLeaseService
@@ -54,6 +55,14 @@ from coord.server.upkeep.quorum_notes import QuorumNotes
 from coord.server.upkeep.quota import SpaceGuard
 from coord.server.upkeep.session_tracker import SessionTracker
 from coord.sm.machine import CoordMachine
+from coord.tls.credentials import (
+    channel_credentials,
+    client_context,
+    server_context,
+    server_credentials,
+)
+from coord.tls.files import ServerTLS
+from coord.tls.grpc_ciphers import check_grpc_ciphers
 from coord.v1 import (
     admin_pb2,
     admin_pb2_grpc,
@@ -100,14 +109,16 @@ def open_node(
     options: NodeOptions,
     join: bool = False,
     cluster_token: str = "coord",
+    peer_tls: ssl.SSLContext | None = None,
 ) -> NodeParts:
     """Open member `me`'s storage in `data_dir`, check it is this member's, and build the
-    peer transport and the node over them (not started: `await parts.node.start()`)."""
+    peer transport and the node over them (not started: `await parts.node.start()`).
+    `peer_tls`: the transport opens its connections with TLS (`client_context`)."""
     store = LogStore(db_path(data_dir))
     try:
         cluster_id = claim_data_dir(store, me.name, cluster_token)
         auth = PeerAuth(me.id, cluster_secret, cluster_id)
-        transport = PeerTransport(auth)
+        transport = PeerTransport(auth, tls=peer_tls)
         node = Node(me, store, transport, machine, initial_cluster, cluster_id, options,
                     join=join)
     except BaseException:
@@ -130,16 +141,25 @@ class Member:
                 me.peer_address,
             )
         self.me = MemberInfo(me.name, me.peer_address, config.listen)
+        # TLS files read and checked before anything opens: a bad one fails the start.
+        self.client_credentials = None
+        if config.client_tls is not None:
+            check_grpc_ciphers(config.client_tls)
+            self.client_credentials = server_credentials(config.client_tls)
+        peer = config.peer_tls
+        self.peer_accepts = server_context(peer) if peer is not None else None
+        peer_opens = client_context(peer) if peer is not None else None
         self.machine = CoordMachine()
         self.parts = open_node(
             self.me, config.data_dir, self.machine, config.initial_cluster,
             config.cluster_secret, config.options, join=config.join,
-            cluster_token=config.cluster_token,
+            cluster_token=config.cluster_token, peer_tls=peer_opens,
         )
         self.node, self.store, self.auth = self.parts.node, self.parts.store, self.parts.auth
         self.hub = EventHub(self.machine)
         self.node.apply_listeners.append(self.hub.publish)
-        self.link = LeaderLink(self.auth)
+        self.link = LeaderLink(
+            self.auth, channel_credentials(peer.as_client) if peer is not None else None)
         self.coordinator = Coordinator(self.node, self.machine, self.link)
         self.tracker = SessionTracker(self.node, self.machine, self.coordinator.write)
         self.leader_note = LeaderNote(self.node, self.coordinator.write)  # for the history
@@ -180,7 +200,8 @@ class Member:
             ForwardService(self.node, self.tracker, self.auth), Registrar(peer_server)
         )
         grpc_port = listen(peer_server, "127.0.0.1:0", "the peer gRPC server")
-        self.peer_port = PeerPort(self.parts.transport, ("127.0.0.1", grpc_port))
+        self.peer_port = PeerPort(self.parts.transport, ("127.0.0.1", grpc_port),
+                                  tls=self.peer_accepts)
         client_server = grpc.aio.server(options=[EXCLUSIVE_BIND])
         serves = Registrar(client_server, OWN_REQUEST_SERVICES)
         services = [] if self.config.etcd_only else self._add_coord_services(serves)
@@ -192,9 +213,10 @@ class Member:
             reflection.SERVICE_NAME,
         ]
         reflection.enable_server_reflection(services, serves)
-        listen(client_server, self.config.listen, "--listen")
+        creds = self.client_credentials
+        listen(client_server, self.config.listen, "--listen", creds)
         if self.config.etcd_listen:
-            listen(client_server, self.config.etcd_listen, "--etcd-listen")
+            listen(client_server, self.config.etcd_listen, "--etcd-listen", creds)
         # Bound before anything starts: a taken port fails the start with nothing running.
         await self.peer_port.start(self.config.peer_listen, "--peer-listen")
         self._servers = [peer_server, client_server]
@@ -209,13 +231,17 @@ class Member:
         self.mode.start()
         await self.health.set("", health_pb2.HealthCheckResponse.SERVING)
         log.info(
-            "%s: serving %s on %s, peers on %s (data in %s)",
+            "%s: serving %s on %s (%s), peers on %s (%s) (data in %s)",
             self.config.name,
             "the etcd v3 API" if self.config.etcd_only else "clients",
             self.config.listen,
+            _describe(self.config.client_tls, "client"),
             self.config.peer_listen,
+            _describe(self.config.peer_tls, "peer"),
             self.config.data_dir,
         )
+        for warning in plaintext_exposures(self.config):
+            log.warning("%s", warning)
 
     def _add_coord_services(self, server: Registrar) -> list[str]:
         """coord's native API and Admin; returns their service names."""
@@ -289,11 +315,22 @@ class Member:
         return code
 
 
-def listen(server: grpc.aio.Server, address: str, flag: str) -> int:
-    """Bind `server` to `address` and return the port, or fail with an error naming the
-    flag that asked for it (gRPC reports a taken port only by returning 0)."""
+def _describe(tls: ServerTLS | None, who: str) -> str:
+    if tls is None:
+        return "plaintext"
+    return f"TLS, {who} certificates required" if tls.client_cert_auth else "TLS"
+
+
+def listen(server: grpc.aio.Server, address: str, flag: str,
+           credentials: grpc.ServerCredentials | None = None) -> int:
+    """Bind `server` to `address` (with TLS if `credentials`) and return the port, or fail
+    with an error naming the flag that asked for it (gRPC reports a taken port only by
+    returning 0)."""
     try:
-        port = server.add_insecure_port(address)
+        if credentials is None:
+            port = server.add_insecure_port(address)
+        else:
+            port = server.add_secure_port(address, credentials)
     except RuntimeError as e:
         raise OSError(f"cannot listen on {address} ({flag}): {e}") from None
     if port == 0:

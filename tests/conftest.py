@@ -27,6 +27,14 @@ def _module_cluster(tmp_path_factory, name: str):
         c.stop()
 
 
+@pytest.fixture(scope="session")
+def pki(tmp_path_factory):
+    """A CA, its members' and clients' certificates, and a stranger's CA (tests/pki.py)."""
+    from tests.pki import PKI
+
+    return PKI.make(tmp_path_factory.mktemp("pki"))
+
+
 @pytest.fixture(scope="module")
 def etcd_cluster3(tmp_path_factory):
     """A 3-member cluster shared by one module's etcd-client tests (each test uses its

@@ -84,5 +84,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "serve":  # before anything loads gRPC: grpc_ciphers says why
+        from coord.tls.grpc_ciphers import preset_grpc_ciphers
+
+        preset_grpc_ciphers(argv)
     args = build_parser(argv[0] if argv else None).parse_args(argv)
     return args.func(args)

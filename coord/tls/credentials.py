@@ -2,18 +2,12 @@
 client port and for a member's calls to its peers, `ssl.SSLContext`s for the peer port
 (whose TLS the member terminates itself: `coord.server.transport.listener`), and the
 verified client certificate's common name on a call.
-
-The cipher suites of gRPC's TLS stack are a process-wide setting that gRPC reads once,
-when it is imported: `$GRPC_SSL_CIPHER_SUITES` (`GRPC_CIPHERS_ENV`). `coord serve` sets
-it from `--cipher-suites` before anything loads gRPC (`preset_grpc_ciphers`);
-`check_grpc_ciphers` refuses a member whose process gRPC started with another list.
+(gRPC's cipher suites are set apart, in `grpc_ciphers`: before gRPC loads.)
 """
 
 from __future__ import annotations
 
-import os
 import ssl
-import sys
 from collections.abc import Sequence
 
 import grpc
@@ -21,18 +15,14 @@ import grpc
 from coord.tls.files import TLS, ServerTLS, TLSConfigError, check_private, read_file
 
 __all__ = [
-    "GRPC_CIPHERS_ENV",
     "H2",
     "channel_credentials",
-    "check_grpc_ciphers",
     "client_context",
-    "preset_grpc_ciphers",
     "server_context",
     "server_credentials",
     "verified_common_name",
 ]
 
-GRPC_CIPHERS_ENV = "GRPC_SSL_CIPHER_SUITES"
 H2 = "h2"
 """The ALPN protocol id of HTTP/2: gRPC's TLS clients insist on it."""
 _VERSIONS = {"TLS1.2": ssl.TLSVersion.TLSv1_2, "TLS1.3": ssl.TLSVersion.TLSv1_3}
@@ -107,33 +97,3 @@ def verified_common_name(context: grpc.ServicerContext | grpc.aio.ServicerContex
     etcd, the user a call is made as when authentication is on."""
     names = context.auth_context().get("x509_common_name")
     return names[0].decode() if names else None
-
-
-def preset_grpc_ciphers(argv: Sequence[str]) -> None:
-    """Before gRPC is loaded: `--cipher-suites` of `argv` (a `coord serve` command line)
-    into $GRPC_SSL_CIPHER_SUITES, which gRPC reads once, as it loads. A value already in
-    the environment is left for `check_grpc_ciphers` to compare."""
-    from coord.tls.files import openssl_ciphers
-
-    value = None
-    for i, arg in enumerate(argv):
-        if arg == "--cipher-suites" and i + 1 < len(argv):
-            value = argv[i + 1]
-        elif arg.startswith("--cipher-suites="):
-            value = arg.partition("=")[2]
-    if value and "grpc" not in sys.modules and GRPC_CIPHERS_ENV not in os.environ:
-        try:
-            os.environ[GRPC_CIPHERS_ENV] = openssl_ciphers(value)
-        except TLSConfigError:
-            pass  # the flags' own check reports it
-
-
-def check_grpc_ciphers(tls: ServerTLS) -> None:
-    """Refuse (TLSConfigError) a client port whose `cipher_suites` this process's gRPC did
-    not load (see the module docstring)."""
-    if tls.cipher_suites and os.environ.get(GRPC_CIPHERS_ENV) != tls.cipher_suites:
-        raise TLSConfigError(
-            f"--cipher-suites: gRPC reads its cipher suites once per process, as it loads,"
-            f" from ${GRPC_CIPHERS_ENV} (here {os.environ.get(GRPC_CIPHERS_ENV)!r}); start"
-            f" the member with {GRPC_CIPHERS_ENV}={tls.cipher_suites} (`coord serve` sets it"
-            " from --cipher-suites itself)")

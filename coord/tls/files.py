@@ -11,11 +11,13 @@ chmod that fixes it.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 __all__ = [
     "ENV_CACERT",
@@ -26,6 +28,8 @@ __all__ = [
     "TLS",
     "TLSConfigError",
     "check_private",
+    "client_tls",
+    "is_loopback",
     "openssl_ciphers",
     "read_file",
     "write_private",
@@ -72,10 +76,23 @@ class TLS:
                                  " certificate: give both --cert and --key, or neither")
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] = os.environ) -> TLS | None:
-        """The files $COORD_CACERT, $COORD_CERT and $COORD_KEY name; None if none is set."""
-        values = [environ.get(name) or None for name in (ENV_CACERT, ENV_CERT, ENV_KEY)]
+    def from_env(cls, environ: Mapping[str, str] = os.environ, cacert: str | None = None,
+                 cert: str | None = None, key: str | None = None) -> TLS | None:
+        """The files $COORD_CACERT, $COORD_CERT and $COORD_KEY name, each overridden by
+        its argument when given (a command line's --cacert, --cert, --key); None if
+        none is set."""
+        values = [given or environ.get(name) or None for given, name in (
+            (cacert, ENV_CACERT), (cert, ENV_CERT), (key, ENV_KEY))]
         return cls(*values) if any(values) else None
+
+
+def client_tls(tls: TLS | Literal[False] | None) -> TLS | None:
+    """What a client's `tls=` argument means: a `TLS` as given; None, the environment's
+    (`TLS.from_env`: none set, plaintext); False, plaintext whatever the environment
+    says (for a rig's own probes of a cluster it started)."""
+    if tls is None:
+        return TLS.from_env()
+    return tls or None
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,3 +154,15 @@ def openssl_ciphers(names: str) -> str:
     if not parts:
         raise TLSConfigError("--cipher-suites names no cipher suite")
     return ":".join(IANA_CIPHERS.get(n, n) for n in parts)
+
+
+def is_loopback(address: str) -> bool:
+    """Whether HOST:PORT names a loopback address: one only this machine reaches, where
+    plaintext is no exposure (an empty host or 0.0.0.0 is every interface: not)."""
+    host = address.rpartition(":")[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a host name: whatever it resolves to

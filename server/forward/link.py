@@ -94,10 +94,12 @@ class ProposeStream:
 
 
 class LeaderLink:
-    """Cached channels to other members' peer ports, with the cluster credentials."""
+    """Cached channels to other members' peer ports, with the cluster credentials (and
+    TLS's: `tls`, our peer certificate and the peer CA, with peer TLS)."""
 
-    def __init__(self, auth: PeerAuth) -> None:
+    def __init__(self, auth: PeerAuth, tls: grpc.ChannelCredentials | None = None) -> None:
         self.auth = auth
+        self.tls = tls
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._streams: dict[str, ProposeStream] = {}
         self._asks: dict[tuple[str, str], SessionAsks] = {}
@@ -129,7 +131,12 @@ class LeaderLink:
     def stub(self, member: MemberInfo) -> coord_pb2_grpc.ForwardStub:
         channel = self._channels.get(member.peer_address)
         if channel is None:
-            channel = grpc.aio.insecure_channel(member.peer_address, options=CHANNEL_OPTIONS)
+            if self.tls is None:
+                channel = grpc.aio.insecure_channel(member.peer_address,
+                                                    options=CHANNEL_OPTIONS)
+            else:
+                channel = grpc.aio.secure_channel(member.peer_address, self.tls,
+                                                  options=CHANNEL_OPTIONS)
             self._channels[member.peer_address] = channel
         return coord_pb2_grpc.ForwardStub(channel)
 

@@ -7,12 +7,18 @@ second, answered by the peer, notices a peer that is paused or cut off without a
 no answer for 3 s and the connection ends. `Inbound`, the listener's end, refuses, with
 the reason, a first frame that is not a ``PeerHello`` `auth.PeerAuth` accepts; then it
 answers pings and hands each batch to the transport.
+
+With peer TLS the opener's end speaks TLS from the first byte (the peer's certificate
+verified against the peer CA and for the address dialled; ours presented), and the
+listener terminates it (`listener.PeerPort`): the frames are the same inside. A
+connection that TLS refused ends with the code "TLS" and OpenSSL's reason.
 """
 
 from __future__ import annotations
 
 import asyncio
 import socket
+import ssl
 from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
 
@@ -69,10 +75,11 @@ class Outbound(asyncio.Protocol):
     state of our writes. The transport's pump writes; `wakeup` is the peer's event, set
     when the connection ends so the pump sees it."""
 
-    def __init__(self, wakeup: asyncio.Event) -> None:
+    def __init__(self, wakeup: asyncio.Event, tls: bool = False) -> None:
         loop = asyncio.get_running_loop()
         self._loop = loop
         self._wakeup = wakeup
+        self._tls = tls
         self._tr: asyncio.Transport | None = None
         self._reader = FrameReader()
         self.accepted: asyncio.Future[None] = loop.create_future()
@@ -84,13 +91,15 @@ class Outbound(asyncio.Protocol):
         self._snapshot_sent = False
 
     @classmethod
-    async def open(cls, auth: PeerAuth, to_id: int, address: str,
-                   wakeup: asyncio.Event) -> Outbound:
-        """Connect to `address`, present our credentials, and wait for the peer's yes."""
+    async def open(cls, auth: PeerAuth, to_id: int, address: str, wakeup: asyncio.Event,
+                   tls: ssl.SSLContext | None = None) -> Outbound:
+        """Connect to `address` (over TLS with `tls`), present our credentials, and wait
+        for the peer's yes."""
         host, port = split_address(address)
         loop = asyncio.get_running_loop()
-        link = cls(wakeup)
-        tr, _ = await loop.create_connection(lambda: link, host, port)
+        link = cls(wakeup, tls is not None)
+        tr, _ = await loop.create_connection(lambda: link, host, port, ssl=tls,
+                                             server_hostname=host if tls else None)
         try:
             hello = raft_pb2.PeerHello(cluster=auth.cluster_id, auth=auth.token_for(to_id))
             setattr(hello, "from", auth.node_id)
@@ -134,6 +143,15 @@ class Outbound(asyncio.Protocol):
                 return
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if isinstance(exc, ssl.SSLError):  # the peer's TLS refused us: its alert says why
+            self._end("TLS", f"refused by the peer's TLS: {exc}")
+            return
+        if exc is None and self._tls and not self.accepted.done():
+            # TLS 1.3 checks our certificate after our side of the handshake is done, and
+            # a refusal closes without an alert reaching us
+            self._end("TLS", "closed by the peer before accepting us: it may not trust our"
+                             " certificate (its log says why)")
+            return
         self._end("UNAVAILABLE", f"connection lost: {exc}" if exc else "closed by the peer")
 
     def pause_writing(self) -> None:

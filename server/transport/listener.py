@@ -8,12 +8,22 @@ which are gRPC (the ``Forward`` service). The first bytes of a connection say wh
 served by the transport (`PeerTransport.accept`); a gRPC one is passed through, bytes
 unchanged, to the member's peer gRPC server, which listens on a loopback port of its own.
 Anything else is closed.
+
+With peer TLS the port terminates TLS itself, before the sniff: routing stays the sniff of
+the first decrypted bytes, one rule with TLS or without, and what is passed through to
+the loopback gRPC server is the decrypted HTTP/2 (ALPN offers "h2": gRPC's TLS clients
+insist on it). Connections are accepted by a loop of the port's own and each handed to
+`loop.connect_accepted_socket`, which raises when a handshake fails: so a refused peer
+(no certificate, or one from another CA) is logged with its address and OpenSSL's reason,
+which a TLS server of asyncio's or uvloop's would drop silently.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import socket
+import ssl
 from typing import Protocol, cast
 
 from coord.server.transport.connection import no_delay, split_address
@@ -26,7 +36,11 @@ log = logging.getLogger(__name__)
 
 H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 SNIFF_TIMEOUT = 5.0
-"""A connection that has not said what it is by then is closed."""
+"""A connection that has not said what it is by then is closed (with TLS: one that has
+not finished its handshake, and then again one that has not said what it is)."""
+ACCEPT_PAUSE = 0.5
+"""After accept() failed (out of file descriptors): a pause before the next, as asyncio's
+own servers pause."""
 
 
 class _Handler(Protocol):
@@ -37,11 +51,17 @@ class _Handler(Protocol):
 class PeerPort:
     """Listens on the peer address; see the module docstring."""
 
-    def __init__(self, transport: PeerTransport, grpc_target: tuple[str, int] | None) -> None:
-        """`grpc_target`: where the member's peer gRPC server listens (None: refuse gRPC)."""
+    def __init__(self, transport: PeerTransport, grpc_target: tuple[str, int] | None,
+                 tls: ssl.SSLContext | None = None) -> None:
+        """`grpc_target`: where the member's peer gRPC server listens (None: refuse gRPC).
+        `tls`: every connection must open with a TLS handshake this context accepts
+        (`coord.tls.credentials.server_context`)."""
         self.transport = transport
         self.grpc_target = grpc_target
-        self._server: asyncio.AbstractServer | None = None
+        self.tls = tls
+        self._socket: socket.socket | None = None
+        self._accepting: asyncio.Task[None] | None = None
+        self._opening: set[asyncio.Task[None]] = set()  # accepted, not yet serving
         self._connections: set[_Connection] = set()
 
     async def start(self, address: str, flag: str = "--peer-listen") -> int:
@@ -50,21 +70,51 @@ class PeerPort:
         host, port = split_address(address)
         loop = asyncio.get_running_loop()
         try:
-            self._server = await loop.create_server(
-                lambda: _Connection(self, self._connections), host or None, port, reuse_port=False)
+            family, *_, where = (await loop.getaddrinfo(
+                host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE))[0]
+            self._socket = sock = socket.create_server(where, family=family)
         except OSError as e:
             raise OSError(f"cannot listen on {address} ({flag}): {e.strerror or e}") from None
-        return self._server.sockets[0].getsockname()[1]
+        sock.setblocking(False)
+        self._accepting = loop.create_task(self._accept(sock), name=f"peer-port-{address}")
+        return sock.getsockname()[1]
+
+    async def _accept(self, sock: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                conn, peer = await loop.sock_accept(sock)
+            except OSError as exc:
+                log.warning("peer port: accept failed: %s", exc)
+                await asyncio.sleep(ACCEPT_PAUSE)
+                continue
+            task = loop.create_task(self._open(conn, peer))
+            self._opening.add(task)
+            task.add_done_callback(self._opening.discard)
+
+    async def _open(self, conn: socket.socket, peer: object) -> None:
+        """Serve an accepted connection, after its TLS handshake with `tls`."""
+        try:
+            await asyncio.get_running_loop().connect_accepted_socket(
+                lambda: _Connection(self, self._connections), conn, ssl=self.tls,
+                ssl_handshake_timeout=SNIFF_TIMEOUT if self.tls is not None else None)
+        except (OSError, TimeoutError) as exc:  # ssl.SSLError is an OSError
+            # (the loop closed the connection: the socket is its own now, not ours to close)
+            log.warning("peer port: refused a connection from %s: %s", _address(peer),
+                        exc or type(exc).__name__)
 
     async def close(self) -> None:
         """Stop listening and close every connection it accepted."""
-        if self._server is not None:
-            self._server.close()
+        tasks = [t for t in (self._accepting, *self._opening) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._accepting = None
+        if self._socket is not None:
+            self._socket.close()
+            self._socket = None
         for conn in list(self._connections):
             conn.abort()
-        if self._server is not None:
-            await self._server.wait_closed()
-            self._server = None
 
 
 class _Connection(asyncio.Protocol):
@@ -135,6 +185,12 @@ class _Connection(asyncio.Protocol):
     def abort(self) -> None:
         if self._tr is not None:
             self._tr.abort()
+
+
+def _address(peer: object) -> str:
+    if isinstance(peer, tuple) and len(peer) >= 2:
+        return f"{peer[0]}:{peer[1]}"
+    return str(peer)
 
 
 class _Passthrough:

@@ -1,4 +1,4 @@
-"""Peer-to-peer Raft transport: one plain TCP connection to each peer
+"""Peer-to-peer Raft transport: one TCP connection to each peer, TLS with peer TLS
 (`coord.server.transport.connection`), carrying frames (`coord.server.transport.frames`).
 
 Outbound: every peer has one bounded queue and one asyncio task that owns one connection
@@ -24,6 +24,7 @@ import asyncio
 import dataclasses
 import logging
 import math
+import ssl
 from collections import deque
 from collections.abc import Callable, Iterable
 
@@ -51,7 +52,7 @@ HANDSHAKE_TIMEOUT = 5.0
 UNREACHABLE_INTERVAL = 0.1
 """``on_unreachable`` is called at most once per this many seconds per peer."""
 
-_AUTH_CODES = ("UNAUTHENTICATED", "PERMISSION_DENIED")
+_AUTH_CODES = ("UNAUTHENTICATED", "PERMISSION_DENIED", "TLS")
 _SNAP = MessageType.SNAP
 
 
@@ -95,10 +96,14 @@ class PeerTransport:
     ``set_peer`` from inside a running loop (it starts the peer's task).
     """
 
-    def __init__(self, auth: PeerAuth, queue_limit: int = 4096) -> None:
+    def __init__(self, auth: PeerAuth, queue_limit: int = 4096,
+                 tls: ssl.SSLContext | None = None) -> None:
+        """`tls`: open connections over TLS with this context (the peer port's opening
+        end: `coord.tls.credentials.client_context`)."""
         if queue_limit <= 0:
             raise ValueError("queue_limit must be positive")
         self.auth = auth
+        self.tls = tls
         self.node_id = auth.node_id
         self._on_messages: Callable[[list[Message]], None] = _nowhere
         self._on_unreachable: Callable[[int], None] = lambda _id: None
@@ -263,7 +268,8 @@ class PeerTransport:
             link: Outbound | None = None
             try:
                 link = await asyncio.wait_for(
-                    Outbound.open(self.auth, to_id, address, peer.wakeup), HANDSHAKE_TIMEOUT)
+                    Outbound.open(self.auth, to_id, address, peer.wakeup, self.tls),
+                    HANDSHAKE_TIMEOUT)
                 if peer.generation != generation:
                     return
                 backoff = BACKOFF_MIN
@@ -362,6 +368,8 @@ class PeerTransport:
             error, details = exc.code, exc.details
         elif isinstance(exc, TimeoutError):
             error = "TIMEOUT"
+        elif isinstance(exc, ssl.SSLError):  # its certificate is not one we trust
+            error = "TLS"
         elif isinstance(exc, OSError):  # refused, reset, unreachable
             error = "UNAVAILABLE"
         else:
