@@ -8,8 +8,10 @@
             s.own("partitions", ["p0", "p1"])
             ...  # stop writing the moment s.fenced is set
 
-`AsyncClient` has the same surface on asyncio; it is the one implementation, and `Client`
-is a blocking facade over it. Errors are typed (`CoordError` and its subclasses); branch
+Over TLS: `Client(endpoints, tls=TLS(cacert, cert, key))`, or $COORD_CACERT, $COORD_CERT
+and $COORD_KEY (etcdctl's $ETCDCTL_CACERT... in coord's name), read when `tls` is not
+given. `AsyncClient` has the same surface on asyncio; it is the one implementation, and
+`Client` is a blocking facade over it. Errors are typed (`CoordError` and its subclasses); branch
 on the class or on `.reason`. Modules: `results` (what calls return), `calls` (request
 building), `txn`, `keys`, `endpoints`, `retry`, `cursors` (resumable streams),
 `session_state`, `read_only` (read-only service and the prober), `transport` (with
@@ -68,6 +70,7 @@ from coord.client.sync import Client, Txn
 from coord.client.sync_session import Session
 from coord.client.sync_stream import Stream
 from coord.client.txn import TxnBuilder
+from coord.tls.files import TLS, TLSConfigError
 
 __all__ = [
     "AdminClient",
@@ -111,6 +114,8 @@ __all__ = [
     "SessionGoneError",
     "SessionInfo",
     "Stream",
+    "TLS",
+    "TLSConfigError",
     "Txn",
     "TxnBuilder",
     "TxnResult",

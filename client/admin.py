@@ -4,18 +4,28 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Sequence
+from typing import Literal
 
 import grpc
 
 from coord.client.errors import UnavailableError, from_rpc_error
+from coord.tls.credentials import channel_credentials
+from coord.tls.files import TLS, client_tls
 from coord.v1 import admin_pb2, admin_pb2_grpc
 
 
 class AdminClient:
-    def __init__(self, endpoint: str, timeout: float = 2.0) -> None:
+    """`tls`: as `Client`'s (None: the environment's)."""
+
+    def __init__(self, endpoint: str, timeout: float = 2.0,
+                 tls: TLS | Literal[False] | None = None) -> None:
         self.endpoint = endpoint
         self.timeout = timeout
-        self._channel = grpc.insecure_channel(endpoint)
+        self.tls = client_tls(tls)
+        if self.tls is None:
+            self._channel = grpc.insecure_channel(endpoint)
+        else:
+            self._channel = grpc.secure_channel(endpoint, channel_credentials(self.tls))
         self._stub = admin_pb2_grpc.AdminStub(self._channel)
 
     def status(self) -> admin_pb2.StatusResponse:
@@ -56,7 +66,8 @@ class AdminClient:
         self.close()
 
 
-def propose_to_leader(endpoints: Sequence[str], data: bytes, timeout: float = 10.0) -> bytes:
+def propose_to_leader(endpoints: Sequence[str], data: bytes, timeout: float = 10.0,
+                      tls: TLS | Literal[False] | None = None) -> bytes:
     """Commit one encoded command through `Admin.Propose` on whichever member leads, and
     return its encoded result: for cluster settings that have no API of their own
     (`coord pid capacity`). Members that do not lead or cannot be reached are passed
@@ -70,7 +81,7 @@ def propose_to_leader(endpoints: Sequence[str], data: bytes, timeout: float = 10
             if left <= 0:
                 break
             try:
-                with AdminClient(endpoint, timeout=min(left, 5.0)) as admin:
+                with AdminClient(endpoint, timeout=min(left, 5.0), tls=tls) as admin:
                     return admin.propose(data).result
             except grpc.RpcError as e:
                 last = from_rpc_error(e)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Generator, Iterable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import grpc
 
@@ -64,6 +64,8 @@ from coord.client.transport import (
     closed_error,
 )
 from coord.client.txn import TxnBuilder
+from coord.tls.credentials import channel_credentials
+from coord.tls.files import TLS, client_tls
 
 __all__ = ["AsyncClient", "AsyncSession", "AsyncStream", "AsyncTxn", "SessionOpener"]
 
@@ -80,7 +82,7 @@ class AsyncClient:
     on the next member: reads, writes carrying a request_id, and any request whose error
     proves it was not applied. `read_only_ok`, `randomize_endpoints`: see `Client`.
     `connect` makes the transport for an endpoint (default grpc.aio; the sync Client
-    passes its own).
+    passes its own). `tls`: see `Client`.
     """
 
     def __init__(
@@ -93,14 +95,18 @@ class AsyncClient:
         connect: Connect | None = None,
         stream: bool = True,
         randomize_endpoints: bool = True,
+        tls: TLS | Literal[False] | None = None,
     ) -> None:
         self.ring = EndpointRing(parse_endpoints(endpoints), randomize=randomize_endpoints)
+        self.tls = client_tls(tls)
         self.timeout = timeout
         self.read_only_ok = read_only_ok
         self.policy = policy or RetryPolicy()
         self.metadata = READ_ONLY_OK_METADATA if read_only_ok else ()
         self.mode_listeners: list[ModeListener] = []
-        self._transports = Transports(connect or aio_transport.connect)
+        self._transports = Transports(
+            connect or aio_transport.connect,
+            channel_credentials(self.tls) if self.tls is not None else None)
         self.stream = stream
         self.randomize_endpoints = randomize_endpoints
         self._pipelines = Pipelines(self.metadata)

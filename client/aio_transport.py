@@ -80,10 +80,16 @@ class _AioStream:
 
 
 class AioTransport:
-    """One grpc.aio channel; it must be made and used on one event loop."""
+    """One grpc.aio channel (TLS with `credentials`); it must be made and used on one
+    event loop."""
 
-    def __init__(self, endpoint: str) -> None:
-        self._channel = grpc.aio.insecure_channel(endpoint, options=CHANNEL_OPTIONS)
+    def __init__(self, endpoint: str, credentials: grpc.ChannelCredentials | None = None
+                 ) -> None:
+        if credentials is None:
+            self._channel = grpc.aio.insecure_channel(endpoint, options=CHANNEL_OPTIONS)
+        else:
+            self._channel = grpc.aio.secure_channel(endpoint, credentials,
+                                                    options=CHANNEL_OPTIONS)
         self._stubs = Stubs(self._channel)
         self._closed = False
 
@@ -132,6 +138,7 @@ class AioTransport:
         await self._channel.close()
 
 
-def connect(endpoint: str) -> AioTransport:
+def connect(endpoint: str, credentials: grpc.ChannelCredentials | None = None
+            ) -> AioTransport:
     """The `Connect` of `AsyncClient` by default."""
-    return AioTransport(endpoint)
+    return AioTransport(endpoint, credentials)

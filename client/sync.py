@@ -18,7 +18,7 @@ import os
 import threading
 import weakref
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import grpc
 
@@ -56,6 +56,7 @@ from coord.client.sync_session import Session
 from coord.client.sync_stream import Stream
 from coord.client.transport import Stubs, closed_error
 from coord.client.txn import TxnBuilder
+from coord.tls.files import TLS
 
 __all__ = ["Client", "Txn"]
 
@@ -127,6 +128,13 @@ class Client:
     `stream` (default True): requests travel on one pipelined stream per member (see
     `AsyncClient`); False sends each as its own unary call.
 
+    `tls`: a `TLS` (the CA that signed the members' certificates, and this client's
+    certificate and key for members started with --client-cert-auth); None (default)
+    reads $COORD_CACERT, $COORD_CERT and $COORD_KEY, as etcdctl reads $ETCDCTL_CACERT,
+    $ETCDCTL_CERT and $ETCDCTL_KEY (plaintext if none is set); False is plaintext
+    whatever the environment says. The files are read here: a missing one, or a key its
+    group or others can read, raises `TLSConfigError` (a ValueError).
+
     `randomize_endpoints` (default True): start at a random member of `endpoints`, so
     that clients given the same list spread over the cluster (as ZooKeeper's and kazoo's
     clients do); False starts at the first endpoint, for a client that must reach a
@@ -145,11 +153,12 @@ class Client:
         policy: RetryPolicy | None = None,
         stream: bool = True,
         randomize_endpoints: bool = True,
+        tls: TLS | Literal[False] | None = None,
     ) -> None:
         _refuse_if_forked_with_sessions()
         self._aio = AsyncClient(endpoints, timeout, read_only_ok, policy,
                                 connect=thread_transport.connect, stream=stream,
-                                randomize_endpoints=randomize_endpoints)
+                                randomize_endpoints=randomize_endpoints, tls=tls)
         self.mode_listeners: list[ModeListener] = []
         self._callbacks = CallbackThread("coord-callbacks")
         self._loop = LoopThread("coord-client")
@@ -163,7 +172,8 @@ class Client:
         old = self._aio
         self._aio = AsyncClient(old.endpoints, old.timeout, old.read_only_ok, old.policy,
                                 connect=thread_transport.connect, stream=old.stream,
-                                randomize_endpoints=old.randomize_endpoints)
+                                randomize_endpoints=old.randomize_endpoints,
+                                tls=old.tls or False)
         self._callbacks = CallbackThread("coord-callbacks")
         self._loop = LoopThread("coord-client")
         self._lock = threading.Lock()

@@ -169,11 +169,16 @@ class _BidiCall(_ReadCall):
 
 
 class ThreadTransport:
-    """One threaded gRPC channel, driven from the client's event loop."""
+    """One threaded gRPC channel (TLS with `credentials`), driven from the client's event
+    loop."""
 
-    def __init__(self, endpoint: str) -> None:
+    def __init__(self, endpoint: str, credentials: grpc.ChannelCredentials | None = None
+                 ) -> None:
         self.loop = asyncio.get_running_loop()
-        self.channel = grpc.insecure_channel(endpoint, options=CHANNEL_OPTIONS)
+        if credentials is None:
+            self.channel = grpc.insecure_channel(endpoint, options=CHANNEL_OPTIONS)
+        else:
+            self.channel = grpc.secure_channel(endpoint, credentials, options=CHANNEL_OPTIONS)
         self.stubs = Stubs(self.channel)
         self._calls: set[_ReadCall] = set()
         self._lock = threading.Lock()  # _calls: the reader threads forget themselves
@@ -249,6 +254,7 @@ class ThreadTransport:
         self.channel.close()
 
 
-def connect(endpoint: str) -> ThreadTransport:
+def connect(endpoint: str, credentials: grpc.ChannelCredentials | None = None
+            ) -> ThreadTransport:
     """The `Connect` the sync Client gives its AsyncClient (called on its loop)."""
-    return ThreadTransport(endpoint)
+    return ThreadTransport(endpoint, credentials)

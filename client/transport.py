@@ -110,8 +110,9 @@ class Transport(Protocol):
         """Cancel every call and close the connection."""
 
 
-Connect = Callable[[str], Transport]
-"""Makes the transport for an endpoint (called on the client's event loop)."""
+Connect = Callable[[str, grpc.ChannelCredentials | None], Transport]
+"""Makes the transport for an endpoint, with TLS given credentials (called on the
+client's event loop)."""
 
 
 class Stubs:
@@ -138,8 +139,10 @@ class Transports:
     """One transport per endpoint, made on first use and kept while the client lives (a
     member that failed is tried again on the same connection; gRPC reconnects it)."""
 
-    def __init__(self, connect: Connect) -> None:
+    def __init__(self, connect: Connect,
+                 credentials: grpc.ChannelCredentials | None = None) -> None:
         self._connect = connect
+        self._credentials = credentials
         self._by_endpoint: dict[str, Transport] = {}
         self.closed = False
 
@@ -149,7 +152,8 @@ class Transports:
             raise closed_error()
         transport = self._by_endpoint.get(endpoint)
         if transport is None:
-            transport = self._by_endpoint[endpoint] = self._connect(endpoint)
+            transport = self._by_endpoint[endpoint] = self._connect(endpoint,
+                                                                   self._credentials)
         return transport
 
     async def close(self) -> None:

@@ -1,20 +1,26 @@
-"""`coord status`: each member's role, term, leader, indexes, quorum view and mode, as a
-table (with each leader's view of its followers) or as JSON."""
+"""`coord status`: each member's role, term, leader, indexes, quorum view and mode, and
+whether its client port is TLS, as a table (with each leader's view of its followers)
+or as JSON. A member answering in plaintext on an address beyond the loopback gets a
+warning line: anyone who can reach it can call it."""
 
 from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+import sys
+from typing import Any, Literal
 
 import grpc
 from google.protobuf.json_format import MessageToDict
 from rich.text import Text
 
+from coord.cli.client_commands.command import UsageError, add_tls_flags, tls_of
 from coord.cli.tables import print_table
 from coord.client.admin import AdminClient
+from coord.tls.files import TLS, TLSConfigError, is_loopback
 
-HEADER = ("ENDPOINT", "NAME", "ROLE", "TERM", "LEADER", "COMMIT", "APPLIED", "QUORUM", "MODE")
+HEADER = ("ENDPOINT", "NAME", "ROLE", "TERM", "LEADER", "COMMIT", "APPLIED", "QUORUM", "MODE",
+          "TLS")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -22,13 +28,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     st.add_argument("--endpoints", required=True)
     st.add_argument("--json", action="store_true")
     st.add_argument("--timeout", type=float, default=2.0)
+    add_tls_flags(st)
     st.set_defaults(func=cmd_status)
 
 
-def status_row(endpoint: str, timeout: float) -> dict[str, Any]:
-    """One member's Admin.Status as a dict, or {"endpoint", "error"} if it did not answer."""
+def status_row(endpoint: str, timeout: float, tls: TLS | Literal[False] = False
+               ) -> dict[str, Any]:
+    """One member's Admin.Status as a dict, or {"endpoint", "error"} if it did not answer.
+    "tls": whether it answered over TLS (a TLS port refuses plaintext and the other way
+    round, so that is whether its client port is TLS)."""
     try:
-        with AdminClient(endpoint, timeout=timeout) as c:
+        with AdminClient(endpoint, timeout=timeout, tls=tls) as c:
             st = c.status()
     except grpc.RpcError as e:
         return {"endpoint": endpoint, "error": f"{e.code().name}: {e.details()}"}
@@ -36,6 +46,7 @@ def status_row(endpoint: str, timeout: float) -> dict[str, Any]:
         st, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
     )
     row["endpoint"] = endpoint
+    row["tls"] = bool(tls)
     row["state_machine"] = json.loads(st.state_machine or "{}")
     return row
 
@@ -46,7 +57,7 @@ def table_rows(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     for r in rows:
         if "error" in r:
             out.append((r["endpoint"], "-", Text("unreachable", style="bold red"), "-", "-",
-                        "-", "-", Text(r["error"], style="red"), "-"))
+                        "-", "-", Text(r["error"], style="red"), "-", "-"))
             continue
         quorum = Text("yes", style="green") if r["has_quorum"] else Text(
             f"NO ({int(r['quorum_lost_ms']) / 1000:.1f}s)", style="bold red")
@@ -56,8 +67,19 @@ def table_rows(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
         out.append((r["endpoint"], r["name"],
                     Text(r["role"], style="bold green" if r["role"] == "leader" else ""),
                     r["term"], r["leader_name"] or "-", r["commit_index"], r["applied_index"],
-                    quorum, Text(mode, style="" if mode in ("read-write", "-") else "bold red")))
+                    quorum, Text(mode, style="" if mode in ("read-write", "-") else "bold red"),
+                    Text("yes", style="green") if r["tls"] else Text(
+                        "no", style="" if is_loopback(r["endpoint"]) else "bold red")))
     return out
+
+
+def plaintext_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """A warning per member serving clients in plaintext beyond the loopback."""
+    return [f"WARNING: {r['name']} serves clients on {r['endpoint']} without TLS: anyone"
+            " who reaches it can call it (coord serve --cert-file/--key-file, and"
+            " --client-cert-auth to refuse clients without a certificate)"
+            for r in rows if "error" not in r and not r["tls"]
+            and not is_loopback(r["endpoint"])]
 
 
 def progress_lines(rows: list[dict[str, Any]]) -> list[str]:
@@ -88,11 +110,16 @@ def alarm_lines(rows: list[dict[str, Any]]) -> list[str]:
 
 def cmd_status(args: argparse.Namespace) -> int:
     endpoints = [e.strip() for e in args.endpoints.split(",") if e.strip()]
-    rows = [status_row(e, args.timeout) for e in endpoints]
+    try:
+        tls = tls_of(args)
+        rows = [status_row(e, args.timeout, tls) for e in endpoints]
+    except (UsageError, TLSConfigError) as e:
+        print(f"coord: {e}", file=sys.stderr)
+        return 2
     if args.json:
         print(json.dumps(rows, indent=2))
     else:
         print_table(HEADER, table_rows(rows))
-        for line in alarm_lines(rows) + progress_lines(rows):
+        for line in plaintext_lines(rows) + alarm_lines(rows) + progress_lines(rows):
             print(line)
     return 0 if all("error" not in r for r in rows) else 1

@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
-from coord.cli.status import table_rows
+from coord.cli.status import HEADER, plaintext_lines, table_rows
+
+ROW = {"endpoint": "127.0.0.1:7101", "name": "n3", "role": "follower", "term": 2,
+       "leader_name": "", "commit_index": 5, "applied_index": 5, "has_quorum": False,
+       "quorum_lost_ms": 1500, "mode": "read-only", "local_sessions": 2, "tls": False}
+MODE, TLS = HEADER.index("MODE"), HEADER.index("TLS")
 
 
 def test_status_table_counts_a_members_local_sessions():
-    row = {"endpoint": "e", "name": "n3", "role": "follower", "term": 2, "leader_name": "",
-           "commit_index": 5, "applied_index": 5, "has_quorum": False,
-           "quorum_lost_ms": 1500, "mode": "read-only", "local_sessions": 2}
-    assert table_rows([row])[0][-1].plain == "read-only, 2 local session(s)"
-    assert table_rows([{**row, "local_sessions": 0}])[0][-1].plain == "read-only"
+    assert table_rows([ROW])[0][MODE].plain == "read-only, 2 local session(s)"
+    assert table_rows([{**ROW, "local_sessions": 0}])[0][MODE].plain == "read-only"
+
+
+def test_status_says_which_client_ports_are_tls_and_warns_of_plaintext_beyond_loopback():
+    exposed = {**ROW, "endpoint": "10.1.2.3:7101"}
+    tls = {**exposed, "tls": True}
+    assert [r[TLS].plain for r in table_rows([ROW, exposed, tls])] == ["no", "no", "yes"]
+    assert table_rows([exposed])[0][TLS].style == "bold red"
+    assert plaintext_lines([ROW, tls]) == []
+    [line] = plaintext_lines([ROW, exposed, tls])
+    assert line.startswith("WARNING: n3 serves clients on 10.1.2.3:7101 without TLS")
+    assert "--cert-file/--key-file" in line

@@ -25,9 +25,9 @@ def test_status_owners_and_kv_tables(capsys, monkeypatch):
         assert cli.main(["status", "--endpoints", f"{ep},127.0.0.1:1", "--timeout", "1"]) == 1
         out = capsys.readouterr().out.splitlines()
         assert out[0].split() == ["ENDPOINT", "NAME", "ROLE", "TERM", "LEADER", "COMMIT",
-                                  "APPLIED", "QUORUM", "MODE"]
+                                  "APPLIED", "QUORUM", "MODE", "TLS"]
         assert out[1].split()[:3] == [ep, "n1", "leader"]
-        assert out[1].split()[-2:] == ["yes", "read-write"]
+        assert out[1].split()[-3:] == ["yes", "read-write", "no"]
         assert out[2].split()[:3] == ["127.0.0.1:1", "-", "unreachable"]
 
         assert cli.main(["owners", "jobs", "--endpoints", ep]) == 0

@@ -1,6 +1,7 @@
 """What every client command shares: the common flags (`--endpoints`, `--json`,
-`--timeout`, `--read-only-ok`), the client they make, uniform exits (0 ok, 1 `coord:
-REASON: message` on stderr, 2 bad usage) and Ctrl-C for the commands that wait.
+`--timeout`, `--read-only-ok`, and TLS's `--cacert --cert --key`), the client they make,
+uniform exits (0 ok, 1 `coord: REASON: message` on stderr, 2 bad usage) and Ctrl-C for
+the commands that wait.
 
 The client library is imported inside the functions that connect, so building the
 parser (`coord --help`, or any other command's start-up) does not load it."""
@@ -15,11 +16,12 @@ import signal
 import sys
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from coord.cli.client_commands.output import jsonable
 from coord.client.endpoints import DEFAULT_ENDPOINTS, ENDPOINTS_ENV, parse_endpoints
 from coord.client.errors import CoordError
+from coord.tls.files import ENV_CACERT, ENV_CERT, ENV_KEY, TLS, TLSConfigError
 
 T = TypeVar("T")
 Command = Callable[[argparse.Namespace], int]
@@ -46,7 +48,30 @@ def client_settings(args: argparse.Namespace) -> tuple[list[str], dict[str, Any]
     # One command is one client: nothing to spread over the members, and an operator who
     # lists a member first means that member.
     return endpoints, {"timeout": args.timeout, "read_only_ok": args.read_only_ok,
-                       "policy": RetryPolicy(budget_factor=1.0), "randomize_endpoints": False}
+                       "policy": RetryPolicy(budget_factor=1.0), "randomize_endpoints": False,
+                       "tls": tls_of(args)}
+
+
+def add_tls_flags(p: argparse.ArgumentParser) -> None:
+    """etcdctl's TLS flags, each defaulting to its environment variable."""
+    # dest tls_*: `coord kv get KEY` has an argument named key
+    p.add_argument("--cacert", dest="tls_cacert",
+                   help=f"TLS: the CA that signed the members' certificates (default"
+                   f" ${ENV_CACERT}); without it and --cert/--key, plaintext")
+    p.add_argument("--cert", dest="tls_cert",
+                   help=f"TLS: this client's certificate, for members started with"
+                   f" --client-cert-auth (default ${ENV_CERT})")
+    p.add_argument("--key", dest="tls_key", help=f"TLS: its private key (default ${ENV_KEY})")
+
+
+def tls_of(args: argparse.Namespace) -> TLS | Literal[False]:
+    """The TLS that --cacert, --cert and --key ask for, each flag not given taken from
+    its environment variable (as etcdctl does); False (plaintext) if none is set."""
+    try:
+        return TLS.from_env(cacert=args.tls_cacert, cert=args.tls_cert,
+                            key=args.tls_key) or False
+    except TLSConfigError as e:
+        raise UsageError(str(e)) from None
 
 
 def client(args: argparse.Namespace) -> Any:
@@ -84,7 +109,7 @@ def command(fn: Command) -> Command:
         except CoordError as e:
             print(f"coord: {e.reason}: {e.message or e.reason}", file=sys.stderr)
             return EXIT_ERROR
-        except UsageError as e:
+        except (UsageError, TLSConfigError) as e:  # TLS: a file --cacert... names is unusable
             print(f"coord: {e}", file=sys.stderr)
             return EXIT_USAGE
         except KeyboardInterrupt:
@@ -148,6 +173,7 @@ def _common_flags() -> argparse.ArgumentParser:
     p.add_argument("--read-only-ok", action="store_true",
                    help="accept read-only service: a member cut off from a quorum keeps "
                         "answering reads (flagged stale); sessions stay usable")
+    add_tls_flags(p)
     return p
 
 

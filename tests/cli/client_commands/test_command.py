@@ -40,3 +40,23 @@ def test_cli_keeps_existing_commands():
                  ["session", "keepalive", "5"], ["session", "close", "5"]):
         args = p.parse_args([*argv, "--json"])
         assert args.json and callable(args.func)
+
+
+def test_tls_flags_are_etcdctls_each_defaulting_to_its_environment_variable(monkeypatch):
+    from coord.cli.client_commands.command import UsageError, tls_of
+    from coord.tls.files import TLS
+
+    p = cli.build_parser("kv")
+    for var in ("COORD_CACERT", "COORD_CERT", "COORD_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    assert tls_of(p.parse_args(["kv", "get", "k"])) is False  # plaintext
+    args = p.parse_args(["kv", "get", "k", "--cacert", "ca.pem", "--cert", "c.pem",
+                         "--key", "c.key"])
+    assert (args.key, tls_of(args)) == ("k", TLS("ca.pem", "c.pem", "c.key"))
+    monkeypatch.setenv("COORD_CACERT", "env-ca.pem")
+    monkeypatch.setenv("COORD_KEY", "env.key")
+    assert tls_of(p.parse_args(["kv", "get", "k", "--cert", "c.pem"])) == TLS(
+        "env-ca.pem", "c.pem", "env.key")
+    monkeypatch.delenv("COORD_KEY")
+    with pytest.raises(UsageError, match="--cert and --key"):
+        tls_of(p.parse_args(["kv", "get", "k", "--cert", "c.pem"]))
