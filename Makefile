@@ -6,6 +6,7 @@ STAMP  := $(VENV)/.installed
 PROTOS := $(wildcard proto/coord/v1/*.proto proto/coord/etcdpb/*.proto)
 SEEDS  ?= 10000
 NODES  ?= 3
+TLS    ?=
 
 .PHONY: all venv proto run test lint soak diff etcd3-suite bench bench-readonly bench-scale clean etcd-tools zookeeper-server bench-tui chaos bench-audit java-runtime bench-spark
 
@@ -58,8 +59,9 @@ proto: $(STAMP)
 	rm -f coord/v1/.generated coord/etcdpb/.generated
 	$(MAKE) coord/v1/.generated
 
+# `make run TLS=1`: TLS and client certificates on both ports (it prints the client flags).
 run: venv
-	$(VENV)/bin/coord dev --nodes $(NODES)
+	$(VENV)/bin/coord dev --nodes $(NODES)$(if $(TLS), --tls)
 
 test: venv
 	$(VENV)/bin/ruff check .

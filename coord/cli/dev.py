@@ -1,5 +1,6 @@
 """`coord dev`: a local cluster of `coord serve` processes on 127.0.0.1 with their logs
-interleaved on stdout, until Ctrl-C (what `make run` starts)."""
+interleaved on stdout, until Ctrl-C (what `make run` starts; `--tls`, `make run TLS=1`:
+over TLS, with a CA and certificates kept in the data dir)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--base-port", type=int, default=7101, help="clients on BASE.., peers on BASE+100.."
     )
     d.add_argument("--fresh", action="store_true", help="wipe the data dir first")
+    d.add_argument("--tls", action="store_true",
+                   help="TLS on both ports, client certificates required: a CA and"
+                   " certificates in DATA_DIR/tls (made once, then reused)")
     d.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     d.set_defaults(func=cmd_dev)
 
@@ -46,6 +50,7 @@ def cmd_dev(args: argparse.Namespace) -> int:
         base_port=args.base_port,
         echo=_echo,
         extra_args=["--log-level", args.log_level],
+        tls=args.tls,
     )
     stop = False
 
@@ -64,10 +69,15 @@ def cmd_dev(args: argparse.Namespace) -> int:
         cluster.stop()
         return 1
     endpoints = ",".join(cluster.endpoints)
+    tls = cluster.client_tls
+    flags = f" --cacert {tls.cacert} --cert {tls.cert} --key {tls.key}" if tls else ""
     print(
         f"coord dev: ready; leader {leader}. Client endpoints: {endpoints}\n"
-        f"  try: coord status --endpoints {endpoints}\n"
-        "  Ctrl-C stops the cluster (data is kept; --fresh starts over).",
+        f"  try: coord status --endpoints {endpoints}{flags}\n"
+        + (f"  TLS: clients give{flags} (etcdctl's flags too), or\n"
+           f"  export COORD_CACERT={tls.cacert} COORD_CERT={tls.cert} COORD_KEY={tls.key}\n"
+           if tls else "")
+        + "  Ctrl-C stops the cluster (data is kept; --fresh starts over).",
         flush=True,
     )
     while not stop:

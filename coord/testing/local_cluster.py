@@ -1,7 +1,8 @@
 """Real coord clusters for tests, benchmarks, `coord dev` and other projects' test rigs:
 members on free 127.0.0.1 ports, each its own `coord serve` process (kill -9, SIGSTOP,
 restart) or, with `in_process=True`, all inside this process (coord.testing.embedded: serving in
-a fraction of a second; kill and restart, but no pause)."""
+a fraction of a second; kill and restart, but no pause). With `tls=True`, over TLS and
+mTLS on both ports, with a CA and certificates made in the cluster's directory."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any
 
 import grpc
 
@@ -26,6 +27,7 @@ from coord.client.admin import AdminClient
 from coord.testing.netfault import TcpGate
 from coord.testing.ports import free_port, free_ports
 from coord.testing.processes import stop_processes
+from coord.tls.files import TLS, write_private
 
 if TYPE_CHECKING:
     from coord.testing.embedded import EmbeddedLoop, EmbeddedMember
@@ -63,6 +65,10 @@ class ClusterError(RuntimeError):
     pass
 
 
+CLIENT_CN = "root"
+"""The common name of a TLS cluster's client certificate: with auth on, the root user."""
+
+
 class LocalCluster:
     """A cluster of `coord serve` processes. Use as a context manager."""
 
@@ -78,13 +84,21 @@ class LocalCluster:
         partitionable: bool = False,
         in_process: bool = False,
         member_command: Callable[[str], list[str]] | None = None,
+        tls: bool = False,
     ) -> None:
         """`partitionable`: members reach each other through TCP gates, so `cut_off()`
         and `heal()` can partition a member (coord.testing.netfault). `in_process`: members run in
         this process (coord.testing.embedded) instead of as `coord serve` processes.
         `member_command(name)`: the program member `name` runs instead of `python -m coord
         serve` (the serve flags follow it), for an entry point that runs a member plus
-        something of its own (the raft benchmark's); processes only."""
+        something of its own (the raft benchmark's); processes only.
+
+        `tls`: a CA and certificates in `root/tls` (kept there, and reused, with a
+        `data_dir`), and members that serve both ports over TLS and require a
+        certificate signed by the CA on both (--client-cert-auth,
+        --peer-client-cert-auth). `client_tls` is the clients' TLS (its certificate's
+        common name is "root": with auth on, the root user) and `client()` uses it;
+        `issue_client(name)` makes another."""
         if not 1 <= members <= 9:
             raise ValueError("members must be 1..9")
         if in_process and member_command is not None:
@@ -101,8 +115,15 @@ class LocalCluster:
             self.extra_args += ["--election-ticks", str(election_ticks)]
         self.secret_file = self.root / "cluster.secret"
         if not self.secret_file.exists():
-            self.secret_file.write_text(secrets.token_hex(32))
-            self.secret_file.chmod(0o600)
+            write_private(self.secret_file, secrets.token_hex(32).encode())
+        self.tls_dir = (self.root / "tls").resolve()  # printed for clients to copy
+        self.client_tls: TLS | None = None
+        if tls:
+            from coord.tls.certs import CA_CERT, make_ca  # cryptography: only when asked
+
+            if not (self.tls_dir / CA_CERT).exists():
+                make_ca(self.tls_dir, "coord test CA")
+            self.client_tls = self.issue_client(CLIENT_CN, keep=True)
         self.members: dict[str, MemberProcess] = {}
         self._joined: set[str] = set()
         self._loop: EmbeddedLoop | None = None
@@ -150,6 +171,33 @@ class LocalCluster:
             return [*self.member_command(name), *self.serve_args(name)]
         return [sys.executable, "-m", "coord", "serve", *self.serve_args(name)]
 
+    def issue_client(self, name: str, keep: bool = False, **kwargs: Any) -> TLS:
+        """A client certificate with common name `name`, signed by the cluster's CA (made
+        anew unless `keep` and it exists); kwargs go to `coord.tls.certs.issue`
+        (`not_after`: an expired one)."""
+        from coord.tls.certs import CA_CERT, issue
+
+        cert, key = self.tls_dir / f"{name}.pem", self.tls_dir / f"{name}.key"
+        if not (keep and cert.exists() and key.exists()):
+            issue(self.tls_dir, name, client=True, force=True, **kwargs)
+        return TLS(str(self.tls_dir / CA_CERT), str(cert), str(key))
+
+    def _tls_args(self, m: MemberProcess) -> list[str]:
+        """A member's TLS flags; its certificate is made on first use, for the addresses
+        it has then (a chaos rig may move members to other addresses before starting)."""
+        if self.client_tls is None:
+            return []
+        from coord.tls.certs import CA_CERT, issue
+
+        cert, key, ca = (str(self.tls_dir / f) for f in (f"{m.name}.pem", f"{m.name}.key",
+                                                          CA_CERT))
+        if not Path(cert).exists():
+            hosts = {a.rpartition(":")[0] for a in (m.listen, m.peer_listen, m.peer_address)}
+            issue(self.tls_dir, m.name, sorted(hosts), force=True)
+        return ["--cert-file", cert, "--key-file", key, "--trusted-ca-file", ca,
+                "--client-cert-auth", "--peer-cert-file", cert, "--peer-key-file", key,
+                "--peer-trusted-ca-file", ca, "--peer-client-cert-auth"]
+
     def serve_args(self, name: str) -> list[str]:
         """Member `name`'s `coord serve` flags, for a process and an in-process member."""
         m = self.members[name]
@@ -167,6 +215,7 @@ class LocalCluster:
             "--cluster-secret-file",
             str(self.secret_file),
             *(["--initial-cluster-state", "existing"] if name in self._joined else []),
+            *self._tls_args(m),
             *self.extra_args,
         ]
 
@@ -231,7 +280,7 @@ class LocalCluster:
             if not m.running:
                 raise ClusterError(f"{name} exited with {m.proc.returncode}; see {m.log_path}")
             try:
-                with AdminClient(m.listen, timeout=0.5) as c:
+                with AdminClient(m.listen, timeout=0.5, tls=self.client_tls or False) as c:
                     c.status()
                 return
             except grpc.RpcError:
@@ -378,7 +427,9 @@ class LocalCluster:
 
     # -- observation --------------------------------------------------------------------
     def client(self, name: str, timeout: float = 2.0) -> AdminClient:
-        return AdminClient(self.members[name].listen, timeout=timeout)
+        """An Admin client of member `name` (over TLS in a TLS cluster)."""
+        return AdminClient(self.members[name].listen, timeout=timeout,
+                           tls=self.client_tls or False)
 
     def status(self, name: str):
         with self.client(name) as c:

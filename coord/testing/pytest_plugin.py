@@ -7,7 +7,13 @@ Installed with coord (a `pytest11` entry point), so any test can ask for them:
 `coord_cluster` is a fresh cluster per test, handed over with a leader serving writes
 and removed afterwards. By default one member in this process (ready in tens of ms);
 `@pytest.mark.coord_cluster(members=3, in_process=False)` asks for another shape (any
-coord.testing.cluster keyword), e.g. processes, to kill -9 or SIGSTOP members.
+coord.testing.cluster keyword), e.g. processes, to kill -9 or SIGSTOP members;
+`@pytest.mark.coord_cluster(tls=True)` a cluster over TLS, whose clients use
+`coord_cluster.client_tls`:
+
+    @pytest.mark.coord_cluster(tls=True)
+    def test_over_tls(coord_cluster):
+        with Client(coord_cluster.endpoints, tls=coord_cluster.client_tls) as client: ...
 """
 
 from __future__ import annotations
