@@ -9,7 +9,7 @@ from typing import Literal
 import grpc
 
 from coord.client.errors import UnavailableError, from_rpc_error
-from coord.tls.credentials import channel_credentials
+from coord.tls.credentials import channel, channel_credentials
 from coord.tls.files import TLS, client_tls
 from coord.v1 import admin_pb2, admin_pb2_grpc
 
@@ -22,10 +22,8 @@ class AdminClient:
         self.endpoint = endpoint
         self.timeout = timeout
         self.tls = client_tls(tls)
-        if self.tls is None:
-            self._channel = grpc.insecure_channel(endpoint)
-        else:
-            self._channel = grpc.secure_channel(endpoint, channel_credentials(self.tls))
+        self._channel = channel(
+            endpoint, channel_credentials(self.tls) if self.tls is not None else None)
         self._stub = admin_pb2_grpc.AdminStub(self._channel)
 
     def status(self) -> admin_pb2.StatusResponse:

@@ -24,6 +24,7 @@ from coord.client.transport import (
     Stubs,
     TransportClosed,
 )
+from coord.tls.credentials import aio_channel
 
 __all__ = ["AioTransport", "connect"]
 
@@ -85,11 +86,7 @@ class AioTransport:
 
     def __init__(self, endpoint: str, credentials: grpc.ChannelCredentials | None = None
                  ) -> None:
-        if credentials is None:
-            self._channel = grpc.aio.insecure_channel(endpoint, options=CHANNEL_OPTIONS)
-        else:
-            self._channel = grpc.aio.secure_channel(endpoint, credentials,
-                                                    options=CHANNEL_OPTIONS)
+        self._channel = aio_channel(endpoint, credentials, CHANNEL_OPTIONS)
         self._stubs = Stubs(self._channel)
         self._closed = False
 

@@ -37,6 +37,7 @@ from coord.client.transport import (
     Stubs,
     TransportClosed,
 )
+from coord.tls.credentials import channel
 
 __all__ = ["ThreadTransport", "connect"]
 
@@ -175,10 +176,7 @@ class ThreadTransport:
     def __init__(self, endpoint: str, credentials: grpc.ChannelCredentials | None = None
                  ) -> None:
         self.loop = asyncio.get_running_loop()
-        if credentials is None:
-            self.channel = grpc.insecure_channel(endpoint, options=CHANNEL_OPTIONS)
-        else:
-            self.channel = grpc.secure_channel(endpoint, credentials, options=CHANNEL_OPTIONS)
+        self.channel = channel(endpoint, credentials, CHANNEL_OPTIONS)
         self.stubs = Stubs(self.channel)
         self._calls: set[_ReadCall] = set()
         self._lock = threading.Lock()  # _calls: the reader threads forget themselves

@@ -9,7 +9,8 @@ per claim, coord's own claim), each beside etcd's etcd-API figure. Last, the sam
 runs against the gRPC floor (`coord.bench.grpc_floor`: a Python server answering each
 call at once), the most any Python unary server does here. The clusters run one after the
 other, never together, so each has both cores; the ratio column is what carries over
-to other machines. Prints figures; asserts nothing."""
+to other machines. `--tls`: coord's cluster serves TLS with client certificates on both
+ports, and its clients speak TLS. Prints figures; asserts nothing."""
 
 from __future__ import annotations
 
@@ -36,16 +37,19 @@ from coord.etcdpb import rpc_pb2_grpc as erpc
 from coord.progress_bars import Phases, Step, on_terminal
 from coord.testing import LocalCluster
 from coord.testing.peer_etcd import EtcdCluster
+from coord.tls.credentials import aio_channel, channel_credentials
+from coord.tls.files import TLS
 
 MAX_TRIES = 100
 
 
 async def etcd_ops(endpoint: str, system: str, levels: list[int], seconds: float,
-                   claims: int, phases: Phases, meter: Meter | None = None) -> list[dict]:
+                   claims: int, phases: Phases, meter: Meter | None = None,
+                   tls: TLS | None = None) -> list[dict]:
     """The same driver for both systems: the etcd v3 API on `endpoint` (claims only
-    if `claims`: the gRPC floor serves no leases)."""
+    if `claims`: the gRPC floor serves no leases), over TLS with `tls`."""
     rows: list[dict] = []
-    async with grpc.aio.insecure_channel(endpoint) as channel:
+    async with _channel(endpoint, tls) as channel:
         kv, lease = erpc.KVStub(channel), erpc.LeaseStub(channel)
         for n in levels:
             log(f"{system}: etcd-API put, {n} clients ...")
@@ -122,22 +126,28 @@ async def _claims(kv: erpc.KVStub, lease_id: int, prefix: str, total: int, clien
     return row
 
 
+def _channel(endpoint: str, tls: TLS | None) -> grpc.aio.Channel:
+    return aio_channel(endpoint, channel_credentials(tls) if tls is not None else None)
+
+
 async def coord_native(endpoint: str, levels: list[int], seconds: float,
-                       phases: Phases, meter: Meter | None = None) -> list[dict]:
-    async with grpc.aio.insecure_channel(endpoint) as channel:
+                       phases: Phases, meter: Meter | None = None,
+                       tls: TLS | None = None) -> list[dict]:
+    async with _channel(endpoint, tls) as channel:
         rows = await bench_kv(channel, levels, seconds, phases, meter)
     return [{"system": "coord", "api": "native", **r} for r in rows]
 
 
 async def coord_stream(endpoint: str, levels: list[int], seconds: float,
                        claims: int, phases: Phases, meter: Meter | None = None,
-                       profile: Callable[[str], Profiler] | None = None) -> list[dict]:
+                       profile: Callable[[str], Profiler] | None = None,
+                       tls: TLS | None = None) -> list[dict]:
     """coord's client library on its pipelined stream (one stream to the leader, every
     worker's requests on it): puts, linearizable gets, and `claims` single-resource
     `own` calls of one session (coord's claim; etcd needs a Txn on a lease for it).
     `profile(name)`: what records the members during the put at the most clients."""
     rows: list[dict] = []
-    async with AsyncClient([endpoint], stream=True) as client:
+    async with AsyncClient([endpoint], stream=True, tls=tls or False) as client:
         for n in levels:
             log(f"coord: stream put, {n} clients ...")
 
@@ -250,7 +260,8 @@ def run_etcd_bench(args: argparse.Namespace) -> int:
             rows += asyncio.run(etcd_ops(endpoint, "etcd", levels, args.seconds, args.claims,
                                          phases, meter))
         log(f"starting a {n}-member coord on 127.0.0.1 ...")
-        with LocalCluster(n) as cluster:
+        with LocalCluster(n, tls=args.tls) as cluster:
+            tls = cluster.client_tls
             name = cluster.wait_for_leader(timeout=15)
             leader = cluster.members[name].listen
             pids = {m: member.proc.pid for m, member in cluster.members.items() if member.proc}
@@ -259,10 +270,10 @@ def run_etcd_bench(args: argparse.Namespace) -> int:
             profile = (partial(Profiler, Path(args.profile), pids, name, seconds=args.seconds)
                        if args.profile else None)
             rows += asyncio.run(etcd_ops(leader, "coord", levels, args.seconds, args.claims,
-                                         phases, meter))
-            rows += asyncio.run(coord_native(leader, levels, args.seconds, phases, meter))
+                                         phases, meter, tls))
+            rows += asyncio.run(coord_native(leader, levels, args.seconds, phases, meter, tls))
             rows += asyncio.run(coord_stream(leader, levels, args.seconds, args.claims,
-                                             phases, meter, profile))
+                                             phases, meter, profile, tls))
         log("starting the gRPC floor (a Python server answering at once) ...")
         with floor_server() as (address, pid):
             rows += asyncio.run(etcd_ops(address, "floor", levels, args.seconds, 0, phases,
@@ -270,7 +281,8 @@ def run_etcd_bench(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    print(f"coord vs etcd 3.4, {n} member(s) each on 127.0.0.1, one client process, "
+    print(f"coord{' over TLS (mTLS on both ports)' if args.tls else ''} vs etcd 3.4, {n}"
+          " member(s) each on 127.0.0.1, one client process, "
           f"{args.seconds:g} s per put/get level, {args.claims} claims per level; CPU: "
           "each member's from /proc over the measurement, per op (followers: their mean)")
     print("  api floor: not coord but a Python gRPC server that answers each call at once "

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ssl
 from collections.abc import Sequence
+from typing import Any
 
 import grpc
 
@@ -16,6 +17,8 @@ from coord.tls.files import TLS, ServerTLS, TLSConfigError, check_private, read_
 
 __all__ = [
     "H2",
+    "aio_channel",
+    "channel",
     "channel_credentials",
     "client_context",
     "server_context",
@@ -36,6 +39,22 @@ def channel_credentials(tls: TLS) -> grpc.ChannelCredentials:
         return grpc.ssl_channel_credentials(ca, read_file(tls.key, "--key", private=True),
                                             read_file(tls.cert, "--cert"))
     return grpc.ssl_channel_credentials(ca)
+
+
+def channel(target: str, credentials: grpc.ChannelCredentials | None,
+            options: Sequence[tuple[str, Any]] = ()) -> grpc.Channel:
+    """A threaded gRPC channel to `target`: TLS with `credentials`, else plaintext."""
+    if credentials is None:
+        return grpc.insecure_channel(target, options=options)
+    return grpc.secure_channel(target, credentials, options=options)
+
+
+def aio_channel(target: str, credentials: grpc.ChannelCredentials | None,
+                options: Sequence[tuple[str, Any]] = ()) -> grpc.aio.Channel:
+    """An asyncio gRPC channel to `target`: TLS with `credentials`, else plaintext."""
+    if credentials is None:
+        return grpc.aio.insecure_channel(target, options=options)
+    return grpc.aio.secure_channel(target, credentials, options=options)
 
 
 def server_credentials(tls: ServerTLS) -> grpc.ServerCredentials:

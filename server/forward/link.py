@@ -18,6 +18,7 @@ from coord.server.node.members import MemberInfo
 from coord.server.transport.auth import PeerAuth
 from coord.server.transport.grpc_options import CHANNEL_OPTIONS
 from coord.tagged_calls import TaggedCalls
+from coord.tls.credentials import aio_channel
 from coord.v1 import coord_pb2 as pb
 from coord.v1 import coord_pb2_grpc
 from coord.wire import ApiError, stream_broke
@@ -131,12 +132,7 @@ class LeaderLink:
     def stub(self, member: MemberInfo) -> coord_pb2_grpc.ForwardStub:
         channel = self._channels.get(member.peer_address)
         if channel is None:
-            if self.tls is None:
-                channel = grpc.aio.insecure_channel(member.peer_address,
-                                                    options=CHANNEL_OPTIONS)
-            else:
-                channel = grpc.aio.secure_channel(member.peer_address, self.tls,
-                                                  options=CHANNEL_OPTIONS)
+            channel = aio_channel(member.peer_address, self.tls, CHANNEL_OPTIONS)
             self._channels[member.peer_address] = channel
         return coord_pb2_grpc.ForwardStub(channel)
 
