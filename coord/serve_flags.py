@@ -23,8 +23,14 @@ from coord.event_loop import EVENT_LOOPS
 from coord.server.config import MemberConfig
 from coord.server.node.driver import NodeOptions
 from coord.server.node.members import parse_initial_cluster, validate_address
+from coord.server.requests.request_limits import (
+    DEFAULT_MAX_CONCURRENT_STREAMS,
+    DEFAULT_MAX_REQUEST_BYTES,
+    RequestLimits,
+)
 from coord.server.upkeep.compaction import DEFAULT_MODE, DEFAULT_RETENTION, MODES, CompactionPolicy
 from coord.server.upkeep.quota import DEFAULT_QUOTA_BYTES
+from coord.sm.limits import DEFAULT_MAX_TXN_OPS, MAX_TXN_OPS
 from coord.tls.files import (
     TLS_VERSIONS,
     ServerTLS,
@@ -121,6 +127,27 @@ def add_serve_flags(s: argparse.ArgumentParser) -> argparse.ArgumentParser:
         " (default 2 GiB; 0: no quota)",
     )
     add_tls_flags(s)
+    s.add_argument(
+        "--max-request-bytes",
+        type=int,
+        default=DEFAULT_MAX_REQUEST_BYTES,
+        help="etcd's: the largest client request (default 1.5 MiB); gRPC refuses a message"
+        " 512 KiB past it, and a write whose command is larger is refused",
+    )
+    s.add_argument(
+        "--max-txn-ops",
+        type=int,
+        default=DEFAULT_MAX_TXN_OPS,
+        help=f"etcd's: the most operations in a transaction (default {DEFAULT_MAX_TXN_OPS},"
+        f" at most {MAX_TXN_OPS})",
+    )
+    s.add_argument(
+        "--max-concurrent-streams",
+        type=int,
+        default=DEFAULT_MAX_CONCURRENT_STREAMS,
+        help="etcd's: the most gRPC streams one client connection may hold open (default"
+        f" {DEFAULT_MAX_CONCURRENT_STREAMS}; etcd's is unlimited)",
+    )
     s.add_argument("--log-level", default="info", choices=LOG_LEVELS)
     s.add_argument(
         "--event-loop",
@@ -264,6 +291,8 @@ def member_config(args: argparse.Namespace) -> MemberConfig:
                                           args.auto_compaction_retention),
         client_tls=client_tls,
         peer_tls=peer_tls,
+        limits=RequestLimits(args.max_request_bytes, args.max_txn_ops,
+                             args.max_concurrent_streams),
     )
 
 

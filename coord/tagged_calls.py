@@ -11,7 +11,13 @@ import asyncio
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Generic, TypeVar
 
-__all__ = ["TaggedCalls"]
+__all__ = ["MAX_BATCH", "TaggedCalls"]
+
+MAX_BATCH = 10_000
+"""The most requests one message carries, and the most one stream has in flight at its
+serving end (`server/transport/tagged_stream`): the server refuses a longer message and
+reads no further message while that many are in flight, so what a stream makes it hold is
+bounded; this side cuts what it sends to fit."""
 
 M = TypeVar("M")  # one request as it goes in a message
 
@@ -98,11 +104,13 @@ class TaggedCalls(Generic[M]):
                 fut.set_exception(error())
 
     async def send_loop(self, write: Callable[[list[M]], Awaitable[None]]) -> None:
-        """Forever: wait for requests, write everything queued as one message."""
+        """Forever: wait for requests, write everything queued, MAX_BATCH to a message."""
         wake = self.wake
         while True:
             await wake.wait()
             wake.clear()
-            if self.outbox:
+            while self.outbox:
                 batch, self.outbox = self.outbox, []
+                if len(batch) > MAX_BATCH:
+                    batch, self.outbox = batch[:MAX_BATCH], batch[MAX_BATCH:]
                 await write(batch)

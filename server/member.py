@@ -46,7 +46,11 @@ from coord.server.requests.local_sessions import LocalSessions
 from coord.server.storage.log_format import db_path
 from coord.server.storage.log_store import LogStore
 from coord.server.transport.auth import PeerAuth
-from coord.server.transport.grpc_options import EXCLUSIVE_BIND, SERVER_OPTIONS, Registrar
+from coord.server.transport.grpc_options import (
+    SERVER_OPTIONS,
+    Registrar,
+    client_server_options,
+)
 from coord.server.transport.listener import PeerPort
 from coord.server.transport.peer import PeerTransport
 from coord.server.upkeep.compaction import AutoCompactor
@@ -160,7 +164,7 @@ class Member:
         self.node.apply_listeners.append(self.hub.publish)
         self.link = LeaderLink(
             self.auth, channel_credentials(peer.as_client) if peer is not None else None)
-        self.coordinator = Coordinator(self.node, self.machine, self.link)
+        self.coordinator = Coordinator(self.node, self.machine, self.link, config.limits)
         self.tracker = SessionTracker(self.node, self.machine, self.coordinator.write)
         self.leader_note = LeaderNote(self.node, self.coordinator.write)  # for the history
         # sessions a read-only member opens, registered with the cluster when it is back
@@ -202,7 +206,9 @@ class Member:
         grpc_port = listen(peer_server, "127.0.0.1:0", "the peer gRPC server")
         self.peer_port = PeerPort(self.parts.transport, ("127.0.0.1", grpc_port),
                                   tls=self.peer_accepts)
-        client_server = grpc.aio.server(options=[EXCLUSIVE_BIND])
+        limits = self.config.limits
+        client_server = grpc.aio.server(options=client_server_options(
+            limits.max_request_bytes, limits.max_concurrent_streams))
         serves = Registrar(client_server, OWN_REQUEST_SERVICES)
         services = [] if self.config.etcd_only else self._add_coord_services(serves)
         self._add_etcd_services(serves)

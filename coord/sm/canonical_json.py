@@ -21,6 +21,8 @@ from collections.abc import Callable, Iterator, Sequence
 from functools import cache
 from typing import Any
 
+from coord.sm.limits import MAX_JSON_DEPTH
+
 INT64_MIN = -(1 << 63)
 INT64_MAX = (1 << 63) - 1
 UNION_TAG = "@"
@@ -114,15 +116,37 @@ _DECODER = json.JSONDecoder(
 )
 
 
+_TOO_DEEP = f"malformed JSON: nested deeper than {MAX_JSON_DEPTH}"
+
+
 def loads(data: bytes) -> Any:
-    """Strict JSON: UTF-8, no duplicate keys, no floats, NaN or Infinity."""
+    """Strict JSON: UTF-8, no duplicate keys, no floats, NaN or Infinity, nested at most
+    MAX_JSON_DEPTH deep (the same refusal, word for word, wherever the decoder's own
+    recursion would give up)."""
     try:
         text = data.decode("utf-8")
         if text.startswith("\ufeff"):  # as json.loads refuses it
             raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
-        return _DECODER.decode(text)
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        plain = _DECODER.decode(text)
+    except RecursionError:
+        raise ValueError(_TOO_DEEP) from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ValueError(f"malformed JSON: {exc}") from None
+    if _deeper_than(plain, MAX_JSON_DEPTH):
+        raise ValueError(_TOO_DEEP)
+    return plain
+
+
+def _deeper_than(plain: Any, limit: int) -> bool:
+    """Whether lists and objects nest more than `limit` deep (without recursing)."""
+    stack = [(plain, 1)] if type(plain) in (list, dict) else []
+    while stack:
+        value, depth = stack.pop()
+        if depth > limit:
+            return True
+        items = value.values() if type(value) is dict else value
+        stack.extend((x, depth + 1) for x in items if type(x) in (list, dict))
+    return False
 
 
 def to_plain(hint: Any, value: Any) -> Any:

@@ -114,7 +114,7 @@ async def commit(coord: Coordinator, caller: Caller, cmd: Any, in_band: bool = F
     `in_band` (in the response message). A leader's refusal of the forwarded command
     is already an ApiError, passed on as it is."""
     try:
-        result = await coord.write(cmd, timeout=caller.timeout)
+        result = await coord.write(cmd, timeout=caller.timeout, from_client=True)
     except Refused:  # the member is not read-write (coord.write checks before proposing)
         raise refusal(coord, _writer_read_only_ok(coord, caller, cmd)) from None
     except NodeError as e:

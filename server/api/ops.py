@@ -43,6 +43,7 @@ async def delete_range(
 
 
 async def txn(coord: Coordinator, caller: Caller, req: pb.TxnRequest) -> pb.TxnResponse:
+    coord.limits.check_txn_ops(max(len(req.compares), len(req.success), len(req.failure)))
     try:
         cmd = convert.txn_from_pb(req)
     except ValueError as e:

@@ -7,7 +7,11 @@ them reach the Raft node together and go into the log as one batch (the node pro
 everything that arrived in one turn of its loop), and the reads share one ReadIndex
 round. Answers that complete together leave in one message. Each operation is served
 by the same code as its unary RPC (`ops`), with the same headers, read-only behaviour
-and errors; an error is answered in-band (PipelineError) and the stream goes on."""
+and errors; an error is answered in-band (PipelineError) and the stream goes on.
+
+What one stream makes the member hold is bounded (`TaggedStream`): a message of more
+than MAX_BATCH operations ends the stream (RESOURCE_EXHAUSTED), and no further message
+is read while MAX_BATCH operations are in flight."""
 
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ from coord.server.api.common import Caller, read_only_flag
 from coord.server.api.ops import OPS
 from coord.server.requests.coordinator import DEFAULT_TIMEOUT_S, Coordinator, clamp_timeout
 from coord.server.transport.tagged_stream import TaggedStream
+from coord.tagged_calls import MAX_BATCH
 from coord.v1 import coord_pb2 as pb
 from coord.v1 import coord_pb2_grpc
 from coord.wire import ApiError
@@ -43,6 +48,11 @@ class PipelineService(coord_pb2_grpc.PipelineServicer):
         stream = TaggedStream(send, _failed)
 
         def take(request: pb.PipelineRequest) -> None:
+            if len(request.ops) > MAX_BATCH:
+                raise ApiError(grpc.StatusCode.RESOURCE_EXHAUSTED, "LIMIT_EXCEEDED",
+                               f"a message of {len(request.ops)} operations; the limit is "
+                               f"{MAX_BATCH} to a message", {"limit": "ops-per-message",
+                                                               "max": str(MAX_BATCH)})
             for op in request.ops:
                 if op.cancel:
                     stream.cancel(op.id)
@@ -58,7 +68,10 @@ class PipelineService(coord_pb2_grpc.PipelineServicer):
                 answer = handler(self.coord, Caller(timeout, flag=flag), getattr(op, kind))
                 stream.start(op.id, _result(op.id, kind, answer))
 
-        await stream.run(request_iterator, take)
+        try:
+            await stream.run(request_iterator, take)
+        except ApiError as e:
+            await e.abort(context)
 
 
 async def _result(op_id: int, kind: str, answer: Awaitable[Any]) -> pb.PipelineResult:

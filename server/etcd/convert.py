@@ -109,18 +109,24 @@ def compare_from_pb(x: pb.Compare) -> c.Compare:
     return c.Compare(x.key, target, op, number=operand, range_end=x.range_end)
 
 
-def txn_from_pb(r: pb.TxnRequest, budget: int = limits.MAX_TXN_OPS) -> c.Txn:
-    """etcd's checkTxnRequest and checkIntervals, then the command."""
+def txn_from_pb(r: pb.TxnRequest, max_ops: int = limits.DEFAULT_MAX_TXN_OPS) -> c.Txn:
+    """etcd's checkTxnRequest (`max_ops`: the member's --max-txn-ops) and checkIntervals
+    (each branch whole), then the command."""
+    txn = _txn_from_pb(r, max_ops)
+    for branch in (txn.success, txn.failure):
+        if txn_write_conflict(branch) is not None:
+            raise err.DUPLICATE_KEY
+    return txn
+
+
+def _txn_from_pb(r: pb.TxnRequest, budget: int) -> c.Txn:
+    """A level's longest list counts against `budget`; what is left is its nested txns'."""
     ops = max(len(r.compare), len(r.success), len(r.failure))
     if ops > budget:
         raise err.TOO_MANY_OPS
     compares = tuple(compare_from_pb(x) for x in r.compare)
     success = tuple(_op_from_pb(o, budget - ops) for o in r.success)
     failure = tuple(_op_from_pb(o, budget - ops) for o in r.failure)
-    if budget == limits.MAX_TXN_OPS:  # the top level: etcd checks each branch whole
-        for branch in (success, failure):
-            if txn_write_conflict(branch) is not None:
-                raise err.DUPLICATE_KEY
     return c.Txn(compares, success, failure)
 
 
@@ -133,7 +139,7 @@ def _op_from_pb(op: pb.RequestOp, budget: int) -> c.TxnOp:
     if kind == "request_delete_range":
         return delete_from_pb(op.request_delete_range)
     if kind == "request_txn":
-        return txn_from_pb(op.request_txn, budget)
+        return _txn_from_pb(op.request_txn, budget)
     raise err.EtcdError(err.Code.INVALID_ARGUMENT, "etcdserver: empty request in txn")
 
 

@@ -18,7 +18,8 @@ class EtcdKVService(rpc_pb2_grpc.KVServicer):
         self.coord = coord
 
     async def _write(self, cmd, context):
-        return err.check(await self.coord.write(cmd, call_timeout(context), local_apply=True))
+        return err.check(await self.coord.write(cmd, call_timeout(context), local_apply=True,
+                                                from_client=True))
 
     @etcd_call
     async def Range(self, request, context):  # noqa: N802
@@ -38,7 +39,7 @@ class EtcdKVService(rpc_pb2_grpc.KVServicer):
 
     @etcd_call
     async def Txn(self, request, context):  # noqa: N802
-        res = await self._write(conv.txn_from_pb(request), context)
+        res = await self._write(conv.txn_from_pb(request, self.coord.limits.max_txn_ops), context)
         return conv.txn_to_pb(request, res, conv.header(self.coord, res.revision))
 
     @etcd_call

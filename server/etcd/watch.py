@@ -29,6 +29,12 @@ from coord.sm.records import DELETE, PUT, WatchEvent
 DEFAULT_PROGRESS_NOTIFY_S = 600.0  # etcd's default --experimental-watch-progress-notify-interval
 ALL = b"\0"
 DUPLICATE_ID = "mvcc: duplicate watch ID provided on the WatchStream"
+MAX_WATCHERS_PER_STREAM = 1000
+"""Watchers one Watch stream may hold (etcd sets none): each costs memory, and every event
+is matched against every watcher of the stream. A create past it is refused as etcd
+refuses a watch it will not create, the reason naming the limit."""
+TOO_MANY_WATCHERS = f"etcdserver: too many watchers on this stream (the limit is " \
+    f"{MAX_WATCHERS_PER_STREAM})"
 EMPTY_RANGE = "mvcc: watcher range is empty"
 
 
@@ -77,6 +83,8 @@ class _Stream:
         now = self.coord.machine.revision
         if req.range_end not in (b"", ALL) and (req.key or ALL) >= req.range_end:
             return [self.refused(now, EMPTY_RANGE)]
+        if len(self.watchers) >= MAX_WATCHERS_PER_STREAM:
+            return [self.refused(now, TOO_MANY_WATCHERS)]
         wid = req.watch_id
         if wid == 0:  # etcd's AutoWatchID: the next id not in use, from 0
             wid = next(self.ids)

@@ -23,6 +23,7 @@ from coord.server.node.errors import (
     ProposalLost,
     Timeout,
 )
+from coord.server.requests.request_limits import RequestLimits
 from coord.server.upkeep.mode import READ_WRITE, ModeChange, ModeMonitor, Refused
 from coord.sm import commands as c
 from coord.sm.machine import CoordMachine
@@ -51,10 +52,12 @@ def call_timeout(context: grpc.aio.ServicerContext) -> float:
 
 
 class Coordinator:
-    def __init__(self, node: Node, machine: CoordMachine, link: LeaderLink) -> None:
+    def __init__(self, node: Node, machine: CoordMachine, link: LeaderLink,
+                 limits: RequestLimits | None = None) -> None:
         self.node = node
         self.machine = machine
         self.link = link
+        self.limits = limits or RequestLimits()  # what a client's request may be
         self.mode = ModeMonitor(node, machine, self.barrier)
         self._reads: set[asyncio.Future] = set()  # barriers that give up when cut off
         self.mode.listeners.append(self._give_up_reads)
@@ -71,7 +74,7 @@ class Coordinator:
         return header
 
     async def write(self, cmd: Any, timeout: float = DEFAULT_TIMEOUT_S,
-                    local_apply: bool = False) -> Any:
+                    local_apply: bool = False, from_client: bool = False) -> Any:
         """Commit `cmd` and return its result: on the leader the very value its machine
         made, on a follower the leader's answer decoded.
 
@@ -81,11 +84,17 @@ class Coordinator:
 
         `local_apply`: also wait until this member has applied the command, so the
         caller's next local read or watch here sees it (etcd answers a write only after
-        the member that took it applied it; its clients rely on that)."""
+        the member that took it applied it; its clients rely on that).
+
+        `from_client`: a client's request, refused (TOO_LARGE, before anything is
+        proposed) if its command is over --max-request-bytes; the member's own commands
+        are bounded by the code that makes them."""
         if hasattr(cmd, "request_id") and not cmd.request_id:
             cmd = dataclasses.replace(cmd, request_id=f"srv-{_ID_PREFIX}-{next(_ids)}")
         retry_safe = bool(getattr(cmd, "request_id", ""))
         payload = c.encode_command(cmd)
+        if from_client:
+            self.limits.check_command_bytes(len(payload))
         deadline = time.monotonic() + timeout
         uncertain = ""  # why an earlier attempt's outcome is unknown, if one's is
         while True:

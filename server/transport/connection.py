@@ -218,7 +218,7 @@ class Inbound:
         self._t = t
         self._tr = tr
         self._on_lost = on_lost
-        self._reader = FrameReader()
+        self._reader = FrameReader.for_stranger()  # until the opener authenticates
         self._from = 0
         self._pieces = Reassembly()  # of a snapshot arriving on this connection
         self._heard = True
@@ -269,6 +269,7 @@ class Inbound:
             self.refuse(*refusal)
             return
         self._from = from_id
+        self._reader.trust()
         self._tr.write(frame(Kind.ACCEPT))
         self._t.peer_came_back(from_id)
 

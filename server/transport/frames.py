@@ -24,7 +24,8 @@ from __future__ import annotations
 import enum
 import struct
 
-__all__ = ["HEADER", "MAX_PAYLOAD", "PREAMBLE", "FrameError", "FrameReader", "Kind", "frame"]
+__all__ = ["HEADER", "MAX_HELLO_PAYLOAD", "MAX_PAYLOAD", "PREAMBLE", "FrameError", "FrameReader",
+           "Kind", "frame"]
 
 PREAMBLE = b"coord-peer/1\n"
 """What the opener sends first. It cannot be mistaken for HTTP/2's preface ("PRI * ...")."""
@@ -34,6 +35,10 @@ HEADER = struct.Struct(">IB")
 MAX_PAYLOAD = 300 * 1024 * 1024
 """A frame announcing more than this is refused: the connection is broken, not trusted
 with that much memory. (The transport's largest message is 256 MiB.)"""
+
+MAX_HELLO_PAYLOAD = 4096
+"""The limit before the opener has authenticated: a hello is a few dozen bytes, and a
+stranger is trusted with no more memory than that."""
 
 
 class Kind(enum.IntEnum):
@@ -55,12 +60,23 @@ def frame(kind: Kind, payload: bytes = b"") -> bytes:
 
 
 class FrameReader:
-    """Cuts a byte stream into frames, whatever the pieces it arrives in."""
+    """Cuts a byte stream into frames, whatever the pieces it arrives in; a frame
+    announcing more than `max_payload` bytes is a FrameError."""
 
-    __slots__ = ("_buf",)
+    __slots__ = ("_buf", "max_payload")
 
-    def __init__(self) -> None:
+    def __init__(self, max_payload: int = MAX_PAYLOAD) -> None:
         self._buf = bytearray()
+        self.max_payload = max_payload
+
+    @classmethod
+    def for_stranger(cls) -> FrameReader:
+        """A reader for a connection not yet authenticated: frames of a hello's size."""
+        return cls(MAX_HELLO_PAYLOAD)
+
+    def trust(self) -> None:
+        """The far end authenticated: frames up to MAX_PAYLOAD from now on."""
+        self.max_payload = MAX_PAYLOAD
 
     def feed(self, data: bytes) -> list[tuple[int, bytes]]:
         """Add `data`; return the (kind, payload) of every frame now complete."""
@@ -72,8 +88,8 @@ class FrameReader:
         header = HEADER.size
         while size - pos >= header:
             length, kind = HEADER.unpack_from(buf, pos)
-            if length > MAX_PAYLOAD:
-                raise FrameError(f"a frame of {length} bytes is over the {MAX_PAYLOAD} limit")
+            if length > self.max_payload:
+                raise FrameError(f"a frame of {length} bytes is over the {self.max_payload} limit")
             if kind not in _KINDS:
                 raise FrameError(f"unknown frame kind {kind}")
             end = pos + header + length

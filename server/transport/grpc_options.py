@@ -13,7 +13,8 @@ import grpc
 
 from coord.server.transport.peer import MAX_MESSAGE_BYTES
 
-__all__ = ["CHANNEL_OPTIONS", "EXCLUSIVE_BIND", "SERVER_OPTIONS", "Registrar"]
+__all__ = ["CHANNEL_OPTIONS", "EXCLUSIVE_BIND", "SERVER_OPTIONS", "Registrar",
+           "client_server_options"]
 
 BACKOFF_MIN_MS = 50
 BACKOFF_MAX_MS = 1000
@@ -48,16 +49,39 @@ EXCLUSIVE_BIND = ("grpc.so_reuseport", 0)
 binds without error and the kernel splits connections between the two. Every coord server
 binds exclusively: a taken port is a start-up error, not a member answering for another."""
 
+PEER_MAX_CONCURRENT_STREAMS = 100
+"""Streams one connection to the peer gRPC server may hold open: a follower holds one
+forwarding stream and a few keepalive calls. Before its handler authenticates a call,
+gRPC has taken the call's message; this bounds how many of them one connection can make
+the member hold."""
+
 SERVER_OPTIONS: list[tuple[str, int]] = [
     EXCLUSIVE_BIND,
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_concurrent_streams", PEER_MAX_CONCURRENT_STREAMS),
     *_KEEPALIVE_OPTIONS,
     # Accept the peers' keepalive pings (every 2 s, also without calls) without GOAWAY.
     ("grpc.http2.min_recv_ping_interval_without_data_ms", 1000),
     ("grpc.http2.max_ping_strikes", 0),
 ]
 """Options of the member's peer gRPC server (``grpc.aio.server(options=...)``)."""
+
+GRPC_OVERHEAD_BYTES = 512 * 1024
+"""etcd's allowance for gRPC's framing on top of --max-request-bytes: a client message
+larger than the two together is refused by gRPC itself (RESOURCE_EXHAUSTED, "received
+message larger than max")."""
+
+
+def client_server_options(max_request_bytes: int,
+                          max_concurrent_streams: int) -> list[tuple[str, int]]:
+    """Options of the member's client gRPC server, from its --max-request-bytes and
+    --max-concurrent-streams (as etcd sets its own)."""
+    return [
+        EXCLUSIVE_BIND,
+        ("grpc.max_receive_message_length", max_request_bytes + GRPC_OVERHEAD_BYTES),
+        ("grpc.max_concurrent_streams", max_concurrent_streams),
+    ]
 
 
 class Registrar:

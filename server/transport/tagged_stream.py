@@ -15,6 +15,8 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable
 from typing import Any, Generic, TypeVar
 
+from coord.tagged_calls import MAX_BATCH
+
 log = logging.getLogger(__name__)
 
 Q = TypeVar("Q")  # a request message (a batch)
@@ -25,26 +27,37 @@ class TaggedStream(Generic[R]):
     """One stream's requests in flight, by tag, and the answers waiting to be sent.
 
     `send` writes one message of answers; `failed(tag, exc)` is the answer to a request
-    whose handler raised unexpectedly (a bug must cost one answer, not the stream)."""
+    whose handler raised unexpectedly (a bug must cost one answer, not the stream).
+    With `max_in_flight` requests in flight, the next message is read only once one of
+    them is answered: the caller's further requests wait in gRPC's flow control, not in
+    this member's memory."""
 
     def __init__(self, send: Callable[[list[R]], Awaitable[None]],
-                 failed: Callable[[int, BaseException], R]) -> None:
+                 failed: Callable[[int, BaseException], R],
+                 max_in_flight: int = MAX_BATCH) -> None:
         self._send = send
         self._failed = failed
         self.in_flight: dict[int, asyncio.Task[None]] = {}
+        self.max_in_flight = max_in_flight
         self._outbox: list[R] = []
         self._ready = asyncio.Event()
+        self._room = asyncio.Event()  # set while fewer than max_in_flight are in flight
+        self._room.set()
         self._reading = True
 
     def start(self, tag: int, answer: Coroutine[Any, Any, R | None]) -> None:
         """Serve a request (the caller checks first that `tag` is not in flight)."""
         self.in_flight[tag] = asyncio.ensure_future(self._serve(tag, answer))
+        if len(self.in_flight) >= self.max_in_flight:
+            self._room.clear()
 
     def cancel(self, tag: int) -> None:
         """Stop serving `tag` (no answer follows for it)."""
         task = self.in_flight.pop(tag, None)
         if task is not None:
             task.cancel()
+            if len(self.in_flight) < self.max_in_flight:
+                self._room.set()
 
     def answer(self, result: R) -> None:
         self._outbox.append(result)
@@ -61,6 +74,8 @@ class TaggedStream(Generic[R]):
         finally:
             if self.in_flight.get(tag) is asyncio.current_task():
                 del self.in_flight[tag]
+                if len(self.in_flight) < self.max_in_flight:
+                    self._room.set()
         if result is not None:
             self.answer(result)
 
@@ -86,6 +101,7 @@ class TaggedStream(Generic[R]):
         try:
             async for request in requests:
                 take(request)
+                await self._room.wait()
         finally:
             self._reading = False
             self._ready.set()

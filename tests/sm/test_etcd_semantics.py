@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from coord.sm import commands as c
+from coord.sm import limits
 from coord.sm import results as res
 from coord.sm.errors import (
     COMPACTED,
@@ -135,12 +136,15 @@ def test_txn_state_checks_only_on_the_path_that_runs(m):
 
 
 def test_txn_op_budget_is_etcds(m):
-    many = tuple(c.Range(b"k") for _ in range(128))
+    """etcd's budget rule, at apply's ceiling (a member's --max-txn-ops, at most that, is
+    checked before proposing)."""
+    top = limits.MAX_TXN_OPS
+    many = tuple(c.Range(b"k") for _ in range(top))
     assert m.execute(c.Txn((), many)).ok
     assert m.execute(c.Txn((), many + (c.Range(b"k"),))).error == TOO_LARGE
-    nested = c.Txn((), tuple(c.Range(b"k") for _ in range(127)))
-    assert m.execute(c.Txn((), (nested,))).ok  # 1 at the top leaves 127 below
-    nested = c.Txn((), tuple(c.Range(b"k") for _ in range(128)))
+    nested = c.Txn((), tuple(c.Range(b"k") for _ in range(top - 1)))
+    assert m.execute(c.Txn((), (nested,))).ok  # 1 at the top leaves the rest below
+    nested = c.Txn((), tuple(c.Range(b"k") for _ in range(top)))
     assert m.execute(c.Txn((), (nested,))).error == TOO_LARGE
 
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coord.sm import canonical_json
+from coord.sm import canonical_json, limits
 from coord.sm import commands as c
 from coord.sm.errors import (
     COMPACTED,
@@ -143,7 +143,8 @@ def test_txn_validates_both_branches_before_running(kv):
     assert twice.error == INVALID_ARGUMENT
     overlap = kv.txn([], [c.Put(b"k1", b"1"), c.DeleteRange(b"k", b"l")], [])
     assert overlap.error == INVALID_ARGUMENT
-    too_many = kv.txn([], [c.Put(b"k%d" % i, b"") for i in range(129)], [])
+    over = limits.MAX_TXN_OPS + 1
+    too_many = kv.txn([], [c.Put(b"k%d" % i, b"") for i in range(over)], [])
     assert too_many.error == TOO_LARGE
     assert kv.txn([c.Compare(b"a", "SIZE", "=")], [], []).error == INVALID_ARGUMENT
     assert kv.txn([c.Compare(b"a", "VALUE", "<=")], [], []).error == INVALID_ARGUMENT
