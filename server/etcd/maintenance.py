@@ -81,7 +81,8 @@ class EtcdMaintenanceService(rpc_pb2_grpc.MaintenanceServicer):
         and DEACTIVATE change one member's alarm (member 0 is one too) through the log
         and answer the alarm raised, or the one lowered if it was up. Lowering kind NONE
         lowers nothing, as in etcd (`etcdctl alarm disarm` lists and lowers each)."""
-        kind = pb.AlarmType.Name(request.alarm)
+        known = request.alarm in pb.AlarmType.values()
+        kind = pb.AlarmType.Name(request.alarm) if known else str(request.alarm)
         if request.action == pb.AlarmRequest.GET:
             alarms = [a for a in self.coord.machine.alarms.active() if kind in ("NONE", a[1])]
         elif kind == "NONE" and request.action == pb.AlarmRequest.DEACTIVATE:

@@ -92,7 +92,10 @@ class Coordinator:
         if hasattr(cmd, "request_id") and not cmd.request_id:
             cmd = dataclasses.replace(cmd, request_id=f"srv-{_ID_PREFIX}-{next(_ids)}")
         retry_safe = bool(getattr(cmd, "request_id", ""))
-        payload = c.encode_command(cmd)
+        try:
+            payload = c.encode_command(cmd)
+        except ValueError as e:  # a field out of its type's range (a uint64 id past int64)
+            raise ApiError(grpc.StatusCode.INVALID_ARGUMENT, "INVALID_ARGUMENT", str(e)) from None
         if from_client:
             self.limits.check_command_bytes(len(payload))
         deadline = time.monotonic() + timeout
