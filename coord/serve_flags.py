@@ -131,8 +131,8 @@ def add_serve_flags(s: argparse.ArgumentParser) -> argparse.ArgumentParser:
         "--max-request-bytes",
         type=int,
         default=DEFAULT_MAX_REQUEST_BYTES,
-        help="etcd's: the largest client request (default 1.5 MiB); gRPC refuses a message"
-        " 512 KiB past it, and a write whose command is larger is refused",
+        help="etcd's: the largest client write request (default 1.5 MiB); gRPC refuses any"
+        " message 512 KiB past it",
     )
     s.add_argument(
         "--max-txn-ops",

@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from coord.tagged_calls import TaggedCalls
+from coord.tagged_calls import MAX_BATCH, TaggedCalls
 
 
 def test_one_message_per_loop_turn_and_answers_out_of_order():
@@ -87,5 +87,26 @@ def test_a_stream_that_ended_stops_its_tasks_and_fails_its_calls_once():
         calls.settle(2, "answer")
         assert await waiting == "answer"
         calls.ended(new, lambda: ConnectionError("done"))
+
+    asyncio.run(main())
+
+
+def test_no_message_carries_more_than_max_batch_requests():
+    """The serving end refuses a longer message (server/transport/tagged_stream)."""
+    async def main() -> None:
+        calls: TaggedCalls[int] = TaggedCalls()
+        sent: list[int] = []
+
+        async def write(batch: list[int]) -> None:
+            sent.append(len(batch))
+            for tag in batch:
+                calls.settle(tag, tag)
+
+        sender = asyncio.ensure_future(calls.send_loop(write))
+        got = await asyncio.gather(*(calls.call(lambda t: t, 5.0, TimeoutError)
+                                     for _ in range(2 * MAX_BATCH + 1)))
+        assert got == list(range(1, 2 * MAX_BATCH + 2))
+        assert sent == [MAX_BATCH, MAX_BATCH, 1]
+        sender.cancel()
 
     asyncio.run(main())

@@ -39,20 +39,23 @@ def read_only_flag(metadata: Any) -> bool | None:
 
 class Caller:
     """Who asked: the call's read-only flag (read from its metadata only when the mode
-    needs it) and its time budget."""
+    needs it), its time budget and the size of its request (0: not measured), which a
+    write must keep within --max-request-bytes."""
 
-    __slots__ = ("_context", "_flag", "_flag_known", "timeout")
+    __slots__ = ("_context", "_flag", "_flag_known", "request_bytes", "timeout")
 
     def __init__(self, timeout: float, *, flag: bool | None = None,
-                 context: grpc.aio.ServicerContext | None = None) -> None:
+                 context: grpc.aio.ServicerContext | None = None,
+                 request_bytes: int = 0) -> None:
         self.timeout = timeout
+        self.request_bytes = request_bytes
         self._context = context
         self._flag = flag
         self._flag_known = context is None
 
     @classmethod
-    def of(cls, context: grpc.aio.ServicerContext) -> Caller:
-        return cls(call_timeout(context), context=context)
+    def of(cls, context: grpc.aio.ServicerContext, request_bytes: int = 0) -> Caller:
+        return cls(call_timeout(context), context=context, request_bytes=request_bytes)
 
     def read_only_ok(self, coord: Coordinator, session_id: int = 0) -> bool:
         """Whether the caller accepts read-only service: the call says so, or the session
@@ -112,9 +115,11 @@ def checked(result: T) -> T:
 async def commit(coord: Coordinator, caller: Caller, cmd: Any, in_band: bool = False) -> Any:
     """Commit `cmd`; its result's error is raised unless the API reports errors
     `in_band` (in the response message). A leader's refusal of the forwarded command
-    is already an ApiError, passed on as it is."""
+    is already an ApiError, passed on as it is. A request over --max-request-bytes is
+    refused before anything is proposed."""
+    coord.limits.check_request_bytes(caller.request_bytes)
     try:
-        result = await coord.write(cmd, timeout=caller.timeout, from_client=True)
+        result = await coord.write(cmd, timeout=caller.timeout)
     except Refused:  # the member is not read-write (coord.write checks before proposing)
         raise refusal(coord, _writer_read_only_ok(coord, caller, cmd)) from None
     except NodeError as e:

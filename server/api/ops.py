@@ -207,6 +207,7 @@ def unary(op: Op) -> Callable[[Any, Any, grpc.aio.ServicerContext], Awaitable[An
     the code the pipelined stream serves the operation with, an ApiError aborting it."""
 
     async def method(servicer: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
-        return await serve(context, op(servicer.coord, Caller.of(context), request))
+        caller = Caller.of(context, request.ByteSize())
+        return await serve(context, op(servicer.coord, caller, request))
 
     return method

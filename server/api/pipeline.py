@@ -65,7 +65,9 @@ class PipelineService(coord_pb2_grpc.PipelineServicer):
                     continue
                 timeout = (clamp_timeout(op.timeout_ms / 1000) if op.timeout_ms > 0
                            else DEFAULT_TIMEOUT_S)
-                answer = handler(self.coord, Caller(timeout, flag=flag), getattr(op, kind))
+                request = getattr(op, kind)
+                caller = Caller(timeout, flag=flag, request_bytes=request.ByteSize())
+                answer = handler(self.coord, caller, request)
                 stream.start(op.id, _result(op.id, kind, answer))
 
         try:

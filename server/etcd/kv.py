@@ -17,9 +17,10 @@ class EtcdKVService(rpc_pb2_grpc.KVServicer):
     def __init__(self, coord: Coordinator) -> None:
         self.coord = coord
 
-    async def _write(self, cmd, context):
-        return err.check(await self.coord.write(cmd, call_timeout(context), local_apply=True,
-                                                from_client=True))
+    async def _write(self, cmd, context, request):
+        """Propose `cmd` for `request`, refused first if over --max-request-bytes."""
+        self.coord.limits.check_request_bytes(request.ByteSize())
+        return err.check(await self.coord.write(cmd, call_timeout(context), local_apply=True))
 
     @etcd_call
     async def Range(self, request, context):  # noqa: N802
@@ -29,21 +30,22 @@ class EtcdKVService(rpc_pb2_grpc.KVServicer):
 
     @etcd_call
     async def Put(self, request, context):  # noqa: N802
-        res = await self._write(conv.put_from_pb(request), context)
+        res = await self._write(conv.put_from_pb(request), context, request)
         return conv.put_to_pb(res, conv.header(self.coord, res.revision))
 
     @etcd_call
     async def DeleteRange(self, request, context):  # noqa: N802
-        res = await self._write(conv.delete_from_pb(request), context)
+        res = await self._write(conv.delete_from_pb(request), context, request)
         return conv.delete_to_pb(res, conv.header(self.coord, res.revision))
 
     @etcd_call
     async def Txn(self, request, context):  # noqa: N802
-        res = await self._write(conv.txn_from_pb(request, self.coord.limits.max_txn_ops), context)
+        cmd = conv.txn_from_pb(request, self.coord.limits.max_txn_ops)
+        res = await self._write(cmd, context, request)
         return conv.txn_to_pb(request, res, conv.header(self.coord, res.revision))
 
     @etcd_call
     async def Compact(self, request, context):  # noqa: N802
         # As etcd's, a compaction leaves the revision where it is.
-        res = await self._write(c.Compact(request.revision), context)
+        res = await self._write(c.Compact(request.revision), context, request)
         return pb.CompactionResponse(header=conv.header(self.coord, res.revision))

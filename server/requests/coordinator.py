@@ -74,7 +74,7 @@ class Coordinator:
         return header
 
     async def write(self, cmd: Any, timeout: float = DEFAULT_TIMEOUT_S,
-                    local_apply: bool = False, from_client: bool = False) -> Any:
+                    local_apply: bool = False) -> Any:
         """Commit `cmd` and return its result: on the leader the very value its machine
         made, on a follower the leader's answer decoded.
 
@@ -84,11 +84,7 @@ class Coordinator:
 
         `local_apply`: also wait until this member has applied the command, so the
         caller's next local read or watch here sees it (etcd answers a write only after
-        the member that took it applied it; its clients rely on that).
-
-        `from_client`: a client's request, refused (TOO_LARGE, before anything is
-        proposed) if its command is over --max-request-bytes; the member's own commands
-        are bounded by the code that makes them."""
+        the member that took it applied it; its clients rely on that)."""
         if hasattr(cmd, "request_id") and not cmd.request_id:
             cmd = dataclasses.replace(cmd, request_id=f"srv-{_ID_PREFIX}-{next(_ids)}")
         retry_safe = bool(getattr(cmd, "request_id", ""))
@@ -96,8 +92,6 @@ class Coordinator:
             payload = c.encode_command(cmd)
         except ValueError as e:  # a field out of its type's range (a uint64 id past int64)
             raise ApiError(grpc.StatusCode.INVALID_ARGUMENT, "INVALID_ARGUMENT", str(e)) from None
-        if from_client:
-            self.limits.check_command_bytes(len(payload))
         deadline = time.monotonic() + timeout
         uncertain = ""  # why an earlier attempt's outcome is unknown, if one's is
         while True:

@@ -343,18 +343,22 @@ class FuzzedMember:
     api: str  # what SURVIVED counts under
 
 
-def running_member(root: Path, api: str) -> Iterator[FuzzedMember]:
+def running_member(root: Path, api: str, peer_port: bool = False) -> Iterator[FuzzedMember]:
     """A module fixture's body: one member (a process), its history never compacted
-    behind the tests' back; at the end, it must still be running and the count of
-    requests `api` survived is printed."""
+    behind the tests' back, requests sent to its client port (or its `peer_port`); at
+    the end, it must still be running and the count of requests `api` survived is
+    printed."""
     c = LocalCluster(1, data_dir=root / "cluster",
                      extra_args=["--auto-compaction-retention", "0"])
     try:
         c.start()
         c.wait_for_leader()
-        channel = grpc.insecure_channel(c.endpoints[0], options=CHANNEL_OPTIONS)
-        yield FuzzedMember(c, channel, Probe(channel), api)
+        client = grpc.insecure_channel(c.endpoints[0], options=CHANNEL_OPTIONS)
+        target = c.members["n1"].peer_listen if peer_port else c.endpoints[0]
+        channel = grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
+        yield FuzzedMember(c, channel, Probe(client), api)
         channel.close()
+        client.close()
         assert c.members["n1"].running, "the member died under fuzzed requests"
     finally:
         c.stop()

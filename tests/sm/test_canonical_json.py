@@ -6,6 +6,10 @@ from __future__ import annotations
 import pytest
 
 from coord.sm import canonical_json
+from coord.sm import commands as c
+from coord.sm.canonical_json import loads
+from coord.sm.limits import MAX_JSON_DEPTH
+from coord.sm.machine import CoordMachine
 from coord.sm.records import Claim
 
 
@@ -63,3 +67,34 @@ def test_rows_encode_only_from_tuples_of_the_right_kinds():
     for bad in ([Claim("a", True)], [("a", 0, 1)], [["a", 0]], [Claim(5, 0)]):
         with pytest.raises(ValueError):
             canonical_json.to_plain(ROWS, bad)
+
+
+@pytest.mark.parametrize("depth", [MAX_JSON_DEPTH + 1, 2 * MAX_JSON_DEPTH, 900, 100_000])
+def test_json_nested_past_the_limit_is_refused_in_the_same_words_at_any_depth(depth):
+    """Past MAX_JSON_DEPTH, whether the decoder's own recursion gives up first (its edge
+    depends on the caller's stack) or the depth check does, the refusal is one text: every
+    member refuses such a command alike."""
+    with pytest.raises(ValueError) as info:
+        loads(b"[" * depth + b"]" * depth)
+    assert str(info.value) == f"malformed JSON: nested deeper than {MAX_JSON_DEPTH}"
+    assert loads(b"[" * MAX_JSON_DEPTH + b"]" * MAX_JSON_DEPTH) is not None
+
+
+def nested_txn_payload(levels: int) -> bytes:
+    """A raw Txn command (JSON) whose success branch nests `levels` txns around a put:
+    what Admin.Propose, which takes any bytes, can be sent."""
+    body = b'{"@":"Put","ignore_lease":false,"ignore_value":false,"key":"aw==",' \
+           b'"prev_kv":false,"request_id":"","session_id":0,"value":"dg=="}'
+    for _ in range(levels):
+        body = b'{"@":"Txn","compares":[],"failure":[],"request_id":"","success":[' + body + b"]}"
+    return b"\x01" + bytes([c.command_tag(c.Txn((), ()))]) + \
+        b'{"compares":[],"failure":[],"request_id":"","success":[' + body + b"]}"
+
+
+def test_a_txn_nested_past_the_json_limit_is_an_undecodable_command_not_a_crash():
+    """Txns 250 deep: decoding them into records recursed past Python's limit inside
+    apply (RecursionError on every member); 120 deep is a txn like any other."""
+    m = CoordMachine()
+    result = m.apply(1, 1, 0, nested_txn_payload(250)).value
+    assert result.error == "INVALID_ARGUMENT" and "nested deeper than" in result.message
+    assert m.apply(2, 1, 0, nested_txn_payload(120)).value.succeeded

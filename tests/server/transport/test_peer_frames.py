@@ -13,6 +13,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from coord.server.transport.auth import PeerAuth
 from coord.server.transport.frames import (
     HEADER,
+    MAX_HELLO_PAYLOAD,
     MAX_PAYLOAD,
     PREAMBLE,
     FrameError,
@@ -151,3 +152,37 @@ def test_a_raft_connection_that_breaks_the_format_is_refused_with_the_reason() -
             await transport.close()
 
     run(main())
+
+
+def test_a_stranger_is_refused_a_frame_past_a_hellos_size_before_sending_it() -> None:
+    """Before its hello is accepted, a connection's frames may be MAX_HELLO_PAYLOAD bytes:
+    one announcing more is refused from its header alone, not buffered first."""
+
+    async def main() -> None:
+        transport = PeerTransport(PeerAuth(1, b"secret", 5))
+        port = PeerPort(transport, None)
+        bound = await port.start("127.0.0.1:0")
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", bound)
+            writer.write(PREAMBLE + HEADER.pack(MAX_HELLO_PAYLOAD + 1, Kind.HELLO) + b"h" * 100)
+            answer = await _read_all(reader)
+            writer.close()
+            ((kind, payload),) = FrameReader().feed(answer)
+            why = raft_pb2.PeerRefusal.FromString(payload)
+            assert (kind, why.code) == (Kind.REFUSE, "INVALID_ARGUMENT")
+            assert f"over the {MAX_HELLO_PAYLOAD} limit" in why.details
+        finally:
+            await port.close()
+            await transport.close()
+
+    run(main())
+
+
+def test_a_reader_takes_frames_up_to_its_limit_then_trusted_up_to_max_payload() -> None:
+    reader = FrameReader.for_stranger()
+    assert reader.feed(frame(Kind.HELLO, b"h" * MAX_HELLO_PAYLOAD)) == \
+        [(Kind.HELLO, b"h" * MAX_HELLO_PAYLOAD)]
+    with pytest.raises(FrameError, match="over the"):
+        FrameReader.for_stranger().feed(HEADER.pack(MAX_HELLO_PAYLOAD + 1, Kind.BATCH))
+    reader.trust()
+    assert reader.feed(HEADER.pack(MAX_PAYLOAD, Kind.BATCH)) == []
