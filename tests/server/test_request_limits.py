@@ -359,3 +359,22 @@ def test_the_flags_make_the_members_limits_and_a_bad_value_names_its_flag(monkey
                         ("--max-txn-ops", 0), ("--max-txn-ops", limits.MAX_TXN_OPS + 1)):
         with pytest.raises(ValueError, match=flag):
             member_config(parse_serve_args([*base, flag, str(value)]))
+
+
+def test_numbers_past_what_coord_stores_are_refused_not_failed(default):
+    """A uint64 session id past int64, an alarm type etcd does not define: INVALID_ARGUMENT
+    and an empty answer, not a handler's UNKNOWN (both found by the fuzz tests)."""
+    for call in (
+        lambda: default.sessions.CloseSession(
+            coord_pb2.CloseSessionRequest(session_id=(1 << 64) - 2), timeout=T),
+        lambda: default.own.Own(coord_pb2.OwnRequest(
+            session_id=1 << 63, group="g", claims=[coord_pb2.Claim(resource="r")]), timeout=T),
+    ):
+        e = refused(call)
+        assert e.code() == IA and "int64" in e.details()
+    maintenance = estubs.MaintenanceStub(default.channel)
+    got = maintenance.Alarm(epb.AlarmRequest(action=epb.AlarmRequest.GET, alarm=99), timeout=T)
+    assert list(got.alarms) == []
+    e = refused(lambda: maintenance.Alarm(epb.AlarmRequest(action=epb.AlarmRequest.ACTIVATE,
+                                                           alarm=99), timeout=T))
+    assert e.code() == IA
