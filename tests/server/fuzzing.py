@@ -260,10 +260,12 @@ def _in_band_failures(msg: Message) -> Iterator[Message]:
 
 
 def call(channel: grpc.Channel, method: Method, requests: Iterable[bytes],
-         metadata: tuple = ()) -> Outcome:
+         metadata: tuple = (), timeout: float | None = None) -> Outcome:
     """Send `requests` (encoded) to `method` and read what comes back: everything of a
-    unary call, up to MAX_RESPONSES of a stream (then it is cancelled)."""
-    timeout = UNARY_TIMEOUT_S if not method.server_streaming else STREAM_TIMEOUT_S
+    unary call, up to MAX_RESPONSES of a stream (then it is cancelled). `timeout`: the
+    call's deadline, for a stream that must end by itself (else STREAM_TIMEOUT_S)."""
+    if timeout is None:
+        timeout = UNARY_TIMEOUT_S if not method.server_streaming else STREAM_TIMEOUT_S
     stream = channel.stream_stream(method.path)  # no serializers: bytes as they are
     responses: list[bytes] = []
     it = stream(iter(list(requests)), timeout=timeout, metadata=metadata)
@@ -316,13 +318,13 @@ class Probe:
 
 
 def check_answer(member: FuzzedMember, method: Method, requests: list[bytes],
-                 metadata: tuple = ()) -> Outcome:
+                 metadata: tuple = (), timeout: float | None = None) -> Outcome:
     """Send one fuzzed request and assert what every one must give: a clear answer; for a
     refused unary request, a state unchanged; a member still serving. Counted in
     SURVIVED[member.api]."""
     probe = member.probe
     before = probe.state() if method.unary else None
-    outcome = call(member.channel, method, requests, metadata)
+    outcome = call(member.channel, method, requests, metadata, timeout)
     assert outcome.clear(method), f"{method}: {outcome.code.name} {outcome.details!r:.300}"
     if before is not None and outcome.refused:
         assert probe.state() == before, f"{method} was refused ({outcome.code.name}: " \
