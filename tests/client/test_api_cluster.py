@@ -143,7 +143,10 @@ def test_bad_input_is_refused_and_changes_nothing(cluster3: LocalCluster):
         with pytest.raises(InvalidArgumentError):
             c.put(b"k" * 5000, b"v")
         with pytest.raises(InvalidArgumentError):
+            c.put(b"k", b"x" * ((1 << 20) + 1))  # over the value limit
+        with pytest.raises(CoordError) as too_big:  # over gRPC's: --max-request-bytes + 512 KiB
             c.put(b"k", b"x" * (2 << 20))
+        assert too_big.value.code.name == "RESOURCE_EXHAUSTED"
         with pytest.raises(CoordError):
             c.own(987654, "g", [("p", 1)])  # unknown session
         with pytest.raises(InvalidArgumentError):
