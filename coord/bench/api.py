@@ -22,17 +22,31 @@ from coord.v1 import coord_pb2 as pb
 from coord.v1 import coord_pb2_grpc as rpc
 
 
+async def metered(load: Callable[[], Awaitable[object]], clients: int,
+                  latencies: list[float], meter: Meter | None = None,
+                  counts: Callable[[], dict] = dict) -> dict:
+    """The row every load reports: `load()` run once and timed, its workers filling
+    `latencies`; what the load counted besides (`counts()`), and with a `meter` the
+    members' CPU µs per op (`cpu_us_per_op`), read around the load."""
+    before = meter() if meter else {}
+    t0 = time.perf_counter()
+    await load()
+    elapsed = time.perf_counter() - t0
+    row = {"clients": clients, "ops": len(latencies), **counts(),
+           "per_s": len(latencies) / elapsed, **latency_ms(latencies)}
+    if meter:
+        row.update(measured(before, meter(), len(latencies)))
+    return row
+
+
 async def closed_loop(
     op: Callable[[int, int], Awaitable[object]], clients: int, seconds: float,
     meter: Meter | None = None,
 ) -> dict:
-    """`clients` workers each run `op(worker, i)` back to back for `seconds`; with a
-    `meter`, also the members' CPU µs per op (`cpu_us_per_op`)."""
+    """`clients` workers each run `op(worker, i)` back to back for `seconds`."""
     latencies: list[float] = []
-    before = meter() if meter else {}
-    deadline = time.monotonic() + seconds
 
-    async def worker(w: int) -> None:
+    async def worker(w: int, deadline: float) -> None:
         i = 0
         while time.monotonic() < deadline:
             t0 = time.perf_counter()
@@ -40,17 +54,22 @@ async def closed_loop(
             latencies.append(time.perf_counter() - t0)
             i += 1
 
-    t0 = time.perf_counter()
-    await asyncio.gather(*(worker(w) for w in range(clients)))
-    elapsed = time.perf_counter() - t0
-    row = {
-        "clients": clients,
-        "ops": len(latencies),
-        "per_s": len(latencies) / elapsed,
-        **latency_ms(latencies),
-    }
-    if meter:
-        row.update(measured(before, meter(), len(latencies)))
+    async def load() -> None:
+        deadline = time.monotonic() + seconds
+        await asyncio.gather(*(worker(w, deadline) for w in range(clients)))
+
+    return await metered(load, clients, latencies, meter)
+
+
+async def timed_level(phases: Phases, what: str,
+                      call: Callable[[int, int], Awaitable[object]], clients: int,
+                      seconds: float, meter: Meter | None = None, **fields: str) -> dict:
+    """One level of a closed loop of `call`, under a bar and logged as `what`: `fields`,
+    then its figures."""
+    log(f"{what} ...")
+    async with phases.timed(what, seconds):
+        row = {**fields, **await closed_loop(call, clients, seconds, meter)}
+    log(f"  {row['per_s']:.0f}/s")
     return row
 
 
@@ -59,22 +78,17 @@ async def bench_kv(channel: grpc.aio.Channel, levels: list[int], seconds: float,
     kv = rpc.KVStub(channel)
     rows = []
     for n in levels:
-        log(f"kv put: {n} clients ...")
 
         async def put(w: int, i: int) -> None:
             await kv.Put(pb.PutRequest(key=f"bench/{w}/{i % 100}".encode(), value=b"x" * 16))
 
-        async with phases.timed(f"kv put, {n} clients", seconds):
-            rows.append({"op": "put", **await closed_loop(put, n, seconds, meter)})
-        log(f"  {rows[-1]['per_s']:.0f}/s")
-        log(f"kv linearizable get: {n} clients ...")
-
         async def get(w: int, i: int) -> None:
             await kv.Range(pb.RangeRequest(key=f"bench/{w}/{i % 100}".encode()))
 
-        async with phases.timed(f"kv get, {n} clients", seconds):
-            rows.append({"op": "get", **await closed_loop(get, n, seconds, meter)})
-        log(f"  {rows[-1]['per_s']:.0f}/s")
+        rows.append(await timed_level(phases, f"kv put: {n} clients", put, n, seconds, meter,
+                                      op="put"))
+        rows.append(await timed_level(phases, f"kv linearizable get: {n} clients", get, n,
+                                      seconds, meter, op="get"))
     return rows
 
 
@@ -83,16 +97,14 @@ async def bench_pid(channel: grpc.aio.Channel, levels: list[int], seconds: float
     producers = rpc.ProducersStub(channel)
     rows = []
     for n in levels:
-        log(f"pid block: {n} clients ...")
 
         async def block(w: int, i: int) -> None:
             await producers.AllocatePidBlock(
                 pb.AllocatePidBlockRequest(requester=f"b{w}", size=1000, request_id=f"{w}-{i}")
             )
 
-        async with phases.timed(f"pid block, {n} clients", seconds):
-            rows.append({"op": "pid-block", **await closed_loop(block, n, seconds)})
-        log(f"  {rows[-1]['per_s']:.0f}/s")
+        rows.append(await timed_level(phases, f"pid block: {n} clients", block, n, seconds,
+                                      op="pid-block"))
     return rows
 
 

@@ -26,11 +26,10 @@ from pathlib import Path
 import grpc
 
 from coord.bench import log
-from coord.bench.api import bench_kv, closed_loop
+from coord.bench.api import bench_kv, metered, timed_level
 from coord.bench.flame import Profiler
 from coord.bench.grpc_floor import floor_server
-from coord.bench.member_cpu import Meter, measured, member_meter
-from coord.bench.stats import latency_ms
+from coord.bench.member_cpu import Meter, member_meter
 from coord.client import AsyncClient
 from coord.etcdpb import rpc_pb2 as epb
 from coord.etcdpb import rpc_pb2_grpc as erpc
@@ -52,30 +51,24 @@ async def etcd_ops(endpoint: str, system: str, levels: list[int], seconds: float
     async with _channel(endpoint, tls) as channel:
         kv, lease = erpc.KVStub(channel), erpc.LeaseStub(channel)
         for n in levels:
-            log(f"{system}: etcd-API put, {n} clients ...")
 
             async def put(w: int, i: int) -> None:
                 await kv.Put(epb.PutRequest(key=f"bench/{w}/{i % 100}".encode(), value=b"x" * 16))
 
-            async with phases.timed(f"{system} etcd-API put, {n} clients", seconds):
-                rows.append({"system": system, "api": "etcd", "op": "put",
-                             **await closed_loop(put, n, seconds, meter)})
-            log(f"  {rows[-1]['per_s']:.0f}/s")
-            log(f"{system}: etcd-API linearizable get, {n} clients ...")
-
             async def get(w: int, i: int) -> None:
                 await kv.Range(epb.RangeRequest(key=f"bench/{w}/{i % 100}".encode()))
 
-            async with phases.timed(f"{system} etcd-API get, {n} clients", seconds):
-                rows.append({"system": system, "api": "etcd", "op": "get",
-                             **await closed_loop(get, n, seconds, meter)})
-            log(f"  {rows[-1]['per_s']:.0f}/s")
+            row = {"system": system, "api": "etcd"}
+            rows.append(await timed_level(phases, f"{system}: etcd-API put, {n} clients", put,
+                                          n, seconds, meter, **row, op="put"))
+            rows.append(await timed_level(phases, f"{system}: etcd-API linearizable get, {n} "
+                                          "clients", get, n, seconds, meter, **row, op="get"))
             if not claims:
                 continue
             granted = await lease.LeaseGrant(epb.LeaseGrantRequest(TTL=600))
             log(f"{system}: {claims} create-if-absent claims on one lease, {n} clients ...")
             with phases.phase(f"{system} claims, {n} clients", claims, "claims") as step:
-                rows.append({"system": system, "api": "etcd", "op": "claim",
+                rows.append({**row, "op": "claim",
                              **await _claims(kv, granted.ID, f"claims-{n}", claims, n, step,
                                              meter)})
             log(f"  {rows[-1]['per_s']:.0f}/s")
@@ -85,7 +78,6 @@ async def etcd_ops(endpoint: str, system: str, levels: list[int], seconds: float
 async def _claims(kv: erpc.KVStub, lease_id: int, prefix: str, total: int, clients: int,
                   step: Step, meter: Meter | None = None) -> dict:
     """Claim `total` keys (each once) with `clients` workers: Txn(create == 0 → put)."""
-    before = meter() if meter else {}
     todo = list(range(total))
     latencies: list[float] = []
     won = unavailable = 0
@@ -115,15 +107,9 @@ async def _claims(kv: erpc.KVStub, lease_id: int, prefix: str, total: int, clien
                 step()
                 break
 
-    t0 = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(clients)))
-    elapsed = time.perf_counter() - t0
-    row = {"clients": clients, "ops": len(latencies), "succeeded": won,
-           "unavailable": unavailable, "per_s": len(latencies) / elapsed,
-           **latency_ms(latencies)}
-    if meter:
-        row.update(measured(before, meter(), len(latencies)))
-    return row
+    return await metered(lambda: asyncio.gather(*(worker() for _ in range(clients))),
+                         clients, latencies, meter,
+                         lambda: {"succeeded": won, "unavailable": unavailable})
 
 
 def _channel(endpoint: str, tls: TLS | None) -> grpc.aio.Channel:
@@ -147,32 +133,26 @@ async def coord_stream(endpoint: str, levels: list[int], seconds: float,
     `own` calls of one session (coord's claim; etcd needs a Txn on a lease for it).
     `profile(name)`: what records the members during the put at the most clients."""
     rows: list[dict] = []
+    row = {"system": "coord", "api": "stream"}
     async with AsyncClient([endpoint], stream=True, tls=tls or False) as client:
         for n in levels:
-            log(f"coord: stream put, {n} clients ...")
 
             async def put(w: int, i: int) -> None:
                 await client.put(f"bench/{w}/{i % 100}", b"x" * 16)
 
-            async with phases.timed(f"coord stream put, {n} clients", seconds):
-                with (profile(f"stream-put-{n}") if profile and n == max(levels)
-                      else contextlib.nullcontext()):
-                    rows.append({"system": "coord", "api": "stream", "op": "put",
-                                 **await closed_loop(put, n, seconds, meter)})
-            log(f"  {rows[-1]['per_s']:.0f}/s")
-            log(f"coord: stream linearizable get, {n} clients ...")
-
             async def get(w: int, i: int) -> None:
                 await client.get(f"bench/{w}/{i % 100}")
 
-            async with phases.timed(f"coord stream get, {n} clients", seconds):
-                rows.append({"system": "coord", "api": "stream", "op": "get",
-                             **await closed_loop(get, n, seconds, meter)})
-            log(f"  {rows[-1]['per_s']:.0f}/s")
+            with (profile(f"stream-put-{n}") if profile and n == max(levels)
+                  else contextlib.nullcontext()):
+                rows.append(await timed_level(phases, f"coord: stream put, {n} clients", put,
+                                              n, seconds, meter, **row, op="put"))
+            rows.append(await timed_level(phases, f"coord: stream linearizable get, {n} "
+                                          "clients", get, n, seconds, meter, **row, op="get"))
             log(f"coord: {claims} single-resource own calls, {n} clients ...")
             session = await client.open_session(f"bench-claims-{n}", ttl=600)
             with phases.phase(f"coord stream own, {n} clients", claims, "claims") as step:
-                rows.append({"system": "coord", "api": "stream", "op": "claim",
+                rows.append({**row, "op": "claim",
                              **await _owns(client, session.session_id, f"claims-{n}", claims,
                                            n, step, meter)})
             log(f"  {rows[-1]['per_s']:.0f}/s")
@@ -182,7 +162,6 @@ async def coord_stream(endpoint: str, levels: list[int], seconds: float,
 async def _owns(client: AsyncClient, session: int, group: str, total: int,
                 clients: int, step: Step, meter: Meter | None = None) -> dict:
     """Claim `total` resources (each once, one per call) with `clients` workers."""
-    before = meter() if meter else {}
     todo = list(range(total))
     latencies: list[float] = []
     won = 0
@@ -197,14 +176,8 @@ async def _owns(client: AsyncClient, session: int, group: str, total: int,
             won += len(res.grants)
             step()
 
-    t0 = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(clients)))
-    elapsed = time.perf_counter() - t0
-    row = {"clients": clients, "ops": len(latencies), "succeeded": won,
-           "per_s": len(latencies) / elapsed, **latency_ms(latencies)}
-    if meter:
-        row.update(measured(before, meter(), len(latencies)))
-    return row
+    return await metered(lambda: asyncio.gather(*(worker() for _ in range(clients))),
+                         clients, latencies, meter, lambda: {"succeeded": won})
 
 
 def _cpu(r: dict) -> str:
