@@ -144,43 +144,26 @@ def _interrupt(signum: int, frame: object) -> None:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     # SIGTERM stops a benchmark as Ctrl-C does, through its clean-up: the clusters it
-    # started are stopped and their temp dirs removed (a killed driver used to leave its
-    # members running).
+    # started are stopped and their temp dirs removed.
     signal.signal(signal.SIGTERM, _interrupt)
     # Only the chosen benchmark is imported: they bring clusters, etcd and ZooKeeper
     # drivers that the others (and the parser) have no use for.
     if args.target == "readonly":
-        from coord.bench.readonly import run_readonly_bench
-
-        return run_readonly_bench(args)
-    if args.target == "raft":
-        from coord.bench.raft import run_raft_bench
-
-        return run_raft_bench(args)
-    if args.target == "etcd":
-        from coord.bench.etcd import run_etcd_bench
-
-        return run_etcd_bench(args)
-    if args.target == "startup":
-        from coord.bench.startup import run_startup_bench
-
-        return run_startup_bench(args)
-    if args.target == "scale":
-        from coord.bench.scale import run_scale_bench
-
-        return run_scale_bench(args)
-    if args.target == "audit":
-        from coord.bench.audit import run_audit_bench
-
-        return run_audit_bench(args)
-    if args.target == "spark":
-        from coord.bench.spark_writer import run_spark_bench
-
-        return run_spark_bench(args)
-    if args.target == "machine":
-        from coord.bench.machine import run_machine_bench
-
-        return run_machine_bench(args)
-    from coord.bench.api import run_api_bench
-
-    return run_api_bench(args)
+        from coord.bench.readonly import run_readonly_bench as run
+    elif args.target == "raft":
+        from coord.bench.raft import run_raft_bench as run
+    elif args.target == "etcd":
+        from coord.bench.etcd import run_etcd_bench as run
+    elif args.target == "startup":
+        from coord.bench.startup import run_startup_bench as run
+    elif args.target == "scale":
+        from coord.bench.scale import run_scale_bench as run
+    elif args.target == "audit":
+        from coord.bench.audit import run_audit_bench as run
+    elif args.target == "spark":
+        from coord.bench.spark_writer import run_spark_bench as run
+    elif args.target == "machine":
+        from coord.bench.machine import run_machine_bench as run
+    else:
+        from coord.bench.api import run_api_bench as run
+    return run(args)
