@@ -31,6 +31,7 @@ from coord.bench.footprint import mib, per_member
 from coord.bench.scale_common import (
     VALUE,
     Running,
+    beside_etcd,
     decades,
     key,
     load,
@@ -164,10 +165,8 @@ def keys_table(rows: list[dict]) -> list[str]:
                      f"{r['put_p50_ms']:6.2f}/{r['put_p99_ms']:<7.2f} "
                      f"{r['get_p50_ms']:6.2f}/{r['get_p99_ms']:<7.2f} {r.get('errors', 0):7d}"
                      f"  {'-' if snap is None else f'{snap:10.2f}':>10}")
-    etcd = {r["keys"]: r for r in rows if r["system"] == "etcd"}
-    for r in rows:
-        e = etcd.get(r["keys"])
-        if r["system"] == "coord" and e and e["bytes_per_key"] > 0:
+    for r, e in beside_etcd(rows, "keys"):
+        if e["bytes_per_key"] > 0:
             lines.append(f"at {r['keys']} keys coord/etcd: RSS per key "
                          f"{r['bytes_per_key'] / e['bytes_per_key']:.2f}x, put p99 "
                          f"{r['put_p99_ms'] / max(e['put_p99_ms'], 1e-9):.2f}x")

@@ -80,6 +80,13 @@ def running(system: str, members: int, compaction: list[str]) -> Iterator[Runnin
                       {n: f"127.0.0.1:{etcd.client_ports[n]}" for n in etcd.names})
 
 
+def beside_etcd(rows: list[dict], size: str) -> list[tuple[dict, dict]]:
+    """(coord's row, etcd's row) at each `size` (a row's "keys", "sessions") both systems
+    were measured at: what a table's coord/etcd lines compare."""
+    etcd = {r[size]: r for r in rows if r["system"] == "etcd"}
+    return [(r, etcd[r[size]]) for r in rows if r["system"] == "coord" and r[size] in etcd]
+
+
 def decades(total: int) -> list[int]:
     """1000, 10000, ... up to `total` (and `total` itself)."""
     out, n = [], 1000

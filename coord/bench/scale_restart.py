@@ -11,12 +11,13 @@ leader's revision.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 
 import grpc
 
 from coord.bench.footprint import dir_bytes, mib
-from coord.bench.scale_common import decades, key, load, log
+from coord.bench.scale_common import beside_etcd, decades, key, load, log
 from coord.bench.startup import PROBE_OPTIONS
 from coord.etcdpb import rpc_pb2 as epb
 from coord.etcdpb import rpc_pb2_grpc as erpc
@@ -29,16 +30,8 @@ RESTART_TIMEOUT = 600.0  # seconds any one restart or catch-up may take before t
 class _CoordRig:
     """The restart phase's moves on a coord LocalCluster (real `coord serve` processes)."""
 
-    def __init__(self, members: int, extra_args: list[str]) -> None:
-        self.cluster = LocalCluster(members, extra_args=extra_args)
-        self.names = list(self.cluster.members)
-
-    def __enter__(self) -> _CoordRig:
-        self.cluster.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.cluster.stop()
+    def __init__(self, cluster: LocalCluster) -> None:
+        self.cluster, self.names = cluster, list(cluster.members)
 
     def endpoint(self, name: str) -> str:
         return self.cluster.members[name].listen
@@ -67,16 +60,8 @@ class _CoordRig:
 class _EtcdRig:
     """The same moves on an EtcdCluster (etcd 3.4 processes, etcdctl for membership)."""
 
-    def __init__(self, members: int, extra_args: list[str]) -> None:
-        self.etcd = EtcdCluster(members, extra_args=extra_args)
-        self.names = list(self.etcd.names)
-
-    def __enter__(self) -> _EtcdRig:
-        self.etcd.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.etcd.stop()
+    def __init__(self, etcd: EtcdCluster) -> None:
+        self.etcd, self.names = etcd, list(etcd.names)
 
     def endpoint(self, name: str) -> str:
         return f"127.0.0.1:{self.etcd.client_ports[name]}"
@@ -164,12 +149,10 @@ def caught_up(endpoint: str, revision: int, t0: float, timeout: float) -> float:
     with grpc.insecure_channel(endpoint, options=PROBE_OPTIONS) as ch:
         stub = erpc.MaintenanceStub(ch)
         while time.monotonic() < deadline:
-            try:
+            with contextlib.suppress(grpc.RpcError):
                 st = stub.Status(epb.StatusRequest(), timeout=1, wait_for_ready=True)
                 if st.header.revision >= revision:
                     return time.monotonic() - t0
-            except grpc.RpcError:
-                pass
             time.sleep(0.01)
     raise RuntimeError(f"{endpoint} did not reach revision {revision} within {timeout:g}s")
 
@@ -191,8 +174,9 @@ def restart(system: str, members: int, compaction: list[str], total: int,
     rows: list[dict] = []
     errors = [0]
     written = 0
-    rig = _CoordRig if system == "coord" else _EtcdRig
-    with rig(members, compaction) as r:
+    coord = system == "coord"
+    with (LocalCluster if coord else EtcdCluster)(members, extra_args=compaction) as cluster:
+        r = _CoordRig(cluster) if coord else _EtcdRig(cluster)
         for target in decades(total):
             t0 = time.monotonic()
             asyncio.run(_load_on(r.endpoint(r.leader()), written, target, clients, errors))
@@ -227,11 +211,8 @@ def restart_table(rows: list[dict]) -> list[str]:
                      f"{mib(r['disk_max']):>9} {r['revision']:>10d} "
                      f"{r['restart_serving_s']:19.2f} {r['catchup_s']:17.2f} "
                      f"{r.get('errors', 0):7d}")
-    etcd = {r["keys"]: r for r in rows if r["system"] == "etcd"}
-    for r in rows:
-        e = etcd.get(r["keys"])
-        if r["system"] == "coord" and e:
-            lines.append(f"at {r['keys']} keys coord/etcd: restart to serving "
-                         f"{r['restart_serving_s'] / max(e['restart_serving_s'], 1e-9):.2f}x, "
-                         f"wiped catch-up {r['catchup_s'] / max(e['catchup_s'], 1e-9):.2f}x")
+    for r, e in beside_etcd(rows, "keys"):
+        lines.append(f"at {r['keys']} keys coord/etcd: restart to serving "
+                     f"{r['restart_serving_s'] / max(e['restart_serving_s'], 1e-9):.2f}x, "
+                     f"wiped catch-up {r['catchup_s'] / max(e['catchup_s'], 1e-9):.2f}x")
     return lines

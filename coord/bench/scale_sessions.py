@@ -19,7 +19,7 @@ from typing import Any
 import grpc
 
 from coord.bench.footprint import cpu_seconds, mib, per_member
-from coord.bench.scale_common import Running, decades, log, retrying
+from coord.bench.scale_common import Running, beside_etcd, decades, log, retrying
 from coord.bench.stats import latency_ms
 from coord.etcdpb import rpc_pb2 as epb
 from coord.etcdpb import rpc_pb2_grpc as erpc
@@ -283,13 +283,10 @@ def sessions_table(rows: list[dict]) -> list[str]:
             lines.append(f"{r['system']} at {r['sessions']} sessions: the driver used "
                          f"{r['driver_cpu_pct']:.0f}% of a core: it, not coord, may be the "
                          "limit (it shares the box with the members)")
-    etcd = {r["sessions"]: r for r in rows if r["system"] == "etcd"}
-    for r in rows:
-        e = etcd.get(r["sessions"])
-        if r["system"] == "coord" and e:
-            lines.append(f"at {r['sessions']} sessions coord/etcd: leader CPU "
-                         f"{r['leader_cpu_pct'] / max(e['leader_cpu_pct'], 1e-9):.2f}x, "
-                         f"leader RSS {r['leader_rss'] / max(e['leader_rss'], 1):.2f}x, "
-                         f"keepalive p99 "
-                         f"{r['keepalive_p99_ms'] / max(e['keepalive_p99_ms'], 1e-9):.2f}x")
+    for r, e in beside_etcd(rows, "sessions"):
+        lines.append(f"at {r['sessions']} sessions coord/etcd: leader CPU "
+                     f"{r['leader_cpu_pct'] / max(e['leader_cpu_pct'], 1e-9):.2f}x, "
+                     f"leader RSS {r['leader_rss'] / max(e['leader_rss'], 1):.2f}x, "
+                     f"keepalive p99 "
+                     f"{r['keepalive_p99_ms'] / max(e['keepalive_p99_ms'], 1e-9):.2f}x")
     return lines
