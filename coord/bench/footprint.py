@@ -5,6 +5,7 @@ member's log says it took (their cost lands in whatever was being measured)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from pathlib import Path
@@ -28,10 +29,8 @@ def dir_bytes(path: Path) -> int:
     total = 0
     for root, _dirs, files in os.walk(path):
         for name in files:
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 total += os.stat(os.path.join(root, name)).st_size
-            except FileNotFoundError:
-                continue
     return total
 
 

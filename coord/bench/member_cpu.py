@@ -1,9 +1,9 @@
 """What the members spent during one measurement, read from outside the processes so
 coord and etcd are measured the same way: CPU per operation on the leader and a
-follower, from /proc (issue 14's profile summary), and, for coord, the snapshots its
-members took meanwhile, from their logs: a snapshot costs every member a few hundred
-milliseconds of CPU once the state is large, so a row it lands in runs slower, and the
-table says so instead of leaving it to look like noise."""
+follower, from /proc, and, for coord, the snapshots its members took meanwhile, from
+their logs: a snapshot costs every member a few hundred milliseconds of CPU once the
+state is large, so a row it lands in runs slower, and the table says so instead of
+leaving it to look like noise."""
 
 from __future__ import annotations
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import time
 
@@ -58,11 +59,9 @@ def _first_write(cluster: LocalCluster, names: list[str], deadline: float) -> fl
     try:
         while time.monotonic() < deadline:
             for c in clients.values():
-                try:
+                with contextlib.suppress(grpc.RpcError):
                     c.propose(b"failover-probe", timeout=0.5)
                     return time.monotonic()
-                except grpc.RpcError:
-                    pass
             time.sleep(0.01)
         return None
     finally:
