@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from functools import partial
 from typing import Any
 
 from rich.markup import escape
@@ -353,10 +354,8 @@ class CoordApp(App):
             if not fields or not fields["key"]:
                 return
             k, v = fields["key"].encode(), fields["value"].encode()
-
-            async def put(w: Writer) -> str:
-                return await w.put(k, v)
-            self.request(Action(f"Put {fields['key']!r} = {short_value(v)!r}?", put))
+            self.request(Action(f"Put {fields['key']!r} = {short_value(v)!r}?",
+                                partial(Writer.put, key=k, value=v)))
 
         self.push_screen(PromptScreen("Put a key", [("key", "key", key),
                                                     ("value", "value", value)]), entered)
@@ -368,12 +367,11 @@ class CoordApp(App):
         def entered(fields: dict | None) -> None:
             if not fields or not fields["name"] or not fields["peer"]:
                 return
-            name, peer, client = fields["name"], fields["peer"], fields["client"]
-
-            async def add(w: Writer) -> str:
-                return await w.add_learner(name, peer, client)
+            name, peer = fields["name"], fields["peer"]
             self.request(Action(f"Add {name} (peers at {peer}) as a learner? It receives "
-                                "the log but does not vote until promoted.", add))
+                                "the log but does not vote until promoted.",
+                                partial(Writer.add_learner, name=name, peer_address=peer,
+                                        client_address=fields["client"])))
 
         self.push_screen(PromptScreen("Add a learner", [
             ("name", "member name", ""), ("peer", "peer address (host:port)", ""),

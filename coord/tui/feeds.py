@@ -174,11 +174,8 @@ class Feeds:
                 self._watch_member(m.client_address)
         known = {m.name for m in st.members}
         for name in [n for n, r in model.members.rows.items()
-                     if r.reachable and n not in known and r.endpoint not in self._endpoints()]:
+                     if r.reachable and n not in known and r.endpoint not in self.client.endpoints]:
             model.members.remove(name)
-
-    def _endpoints(self) -> set[str]:
-        return set(self.client.endpoints)
 
     async def _statuses(self) -> None:
         """Re-read every member's status when asked (a change), else every RECONCILE_S."""

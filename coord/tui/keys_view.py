@@ -5,6 +5,7 @@ JSON or hex, `v` cycles), revisions, version and session; `h` its history."""
 from __future__ import annotations
 
 import bisect
+from functools import partial
 from typing import Any
 
 from rich.markup import escape
@@ -53,6 +54,9 @@ class KeysView(Horizontal):
 
     # -- the keyspace ---------------------------------------------------------------------
     def _index(self) -> None:
+        """Take the model's changes and list the kept keys again."""
+        self._version = self.model.keys.version
+        self.model.keys.take()
         self._by_text = {}
         for k in self.model.keys.rows:
             text = key_text(k)
@@ -90,8 +94,6 @@ class KeysView(Horizontal):
                 node.add_leaf(label, data=(KEY, data))
 
     def rebuild(self) -> None:
-        self._version = self.model.keys.version
-        self.model.keys.take()
         self._index()
         root = self.tree.root
         self._fill(root)
@@ -101,14 +103,11 @@ class KeysView(Horizontal):
 
     def sync(self) -> None:
         """Re-list the open folders whose children changed."""
-        if self.model.keys.version == self._version:
-            return
-        self._version = self.model.keys.version
-        self.model.keys.take()
-        self._index()
-        self._refresh(self.tree.root)
-        self.update_title()
-        self.show_detail()
+        if self.model.keys.version != self._version:
+            self._index()
+            self._refresh(self.tree.root)
+            self.update_title()
+            self.show_detail()
 
     def _refresh(self, node: TreeNode) -> None:
         if node.data[0] != DIR or not (node.is_expanded or node.is_root):
@@ -190,21 +189,16 @@ class KeysView(Horizontal):
         if kind == "delete":
             if row is None:
                 return "select a key (folders are not deleted as a whole)"
-
-            async def delete(w: Writer) -> str:
-                return await w.delete(row.key)
             bound = f" (bound to session {row.session_id})" if row.session_id else ""
             return Action(f"Delete key {key_text(row.key)!r}{bound} at version "
-                          f"{row.version}?", delete)
+                          f"{row.version}?", partial(Writer.delete, key=row.key))
         if kind == "compact":
             revision = self.model.revision
             if revision < 3:  # an empty cluster is at 1, its first write at 2: at most
                 return "nothing to compact yet"  # the empty state before it to forget
-
-            async def compact(w: Writer) -> str:
-                return await w.compact(revision)
             return Action(f"Compact the history before revision {revision}? Watches and "
-                          "reads at older revisions will fail.", compact)
+                          "reads at older revisions will fail.",
+                          partial(Writer.compact, revision=revision))
         return None
 
 

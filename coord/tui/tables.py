@@ -50,7 +50,7 @@ class TableView(Vertical):
         raise NotImplementedError
 
     def row_id(self, key: Hashable) -> str:
-        return repr(key)
+        return str(key)
 
     def describe(self, row: Any) -> dict:
         return {name: getattr(row, name) for name in getattr(row, "__dataclass_fields__", {})}
@@ -125,13 +125,11 @@ class TableView(Vertical):
                     del self._ids[rid]
                     self.marked.discard(rid)
                 continue
-            cells = self._draw(key, row)
             if shown:
-                for (col, _), value in zip(self.columns, cells, strict=True):
-                    table.update_cell(rid, col, value)
+                self._redraw_row(rid)
             else:
                 self._ids[rid] = key
-                table.add_row(*cells, key=rid)
+                table.add_row(*self._draw(key, row), key=rid)
         self.update_title()
 
     def tick(self) -> None:
@@ -211,8 +209,7 @@ class TableView(Vertical):
             return
         table = self.data_table
         a, b = sorted((table.get_row_index(self._last_mark), table.cursor_row))
-        order = list(self._ids)
-        ordered = sorted(order, key=table.get_row_index)
+        ordered = sorted(self._ids, key=table.get_row_index)
         for r in ordered[a:b + 1]:
             self.marked.add(r)
             self._redraw_row(r)

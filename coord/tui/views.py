@@ -5,7 +5,9 @@ gate)."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Hashable
+from functools import partial
 from typing import Any
 
 from rich.text import Text
@@ -53,9 +55,6 @@ class MembersView(TableView):
         return (m.name, m.endpoint, role, m.term, m.leader or "-", m.commit, m.applied, lag,
                 "yes" if m.learner else "", quorum, mode, m.version or "-", size(m.data_bytes))
 
-    def row_id(self, key: Hashable) -> str:
-        return str(key)
-
     def request(self, kind: str) -> Request:
         rows = self.selected()
         if not rows:
@@ -64,26 +63,18 @@ class MembersView(TableView):
         if kind == "transfer":
             if m.role == "leader":
                 return f"{m.name} already leads"
-
-            async def transfer(w: Writer) -> str:
-                return await w.transfer_leader(m.name)
-            return Action(f"Transfer leadership to {m.name}?", transfer)
+            return Action(f"Transfer leadership to {m.name}?",
+                          lambda w: w.transfer_leader(m.name))
         if kind == "promote":
             if not m.learner:
                 return f"{m.name} is already a voter"
-
-            async def promote(w: Writer) -> str:
-                return await w.promote(m.name, m.peer_address, m.endpoint)
-            return Action(f"Promote learner {m.name} to a voting member?", promote)
+            return Action(f"Promote learner {m.name} to a voting member?",
+                          lambda w: w.promote(m.name, m.peer_address, m.endpoint))
         if kind == "delete":
             names = [r.name for r in rows]
-
-            def remove(name: str) -> Action:
-                async def run(w: Writer) -> str:
-                    return await w.remove_member(name)
-                return Action(name, run)
             return batch(f"Remove member(s) {', '.join(names)} from the cluster? It stops "
-                         "counting towards the quorum.", [remove(n) for n in names])
+                         "counting towards the quorum.",
+                         [Action(n, partial(Writer.remove_member, name=n)) for n in names])
         return None
 
 
@@ -97,9 +88,6 @@ class SessionsView(TableView):
 
     def table_of(self, model: ClusterModel) -> Table:
         return model.sessions
-
-    def row_id(self, key: Hashable) -> str:
-        return str(key)
 
     def cells(self, s: SessionRow) -> tuple[Any, ...]:
         owned = ", ".join(f"{g}/{r}" for g, r in s.owned[:3])
@@ -117,9 +105,6 @@ class SessionsView(TableView):
             return Text("renewed", style="dim")
         left = s.left_ms(now)
         return Text(duration_ms(left), style="bold red" if 0 <= left < 2000 else "")
-
-    def sort_key(self, key: Hashable) -> Any:
-        return key
 
     def tick(self) -> None:
         table = self.data_table
@@ -140,16 +125,12 @@ class SessionsView(TableView):
         rows = self.selected()
         if kind != "delete" or not rows:
             return None
-
-        def close(s: SessionRow) -> Action:
-            async def run(w: Writer) -> str:
-                return await w.close_session(s.id)
-            return Action(str(s.id), run)
         held = sum(len(s.owned) + len(s.keys) for s in rows)
         ids = ", ".join(str(s.id) for s in rows)
         return batch(f"Close session(s) {ids}? Their {held} owned resource(s) and bound "
                      "key(s) are released at once, and their holders are fenced.",
-                     [close(s) for s in rows])
+                     [Action(str(s.id), partial(Writer.close_session, session_id=s.id))
+                      for s in rows])
 
 
 class OwnersView(TableView):
@@ -179,20 +160,16 @@ class OwnersView(TableView):
         names = ", ".join(f"{o.group}/{o.resource}" for o in rows[:5])
         names += f" and {len(rows) - 5} more" if len(rows) > 5 else ""
         if kind == "delete":
-            def release(o: OwnerRow) -> Action:
-                async def run(w: Writer) -> str:
-                    return await w.release(o.session_id, o.group, o.resource)
-                return Action(o.resource, run)
             return batch(f"Release {names}? The owning session(s) lose them; the next "
-                         "claim gets a higher generation.", [release(o) for o in rows])
+                         "claim gets a higher generation.",
+                         [Action(o.resource, partial(Writer.release, session_id=o.session_id,
+                                                     group=o.group, resource=o.resource))
+                          for o in rows])
         if kind == "force":
-            def claim(o: OwnerRow) -> Action:
-                async def run(w: Writer) -> str:
-                    return await w.force_claim(o.group, o.resource)
-                return Action(o.resource, run)
             return batch(f"Force-claim {names} with generation 0? The current owner(s) are "
                          "severed (fenced) and the console's own session holds them.",
-                         [claim(o) for o in rows])
+                         [Action(o.resource, partial(Writer.force_claim, group=o.group,
+                                                     resource=o.resource)) for o in rows])
         return None
 
 
@@ -218,9 +195,6 @@ class EventsView(TableView):
         table.version = model.events_seq
         return table
 
-    def row_id(self, key: Hashable) -> str:
-        return str(key)
-
     def cells(self, e: EventRow) -> tuple[Any, ...]:
         styles = {"leader": "bold cyan", "quorum": "bold red", "mode": "bold magenta",
                   "sever": "yellow", "reset": "yellow", "expire": "red", "member": "red"}
@@ -230,15 +204,10 @@ class EventsView(TableView):
         table = self.data_table
         table.clear()
         self._ids.clear()
-        shown = 0
-        for e in self.model.events:  # newest first
-            if shown >= self.SHOWN:
-                break
-            if self.keeps(e):
-                rid = str(e.seq)
-                self._ids[rid] = e.seq
-                table.add_row(*self._draw(e.seq, e), key=rid)
-                shown += 1
+        kept = (e for e in self.model.events if self.keeps(e))  # newest first
+        for e in itertools.islice(kept, self.SHOWN):
+            self._ids[str(e.seq)] = e.seq
+            table.add_row(*self._draw(e.seq, e), key=str(e.seq))
         self._seq = self.model.events_seq
         self.update_title()
 
@@ -296,9 +265,6 @@ class ProducersView(TableView):
 
     def table_of(self, model: ClusterModel) -> Table:
         return model.producers.producers
-
-    def row_id(self, key: Hashable) -> str:
-        return str(key)
 
     def cells(self, row: tuple) -> tuple[Any, ...]:
         return row
