@@ -12,6 +12,7 @@ exits. `python -m coord.chaos.etcd_worker --endpoints A,B,C --workers N --seed S
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import random
 import sys
@@ -41,7 +42,7 @@ class EtcdRegister:
         return client
 
     def read(self, proc: Process, client, key: str, last: dict | None = None) -> bool:
-        proc.invoke("read", key, endpoint=self._where(client))
+        proc.invoke("read", key, endpoint=client.chaos_endpoint)
         try:
             value, _ = client.get(key)
         except Exception as e:  # noqa: BLE001 - etcd3 raises grpc and its own errors
@@ -62,12 +63,12 @@ class EtcdRegister:
         value = next(self._values)
         try:
             if f == "write":
-                proc.invoke("write", key, value, endpoint=self._where(client))
+                proc.invoke("write", key, value, endpoint=client.chaos_endpoint)
                 client.put(key, str(value))
                 proc.ok(value)
             else:
                 old = last.get(key)
-                proc.invoke("cas", key, [old, value], endpoint=self._where(client))
+                proc.invoke("cas", key, [old, value], endpoint=client.chaos_endpoint)
                 t = client.transactions
                 cond = t.version(key) == 0 if old is None else t.value(key) == str(old)
                 ok, _ = client.transaction(compare=[cond], success=[t.put(key, str(value))],
@@ -81,10 +82,6 @@ class EtcdRegister:
             return False
         return True
 
-    @staticmethod
-    def _where(client) -> str:
-        return getattr(client, "chaos_endpoint", "")
-
 
 def _worker(i: int, reg: EtcdRegister, proc: Process, stop: threading.Event,
             seed: int) -> None:
@@ -95,10 +92,8 @@ def _worker(i: int, reg: EtcdRegister, proc: Process, stop: threading.Event,
     while not stop.is_set():
         if not reg.step(proc, client, rng, last):
             attempt += 1
-            try:
+            with contextlib.suppress(Exception):  # reconnecting anyway
                 client.close()
-            except Exception:  # noqa: BLE001, S110 - reconnecting anyway
-                pass
             stop.wait(0.1)
             client = reg.connect(attempt)
     client.close()

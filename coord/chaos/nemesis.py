@@ -135,10 +135,7 @@ class Nemesis:
         return running[int(pick * len(running)) % len(running)], ""
 
     def _leader(self) -> str | None:
-        for name, st in self.cluster.statuses().items():
-            if st.role == "leader":
-                return name
-        return None
+        return next((n for n, st in self.cluster.statuses().items() if st.role == "leader"), None)
 
     def _partition(self, pick: float) -> tuple[str, str]:
         """Cut links in the namespaces; returns (what was cut, which variant)."""

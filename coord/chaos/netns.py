@@ -22,7 +22,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Callable
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import TypeVar
 
 from coord.testing import LocalCluster
@@ -111,10 +111,8 @@ def sweep_dead_runs() -> list[str]:
         if not (ns.startswith(RUN_PREFIX) and "-" in ns and pid.isdigit()) or _alive(int(pid)):
             continue
         for inside in _ip("netns", "pids", ns, check=False).stdout.split():
-            try:
+            with suppress(ProcessLookupError, ValueError):
                 os.kill(int(inside), 9)
-            except (ProcessLookupError, ValueError):
-                pass
         if _ip("netns", "del", ns, check=False).returncode == 0:
             removed.append(ns)
     if removed:

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -226,11 +227,8 @@ def _final_reads(cfg: RunConfig, workloads: list[Workload], recorder: Recorder,
 
 
 def _counts(rows: list[dict]) -> dict[str, int]:
-    out = {"ok": 0, "fail": 0, "info": 0}
-    for row in rows:
-        if row["type"] in out:
-            out[row["type"]] += 1
-    return out
+    types = Counter(row["type"] for row in rows)
+    return {t: types[t] for t in ("ok", "fail", "info")}
 
 
 def _merge(out: Path) -> list[dict]:
@@ -299,9 +297,7 @@ def _live(cfg: RunConfig, recorder: Recorder, nemesis: Nemesis, t0: float) -> Ta
 
 
 def _report(console: Console, cfg: RunConfig, result: RunResult) -> None:
-    kinds: dict[str, int] = {}
-    for f in result.faults:
-        kinds[f.kind] = kinds.get(f.kind, 0) + 1
+    kinds = Counter(f.kind for f in result.faults)
     c = result.counts
     console.print(f"ops: {sum(c.values()):,} ({c['ok']:,} ok, {c['fail']:,} fail, "
                   f"{c['info']:,} info) in {result.elapsed_s:.0f} s; faults: "

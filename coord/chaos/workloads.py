@@ -14,6 +14,7 @@ each op recorded as invoke then ok/fail/info (coord.chaos.recorder).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import random
 import threading
@@ -197,10 +198,8 @@ class Ownership(Workload):
             else:
                 proc.fail(str(detail))
         if rng.random() < 0.5:
-            try:
+            with contextlib.suppress(CoordError):
                 client.close_session(session)
-            except CoordError:
-                pass
 
     def _own(self, proc: Process, client: Client, common: dict) -> Grant | None:
         proc.invoke("own", None, None, **common)

@@ -32,11 +32,8 @@ def check_all(rows: Iterable[dict[str, Any]],
     ((start_ns, end_ns) on the oplog's clock) go to the checkers that weigh them."""
     rows = list(rows)
     present = {r.get("f") for r in rows}
-    out = []
-    for name, (fs, fn) in CHECKERS.items():
-        if present & set(fs):
-            out.append(check_sessions(rows, faults) if name == "sessions" else fn(rows))
-    return out
+    return [check_sessions(rows, faults) if name == "sessions" else fn(rows)
+            for name, (fs, fn) in CHECKERS.items() if present & set(fs)]
 
 
 __all__ = ["CHECKERS", "CheckResult", "LinearizabilityResult", "check_all", "check_key",

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from coord.check.oplog import INFINITY, Op, OplogError, pair
@@ -55,15 +55,6 @@ class LinearizabilityResult:
     elapsed_s: float = 0.0
     key: str | None = None
 
-    def summary(self) -> str:
-        head = f"{self.key or '?'}: {self.verdict} ({self.ops} ops, {self.states} states, " \
-               f"{self.elapsed_s:.2f} s)"
-        if self.verdict == "unknown":
-            return f"{head}: {self.reason}"
-        if self.anomaly:
-            return f"{head}: {self.anomaly['message']}"
-        return head
-
 
 def frozen(value: Any) -> Any:
     """A hashable form of a JSON value (lists -> tuples, dicts -> sorted item tuples),
@@ -83,7 +74,6 @@ class _Call:
     out: Any  # read: value read
     id: int = 0
     ret_time: float = INFINITY
-    fields: dict = field(default_factory=dict)
 
 
 def _step(state: Any, c: _Call) -> tuple[bool, Any]:

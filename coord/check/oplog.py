@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,6 @@ class Op:
     status: str
     start: int
     end: float
-    fields: dict[str, Any] = field(default_factory=dict)
 
     @property
     def f(self) -> str:

@@ -19,7 +19,7 @@ from coord.check.result import CheckResult
 
 def check_ownership(rows: Iterable[dict[str, Any]]) -> CheckResult:
     res = CheckResult("ownership")
-    ops = [o for o in pair(r for r in rows if r.get("f") in ("own", "write_fenced"))]
+    ops = pair(r for r in rows if r.get("f") in ("own", "write_fenced"))
     grants: dict[tuple, dict[int, dict[str, tuple]]] = defaultdict(lambda: defaultdict(dict))
     writes: dict[tuple, list] = defaultdict(list)
     for op in ops:
