@@ -15,6 +15,12 @@ from typing import Any
 FORMAT_HELP = "parquet (partitioned by date and kind) or jsonl"
 
 
+def _refuse(message: str) -> int:
+    """`message` on stderr, and the exit code of a command that refused its input."""
+    print(message, file=sys.stderr)
+    return 2
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     h = sub.add_parser("history", help="export coord's committed history as rows")
     hs = h.add_subparsers(dest="history_command", required=True)
@@ -104,8 +110,7 @@ def _write(rows: Iterator[dict], out: str, fmt: str, source: str, total: int, fi
     try:
         sink = HistorySink(out, fmt, source)
     except HistoryDirError as exc:
-        print(f"coord history: {exc}", file=sys.stderr)
-        return 2
+        return _refuse(f"coord history: {exc}")
     started = time.monotonic()
     with sink, progress_bar(what) as progress:
         task = progress.add_task(what, total=total, rate="")
@@ -123,12 +128,10 @@ def cmd_synth(args: argparse.Namespace) -> int:
     from coord.history.synth import synthesize
 
     if args.commands < 1:
-        print("coord history synth: --commands must be >= 1", file=sys.stderr)
-        return 2
+        return _refuse("coord history synth: --commands must be >= 1")
     if read_manifest(args.out) is not None:
-        print(f"coord history synth: {args.out} already holds a history; give a new --out",
-              file=sys.stderr)
-        return 2
+        return _refuse(f"coord history synth: {args.out} already holds a history; give a new "
+                       "--out")
     return _write(synthesize(args.commands, args.seed), args.out, args.format,
                   f"synth commands={args.commands} seed={args.seed}", args.commands, 0,
                   "synth")
@@ -143,19 +146,16 @@ def cmd_export(args: argparse.Namespace) -> int:
 
         return export_live(args)
     if args.read_only_ok:
-        print("coord history export: --read-only-ok needs --endpoints (it is about members "
-              "serving without a quorum)", file=sys.stderr)
-        return 2
+        return _refuse("coord history export: --read-only-ok needs --endpoints (it is about "
+                       "members serving without a quorum)")
     if args.follow:
-        print("coord history export: --follow needs --endpoints (a stopped member's "
-              "history does not grow)", file=sys.stderr)
-        return 2
+        return _refuse("coord history export: --follow needs --endpoints (a stopped member's "
+                       "history does not grow)")
     try:
         info = datadir.info(args.data_dir)
         manifest = read_manifest(args.out)
     except (datadir.DataDirError, HistoryDirError) as exc:
-        print(f"coord history export: {exc}", file=sys.stderr)
-        return 2
+        return _refuse(f"coord history export: {exc}")
     after = manifest["last_index"] if manifest else 0
     if after:
         print(f"resuming after index {after} (revision {manifest['last_revision']})",
@@ -166,12 +166,10 @@ def cmd_export(args: argparse.Namespace) -> int:
         return _write(rows, args.out, args.format, f"data-dir {args.data_dir} ({info.member})",
                       max(info.commit_index - start, 0), start, f"export {info.member}")
     except datadir.Compacted as exc:
-        print(f"coord history export: {exc} (export into a new --out to start from the "
-              "oldest retained)", file=sys.stderr)
-        return 2
+        return _refuse(f"coord history export: {exc} (export into a new --out to start from "
+                       "the oldest retained)")
     except datadir.DataDirError as exc:
-        print(f"coord history export: {exc}", file=sys.stderr)
-        return 2
+        return _refuse(f"coord history export: {exc}")
 
 
 def cmd_compact(args: argparse.Namespace) -> int:
@@ -181,17 +179,14 @@ def cmd_compact(args: argparse.Namespace) -> int:
     target = TARGET_ROWS if args.target_rows is None else args.target_rows
     retain = RETAIN_S if args.retain is None else args.retain
     if target < 2 or retain < 0:
-        print("coord history compact: --target-rows must be >= 2 and --retain >= 0",
-              file=sys.stderr)
-        return 2
+        return _refuse("coord history compact: --target-rows must be >= 2 and --retain >= 0")
     try:
         manifest = read_manifest(args.out)
         if manifest is None:
             raise HistoryDirError(f"{args.out}: not a coord history directory")
         sink = HistorySink(args.out, manifest["format"])
     except HistoryDirError as exc:
-        print(f"coord history compact: {exc}", file=sys.stderr)
-        return 2
+        return _refuse(f"coord history compact: {exc}")
     from rich.console import Console
 
     started, before = time.monotonic(), len(sink.manifest["runs"])
@@ -212,19 +207,15 @@ def cmd_audit(args: argparse.Namespace) -> int:
     try:
         committed_files(args.history)
     except HistoryDirError as exc:
-        print(f"coord audit: {exc}", file=sys.stderr)
-        return 2
+        return _refuse(f"coord audit: {exc}")
     if args.oplog is not None and not Path(args.oplog).exists():
-        print(f"coord audit: --oplog {args.oplog}: no such file or directory", file=sys.stderr)
-        return 2
+        return _refuse(f"coord audit: --oplog {args.oplog}: no such file or directory")
     for flag, value in (("--key-time-limit", args.key_time_limit),
                         ("--oplog-budget", args.oplog_budget)):
         if value is not None and not value > 0:
-            print(f"coord audit: {flag} must be positive", file=sys.stderr)
-            return 2
+            return _refuse(f"coord audit: {flag} must be positive")
         if value is not None and args.oplog is None:
-            print(f"coord audit: {flag} needs --oplog", file=sys.stderr)
-            return 2
+            return _refuse(f"coord audit: {flag} needs --oplog")
     from rich.console import Console
 
     from coord.audit.job import run_audit
@@ -241,8 +232,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
                                oplog_budget_s=args.oplog_budget,
                                on_step=lambda s: status.update(s))
         except ValueError as exc:
-            print(f"coord audit: {exc}", file=sys.stderr)
-            return 2
+            return _refuse(f"coord audit: {exc}")
         finally:
             spark.stop()
     s = result.summary

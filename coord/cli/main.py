@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
+from importlib import import_module
+from typing import Any
 
 SERVER_COMMANDS = ("serve", "dev", "status", "bench", "defrag", "snapshot", "chaos",
                    "tui", "certs")
@@ -18,6 +21,22 @@ PIPELINE_COMMANDS = ("history", "audit")
 """The names `coord.cli.history.register` adds: the history export and its Spark audit."""
 
 
+_MODULES: tuple[tuple[tuple[str, ...], Callable[[], Any]], ...] = (
+    (("serve",), lambda: import_module("coord.cli.serve")),
+    (("dev",), lambda: import_module("coord.cli.dev")),
+    (("status",), lambda: import_module("coord.cli.status")),
+    (("defrag",), lambda: import_module("coord.cli.defrag")),
+    (("snapshot",), lambda: import_module("coord.cli.snapshot")),
+    (("bench",), lambda: import_module("coord.cli.bench")),
+    (("chaos",), lambda: import_module("coord.chaos.cli")),
+    (("tui",), lambda: import_module("coord.cli.tui")),
+    (("certs",), lambda: import_module("coord.cli.certs")),
+    (PIPELINE_COMMANDS, lambda: import_module("coord.cli.history")),
+    (CLIENT_COMMANDS, lambda: import_module("coord.cli.client_commands")),
+)
+"""Each command module, by the commands it registers, in the order help lists them."""
+
+
 def _register(sub: argparse._SubParsersAction, command: str | None) -> None:
     """Register `command`'s subparser, or every command's when `command` is None.
 
@@ -25,50 +44,9 @@ def _register(sub: argparse._SubParsersAction, command: str | None) -> None:
     light: `coord serve` (test rigs wait on its start-up) never loads the client commands,
     and the client commands never load the server (`serve`'s flags come from
     coord.serve_flags)."""
-    if command in (None, "serve"):
-        from coord.cli import serve
-
-        serve.register(sub)
-    if command in (None, "dev"):
-        from coord.cli import dev
-
-        dev.register(sub)
-    if command in (None, "status"):
-        from coord.cli import status
-
-        status.register(sub)
-    if command in (None, "defrag"):
-        from coord.cli import defrag
-
-        defrag.register(sub)
-    if command in (None, "snapshot"):
-        from coord.cli import snapshot
-
-        snapshot.register(sub)
-    if command in (None, "bench"):
-        from coord.cli import bench
-
-        bench.register(sub)
-    if command in (None, "chaos"):
-        from coord.chaos import cli as chaos
-
-        chaos.register(sub)
-    if command in (None, "tui"):
-        from coord.cli import tui
-
-        tui.register(sub)
-    if command in (None, "certs"):
-        from coord.cli import certs
-
-        certs.register(sub)
-    if command is None or command in PIPELINE_COMMANDS:
-        from coord.cli import history
-
-        history.register(sub)
-    if command is None or command in CLIENT_COMMANDS:
-        from coord.cli import client_commands
-
-        client_commands.register(sub)
+    for commands, module in _MODULES:
+        if command is None or command in commands:
+            module().register(sub)
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from coord.cli.client_commands.command import UsageError
 from coord.client.txn import TxnBuilder
@@ -101,40 +101,33 @@ def _parse_op(line: str, lineno: int, txn: TxnBuilder, success: bool) -> None:
         if not w.startswith("--"):
             positional.append(w)
         i += 1
-    then = success
     if verb == "put":
         if len(positional) != 2 or flags - {"--prev-kv"} or any(numbers.values()):
             raise TxnSyntaxError(f"line {lineno}: usage: put KEY VALUE [--prev-kv]")
         key, value = positional
-        put = txn.then_put if then else txn.else_put
+        put = txn.then_put if success else txn.else_put
         put(key, value, prev_kv="--prev-kv" in flags)
-    elif verb in ("get", "range"):
+        return
+    if verb in ("get", "range"):
         if not 1 <= len(positional) <= 2 or "--prev-kv" in flags:
             raise TxnSyntaxError(f"line {lineno}: usage: get KEY [RANGE_END] [--prefix] "
                                  "[--limit N] [--revision N]")
-        get = txn.then_get if then else txn.else_get
-        if "--prefix" in flags:
-            if len(positional) != 1:
-                raise TxnSyntaxError(f"line {lineno}: --prefix takes no RANGE_END")
-            get(prefix=positional[0], limit=numbers["--limit"], revision=numbers["--revision"])
-        else:
-            end = positional[1] if len(positional) == 2 else None
-            get(positional[0], end, limit=numbers["--limit"], revision=numbers["--revision"])
+        op: Any = txn.then_get if success else txn.else_get
+        options: dict[str, Any] = {"limit": numbers["--limit"], "revision": numbers["--revision"]}
     elif verb in ("del", "delete"):
         if not 1 <= len(positional) <= 2 or any(numbers.values()):
             raise TxnSyntaxError(f"line {lineno}: usage: del KEY [RANGE_END] [--prefix] "
                                  "[--prev-kv]")
-        delete = txn.then_delete if then else txn.else_delete
-        prev = "--prev-kv" in flags
-        if "--prefix" in flags:
-            if len(positional) != 1:
-                raise TxnSyntaxError(f"line {lineno}: --prefix takes no RANGE_END")
-            delete(prefix=positional[0], prev_kv=prev)
-        else:
-            end = positional[1] if len(positional) == 2 else None
-            delete(positional[0], end, prev_kv=prev)
+        op = txn.then_delete if success else txn.else_delete
+        options = {"prev_kv": "--prev-kv" in flags}
     else:
         raise TxnSyntaxError(f"line {lineno}: unknown operation {verb!r} (put, get, del)")
+    if "--prefix" not in flags:
+        op(positional[0], positional[1] if len(positional) == 2 else None, **options)
+    elif len(positional) != 1:
+        raise TxnSyntaxError(f"line {lineno}: --prefix takes no RANGE_END")
+    else:
+        op(prefix=positional[0], **options)
 
 
 def parse_txn(script: str, txn: B | None = None) -> B | TxnBuilder:
