@@ -76,12 +76,7 @@ class MemberLog:
         self.from_revision = from_revision
         self.replayer = Replayer()
         self.info = LogInfo("", 0, 0, 0)
-        self._started = False
-
-    @property
-    def started(self) -> bool:
-        """The snapshot was restored (the first step)."""
-        return self._started
+        self.started = False  # the snapshot was restored (the first step)
 
     @property
     def replayed_index(self) -> int:
@@ -89,14 +84,14 @@ class MemberLog:
 
     @property
     def caught_up(self) -> bool:
-        return self._started and self.replayer.last_index >= self.info.commit_index
+        return self.started and self.replayer.last_index >= self.info.commit_index
 
     def step(self, max_entries: int = PAGE_ENTRIES, upto: int | None = None) -> list[Row]:
         """Rows of the next `max_entries` committed entries (at most up to `upto`), read
         in one transaction; [] when caught up."""
         with _as_data_dir_error(), self.reader.transaction():
             self.info = self.reader.info()
-            if not self._started:
+            if not self.started:
                 self._start()
             elif self.info.snapshot_index > self.replayer.last_index:
                 raise Compacted(
@@ -123,7 +118,7 @@ class MemberLog:
             except ValueError as exc:
                 raise DataDirError(f"{self.reader.path}: snapshot at index "
                                    f"{snapshot.meta.index}: {exc}") from None
-        self._started = True
+        self.started = True
         index, revision = self.info.snapshot_index, self.replayer.machine.revision
         if not index:
             return

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Callable
 
 from coord.rafttest.outcome import DEFAULT_STEPS, InvariantViolation
 from coord.rafttest.simulation import run
@@ -24,10 +23,6 @@ def _run_one(job: tuple[int, int, int]) -> tuple[int, int, str | None]:
     except InvariantViolation as v:
         return seed, nodes, str(v)
     return seed, nodes, None
-
-
-def _jobs(seeds: range, sizes: list[int], steps: int) -> list[tuple[int, int, int]]:
-    return [(s, n, steps) for s in seeds for n in sizes]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,19 +55,18 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"seed {args.seed}, {n} nodes: ok  {stats}")
         return 1 if failed else 0
 
-    jobs = _jobs(range(args.start, args.start + args.seeds), sizes, args.steps)
+    jobs = [(s, n, args.steps) for s in range(args.start, args.start + args.seeds) for n in sizes]
     started = time.monotonic()
     failures: list[str] = []
     seeds_done = 0
-    runner: Callable[[tuple[int, int, int]], tuple[int, int, str | None]] = _run_one
     pool = None
     if args.jobs > 1:
         import multiprocessing
 
         pool = multiprocessing.Pool(args.jobs)
-        results = pool.imap(runner, jobs, chunksize=4)
+        results = pool.imap(_run_one, jobs, chunksize=4)
     else:
-        results = map(runner, jobs)
+        results = map(_run_one, jobs)
     try:
         for i, (seed, _, failure) in enumerate(results, 1):
             if failure is not None:

@@ -88,7 +88,4 @@ class Network:
         self._set_blocked()
 
     def _set_blocked(self) -> None:
-        blocked: set[Link] = set()
-        for _, links in self.partitions:
-            blocked |= links
-        self.blocked = frozenset(blocked)
+        self.blocked = frozenset().union(*(links for _, links in self.partitions))

@@ -9,8 +9,6 @@ from dataclasses import dataclass
 
 @dataclass(slots=True)
 class Profile:
-    """Per-seed knobs, so that seeds differ in how hostile their world is."""
-
     election_tick: int
     heartbeat_tick: int
     pre_vote: bool
