@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 
-def progress_bar(what: str, shown: bool | None = None) -> Any:
+def progress_bar(shown: bool | None = None) -> Any:
     """A rich Progress with a `rate` field, entries (M of N), elapsed and remaining time;
     drawn when `shown` (None: when stderr is a terminal)."""
     from rich.console import Console
@@ -55,8 +55,8 @@ class Phases:
 
     TICK_S = 0.25
 
-    def __init__(self, what: str = "", shown: bool = False) -> None:
-        self.progress = progress_bar(what, shown)
+    def __init__(self, shown: bool = False) -> None:
+        self.progress = progress_bar(shown)
 
     def __enter__(self) -> Phases:
         self.progress.start()

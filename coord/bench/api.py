@@ -165,7 +165,7 @@ def run_api_bench(args: argparse.Namespace) -> int:
                                    phases)
 
     log("starting a 3-member cluster on 127.0.0.1 ...")
-    with LocalCluster(3) as cluster, Phases("bench", on_terminal(args)) as phases:
+    with LocalCluster(3) as cluster, Phases(on_terminal(args)) as phases:
         leader = cluster.wait_for_leader(timeout=15)
         rows = asyncio.run(main(cluster.members[leader].listen))
     if args.json:

@@ -224,7 +224,7 @@ def run_etcd_bench(args: argparse.Namespace) -> int:
     levels = [int(x) for x in args.concurrency.split(",") if x]
     rows: list[dict] = []
     n = args.members
-    with Phases("bench", on_terminal(args)) as phases:
+    with Phases(on_terminal(args)) as phases:
         log(f"starting a {n}-member etcd on 127.0.0.1 ...")
         with EtcdCluster(n) as etcd:
             endpoint = etcd.wait_leader()

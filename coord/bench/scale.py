@@ -197,7 +197,7 @@ def run_scale_bench(args: argparse.Namespace) -> int:
             # No bar in the sessions phase: it measures this process's CPU too.
             shown = on_terminal(args) and phase in ("soak", "keys")
             with running(system, args.members, compaction) as run, \
-                    Phases("scale", shown) as bars:
+                    Phases(shown) as bars:
                 if phase == "owners":
                     out["owners"] += asyncio.run(owners(run, args.owners, args.probe_ops))
                 elif phase == "pids":

@@ -112,7 +112,7 @@ def _write(rows: Iterator[dict], out: str, fmt: str, source: str, total: int, fi
     except HistoryDirError as exc:
         return _refuse(f"coord history: {exc}")
     started = time.monotonic()
-    with sink, progress_bar(what) as progress:
+    with sink, progress_bar() as progress:
         task = progress.add_task(what, total=total, rate="")
         written = sink.write(_tracked(rows, progress, task, first))
     seconds = time.monotonic() - started

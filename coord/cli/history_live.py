@@ -43,7 +43,7 @@ def export_live(args: argparse.Namespace) -> int:
     code = 0
     with sink, Client(endpoints, read_only_ok=args.read_only_ok,  # the first listed first
                       randomize_endpoints=False) as client, \
-            progress_bar("export") as progress:
+            progress_bar() as progress:
         task = progress.add_task("export", total=None, rate="")
         export = LiveExport(sink, client, lambda m: progress.console.print(m, soft_wrap=True),
                             from_revision=args.from_revision, follow=args.follow,

@@ -61,7 +61,7 @@ def _own_all(own: Callable[[list[Any]], Any], claims: list[Any], args: argparse.
     rest: what was granted before is shown, the refusal says how far it got, and is
     raised."""
     shown = on_terminal(args) and len(claims) >= BAR_FROM
-    with Phases("own", shown) as phases, phases.phase(
+    with Phases(shown) as phases, phases.phase(
             f"own {len(claims):,} in {args.group}", total=len(claims), unit="claims") as step:
         done = own_in_batches(own, claims, args.batch, step)
     show(done.results)
@@ -173,7 +173,6 @@ def cmd_watch_owners(args: argparse.Namespace) -> int:
 
 
 def register(sub: Any) -> None:
-    """`own`, `release`, `owners` and `watch-owners` under `sub` (coord's subparsers)."""
     p = add_command(sub, "own", cmd_own,
                     "claim resources in a group (without --session: open a session, hold "
                     "until Ctrl-C, then release)")
