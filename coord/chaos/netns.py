@@ -21,6 +21,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from contextlib import contextmanager, suppress
 from typing import TypeVar
@@ -61,7 +62,7 @@ _libc = ctypes.CDLL(None, use_errno=True)
 @contextmanager
 def entered(ns: str):
     """Run the block in network namespace `ns` (this thread only), then come back."""
-    home = os.open(f"/proc/{os.getpid()}/task/{_tid()}/ns/net", os.O_RDONLY)
+    home = os.open(f"/proc/{os.getpid()}/task/{threading.get_native_id()}/ns/net", os.O_RDONLY)
     target = os.open(f"/var/run/netns/{ns}", os.O_RDONLY)
     try:
         if _libc.setns(target, CLONE_NEWNET) != 0:
@@ -74,10 +75,6 @@ def entered(ns: str):
     finally:
         os.close(target)
         os.close(home)
-
-
-def _tid() -> int:
-    return ctypes.CDLL(None).syscall(186)  # gettid (x86-64)
 
 
 def in_netns(ns: str, fn: Callable[[], T]) -> T:
