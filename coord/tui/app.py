@@ -102,9 +102,8 @@ class CoordApp(App):
         self.model = model or ClusterModel()
         self.client = client
         self.feeds: Feeds | None = None
-        writer = None
-        if client is not None and not read_only:
-            writer = Writer(client, self._leader_endpoint)
+        writer = (Writer(client, self._leader_endpoint)
+                  if client is not None and not read_only else None)
         self.gate = ActionGate(writer, self.model.has_quorum)
         self.views = {v.view: v for v in (MembersView(self.model), SessionsView(self.model),
                                           OwnersView(self.model), ProducersView(self.model),
@@ -258,10 +257,8 @@ class CoordApp(App):
         if not rows:
             return
         d = self.view.describe(rows[0])
-        if as_json:
-            text = json.dumps(d, indent=2, default=str)
-        else:
-            text = "\n".join(f"{k:>16}: {v}" for k, v in d.items())
+        text = (json.dumps(d, indent=2, default=str) if as_json
+                else "\n".join(f"{k:>16}: {v}" for k, v in d.items()))
         self.push_screen(TextScreen(f"{self.view_name}: describe", text))
 
     def action_marks(self, method: str) -> None:

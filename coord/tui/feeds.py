@@ -38,10 +38,6 @@ MODE_SETTLE_S = (0.5, 1.5, 3.0)  # after a quorum change: the member's mode foll
 LEADER_WAIT_S = 2.0  # the sessions stream waits this long for a leader to open it at
 
 
-def _backoff(failures: int) -> float:
-    return BACKOFF_S[min(failures, len(BACKOFF_S) - 1)]
-
-
 class Feeds:
     """Starts the feeds on the running loop; `stop()` ends them."""
 
@@ -101,7 +97,7 @@ class Feeds:
             except Exception as e:  # noqa: BLE001  (a feed never takes the console down)
                 log.debug("feed %s failed: %s", getattr(job, "__name__", job), e)
                 failures += 1
-            await asyncio.sleep(_backoff(failures))
+            await asyncio.sleep(BACKOFF_S[min(failures, len(BACKOFF_S) - 1)])
 
     # -- members --------------------------------------------------------------------------
     def _watch_member(self, endpoint: str) -> None:

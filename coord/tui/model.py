@@ -157,9 +157,6 @@ class Producers:
     leases: Table[int, tuple] = field(default_factory=Table)
     producers: Table[str, tuple] = field(default_factory=Table)
 
-    def tables(self) -> tuple[Table, Table, Table]:
-        return self.blocks, self.leases, self.producers
-
     def now_ms(self, mono: float) -> int:
         """The cluster's clock now, counted on from the latest entry's (lease expiries
         are given in it; the stream says nothing while nothing changes)."""
@@ -316,7 +313,8 @@ class ClusterModel:
         self.revision = max(self.revision, c.revision)
         if c.kind == "listed":
             named = self._listed_now("producers")
-            for kind, table in zip(("block", "lease", "producer"), p.tables(), strict=True):
+            for kind, table in (("block", p.blocks), ("lease", p.leases),
+                                ("producer", p.producers)):
                 for key in [k for k in table.rows if (kind, k) not in named]:
                     table.remove(key)
             p.version += 1

@@ -95,7 +95,7 @@ class TableView(Vertical):
         cursor = self.current_id()
         table.clear()
         self._ids.clear()
-        for key in sorted(source.rows, key=self.sort_key):
+        for key in sorted(source.rows):
             row = source.rows[key]
             if self.keeps(row):
                 rid = self.row_id(key)
@@ -104,9 +104,6 @@ class TableView(Vertical):
         self.update_title()
         if cursor is not None and cursor in self._ids:
             table.move_cursor(row=table.get_row_index(cursor))
-
-    def sort_key(self, key: Hashable) -> Any:
-        return key
 
     def sync(self) -> None:
         """Apply the rows changed since the last draw (new rows go at the end)."""
