@@ -117,7 +117,7 @@ def check_key(ops: list[dict], *, initial: Any = ABSENT,
     t0 = time.monotonic()
     key = next((r.get("key") for r in ops if r.get("key") is not None), None)
     mine = [r for r in ops if r.get("f") in FUNCTIONS]
-    paired = pair(sorted(mine, key=_row_order))
+    paired = pair(sorted(mine, key=lambda r: (r.get("time_ns", 0), r.get("index", 0))))
     calls = _calls(paired)
     result = _search(calls, frozen(initial), t0, time_limit_s, max_states)
     if result.anomaly is not None:
@@ -127,10 +127,6 @@ def check_key(ops: list[dict], *, initial: Any = ABSENT,
     result.ops = len(calls)
     result.elapsed_s = time.monotonic() - t0
     return result
-
-
-def _row_order(row: dict) -> tuple[int, int]:
-    return row.get("time_ns", 0), row.get("index", 0)
 
 
 def _search(calls: list[_Call], initial: Any, t0: float, time_limit_s: float,

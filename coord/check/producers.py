@@ -10,6 +10,7 @@ fail = refused (fenced)."""
 from __future__ import annotations
 
 import bisect
+import itertools
 from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
@@ -99,10 +100,8 @@ def _zombies(res: CheckResult, ops: list[Op], inits: dict[str, list[Op]]) -> Non
     for ident, items in done.items():
         items.sort(key=lambda t: t[0])
         ends[ident] = [t[0] for t in items]
-        run: list[Op] = []
-        for _, o in items:
-            run.append(o if not run or o.get("epoch") > run[-1].get("epoch") else run[-1])
-        newest[ident] = run
+        newest[ident] = list(itertools.accumulate(
+            (o for _, o in items), lambda top, o: o if o.get("epoch") > top.get("epoch") else top))
     for op in ops:
         if op.f != "check_producer" or op.status != "ok":
             continue

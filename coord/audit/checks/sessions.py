@@ -23,10 +23,6 @@ from coord.audit.checks.common import cite, violations
 SLACK_MS = 250
 
 
-def _expiries(df: Any) -> Any:
-    return df.filter(F.col("kind") == "session.expired")
-
-
 def _notes(df: Any) -> Any:
     return (df.filter((F.col("kind") == "note_quorum_lost") & F.col("ok"))
             .select(F.col("member").alias("n_member"), F.col("since_ms").alias("n_since"),
@@ -35,7 +31,7 @@ def _notes(df: Any) -> Any:
 
 
 def no_expiry_without_quorum(df: Any) -> Any:
-    ex = _expiries(df)
+    ex = df.filter(F.col("kind") == "session.expired")
     bad = ex.join(F.broadcast(_notes(df)), (F.col("time_ms") >= F.col("n_since"))
                   & (F.col("time_ms") <= F.col("n_until")))
     return violations(
