@@ -61,9 +61,9 @@ def preload(endpoints: list[str]) -> None:
 
 
 async def _to_row(pilot: Any, view: Any, act: Callable[[int], Awaitable[str]],
-                  what: str) -> tuple[list[float], list[float]]:
+                  what: str, call: str) -> dict[str, float]:
     """CLAIMS times: `act(i)` (its call timed) and the wait until the row id it returns
-    is in `view`; (ms to the row, ms of the call), each bounded by 10 s."""
+    is in `view`, each bounded by 10 s: ms to the row (median, max) and of the call."""
     latencies, rpcs = [], []
     for i in range(CLAIMS):
         start = time.monotonic()
@@ -71,10 +71,12 @@ async def _to_row(pilot: Any, view: Any, act: Callable[[int], Awaitable[str]],
         rpcs.append((time.monotonic() - start) * 1000)
         while row not in view._ids:
             if time.monotonic() - start > 10:
-                raise RuntimeError(f"{what} row did not appear in 10 s")
+                raise RuntimeError(f"a {what}'s row did not appear in 10 s")
             await pilot.pause(0.005)
         latencies.append((time.monotonic() - start) * 1000)
-    return latencies, rpcs
+    return {f"{what}_to_row_ms_median": statistics.median(latencies),
+            f"{what}_to_row_ms_max": max(latencies),
+            f"{call}_rpc_ms_median": statistics.median(rpcs)}  # of which: the call itself
 
 
 async def measure(endpoints: list[str]) -> dict[str, float]:
@@ -104,21 +106,15 @@ async def measure(endpoints: list[str]) -> dict[str, float]:
                 await client.own(s.session_id, "claims", [f"c-{i}"])
                 return f"claims\x1fc-{i}"
 
-            latencies, rpcs = await _to_row(pilot, app.views["owners"], claim, "a claim's")
-            out["claim_to_row_ms_median"] = statistics.median(latencies)
-            out["claim_to_row_ms_max"] = max(latencies)
-            out["own_rpc_ms_median"] = statistics.median(rpcs)  # of which: the claim itself
+            out.update(await _to_row(pilot, app.views["owners"], claim, "claim", "own"))
 
             app.show_view("sessions")  # sessions come by their own stream (WatchSessions)
 
             async def open_one(i: int) -> str:
                 return str((await client.open_session(f"opened-{i}", ttl=60)).session_id)
 
-            latencies, rpcs = await _to_row(pilot, app.views["sessions"], open_one,
-                                            "a session's")
-            out["session_to_row_ms_median"] = statistics.median(latencies)
-            out["session_to_row_ms_max"] = max(latencies)
-            out["open_rpc_ms_median"] = statistics.median(rpcs)
+            out.update(await _to_row(pilot, app.views["sessions"], open_one, "session",
+                                     "open"))
 
             await pilot.press("colon")
             app.query_one("#prompt").value = "keys"

@@ -211,10 +211,9 @@ _SCALARS: dict[Any, tuple[Converter, Converter]] = {
 _SCALAR_KINDS = (int, str, bool)
 
 
-def _flat_converter(
-    kinds: tuple, build: Callable[[Any], Any], n: int, check_list: bool
-) -> Converter:
+def _flat_converter(kinds: tuple, build: Callable[[Any], Any], check_list: bool) -> Converter:
     """Fast path for NamedTuples of ints/strs/bools (claims, grants): one loop, no calls."""
+    n = len(kinds)
 
     def conv(v: Any) -> Any:
         if (type(v) is not list) if check_list else (not isinstance(v, tuple)):
@@ -240,8 +239,7 @@ def _flat_rows(hint: Any, decode: bool) -> Converter | None:
     kinds = tuple(h for _, h in record_fields(hint))
     if not all(k in _SCALAR_KINDS for k in kinds):
         return None
-    row = _flat_converter(kinds, hint._make if decode else list, len(kinds),
-                          check_list=decode)
+    row = _flat_converter(kinds, hint._make if decode else list, check_list=decode)
     lengths = {len(kinds)}
 
     def rows_ok(v: Any) -> bool:
@@ -317,7 +315,7 @@ def encoder(hint: Any) -> Converter:
     if is_namedtuple(hint):
         kinds = tuple(h for _, h in record_fields(hint))
         if all(k in _SCALAR_KINDS for k in kinds):
-            return _flat_converter(kinds, list, len(kinds), check_list=False)
+            return _flat_converter(kinds, list, check_list=False)
         return encoder(tuple[kinds])
     if dataclasses.is_dataclass(hint):
         return _dataclass_encoder(hint, tagged=False)
@@ -392,7 +390,7 @@ def decoder(hint: Any) -> Converter:
     if is_namedtuple(hint):
         kinds = tuple(h for _, h in record_fields(hint))
         if all(k in _SCALAR_KINDS for k in kinds):
-            return _flat_converter(kinds, hint._make, len(kinds), check_list=True)
+            return _flat_converter(kinds, hint._make, check_list=True)
         items = [decoder(h) for h in kinds]
         return _fixed_decoder(items, lambda values: hint(*values))
     if dataclasses.is_dataclass(hint):

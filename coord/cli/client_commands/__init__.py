@@ -17,6 +17,5 @@ from coord.cli.client_commands import kv, own, pid, session
 
 
 def register(sub: Any) -> None:
-    """Add the client subcommands to `coord`'s subparsers."""
     for family in (own, pid, kv, session):
         family.register(sub)

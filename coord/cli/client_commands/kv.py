@@ -107,7 +107,6 @@ def _range_flags(p: argparse.ArgumentParser) -> None:
 
 
 def register(sub: Any) -> None:
-    """`kv` and its subcommands under `sub` (coord's subparsers)."""
     kv = sub.add_parser("kv", help="the linearizable key-value store")
     kv_sub = kv.add_subparsers(dest="kv_command", required=True)
     p = add_command(kv_sub, "get", cmd_kv_get, "read a key, a range or a prefix")

@@ -86,7 +86,6 @@ def cmd_pid_list(args: argparse.Namespace) -> int:
 
 
 def register(sub: Any) -> None:
-    """`pid` and its subcommands under `sub` (coord's subparsers)."""
     pid = sub.add_parser("pid", help="producer ids: blocks, leases, producers")
     pid_sub = pid.add_subparsers(dest="pid_command", required=True)
     p = add_command(pid_sub, "block", cmd_pid_block, "allocate a block of pids")

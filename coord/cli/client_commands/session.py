@@ -102,7 +102,6 @@ def cmd_session_close(args: argparse.Namespace) -> int:
 
 
 def register(sub: Any) -> None:
-    """`session` and its subcommands under `sub` (coord's subparsers)."""
     se = sub.add_parser("session", help="open, keep alive and close sessions")
     se_sub = se.add_subparsers(dest="session_command", required=True)
     p = add_command(se_sub, "open", cmd_session_open, cmd_session_open.__doc__ or "")
