@@ -18,6 +18,44 @@ from coord.tui.format import Filter
 from coord.tui.model import ClusterModel, Table
 
 Scope = tuple[str, Callable[[Any], bool]]  # (what it says, which rows it keeps)
+Draw = Callable[[Any, Any], tuple[Any, ...] | None]  # (key, row) -> its cells; None: not kept
+
+
+def fill(table: DataTable, source: Table, ids: dict[str, Hashable],
+         row_id: Callable[[Any], str], draw: Draw) -> None:
+    """Draw every row of `source` that `draw` keeps; `ids` maps the row ids drawn to
+    their keys."""
+    table.clear()
+    ids.clear()
+    source.take()
+    for key in sorted(source.rows):
+        cells = draw(key, source.rows[key])
+        if cells is not None:
+            ids[row_id(key)] = key
+            table.add_row(*cells, key=row_id(key))
+
+
+def update(table: DataTable, source: Table, ids: dict[str, Hashable],
+           row_id: Callable[[Any], str], draw: Draw,
+           columns: Sequence[tuple[str, str]]) -> list[str]:
+    """Apply the rows of `source` changed since the last draw (new rows go at the end);
+    the ids of the rows it removed."""
+    removed = []
+    for key in source.take():
+        rid, row = row_id(key), source.rows.get(key)
+        cells = None if row is None else draw(key, row)
+        if cells is None:
+            if rid in ids:
+                table.remove_row(rid)
+                del ids[rid]
+                removed.append(rid)
+        elif rid in ids:
+            for (col, _), value in zip(columns, cells, strict=True):
+                table.update_cell(rid, col, value)
+        else:
+            ids[rid] = key
+            table.add_row(*cells, key=rid)
+    return removed
 
 
 class TableView(Vertical):
@@ -86,47 +124,27 @@ class TableView(Vertical):
             return tuple(Text(str(c), style="bold reverse") for c in cells)
         return cells
 
+    def _kept(self, key: Hashable, row: Any) -> tuple[Any, ...] | None:
+        return self._draw(key, row) if self.keeps(row) else None
+
     def rebuild(self) -> None:
         """Draw every kept row again (a filter or scope changed)."""
-        table = self.data_table
-        source = self.table_of(self.model)
-        source.take()
-        self._version = source.version
+        table, source = self.data_table, self.table_of(self.model)
         cursor = self.current_id()
-        table.clear()
-        self._ids.clear()
-        for key in sorted(source.rows):
-            row = source.rows[key]
-            if self.keeps(row):
-                rid = self.row_id(key)
-                self._ids[rid] = key
-                table.add_row(*self._draw(key, row), key=rid)
+        fill(table, source, self._ids, self.row_id, self._kept)
+        self._version = source.version
         self.update_title()
         if cursor is not None and cursor in self._ids:
             table.move_cursor(row=table.get_row_index(cursor))
 
     def sync(self) -> None:
-        """Apply the rows changed since the last draw (new rows go at the end)."""
+        """Apply the rows changed since the last draw."""
         source = self.table_of(self.model)
         if source.version == self._version or self.view in self.model.loading:
             return
         self._version = source.version
-        table = self.data_table
-        for key in source.take():
-            rid = self.row_id(key)
-            row = source.rows.get(key)
-            shown = rid in self._ids
-            if row is None or not self.keeps(row):
-                if shown:
-                    table.remove_row(rid)
-                    del self._ids[rid]
-                    self.marked.discard(rid)
-                continue
-            if shown:
-                self._redraw_row(rid)
-            else:
-                self._ids[rid] = key
-                table.add_row(*self._draw(key, row), key=rid)
+        self.marked.difference_update(update(self.data_table, source, self._ids, self.row_id,
+                                             self._kept, self.columns))
         self.update_title()
 
     def tick(self) -> None:

@@ -23,7 +23,7 @@ from coord.tui.model import (
     SessionRow,
     Table,
 )
-from coord.tui.tables import TableView
+from coord.tui.tables import TableView, fill, update
 
 Request = Action | str | None  # an action, or why not (shown), or nothing to do
 
@@ -245,7 +245,7 @@ class ProducersView(TableView):
     def __init__(self, model: ClusterModel) -> None:
         super().__init__(model)
         self._drawn = -1
-        self._side_ids: dict[str, set[str]] = {name: set() for name, _ in self.SIDES}
+        self._side_ids: dict[str, dict[str, Any]] = {name: {} for name, _ in self.SIDES}
 
     def compose(self):
         yield from super().compose()
@@ -273,34 +273,29 @@ class ProducersView(TableView):
         return {"transactional_id": row[0], "pid": row[1], "epoch": row[2]}
 
     def _sides(self) -> list[tuple[str, Table, Any, Any]]:
-        """(name, table, row id of a key, cells of a row) of the lease and block tables."""
+        """(name, table, row id of a key, cells of a kept row) of the lease and block
+        tables."""
         p = self.model.producers
-
         now_ms = p.now_ms(self.model.mono())
 
-        def lease(x: tuple) -> tuple:
-            pid, epoch, expire_ms, topic, partition = x
-            return (pid, epoch, topic, partition, duration_ms(max(0, expire_ms - now_ms)))
+        def kept(cells: tuple) -> tuple | None:
+            return cells if self.filter.keeps(" ".join(map(str, cells))) else None
 
-        def block(x: tuple) -> tuple:
+        def lease(_: int, x: tuple) -> tuple | None:
+            pid, epoch, expire_ms, topic, partition = x
+            return kept((pid, epoch, topic, partition, duration_ms(max(0, expire_ms - now_ms))))
+
+        def block(_: tuple, x: tuple) -> tuple | None:
             requester, start, n, revision = x
-            return (requester or "-", start, n, revision)
+            return kept((requester or "-", start, n, revision))
         return [("pid-leases", p.leases, str, lease),
                 ("pid-blocks", p.blocks, lambda k: f"{k[0]}\x1f{k[1]}", block)]
 
     def rebuild(self) -> None:
         super().rebuild()
-        for name, table, rid_of, cells_of in self._sides():
-            side = self.query_one(f"#table-{name}", DataTable)
-            side.clear()
-            ids = self._side_ids[name]
-            ids.clear()
-            table.take()
-            for key in sorted(table.rows):
-                cells = cells_of(table.rows[key])
-                if self.filter.keeps(" ".join(map(str, cells))):
-                    ids.add(rid_of(key))
-                    side.add_row(*cells, key=rid_of(key))
+        for name, table, row_id, draw in self._sides():
+            fill(self.query_one(f"#table-{name}", DataTable), table, self._side_ids[name],
+                 row_id, draw)
         self._drawn = self.model.producers.version
         self.update_title()
 
@@ -310,22 +305,9 @@ class ProducersView(TableView):
             return
         self._drawn = p.version
         super().sync()
-        for name, table, rid_of, cells_of in self._sides():
-            side = self.query_one(f"#table-{name}", DataTable)
-            ids = self._side_ids[name]
-            for key in table.take():
-                rid, row = rid_of(key), table.rows.get(key)
-                cells = cells_of(row) if row is not None else ()
-                keep = row is not None and self.filter.keeps(" ".join(map(str, cells)))
-                if rid in ids and not keep:
-                    side.remove_row(rid)
-                    ids.discard(rid)
-                elif rid in ids:
-                    for (col, _), value in zip(dict(self.SIDES)[name], cells, strict=True):
-                        side.update_cell(rid, col, value)
-                elif keep:
-                    ids.add(rid)
-                    side.add_row(*cells, key=rid)
+        for name, table, row_id, draw in self._sides():
+            update(self.query_one(f"#table-{name}", DataTable), table, self._side_ids[name],
+                   row_id, draw, dict(self.SIDES)[name])
         self.update_title()
 
     def tick(self) -> None:
@@ -333,8 +315,8 @@ class ProducersView(TableView):
         p = self.model.producers
         now_ms = p.now_ms(self.model.mono())
         side = self.query_one("#table-pid-leases", DataTable)
-        for rid in self._side_ids["pid-leases"]:
-            lease = p.leases.get(int(rid))
+        for rid, pid in self._side_ids["pid-leases"].items():
+            lease = p.leases.get(pid)
             if lease is not None:
                 side.update_cell(rid, "expires", duration_ms(max(0, lease[2] - now_ms)))
 
