@@ -104,22 +104,18 @@ class ReadOnlyPages:
                          f"{self.current['member']})")
                 self.current = None
             return
-        if self.current is None or self.current["member"] != page.member:
-            self.current = {"member": page.member, "pages": 0, "quorum_lost_ms": 0,
-                            "commit_index": 0}
-            self.episodes.append(self.current)
+        current = _counted(self.current, page)
+        if current is not self.current:
+            self.current = current
+            self.episodes.append(current)
             self.say(f"[bold yellow]warning:[/] member {page.member} has no quorum (cut off "
                      f"for {page.quorum_lost_ms / 1000:.1f} s): it serves its own committed "
                      f"history, to index {page.commit_index}, and the majority may have "
                      "committed past it. The rows are committed entries; the export goes on "
                      "when that member rejoins a majority or one with a quorum answers, and "
                      "the manifest records it (read_only).")
-        _count(self.current, page)
         if page.rows:
-            if self.run is None or self.run["member"] != page.member:
-                self.run = {"member": page.member, "pages": 0, "quorum_lost_ms": 0,
-                            "commit_index": 0}
-            _count(self.run, page)
+            self.run = _counted(self.run, page)
 
     def take_run(self) -> dict[str, Any] | None:
         run, self.run = self.run, None
@@ -130,10 +126,14 @@ class ReadOnlyPages:
         return None if self.current is None else dict(self.current)
 
 
-def _count(note: dict[str, Any], page: HistoryPage) -> None:
+def _counted(note: dict[str, Any] | None, page: HistoryPage) -> dict[str, Any]:
+    """`note` (a new one if it is about another member) with `page` counted."""
+    if note is None or note["member"] != page.member:
+        note = {"member": page.member, "pages": 0, "quorum_lost_ms": 0, "commit_index": 0}
     note["pages"] += 1
     note["quorum_lost_ms"] = max(note["quorum_lost_ms"], page.quorum_lost_ms)
     note["commit_index"] = page.commit_index
+    return note
 
 
 class LiveExport:
