@@ -19,6 +19,7 @@ import itertools
 import random
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from coord.chaos.keys import RotatingKeys
@@ -154,14 +155,13 @@ class SetAdds(Workload):
         proc.ok([[kv.key.decode(), kv.value.decode()] for kv in kvs])
 
 
+@dataclass
 class Ownership(Workload):
     name = "own"
     group = "chaos"
-
-    def __init__(self, sink: FencedSink, resources: int = 3, ttl: float = 1.0) -> None:
-        self.sink = sink
-        self.resources = resources
-        self.ttl = ttl
+    sink: FencedSink
+    resources: int = 3
+    ttl: float = 1.0
 
     def step(self, proc: Process, client: Client, rng: random.Random) -> None:
         """One owner's life: open a session (no keepalive), claim, write with the

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import struct
+from dataclasses import dataclass
 
 from coord.raft.rawnode import RawNode
 from coord.raft.types import NONE, Entry, EntryType, HardState, Ready, Role, Snapshot
@@ -100,16 +101,14 @@ _SM_HEADER = struct.Struct(">QQ")
 _ZERO_DIGEST = bytes(16)
 
 
+@dataclass(slots=True, eq=False)
 class StateMachine:
     """The replicated state: how many entries were applied and a digest chained over all of
     them (so two members with equal digests applied exactly the same sequence)."""
 
-    __slots__ = ("index", "digest", "payloads")
-
-    def __init__(self, index: int = 0, digest: bytes = _ZERO_DIGEST, payloads: int = 0) -> None:
-        self.index = index
-        self.digest = digest
-        self.payloads = payloads
+    index: int = 0
+    digest: bytes = _ZERO_DIGEST
+    payloads: int = 0
 
     def apply(self, e: Entry) -> None:
         h = hashlib.blake2b(self.digest, digest_size=16)

@@ -39,30 +39,25 @@ def dumps(plain: Any) -> bytes:
     return _ENCODER.encode(plain).encode()
 
 
+@dataclasses.dataclass(slots=True, eq=False)
 class Lazy:
     """A list whose items become plain values only when `iter_dumps` reaches them, a
     slice at a time (a snapshot's keys and histories: converting them is the slow part).
     `slice_len` (default: `iter_dumps`'s) is how many items make one piece: 1 when each
     item is itself a chunk of records."""
 
-    __slots__ = ("items", "convert", "slice_len")
-
-    def __init__(self, items: Sequence[Any], convert: Converter,
-                 slice_len: int | None = None) -> None:
-        self.items = items
-        self.convert = convert
-        self.slice_len = slice_len
+    items: Sequence[Any]
+    convert: Converter
+    slice_len: int | None = None
 
 
+@dataclasses.dataclass(slots=True, eq=False)
 class Pieces:
     """A value whose JSON text a generator gives in pieces of its own making (joined, it is
     exactly what `dumps` would write for the value): for a state part whose conversion
     must itself be spread over pieces, such as sorting (see ownership's capture)."""
 
-    __slots__ = ("pieces",)
-
-    def __init__(self, pieces: Iterator[str]) -> None:
-        self.pieces = pieces
+    pieces: Iterator[str]
 
 
 def encode_text(plain: Any) -> str:
