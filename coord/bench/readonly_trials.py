@@ -115,9 +115,7 @@ def _poll(until: float, step: Callable[[], float | None]) -> float | None:
 
 
 def _wait_for(events: list[float], until: float) -> float | None:
-    while time.time() < until:
-        if events:
-            return events[0]
+    while not events and time.time() < until:
         time.sleep(0.002)
     return events[0] if events else None
 

@@ -20,7 +20,6 @@ def _say(message: str) -> None:
 
 
 def export_live(args: argparse.Namespace) -> int:
-    """`--endpoints`: see the module's docstring."""
     from coord.client.endpoints import parse_endpoints
     from coord.client.errors import CompactedError, CoordError
     from coord.history.live_export import LiveExport

@@ -263,7 +263,6 @@ def _flat_rows(hint: Any, decode: bool) -> Converter | None:
 
 
 def is_namedtuple(hint: Any) -> bool:
-    """Whether `hint` is a NamedTuple class."""
     return isinstance(hint, type) and issubclass(hint, tuple) and hasattr(hint, "_fields")
 
 
