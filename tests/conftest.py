@@ -17,8 +17,8 @@ def cluster3(tmp_path):
         c.stop()
 
 
-def _module_cluster(tmp_path_factory, name: str):
-    c = LocalCluster(3, data_dir=tmp_path_factory.mktemp(name) / "cluster")
+def _module_cluster(tmp_path_factory, name: str, members: int = 3, tls: bool = False):
+    c = LocalCluster(members, data_dir=tmp_path_factory.mktemp(name) / "cluster", tls=tls)
     try:
         c.start()
         c.wait_for_leader()
@@ -47,6 +47,13 @@ def shared_cluster3(tmp_path_factory):
     """A 3-member cluster shared by one module's tests that break nothing (each uses its
     own keys)."""
     yield from _module_cluster(tmp_path_factory, "shared")
+
+
+@pytest.fixture(scope="module")
+def tls_member(tmp_path_factory):
+    """One `coord serve` process over TLS with client certificates required on both ports
+    (`.client_tls` is its clients'), shared by one module's tests of a client's TLS."""
+    yield from _module_cluster(tmp_path_factory, "tls", members=1, tls=True)
 
 
 def require_java() -> None:

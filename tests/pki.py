@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from coord.tls.certs import issue, make_ca
-from coord.tls.files import TLS, ServerTLS
+from coord.tls.files import ENV_CACERT, ENV_CERT, ENV_KEY, TLS, ServerTLS
 
 
 @dataclass
@@ -38,3 +38,16 @@ class PKI:
         signer = ca or self.dir
         return TLS(str(self.dir / "ca.pem"), str(signer / f"{name}.pem"),
                    str(signer / f"{name}.key"))
+
+
+def cli_flags(tls: TLS, ca: bool = True) -> list[str]:
+    """The command line's --cacert --cert --key for `tls`; `ca` False: the certificate
+    and key alone, so the member's certificate is checked against the system's CAs,
+    which never signed it."""
+    return [*(["--cacert", tls.cacert] if ca else []), "--cert", tls.cert, "--key", tls.key]
+
+
+def without_tls_variables(monkeypatch) -> None:
+    """No $COORD_CACERT, $COORD_CERT or $COORD_KEY from the shell running the tests."""
+    for name in (ENV_CACERT, ENV_CERT, ENV_KEY):
+        monkeypatch.delenv(name, raising=False)

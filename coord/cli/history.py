@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from coord.cli.client_commands.command import add_tls_flags, command
+
 FORMAT_HELP = "parquet (partitioned by date and kind) or jsonl"
 
 
@@ -56,6 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="with --follow: once N small runs (one a second while entries come) "
                    "are committed, rewrite them into one (default 60; 0: never)")
     e.add_argument("--format", choices=("parquet", "jsonl"), default="parquet", help=FORMAT_HELP)
+    add_tls_flags(e)  # with --endpoints (a --data-dir export refuses them)
     e.set_defaults(func=cmd_export)
     c = hs.add_parser("compact", help="rewrite a history's small runs into bigger ones "
                       "(one manifest commit; replaced files kept --retain seconds for readers)")
@@ -137,6 +140,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
                   "synth")
 
 
+@command
 def cmd_export(args: argparse.Namespace) -> int:
     from coord.history import datadir
     from coord.history.sink import HistoryDirError, read_manifest
@@ -151,6 +155,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.follow:
         return _refuse("coord history export: --follow needs --endpoints (a stopped member's "
                        "history does not grow)")
+    if args.tls_cacert or args.tls_cert or args.tls_key:
+        return _refuse("coord history export: --cacert, --cert and --key need --endpoints (a "
+                       "data dir is read from disk, over no connection)")
     try:
         info = datadir.info(args.data_dir)
         manifest = read_manifest(args.out)

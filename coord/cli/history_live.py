@@ -1,7 +1,8 @@
 """`coord history export --endpoints`: the live export's command line. What the export
 does (commits, compactions, resumes, moves between members) is coord.history.live_export;
 here are its arguments, its progress bar, why it stopped (stderr and the exit code: Ctrl-C
-is 0 when following, else 130) and its summary (JSON on stdout).
+is 0 when following, else 130) and its summary (JSON on stdout). Over TLS with `--cacert
+--cert --key` (or $COORD_CACERT...), as every client command.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import json
 import sys
 import time
 
+from coord.cli.client_commands.command import UsageError, tls_of
 from coord.client.history import HistoryPage
 from coord.client.sync import Client
 
@@ -31,8 +33,9 @@ def export_live(args: argparse.Namespace) -> int:
         return 2
     try:
         endpoints = parse_endpoints(args.endpoints)
+        tls = tls_of(args)
         sink = HistorySink(args.out, args.format, f"live {','.join(endpoints)}")
-    except (ValueError, HistoryDirError) as exc:
+    except (ValueError, HistoryDirError, UsageError) as exc:
         _say(f"coord history export: {exc}")
         return 2
     after = sink.last_index
@@ -41,7 +44,7 @@ def export_live(args: argparse.Namespace) -> int:
     started = time.monotonic()
     code = 0
     with sink, Client(endpoints, read_only_ok=args.read_only_ok,  # the first listed first
-                      randomize_endpoints=False) as client, \
+                      randomize_endpoints=False, tls=tls) as client, \
             progress_bar() as progress:
         task = progress.add_task("export", total=None, rate="")
         export = LiveExport(sink, client, lambda m: progress.console.print(m, soft_wrap=True),

@@ -2,7 +2,9 @@
 backup of the replicated state through etcd's Maintenance.Snapshot (so `etcdctl snapshot
 save` gets the same bytes), checked by the SHA-256 that ends the stream; a reading of
 what a backup holds; and a new cluster's data dirs seeded from it (etcd's `snapshot
-restore`: run it once per member with the same --initial-cluster, then start them)."""
+restore`: run it once per member with the same --initial-cluster, then start them).
+`save` speaks TLS with `--cacert --cert --key` (or $COORD_CACERT...), as every client
+command."""
 
 from __future__ import annotations
 
@@ -15,8 +17,10 @@ from pathlib import Path
 
 import grpc
 
+from coord.cli.client_commands.command import add_tls_flags, command, tls_credentials
 from coord.etcdpb import rpc_pb2 as pb
 from coord.etcdpb import rpc_pb2_grpc as stubs
+from coord.tls.credentials import channel
 
 DIGEST = 32
 
@@ -28,6 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     save.add_argument("file")
     save.add_argument("--endpoints", required=True, help="the first answering member is used")
     save.add_argument("--timeout", type=float, default=300.0)
+    add_tls_flags(save)
     status = ops.add_parser("status", help="check FILE's digest and show what it holds")
     status.add_argument("file")
     status.add_argument("--json", action="store_true")
@@ -49,13 +54,15 @@ def verified(data: bytes) -> bytes:
     return body
 
 
-def save(endpoints: list[str], path: Path, timeout: float) -> tuple[int, int, str]:
-    """(bytes, revision, endpoint) of the snapshot written to `path` (atomically)."""
+def save(endpoints: list[str], path: Path, timeout: float,
+         credentials: grpc.ChannelCredentials | None = None) -> tuple[int, int, str]:
+    """(bytes, revision, endpoint) of the snapshot written to `path` (atomically; nothing
+    if no member gives one), over TLS with `credentials`."""
     errors = []
     for endpoint in endpoints:
         part = path.with_name(path.name + ".part")
         try:
-            with grpc.insecure_channel(endpoint) as ch, open(part, "wb") as f:
+            with channel(endpoint, credentials) as ch, open(part, "wb") as f:
                 revision, total = 0, 0
                 for resp in stubs.MaintenanceStub(ch).Snapshot(pb.SnapshotRequest(),
                                                                timeout=timeout):
@@ -111,6 +118,7 @@ def restore(args: argparse.Namespace) -> str:
             f"from revision {machine.revision} ({len(machine.kv)} keys)")
 
 
+@command
 def cmd_snapshot(args: argparse.Namespace) -> int:
     path = Path(args.file)
     if args.op == "restore":
@@ -121,7 +129,8 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
         return 0
     if args.op == "save":
         total, revision, endpoint = save(
-            [e.strip() for e in args.endpoints.split(",") if e.strip()], path, args.timeout)
+            [e.strip() for e in args.endpoints.split(",") if e.strip()], path, args.timeout,
+            tls_credentials(args))
         print(f"saved {total} bytes from {endpoint} at revision {revision} to {path} "
               "(SHA-256 checked)")
         return 0

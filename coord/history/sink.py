@@ -78,7 +78,10 @@ class HistorySink:
         self.out = Path(out)
         if self.out.exists() and not self.out.is_dir():
             raise HistoryDirError(f"{self.out}: exists and is not a directory")
-        if self.out.is_dir() and any(self.out.iterdir()) and read_manifest(self.out) is None:
+        # The lock alone is what a run that never committed leaves (an export every
+        # member refused): empty still, so the same command may run again.
+        if self.out.is_dir() and any(p.name != LOCK for p in self.out.iterdir()) \
+                and read_manifest(self.out) is None:
             raise HistoryDirError(f"{self.out}: not empty and holds no {MANIFEST}; "
                                   "refusing to write into it")
         self.manifest = read_manifest(self.out) or {

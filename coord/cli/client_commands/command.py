@@ -16,12 +16,15 @@ import signal
 import sys
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from coord.cli.client_commands.output import jsonable
 from coord.client.endpoints import DEFAULT_ENDPOINTS, ENDPOINTS_ENV, parse_endpoints
 from coord.client.errors import CoordError
 from coord.tls.files import ENV_CACERT, ENV_CERT, ENV_KEY, TLS, TLSConfigError
+
+if TYPE_CHECKING:
+    import grpc
 
 T = TypeVar("T")
 Command = Callable[[argparse.Namespace], int]
@@ -72,6 +75,16 @@ def tls_of(args: argparse.Namespace) -> TLS | Literal[False]:
                             key=args.tls_key) or False
     except TLSConfigError as e:
         raise UsageError(str(e)) from None
+
+
+def tls_credentials(args: argparse.Namespace) -> grpc.ChannelCredentials | None:
+    """For a command that opens its own channels (`coord.tls.credentials.channel`): the
+    credentials `tls_of(args)` asks for, its files read and checked now, once; None:
+    plaintext."""
+    from coord.tls.credentials import channel_credentials
+
+    tls = tls_of(args)
+    return channel_credentials(tls) if tls else None
 
 
 def client(args: argparse.Namespace) -> Any:
