@@ -1,9 +1,12 @@
-"""`coord tui`: the operator's console (coord/tui), live on a cluster's watch streams."""
+"""`coord tui`: the operator's console (coord/tui), live on a cluster's watch streams;
+over TLS with `--cacert --cert --key` (or $COORD_CACERT...), as every client command."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+
+from coord.cli.client_commands.command import add_tls_flags, command, tls_of
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -12,9 +15,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--endpoints", required=True, help="host:port,host:port,...")
     p.add_argument("--read-only", action="store_true",
                    help="never change the cluster: every action is disabled")
+    add_tls_flags(p)
     p.set_defaults(func=cmd_tui)
 
 
+@command
 def cmd_tui(args: argparse.Namespace) -> int:
     try:
         from coord.tui.app import run
@@ -25,5 +30,5 @@ def cmd_tui(args: argparse.Namespace) -> int:
     if not endpoints:
         print("coord tui: --endpoints names no endpoint")
         return 2
-    asyncio.run(run(endpoints, read_only=args.read_only))
+    asyncio.run(run(endpoints, read_only=args.read_only, tls=tls_of(args)))
     return 0

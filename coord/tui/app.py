@@ -13,14 +13,14 @@ from __future__ import annotations
 import asyncio
 import json
 from functools import partial
-from typing import Any
+from typing import Any, Literal
 
 from rich.markup import escape
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.widgets import ContentSwitcher, DataTable, Footer, Input, Static
 
-from coord.client import AsyncClient
+from coord.client import TLS, AsyncClient
 from coord.client.errors import CompactedError, CoordError
 from coord.tui import commands
 from coord.tui.actions import Action, ActionGate, ActionRefused, Writer
@@ -411,8 +411,11 @@ class CoordApp(App):
         self.push_screen(TextScreen(f"history of {key_text(key)}", note + "\n".join(lines)))
 
 
-async def run(endpoints: list[str], read_only: bool = False) -> None:
-    """`coord tui`: the console on a client of `endpoints` until the operator quits."""
+async def run(endpoints: list[str], read_only: bool = False,
+              tls: TLS | Literal[False] | None = None) -> None:
+    """`coord tui`: the console on a client of `endpoints` until the operator quits; `tls`
+    as the client library's (None: $COORD_CACERT...)."""
     # One operator, one client: the member listed first is the one asked first.
-    async with AsyncClient(endpoints, read_only_ok=True, randomize_endpoints=False) as client:
+    async with AsyncClient(endpoints, read_only_ok=True, randomize_endpoints=False,
+                           tls=tls) as client:
         await CoordApp(client=client, read_only=read_only).run_async()

@@ -136,7 +136,7 @@ class Feeds:
         except CoordError as e:
             row = old or MemberRow(name=endpoint, endpoint=endpoint)
             if row.reachable:
-                model.event("member", f"{row.name} unreachable ({e.reason})")
+                model.event("member", f"{row.name} unreachable ({e})")  # e.g. TLS refused
             model.members.put(row.name, replace(row, reachable=False, error=e.reason))
             raise
         model.cluster_id = st.cluster_id

@@ -8,28 +8,18 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
 
 import pytest
 
 from coord.client import AsyncClient
 from coord.tui.app import CoordApp
 from coord.tui.views import OwnersView
+from tests.tui.pilot import until
 
 pytestmark = pytest.mark.cluster
 
 TEST_LIMIT_S = 120.0
 SEEN_S = 10.0  # the longest a change may take to show: a bound for a loaded machine
-
-
-async def until(pilot, predicate: Callable[[], bool], limit_s: float, what: str) -> float:
-    """Seconds until `predicate` held (the app keeps running meanwhile)."""
-    start = time.monotonic()
-    while not predicate():
-        if time.monotonic() - start > limit_s:
-            raise AssertionError(f"{what}: not within {limit_s}s")
-        await pilot.pause(0.02)
-    return time.monotonic() - start
 
 
 async def command(pilot, app: CoordApp, line: str) -> None:
