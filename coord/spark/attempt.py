@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from coord.client import Client, OwnedByHigherGenerationError, ProducerFencedError, Session
+from coord.client import TLS, Client, OwnedByHigherGenerationError, ProducerFencedError, Session
 from coord.client.recipes.fence import Token
 
 __all__ = ["Claim", "LostClaimError", "claim", "client_for", "group_of", "is_current",
@@ -27,17 +27,20 @@ __all__ = ["Claim", "LostClaimError", "claim", "client_for", "group_of", "is_cur
 
 CLAIM_TRIES = 8  # takeovers raced by another attempt before giving up
 
-_clients: dict[tuple[str, ...], Client] = {}
+_clients: dict[tuple[tuple[str, ...], TLS | None], Client] = {}
 _clients_lock = threading.Lock()
 
 
-def client_for(endpoints: tuple[str, ...], timeout: float = 5.0) -> Client:
-    """One Client per endpoint list per process: Spark reuses Python workers, so later
-    tasks in a worker skip the connection set-up (a forked child restarts it itself)."""
+def client_for(endpoints: tuple[str, ...], tls: TLS | None = None,
+               timeout: float = 5.0) -> Client:
+    """One Client per endpoint list and TLS per process: Spark reuses Python workers, so
+    later tasks in a worker skip the connection set-up (a forked child restarts it
+    itself). `tls` None: this process's $COORD_CACERT..., as any client."""
     with _clients_lock:
-        client = _clients.get(endpoints)
+        client = _clients.get((endpoints, tls))
         if client is None or client.closed:
-            client = _clients[endpoints] = Client(list(endpoints), timeout=timeout)
+            client = _clients[endpoints, tls] = Client(list(endpoints), timeout=timeout,
+                                                       tls=tls)
         return client
 
 

@@ -72,7 +72,7 @@ def write_partition(opts: WriteOptions, partition: int,
                     sink.append_plain(batch)
                     rows += batch.num_rows
             return PartitionResult(partition, rows=rows)
-        client = client_for(opts.endpoints)
+        client = client_for(opts.endpoints, opts.tls)
         session, attempt = claim(client, opts.job, partition, opts.ttl)
         try:
             sink.begin(opts.job, partition, attempt.token)
@@ -114,7 +114,7 @@ def _results(messages: list[WriterCommitMessage | None]) -> list[PartitionResult
 def _let_go(opts: WriteOptions, results: list[PartitionResult]) -> None:
     """End the winners' sessions (their claims are released at once); best effort — an
     unreachable session simply expires after its TTL."""
-    client = client_for(opts.endpoints)
+    client = client_for(opts.endpoints, opts.tls)
     for r in results:
         if r.session_id:
             try:
@@ -127,7 +127,7 @@ def publish(opts: WriteOptions, version: int, results: list[PartitionResult]) ->
     """The driver's commit: every winner must still be coord's current attempt, then the
     sink publishes them and records `version` atomically, then coord records it.
     False if the version was already published (nothing changes)."""
-    client = client_for(opts.endpoints)
+    client = client_for(opts.endpoints, opts.tls)
     winners: dict[int, tuple[Token, int]] = {}
     for r in results:
         assert r.token is not None
@@ -213,7 +213,7 @@ class FencedDataSource(DataSource):
         opts = self._opts(schema)
         if not opts.fence:
             return FencedBatchWriter(opts, 0, skip=False)
-        client = client_for(opts.endpoints)
+        client = client_for(opts.endpoints, opts.tls)
         in_coord = committed_version(client, opts.job)
         sink = open_sink(opts.sink)
         try:

@@ -1,11 +1,18 @@
 """The `coord-fenced` data source's options, checked once on the driver so bad input is
-one clear error before any task runs."""
+one clear error before any task runs.
+
+TLS: options `cacert`, `cert` and `key` are paths (etcdctl's --cacert --cert --key),
+read where a client is made: on the driver and on every executor, so the files must be
+there at those paths. Without them, each process's $COORD_CACERT, $COORD_CERT and
+$COORD_KEY, as for every coord client (none set: plaintext)."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+from coord.tls.files import TLS, TLSConfigError
 
 __all__ = ["FORMAT", "WriteOptions", "parse_options"]
 
@@ -22,6 +29,7 @@ class WriteOptions:
     ttl: float  # session TTL of each task attempt, seconds
     fence: bool  # False: the plain, unfenced baseline (tests and benchmarks)
     sink: dict[str, str] = field(default_factory=dict)
+    tls: TLS | None = None  # None: each process's $COORD_CACERT... (module docstring)
 
 
 def parse_options(options: Mapping[str, str]) -> WriteOptions:
@@ -54,4 +62,10 @@ def parse_options(options: Mapping[str, str]) -> WriteOptions:
     if not 1.0 <= ttl <= 3600.0:
         raise ValueError(f"option ttl must be seconds in [1, 3600], got {opts.get('ttl')!r:.40}")
     sink = {k: opts[k] for k in ("sink", "path", "table") if k in opts}
-    return WriteOptions(endpoints, job, version, ttl, fence == "on", sink)
+    files = [opts.get(k) or None for k in ("cacert", "cert", "key")]
+    try:
+        tls = TLS(*files) if any(files) else None
+    except TLSConfigError:
+        raise ValueError("options cert and key go together: a client certificate and its "
+                         "private key (paths each executor reads), or neither") from None
+    return WriteOptions(endpoints, job, version, ttl, fence == "on", sink, tls)

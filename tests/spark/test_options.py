@@ -5,6 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
+from coord.client import TLS
 from coord.spark.options import parse_options
 from coord.spark.sinks import ParquetDirSink, SqliteSink, open_sink
 
@@ -33,6 +34,19 @@ def test_good_options():
 def test_bad_options_name_the_option(bad, named):
     with pytest.raises(ValueError, match=named):
         parse_options({**GOOD, **bad})
+
+
+def test_tls_options():
+    opts = parse_options({**GOOD, "cacert": "/p/ca.pem", "Cert": "/p/me.pem", "key": "/p/me.key"})
+    assert opts.tls == TLS("/p/ca.pem", "/p/me.pem", "/p/me.key")
+    assert parse_options({**GOOD, "cacert": "/p/ca.pem"}).tls == TLS("/p/ca.pem")
+    assert parse_options(GOOD).tls is None  # each process's $COORD_CACERT...
+
+
+@pytest.mark.parametrize("half", [{"cert": "/p/me.pem"}, {"key": "/p/me.key"}])
+def test_a_certificate_without_its_key_is_refused(half):
+    with pytest.raises(ValueError, match="options cert and key go together"):
+        parse_options({**GOOD, "cacert": "/p/ca.pem", **half})
 
 
 def test_open_sink_checks_its_options(tmp_path):

@@ -1,6 +1,7 @@
 """The coord-fenced writer under real Spark (local[2]) against a real 3-member coord
 cluster: a task killed mid-write, a zombie attempt woken after its replacement committed,
-whole-job re-runs, coord's leader killed mid-job, and a restarted streaming query. Each
+whole-job re-runs, coord's leader killed mid-job, a restarted streaming query, and a job
+over TLS (a member that requires client certificates). Each
 fault is also run against the plain (unfenced) write to the same sink, and both counts
 are printed: what the fence prevents, measured in the same run."""
 
@@ -185,6 +186,23 @@ def test_streaming_restart_neither_drops_nor_repeats_a_batch(spark, coord3, tmp_
     twice = sorted({i for i in off if off.count(i) == 2})
     assert len(twice) == 100 and twice[0] % 100 == 0 and twice == list(
         range(twice[0], twice[0] + 100))
+
+
+def test_a_job_over_tls_takes_the_cacert_cert_and_key_options(spark, tls_member, tmp_path):
+    """Against a member that requires client certificates: the options reach the
+    driver's client and each executor's, and the version is published; without the CA
+    that signed the member's certificate the driver is refused before any task runs."""
+    tls = tls_member.client_tls
+    df, db = frame(spark, 2_000, 2), str(tmp_path / "f.db")
+    fenced(df, tls_member, "tls", version="1", sink="sqlite", path=db, table="out",
+           cacert=tls.cacert, cert=tls.cert, key=tls.key).save()
+    assert ids(SqliteSink(db, "out")) == list(range(2_000))
+    with Client(tls_member.endpoints, tls=tls) as client:
+        assert committed_version(client, "tls") == 1
+    with pytest.raises(Exception, match="CERTIFICATE_VERIFY_FAILED"):
+        fenced(df, tls_member, "tls-no-ca", sink="sqlite", path=str(tmp_path / "n.db"),
+               table="out", cert=tls.cert, key=tls.key).save()
+    assert ids(SqliteSink(str(tmp_path / "n.db"), "out")) == []
 
 
 def test_coord_leader_killed_mid_job_still_writes_once(spark, coord3, tmp_path):
