@@ -34,6 +34,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--plant", choices=PLANTS, default="",
                    help="a known-bad client setting, to see the checkers catch it "
                    "(serializable-reads: register reads skip the ReadIndex)")
+    p.add_argument("--tls", action="store_true",
+                   help="the cluster over TLS with client certificates required on both "
+                   "ports (a CA made in the run directory), every client of the run over TLS")
     p.add_argument("--out", type=Path, help="run directory (default chaos-runs/TIME-seedS)")
     p.add_argument("--check", type=Path, metavar="OPLOG",
                    help="only check an existing oplog (JSONL) and print the verdicts")
@@ -57,7 +60,7 @@ def main(args: argparse.Namespace) -> int:
     cfg = RunConfig(seconds=args.seconds, seed=args.seed, workloads=_names(args.workload),
                     nemeses=_names(args.nemesis), workers=args.workers,
                     members=args.members, out=args.out, netns=args.netns,
-                    plant=args.plant)
+                    plant=args.plant, tls=args.tls)
     try:
         result = run(cfg, console)
     except ValueError as e:

@@ -7,7 +7,8 @@ It writes its own oplog JSONL (time.monotonic_ns() is one clock for every proces
 the host, so the runner merges the files by time). stdin says when: "stop" ends the
 workers, "final" makes the final reads (after the runner healed the cluster), then it
 exits. `python -m coord.chaos.etcd_worker --endpoints A,B,C --workers N --seed S
---process-base P --out FILE`."""
+--process-base P --out FILE`; over TLS when $COORD_CACERT, $COORD_CERT and $COORD_KEY
+name the files, as for coord's own clients (etcd3's ca_cert, cert_cert, cert_key)."""
 
 from __future__ import annotations
 
@@ -21,13 +22,16 @@ from pathlib import Path
 
 from coord.chaos.keys import RotatingKeys
 from coord.chaos.recorder import Process, Recorder
+from coord.tls.files import TLS
 
 KEY_PREFIX = "chaos/etcd/"
 
 
 class EtcdRegister:
-    def __init__(self, endpoints: list[str], hot_keys: int = 3, ops_per_key: int = 250) -> None:
+    def __init__(self, endpoints: list[str], hot_keys: int = 3, ops_per_key: int = 250,
+                 tls: TLS | None = None) -> None:
         self.endpoints = endpoints
+        self.tls = tls
         self.keys = RotatingKeys(KEY_PREFIX, hot_keys, ops_per_key)
         self._values = itertools.count(1)
 
@@ -37,7 +41,9 @@ class EtcdRegister:
 
         endpoint = self.endpoints[i % len(self.endpoints)]
         host, port = endpoint.rsplit(":", 1)
-        client = etcd3.client(host=host, port=int(port), timeout=3)
+        tls = self.tls or TLS()
+        client = etcd3.client(host=host, port=int(port), timeout=3, ca_cert=tls.cacert,
+                              cert_cert=tls.cert, cert_key=tls.key)
         client.chaos_endpoint = endpoint
         return client
 
@@ -107,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--process-base", type=int, default=1_000_000)
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args(argv)
-    reg = EtcdRegister(args.endpoints.split(","))
+    reg = EtcdRegister(args.endpoints.split(","), tls=TLS.from_env())
     recorder = Recorder(args.out)
     stop = threading.Event()
     threads = [threading.Thread(target=_worker, daemon=True, args=(

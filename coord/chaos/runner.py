@@ -4,7 +4,9 @@ schedule, then heal, final reads, and every checker over the recorded oplog.
 
 The run directory keeps everything: `oplog.jsonl` (the client operations),
 `faults.jsonl`, `verdict.json`, the members' logs (`cluster/n*.log`) and `command.txt`
-(the command that replays the run's seeds)."""
+(the command that replays the run's seeds). With `tls`, the cluster serves both ports
+over TLS with client certificates required (coord.testing's CA) and every client of the
+run, the etcd3 workers too, speaks TLS."""
 
 from __future__ import annotations
 
@@ -36,6 +38,7 @@ from coord.check.oplog import read_jsonl
 from coord.check.sessions import fault_windows
 from coord.client import Client
 from coord.testing import LocalCluster
+from coord.tls.files import ENV_CACERT, ENV_CERT, ENV_KEY, TLS
 
 JOIN_S = 30.0
 """How long stopping workers may take (a worker finishes its op: at most the client's
@@ -54,6 +57,7 @@ class RunConfig:
     client_timeout: float = 3.0
     netns: str = "auto"  # partitions in network namespaces: auto (if root), on, off
     plant: str = ""  # a known-bad client setting (workloads.PLANTS), to see it caught
+    tls: bool = False  # the cluster over TLS (mTLS on both ports), its clients too
 
     def command(self) -> str:
         return shlex.join(["coord", "chaos", "--seconds", f"{self.seconds:g}",
@@ -61,7 +65,8 @@ class RunConfig:
                            "--nemesis", ",".join(self.nemeses) or "none",
                            "--workers", str(self.workers), "--members", str(self.members),
                            "--netns", self.netns,
-                           *(["--plant", self.plant] if self.plant else [])])
+                           *(["--plant", self.plant] if self.plant else []),
+                           *(["--tls"] if self.tls else [])])
 
 
 @dataclass
@@ -97,7 +102,8 @@ def run(cfg: RunConfig, console: Console | None = None) -> RunResult:
     recorder = Recorder(out / "oplog.jsonl")
     cluster = LocalCluster(cfg.members, data_dir=out / "cluster",
                            partitionable=network is None and (
-                               "partition" in cfg.nemeses or "delay" in cfg.nemeses))
+                               "partition" in cfg.nemeses or "delay" in cfg.nemeses),
+                           tls=cfg.tls)
     faults_file = open(out / "faults.jsonl", "w", encoding="utf-8")  # noqa: SIM115
     nemesis: Nemesis | None = None
     etcd: EtcdProcess | None = None
@@ -108,7 +114,8 @@ def run(cfg: RunConfig, console: Console | None = None) -> RunResult:
         console.print(f"[bold]coord chaos[/] seed {cfg.seed}: {cfg.members} members, "
                       f"{cfg.workers} workers ({', '.join(cfg.workloads)}), nemeses "
                       f"{', '.join(cfg.nemeses) or 'none'}"
-                      f"{' (partitions in network namespaces)' if network else ''}, "
+                      f"{' (partitions in network namespaces)' if network else ''}"
+                      f"{', over TLS' if cfg.tls else ''}, "
                       f"{cfg.seconds:g} s → {out}")
         cluster.start(timeout=30)
         cluster.wait_for_leader(30)
@@ -119,12 +126,13 @@ def run(cfg: RunConfig, console: Console | None = None) -> RunResult:
         threads = [threading.Thread(target=_worker, name=f"chaos-worker-{i}", daemon=True,
                                     args=(i, i // len(workloads), cfg,
                                           workloads[i % len(workloads)], recorder,
-                                          cluster.endpoints, stop))
+                                          cluster.endpoints, cluster.client_tls, stop))
                    for i in range(cfg.workers if workloads else 0)]
         for t in threads:
             t.start()
         if "etcd" in cfg.workloads:
-            etcd = EtcdProcess(cfg, cluster.endpoints, out / "oplog-etcd.jsonl")
+            etcd = EtcdProcess(cfg, cluster.endpoints, out / "oplog-etcd.jsonl",
+                               cluster.client_tls)
         nemesis.start()
         with Live(_live(cfg, recorder, nemesis, t0), console=console,
                   refresh_per_second=2, transient=False) as live:
@@ -143,7 +151,7 @@ def run(cfg: RunConfig, console: Console | None = None) -> RunResult:
             console.print(f"[yellow]workers still in an op after {JOIN_S:g} s: "
                           f"{', '.join(stuck)}[/]")
         cluster.wait_for_leader(30)
-        _final_reads(cfg, workloads, recorder, cluster.endpoints)
+        _final_reads(cfg, workloads, recorder, cluster.endpoints, cluster.client_tls)
         if etcd is not None:
             etcd.send("final")
             etcd.wait()
@@ -196,8 +204,8 @@ def _network(cfg: RunConfig) -> Network | None:
 
 
 def _worker(i: int, nth: int, cfg: RunConfig, workload: Workload, recorder: Recorder,
-            endpoints: list[str], stop: threading.Event) -> None:
-    """Worker `i`, the `nth` of those running `workload`."""
+            endpoints: list[str], tls: TLS | None, stop: threading.Event) -> None:
+    """Worker `i`, the `nth` of those running `workload` (over TLS with `tls`)."""
     rng = random.Random(f"{cfg.seed}-worker-{i}")
     proc = Process(recorder, i, cfg.workers)
     # Each worker starts at a different member, so every member serves clients (chosen
@@ -208,7 +216,7 @@ def _worker(i: int, nth: int, cfg: RunConfig, workload: Workload, recorder: Reco
     # then holds every read *not* flagged to be linearizable).
     read_only_ok = workload.name == "register" and nth % 2 == 1
     with Client(ordered, timeout=cfg.client_timeout, read_only_ok=read_only_ok,
-                randomize_endpoints=False) as client:
+                randomize_endpoints=False, tls=tls or False) as client:
         while not stop.is_set():
             try:
                 workload.step(proc, client, rng)
@@ -219,9 +227,9 @@ def _worker(i: int, nth: int, cfg: RunConfig, workload: Workload, recorder: Reco
 
 
 def _final_reads(cfg: RunConfig, workloads: list[Workload], recorder: Recorder,
-                 endpoints: list[str]) -> None:
+                 endpoints: list[str], tls: TLS | None) -> None:
     proc = Process(recorder, cfg.workers * 1_000_000, 1)
-    with Client(endpoints, timeout=10.0) as client:
+    with Client(endpoints, timeout=10.0, tls=tls or False) as client:
         for w in workloads:
             w.finish(proc, client)
 
@@ -249,10 +257,13 @@ def _merge(out: Path) -> list[dict]:
 
 
 class EtcdProcess:
-    """The etcd3 workers' process (coord.chaos.etcd_worker), driven over its stdin."""
+    """The etcd3 workers' process (coord.chaos.etcd_worker), driven over its stdin; over
+    TLS with `tls` (given as coord's variables: none of this shell's own)."""
 
-    def __init__(self, cfg: RunConfig, endpoints: list[str], path: Path) -> None:
-        env = dict(os.environ, PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION="python")
+    def __init__(self, cfg: RunConfig, endpoints: list[str], path: Path,
+                 tls: TLS | None = None) -> None:
+        env = {k: v for k, v in os.environ.items() if k not in (ENV_CACERT, ENV_CERT, ENV_KEY)}
+        env.update(tls.env() if tls else {}, PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION="python")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "coord.chaos.etcd_worker", "--endpoints",
              ",".join(endpoints), "--workers", str(max(2, cfg.workers // 4)), "--seed",

@@ -85,6 +85,11 @@ class TLS:
             (cacert, ENV_CACERT), (cert, ENV_CERT), (key, ENV_KEY))]
         return cls(*values) if any(values) else None
 
+    def env(self) -> dict[str, str]:
+        """The variables `from_env` reads this TLS back from, for a child process."""
+        return {name: value for name, value in ((ENV_CACERT, self.cacert), (ENV_CERT, self.cert),
+                                                (ENV_KEY, self.key)) if value}
+
 
 def client_tls(tls: TLS | Literal[False] | None) -> TLS | None:
     """What a client's `tls=` argument means: a `TLS` as given; None, the environment's

@@ -127,3 +127,22 @@ def test_delay_with_namespaces_forced_on_is_refused_before_any_member_starts(tmp
         pytest.skip(netns.available())
     with pytest.raises(ValueError, match="--netns off or auto"):
         run(cfg)
+
+
+@pytest.mark.cluster
+def test_a_chaos_run_over_tls(tmp_path):
+    """`--tls`: members that require client certificates on both ports, killed and
+    restarted; coord's workers and the etcd3 workers' process connect with the run's
+    client certificate (none would be served without it) and every checker says ok."""
+    cfg = RunConfig(seconds=5, seed=1, workers=4, workloads=["register", "etcd"],
+                    nemeses=["kill"], tls=True, out=tmp_path / "run")
+    result = run(cfg)
+    assert result.verdict == "ok", result.checks
+    assert result.counts["ok"] > 20
+    rows = read_jsonl(tmp_path / "run" / "oplog.jsonl")
+    assert any(r["type"] == "ok" and not (r["key"] or "").startswith("chaos/etcd/")
+               for r in rows)  # coord's workers were served
+    assert any(r["type"] == "ok" and (r["key"] or "").startswith("chaos/etcd/")
+               for r in rows)  # and the etcd3 workers
+    assert "--tls" in (tmp_path / "run" / "command.txt").read_text().split()
+    assert any(f.kind == "kill" and not f.error for f in result.faults), result.faults

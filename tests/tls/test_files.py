@@ -60,6 +60,8 @@ def test_a_client_value_reads_coords_environment_variables():
     assert TLS.from_env(env) == TLS("/c/ca.pem", "/c/me.pem", "/c/me.key")
     assert TLS.from_env({"COORD_CACERT": "/c/ca.pem"}) == TLS("/c/ca.pem")
     assert TLS.from_env({}) is None
+    for tls in (TLS("/c/ca.pem", "/c/me.pem", "/c/me.key"), TLS("/c/ca.pem")):
+        assert TLS.from_env(tls.env()) == tls  # what a child process is handed
 
 
 def test_a_certificate_without_its_key_is_refused():
