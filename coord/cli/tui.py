@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 
 from coord.cli.client_commands.command import add_tls_flags, command, tls_of
 
@@ -24,11 +25,11 @@ def cmd_tui(args: argparse.Namespace) -> int:
     try:
         from coord.tui.app import run
     except ImportError as e:  # textual is the `tui` extra
-        print(f"coord tui needs the tui extra (pip install 'coord[tui]'): {e}")
+        print(f"coord tui needs the tui extra (pip install 'coord[tui]'): {e}", file=sys.stderr)
         return 2
     endpoints = [e.strip() for e in args.endpoints.split(",") if e.strip()]
     if not endpoints:
-        print("coord tui: --endpoints names no endpoint")
+        print("coord tui: --endpoints names no endpoint", file=sys.stderr)
         return 2
     asyncio.run(run(endpoints, read_only=args.read_only, tls=tls_of(args)))
     return 0

@@ -24,6 +24,7 @@ from coord.testing import LocalCluster
 from coord.tls.certs import issue, make_ca
 from tests.cut_off import wait_until
 from tests.etcdtools import Background, etcdctl
+from tests.pki import cli_flags
 
 pytestmark = pytest.mark.cluster
 
@@ -35,13 +36,9 @@ def tls_cluster(tmp_path_factory):
         yield c
 
 
-def flags(tls: TLS) -> list[str]:
-    return ["--cacert", tls.cacert, "--cert", tls.cert, "--key", tls.key]
-
-
 @pytest.mark.etcd
 def test_etcdctl_puts_gets_and_watches_over_tls(tls_cluster):
-    tls = flags(tls_cluster.client_tls)
+    tls = cli_flags(tls_cluster.client_tls)
     etcdctl(tls_cluster.endpoints, *tls, "put", "tls/e", "v1")
     assert etcdctl(tls_cluster.endpoints, *tls, "get", "tls/e").stdout.split() == [
         "tls/e", "v1"]
@@ -84,7 +81,7 @@ def test_coords_cli_and_status_over_tls_by_flags_or_environment(tls_cluster, cap
                                                                  monkeypatch):
     eps = ",".join(tls_cluster.endpoints)
     tls = tls_cluster.client_tls
-    assert cli.main(["kv", "put", "tls/cli", "x", "--endpoints", eps, *flags(tls)]) == 0
+    assert cli.main(["kv", "put", "tls/cli", "x", "--endpoints", eps, *cli_flags(tls)]) == 0
     monkeypatch.setenv("COORD_CACERT", tls.cacert)
     monkeypatch.setenv("COORD_CERT", tls.cert)
     monkeypatch.setenv("COORD_KEY", tls.key)

@@ -45,10 +45,10 @@ def test_cli_keeps_existing_commands():
 def test_tls_flags_are_etcdctls_each_defaulting_to_its_environment_variable(monkeypatch):
     from coord.cli.client_commands.command import UsageError, tls_of
     from coord.tls.files import TLS
+    from tests.pki import without_tls_variables
 
     p = cli.build_parser("kv")
-    for var in ("COORD_CACERT", "COORD_CERT", "COORD_KEY"):
-        monkeypatch.delenv(var, raising=False)
+    without_tls_variables(monkeypatch)
     assert tls_of(p.parse_args(["kv", "get", "k"])) is False  # plaintext
     args = p.parse_args(["kv", "get", "k", "--cacert", "ca.pem", "--cert", "c.pem",
                          "--key", "c.key"])
