@@ -40,8 +40,10 @@ def check_ownership(rows: Iterable[dict[str, Any]]) -> CheckResult:
                     f"{_name(resource)}: generation {gen} granted to {len(holders)} sessions "
                     f"({', '.join(map(str, holders))})",
                     ops=[h[1].rows() for h in holders.values()])
-        order = sorted((rev, gen, op) for gen, holders in by_gen.items()
-                       for rev, op in holders.values())
+        # by (revision, generation) only: two grants of one token tie there, and ops
+        # do not compare
+        order = sorted(((rev, gen, op) for gen, holders in by_gen.items()
+                        for rev, op in holders.values()), key=lambda t: t[:2])
         for (r1, g1, o1), (r2, g2, o2) in zip(order, order[1:], strict=False):
             if g2 < g1:
                 res.violation(f"{_name(resource)}: generation went back from {g1} (revision "

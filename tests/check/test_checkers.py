@@ -46,6 +46,16 @@ def test_ownership_catches_two_owners_at_one_generation():
     assert "generation 2 granted to 2 sessions" in r.violations[0]["message"]
 
 
+def test_ownership_catches_two_sessions_granted_one_generation_at_one_revision():
+    """The same token handed to two sessions: the grants tie on (revision, generation),
+    and the checker must still name them (not compare the ops themselves)."""
+    h = _clean_ownership()
+    _own(h, 2, 11, "s3", 2, 14)
+    r = check_ownership(h.sorted())
+    assert r.count == 1 and "generation 2 granted to 2 sessions (s2, s3)" in \
+        r.violations[0]["message"]
+
+
 def test_ownership_catches_a_generation_going_back():
     h = _clean_ownership()
     _own(h, 2, 11, "s3", 1, 20)
