@@ -158,21 +158,34 @@ class Nemesis:
         return self.network.describe(), variant
 
     def _inject(self, kind: str, pick: float) -> Fault | None:
+        """The fault started, or None if it could not be: then what it did start is
+        undone and it is recorded as ended there (not as never healed, which would
+        stretch its window over the rest of the run)."""
+        fault = self._start(kind, pick)
+        self.faults.append(fault)
+        if not fault.error:
+            return fault
+        try:
+            self.heal_all()
+        except Exception as e:  # noqa: BLE001 - recorded; heal_all runs again at the end
+            fault.error += f"; undoing it: {e!r}"
+        fault.end_s = self._now()
+        fault.end_ns = time.monotonic_ns()
+        return None
+
+    def _start(self, kind: str, pick: float) -> Fault:
         if kind == "partition" and self.network is not None:
             fault = Fault(kind, "", self._now(), start_ns=time.monotonic_ns())
             try:
                 fault.member, fault.note = self._partition(pick)
             except Exception as e:  # noqa: BLE001 - recorded
                 fault.error = repr(e)
-                self.network.heal()
-            self.faults.append(fault)
-            return None if fault.error else fault
+            return fault
         try:
             member, note = self._target(kind, pick)
         except (IndexError, ValueError) as e:  # too few members running for this fault
-            self.faults.append(Fault(kind, "", self._now(), error=f"no target: {e!r}",
-                                     start_ns=time.monotonic_ns()))
-            return None
+            return Fault(kind, "", self._now(), error=f"no target: {e!r}",
+                         start_ns=time.monotonic_ns())
         fault = Fault(kind, member, self._now(), note=note, start_ns=time.monotonic_ns())
         try:
             if kind == "kill":
@@ -193,8 +206,7 @@ class Nemesis:
                 self.cluster.cut_off(member)
         except Exception as e:  # noqa: BLE001 - a fault that could not start is recorded
             fault.error = repr(e)
-        self.faults.append(fault)
-        return None if fault.error else fault
+        return fault
 
     def _heal(self, fault: Fault) -> None:
         try:
