@@ -90,6 +90,7 @@ class Nemesis:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="nemesis", daemon=True)
         self._throttle: tuple[threading.Thread, threading.Event] | None = None
+        self._learners: set[str] = set()  # re-added by membership churn, not yet promoted
 
     def start(self) -> None:
         self._thread.start()
@@ -195,6 +196,7 @@ class Nemesis:
                 for name in member.split(","):
                     self.cluster.pause(name)
             elif kind == "member":
+                self._learners.add(member)
                 self.cluster.rejoin_member(member)
             elif kind == "slow":
                 self._start_throttle(member, pick)
@@ -219,7 +221,7 @@ class Nemesis:
                 for name in fault.member.split(","):
                     self.cluster.resume(name)
             elif fault.kind == "member":
-                self.cluster.promote(fault.member)
+                self._promote(fault.member)
             elif fault.kind == "slow":
                 self._stop_throttle()
             elif fault.kind == "delay":
@@ -261,7 +263,13 @@ class Nemesis:
             raise ValueError("a delayed link needs the member's TCP gate (no namespaces)")
         return gate
 
+    def _promote(self, member: str) -> None:
+        self.cluster.promote(member)
+        self._learners.discard(member)
+
     def heal_all(self) -> None:
+        """Undo every fault: a learner whose promotion failed is promoted here, once it
+        runs again."""
         self._stop_throttle()
         if self.network is not None:
             self.network.heal()
@@ -274,3 +282,5 @@ class Nemesis:
                     self.cluster.heal(name)
             if not m.running:
                 self.cluster.start_member(name, wait=True, timeout=30)
+        for name in sorted(self._learners):
+            self._promote(name)

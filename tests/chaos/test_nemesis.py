@@ -85,3 +85,17 @@ def test_a_fault_that_failed_to_inject_ends_and_later_late_expiries_are_still_ca
     r = check_sessions(h.sorted(), faults=[window])
     assert r.count == 1 and "still alive" in r.violations[0]["message"]
 
+
+def test_heal_all_promotes_a_learner_a_failed_member_heal_left():
+    """Membership churn re-adds a member as a learner; promoting it at the fault's end
+    fails (a refusal, a leader change): heal_all promotes it, once."""
+    cluster = Cluster(fail=("promote",))
+    nemesis = Nemesis(cluster, Schedule(), t0=0.0)
+    fault = nemesis._inject("member", 0.9)
+    assert fault is not None and fault.member != "n1"  # a follower
+    nemesis._heal(fault)
+    assert fault.error and ("promote", fault.member) not in cluster.calls
+    nemesis.heal_all()
+    assert cluster.calls.count(("promote", fault.member)) == 1
+    nemesis.heal_all()
+    assert cluster.calls.count(("promote", fault.member)) == 1
