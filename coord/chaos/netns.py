@@ -96,13 +96,22 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _listed() -> list[str]:
+    lines = _ip("netns", "list", check=False).stdout.split("\n")
+    return [line.split()[0] for line in lines if line.strip()]
+
+
+def namespaces_of(pid: int) -> list[str]:
+    """The namespaces the run of harness `pid` made (and has not removed)."""
+    return [ns for ns in _listed() if ns.startswith(f"{RUN_PREFIX}{pid}-")]
+
+
 def sweep_dead_runs() -> list[str]:
     """Remove the namespaces a run killed with no chance to clean up (kill -9, a machine
     restart) left behind — ones named by the harness whose pid is no longer alive — and
     stop what still runs in them (that run's orphaned members). Returns what it removed."""
-    listed = _ip("netns", "list", check=False).stdout.split("\n")
     removed = []
-    for ns in (line.split()[0] for line in listed if line.strip()):
+    for ns in _listed():
         tag = ns.split("-", 1)[0]
         pid = tag[len(RUN_PREFIX):]
         if not (ns.startswith(RUN_PREFIX) and "-" in ns and pid.isdigit()) or _alive(int(pid)):

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from coord.chaos.netns import Network, available
+from coord.chaos.netns import Network, available, namespaces_of
 from coord.chaos.recorder import Process, Recorder
 from coord.chaos.workloads import Register
 from coord.check.oplog import read_jsonl
@@ -24,6 +24,22 @@ pytestmark = [pytest.mark.cluster,
 
 def _namespaces() -> str:
     return subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+
+
+def test_a_runs_namespaces_are_found_by_its_whole_pid():
+    """What the chaos run's clean-up assertion reads: a pid over 100,000 (pid_max goes
+    to 4,194,304) names its namespaces in full, and a longer pid that starts the same is
+    another run's."""
+    pid = 4_000_123
+    mine, other = f"cch{pid}-n1", f"cch{pid}7-n1"
+    try:
+        for ns in (mine, other):
+            subprocess.run(["ip", "netns", "add", ns], check=True)
+        assert namespaces_of(pid) == [mine]
+    finally:
+        for ns in (mine, other):
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+    assert namespaces_of(pid) == []
 
 
 def test_a_failed_create_removes_what_it_made():
