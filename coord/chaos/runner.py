@@ -93,7 +93,7 @@ def run(cfg: RunConfig, console: Console | None = None) -> RunResult:
     if "etcd" in cfg.workloads and importlib.util.find_spec("etcd3") is None:
         raise ValueError("the etcd workload drives the etcd3 package: pip install "
                          "'coord[chaos]' (or leave etcd out of --workload)")
-    sink = FencedSink()
+    sink = FencedSink(fencing=cfg.plant != "unfenced-sink")
     workloads = make_workloads([w for w in cfg.workloads if w != "etcd"], sink, cfg.plant)
     out = cfg.out or Path("chaos-runs") / time.strftime(f"%Y%m%d-%H%M%S-seed{cfg.seed}")
     out.mkdir(parents=True, exist_ok=True)

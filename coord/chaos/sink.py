@@ -1,7 +1,9 @@
 """The fenced sink the ownership workload writes to: a stand-in for an external store
 that embeds fencing, as a Kafka broker or a Delta table would. It accepts a write only
 if its (generation, revision) token is not older than the last one it accepted for
-that resource; the ownership checker then verifies what it accepted."""
+that resource; the ownership checker then verifies what it accepted. A sink made with
+`fencing=False` accepts every write (a planted bug, `--plant unfenced-sink`: a store that
+trusts its writers), so the checker's own fencing checks are seen to fire."""
 
 from __future__ import annotations
 
@@ -9,7 +11,8 @@ import threading
 
 
 class FencedSink:
-    def __init__(self) -> None:
+    def __init__(self, fencing: bool = True) -> None:
+        self.fencing = fencing
         self._lock = threading.Lock()
         self._last: dict[tuple[str, str], tuple[int, int]] = {}
         self._sequence = 0
@@ -20,7 +23,7 @@ class FencedSink:
         token = (generation, revision)
         with self._lock:
             last = self._last.get((group, resource))
-            if last is not None and token < last:
+            if self.fencing and last is not None and token < last:
                 return False, f"stale token {token}: the sink accepted {last}"
             self._last[(group, resource)] = token
             self._sequence += 1

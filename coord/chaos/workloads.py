@@ -189,17 +189,22 @@ class Ownership(Workload):
                 else:  # a zombie: its session should expire meanwhile
                     time.sleep(self.ttl * (rng.uniform(1.2, 2.5) if stall < 0.95 else 8))
                     self._own(proc, client, common)  # alive still? (a re-claim is idempotent)
-            proc.invoke("write_fenced", None, f"{session}:{n}", generation=grant.generation,
-                        revision=grant.revision, **common)
-            accepted, detail = self.sink.write(self.group, resource, grant.generation,
-                                               grant.revision)
-            if accepted:
-                proc.ok(f"{session}:{n}", sequence=detail)
-            else:
-                proc.fail(str(detail))
+            self.write(proc, common, grant, n)
         if rng.random() < 0.5:
             with contextlib.suppress(CoordError):
                 client.close_session(session)
+
+    def write(self, proc: Process, common: dict, grant: Grant, n: int) -> None:
+        """The owner's `n`th write to the sink, with its grant's token."""
+        value = f"{common['session']}:{n}"
+        proc.invoke("write_fenced", None, value, generation=grant.generation,
+                    revision=grant.revision, **common)
+        accepted, detail = self.sink.write(self.group, common["resource"], grant.generation,
+                                           grant.revision)
+        if accepted:
+            proc.ok(value, sequence=detail)
+        else:
+            proc.fail(str(detail))
 
     def _own(self, proc: Process, client: Client, common: dict) -> Grant | None:
         proc.invoke("own", None, None, **common)
@@ -272,7 +277,7 @@ WORKLOADS = ("register", "set", "own", "pid", "etcd")
 """etcd: the register workload through the etcd3 package (coord.chaos.etcd_worker)."""
 
 
-PLANTS = ("serializable-reads",)
+PLANTS = ("serializable-reads", "unfenced-sink")
 """Known-bad settings a run can plant, to show the checkers catch what they cause."""
 
 
