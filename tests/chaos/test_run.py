@@ -10,7 +10,7 @@ import os
 import pytest
 
 from coord.chaos import netns
-from coord.chaos.nemesis import DEFAULT_NEMESES, Schedule
+from coord.chaos.nemesis import DEFAULT_NEMESES, PARTITIONS, Schedule
 from coord.chaos.recorder import Process, Recorder
 from coord.chaos.runner import RunConfig, run
 from coord.chaos.sink import FencedSink
@@ -80,6 +80,10 @@ def test_a_short_chaos_run_finds_no_violation(tmp_path):
                for i in (1, 2, 3))
     if not netns.available():  # partitions ran in namespaces: they are all gone
         assert netns.namespaces_of(os.getpid()) == []
+        # each partition says which shape it was and what it cut (test_partition_shapes
+        # checks each shape's links)
+        partitions = [f for f in result.faults if f.kind == "partition"]
+        assert all(f.note in PARTITIONS and f.member for f in partitions), partitions
 
 
 @pytest.mark.cluster
