@@ -15,8 +15,9 @@ cluster: a committed OpenSession asking for the session's own id (with the open'
 request id, so a retry after a lost answer is answered from the state machine's memory).
 The session's event stream then says `registered` and the session goes on as a cluster
 session, same id, its TTL starting afresh on the leader. A refusal (SESSION_EXISTS: the
-id was taken after all; LIMIT_EXCEEDED; ...) or registration failing `MAX_ATTEMPTS`
-times ends it with `dropped` and the reason: two sessions never share an id, and a
+id was taken after all; LIMIT_EXCEEDED; ...), registration failing `MAX_ATTEMPTS`
+times, or a retry answered after the cluster had expired what an earlier attempt
+registered, ends it with `dropped` and the reason: two sessions never share an id, and a
 session is never lost without its client being told why. What became of a session is
 remembered (the last `OUTCOMES_KEPT`), so a client that reconnects its stream after the
 fact still hears it."""
@@ -227,6 +228,15 @@ class LocalSessions:
                 f"member-local session {session.id} was not registered when {self._member} "
                 f"rejoined a majority: its open's request id {session.request_id!r:.60} "
                 f"had already opened session {res.session_id} in the cluster"), res.revision)
+            return
+        if session.id not in self.coord.machine.sessions:
+            # an earlier attempt committed and its answer was lost; the retry is answered
+            # from the machine's memory of the request id, but while this member retried,
+            # the keepalives stayed here and the leader expired the cluster's copy
+            self._settle(session, DROPPED, (
+                f"member-local session {session.id} was registered, then expired by the "
+                f"cluster before {self._member} heard the registration's answer (its "
+                "keepalives did not reach the cluster meanwhile)"))
             return
         self._settle(session, REGISTERED, (
             f"member-local session {session.id} registered with the cluster (same id) "

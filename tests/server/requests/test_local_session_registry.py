@@ -37,6 +37,7 @@ class Coord:
         self.fail: list[Exception] = []  # raised by the next writes, in order
         self.writes: list[c.OpenSession] = []
         self.gate: asyncio.Event | None = None  # set: writes wait for it
+        self.answers_lost = 0  # the next writes commit, then time out (the answer lost)
 
     async def write(self, cmd, timeout: float = 5.0, local_apply: bool = False):
         assert local_apply, "the member must have applied it before saying registered"
@@ -47,7 +48,11 @@ class Coord:
             raise self.fail.pop(0)
         if not self.mode.serving_writes:
             raise Refused("read-only")
-        return self.machine.execute(cmd, 1_000)
+        res = self.machine.execute(cmd, 1_000)
+        if self.answers_lost:
+            self.answers_lost -= 1
+            raise Timeout("committed, but the answer did not arrive in time")
+        return res
 
     def switch(self, mode: str) -> None:
         self.mode.serving_writes = mode == READ_WRITE
@@ -171,6 +176,31 @@ def test_an_open_retried_on_a_cut_off_member_is_not_registered_as_another_sessio
         assert [o.type for o in told] == [DROPPED]
         assert f"had already opened session {first.session_id}" in told[0].reason
         assert s.id not in coord.machine.sessions
+
+    asyncio.run(run())
+
+
+def test_a_registration_answered_after_the_cluster_expired_the_session_is_dropped():
+    """The registration committed but its answer was lost; while the member retried, its
+    client's keepalives stayed here (the session was still local to it), so the leader
+    expired the cluster's copy after its TTL. The retry is answered from the state
+    machine's memory of the request id: the member must not say `registered` for a
+    session the cluster no longer has."""
+
+    async def run() -> None:
+        registry, coord, _, told = _registry()
+        s = registry.open("a", 2_000, "r1")
+        coord.answers_lost = 1
+        coord.switch(READ_WRITE)
+        await _settled(registry)
+        assert told == [] and s.attempts == 1 and s.id in coord.machine.sessions
+        coord.machine.execute(c.ExpireSessions((s.id,)), 4_000)
+        await registry.sweep()
+        await _settled(registry)
+        assert [o.type for o in told] == [DROPPED]
+        assert f"session {s.id} was registered, then expired by the cluster" in \
+            told[0].reason
+        assert registry.get(s.id) is None and s.id not in coord.machine.sessions
 
     asyncio.run(run())
 
