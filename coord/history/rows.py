@@ -13,6 +13,7 @@ from typing import Any
 
 from coord.history.schema import date_of
 from coord.sm import commands as c
+from coord.sm.auth import AuthEvent
 from coord.sm.records import OwnershipEvent, SessionEvent, WatchEvent
 
 Row = dict[str, Any]
@@ -125,6 +126,8 @@ class RowMaker:
         if cmd is not None:
             head.update(command_fields(cmd, result))
         rows = [head]
+        # a token issued or ended is member-local bookkeeping, not an effect for the history
+        events = [e for e in events if not isinstance(e, AuthEvent)]
         for seq, event in enumerate(events, 1):
             row = {**base, "seq": seq, "ok": True, **effect_fields(event)}
             row["revision"] = getattr(event, "revision", revision)

@@ -59,6 +59,10 @@ COMMAND_KINDS = (
     "owner_events_since", "allocate_pid_block", "lease_pid", "init_producer",
     "check_producer", "barrier", "alarm", "note_leader", "note_quorum_lost",
     "set_pid_capacity",
+    # etcd's auth: the acting user in `actor` (never a password or its hash)
+    "auth_enable", "auth_disable", "authenticate", "user_add", "user_delete",
+    "user_change_password", "user_grant_role", "user_revoke_role", "role_add", "role_delete",
+    "role_grant_permission", "role_revoke_permission",
     "noop",  # a new leader's empty entry
     "conf_change",  # a membership change entry
     "undecodable",  # an entry no command decodes from (the machine refused it)

@@ -5,7 +5,9 @@ fields, packed or as canonical JSON (`coord.sm.framing`). Tags are stable foreve
 never renumber. Decoding is strict, so garbage is a ValueError, never a half-command.
 Commands a client may retry carry `request_id` (empty: no deduplication). Time is not
 part of a command: the leader's clock reading travels with every log entry and reaches
-`apply` as `time_ms`.
+`apply` as `time_ms`. Commands made through etcd's API carry `actor`, the user the call
+was made as ("" for none): apply checks that user's permissions while auth is on
+(`coord.sm.auth_checks`), so a permission revoked before the command commits holds.
 """
 
 from __future__ import annotations
@@ -14,6 +16,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from coord.sm import framing
+from coord.sm.auth_commands import (
+    AuthDisable,
+    AuthEnable,
+    Authenticate,
+    RoleAdd,
+    RoleDelete,
+    RoleGrantPermission,
+    RoleRevokePermission,
+    UserAdd,
+    UserChangePassword,
+    UserDelete,
+    UserGrantRole,
+    UserRevokeRole,
+)
 from coord.sm.records import Claim
 from coord.sm.results import decode_result, encode_result
 
@@ -22,6 +38,9 @@ __all__ = [
     "PACKED_VERSION",
     "Alarm",
     "AllocatePidBlock",
+    "AuthDisable",
+    "AuthEnable",
+    "Authenticate",
     "Barrier",
     "CheckProducer",
     "Claim",
@@ -45,9 +64,18 @@ __all__ = [
     "Range",
     "READ_COMMANDS",
     "Release",
+    "RoleAdd",
+    "RoleDelete",
+    "RoleGrantPermission",
+    "RoleRevokePermission",
     "SetPidCapacity",
     "Txn",
     "TxnOp",
+    "UserAdd",
+    "UserChangePassword",
+    "UserDelete",
+    "UserGrantRole",
+    "UserRevokeRole",
     "command_tag",
     "decode_command",
     "decode_result",
@@ -64,7 +92,8 @@ PACKED_VERSION = framing.PACKED_VERSION  # a command whose fields allow it (Put,
 @dataclass(frozen=True)
 class Put:
     """ignore_value / ignore_lease (etcd's): keep the key's current value / session; the
-    key must exist, and the value / session_id given must then be empty / 0."""
+    key must exist, and the value / session_id given must then be empty / 0. `actor`
+    (see the module doc) counts on the command proposed, not on an op inside a txn."""
 
     key: bytes
     value: bytes
@@ -73,6 +102,7 @@ class Put:
     request_id: str = ""
     ignore_value: bool = False
     ignore_lease: bool = False
+    actor: str = ""
 
 
 @dataclass(frozen=True)
@@ -91,6 +121,7 @@ class DeleteRange:
     range_end: bytes = b""
     prev_kv: bool = False
     request_id: str = ""
+    actor: str = ""
 
 
 VALUE, VERSION, CREATE, MOD, LEASE = "VALUE", "VERSION", "CREATE", "MOD", "LEASE"
@@ -138,6 +169,7 @@ class Txn:
     success: tuple[TxnOp, ...] = ()
     failure: tuple[TxnOp, ...] = ()
     request_id: str = ""
+    actor: str = ""
 
     @classmethod
     def put_if_absent(cls, key: bytes, value: bytes, request_id: str = "") -> Txn:
@@ -162,6 +194,7 @@ TxnOp = Put | Range | DeleteRange | Txn
 class Compact:
     revision: int
     request_id: str = ""
+    actor: str = ""  # who asked, for the history (etcd checks no permission to compact)
 
 
 @dataclass(frozen=True)
@@ -192,6 +225,7 @@ class OpenSession:
 class CloseSession:
     session_id: int
     request_id: str = ""
+    actor: str = ""  # an etcd LeaseRevoke's: it must write every key attached
 
 
 @dataclass(frozen=True)
@@ -304,6 +338,7 @@ class Alarm:
     action: str
     member_id: int
     kind: str = "NOSPACE"
+    actor: str = ""  # who asked, for the history (etcd checks no permission for alarms)
 
 
 # -- history notes ------------------------------------------------------------------------
@@ -337,7 +372,9 @@ Command = (
     Put | Range | DeleteRange | Txn | Compact | EventsSince | OpenSession | CloseSession
     | ExpireSessions | Own | Release | GetOwner | ListOwners | OwnerEventsSince
     | AllocatePidBlock | LeasePid | InitProducer | CheckProducer | Barrier | Alarm
-    | NoteLeader | NoteQuorumLost | SetPidCapacity
+    | NoteLeader | NoteQuorumLost | SetPidCapacity | AuthEnable | AuthDisable | Authenticate
+    | UserAdd | UserDelete | UserChangePassword | UserGrantRole | UserRevokeRole | RoleAdd
+    | RoleDelete | RoleGrantPermission | RoleRevokePermission
 )
 
 _TAGS: dict[type, int] = {
@@ -362,6 +399,18 @@ _TAGS: dict[type, int] = {
     SetPidCapacity: 34,
     Barrier: 40,
     Alarm: 41,
+    AuthEnable: 50,
+    AuthDisable: 51,
+    Authenticate: 52,
+    UserAdd: 53,
+    UserDelete: 54,
+    UserChangePassword: 55,
+    UserGrantRole: 56,
+    UserRevokeRole: 57,
+    RoleAdd: 58,
+    RoleDelete: 59,
+    RoleGrantPermission: 60,
+    RoleRevokePermission: 61,
     NoteLeader: 70,
     NoteQuorumLost: 71,
 }

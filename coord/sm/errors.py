@@ -24,6 +24,21 @@ SESSION_EXISTS = "SESSION_EXISTS"  # an OpenSession asked for the id of a live s
 KEY_NOT_FOUND = "KEY_NOT_FOUND"  # a Put with ignore_value/ignore_lease on a missing key
 NO_SPACE = "NO_SPACE"  # a member is over its space quota: writes that add state wait
 LIMIT_EXCEEDED = "LIMIT_EXCEEDED"  # too many sessions, or resources owned by one session
+# etcd's auth (coord.sm.auth): each is one of etcd's auth errors
+PERMISSION_DENIED = "PERMISSION_DENIED"  # the actor may not do this
+AUTH_NOT_ENABLED = "AUTH_NOT_ENABLED"  # a login while auth is off
+AUTH_FAILED = "AUTH_FAILED"  # a login's user went away before it committed
+ROOT_USER_MISSING = "ROOT_USER_MISSING"  # auth enabled without a root user
+ROOT_ROLE_MISSING = "ROOT_ROLE_MISSING"  # ... or with one that lacks the root role
+INVALID_AUTH_MGMT = "INVALID_AUTH_MGMT"  # removing root's user, role or grant while auth is on
+USER_EMPTY = "USER_EMPTY"
+USER_EXISTS = "USER_EXISTS"
+USER_NOT_FOUND = "USER_NOT_FOUND"
+ROLE_EMPTY = "ROLE_EMPTY"
+ROLE_EXISTS = "ROLE_EXISTS"
+ROLE_NOT_FOUND = "ROLE_NOT_FOUND"
+ROLE_NOT_GRANTED = "ROLE_NOT_GRANTED"
+PERMISSION_NOT_GRANTED = "PERMISSION_NOT_GRANTED"
 
 ALL = frozenset(
     {
@@ -42,6 +57,20 @@ ALL = frozenset(
         KEY_NOT_FOUND,
         NO_SPACE,
         LIMIT_EXCEEDED,
+        PERMISSION_DENIED,
+        AUTH_NOT_ENABLED,
+        AUTH_FAILED,
+        ROOT_USER_MISSING,
+        ROOT_ROLE_MISSING,
+        INVALID_AUTH_MGMT,
+        USER_EMPTY,
+        USER_EXISTS,
+        USER_NOT_FOUND,
+        ROLE_EMPTY,
+        ROLE_EXISTS,
+        ROLE_NOT_FOUND,
+        ROLE_NOT_GRANTED,
+        PERMISSION_NOT_GRANTED,
     }
 )
 

@@ -10,7 +10,8 @@ An empty machine is at revision 1, as etcd's empty store is (its first write lan
 Every command that changes state moves the one global revision exactly once, except
 those that as in etcd leave it where it is: a compaction, opening a session (a lease
 grant) and ending a session that held nothing; a refused command changes nothing at all
-(the snapshot bytes stay identical).
+(the snapshot bytes stay identical). A command made as an etcd user (`actor`) is refused
+whole when, at apply, auth is on and that user lacks an access it needs.
 """
 
 from __future__ import annotations
@@ -24,10 +25,19 @@ from typing import Any
 
 from coord.sm import commands as c
 from coord.sm.alarms import AlarmTable, adds_state
+from coord.sm.auth import AuthStore
+from coord.sm.auth_checks import denied
+from coord.sm.auth_commands import AuthCommand
 from coord.sm.canonical_json import Lazy, from_plain, iter_dumps, loads
 from coord.sm.dedup import RecentRequests
 from coord.sm.elapsed import ElapsedClock
-from coord.sm.errors import INVALID_ARGUMENT, NO_SPACE, REQUEST_ID_REUSED, TOO_LARGE
+from coord.sm.errors import (
+    INVALID_ARGUMENT,
+    NO_SPACE,
+    PERMISSION_DENIED,
+    REQUEST_ID_REUSED,
+    TOO_LARGE,
+)
 from coord.sm.kv import KVStore
 from coord.sm.ledger import Ledger
 from coord.sm.limits import MAX_REQUEST_ID_BYTES, utf8_len
@@ -58,10 +68,10 @@ from coord.sm.results import (
 )
 from coord.sm.sessions import Session, SessionTable
 
-SNAPSHOT_FORMAT = 3
+SNAPSHOT_FORMAT = 4
 """The one snapshot format this code writes and loads: the key space in columns, a
 history event's previous record written as a flag when it is the record of the event
-before it on its key (`coord.sm.kv_columns`)."""
+before it on its key (`coord.sm.kv_columns`), and the auth state (`coord.sm.auth`)."""
 RECORD_BYTES = 128  # a session, resource slot or ownership event
 REQUEST_BYTES = 300  # a remembered request beyond its result's bytes (id, entry, tuple)
 DEFAULT_REQUEST_CAPACITY = 100_000
@@ -77,7 +87,10 @@ RESULT_TYPES: dict[type, type[Result]] = {
     c.LeasePid: LeasePidResult, c.InitProducer: ProducerResult, c.CheckProducer: ProducerResult,
     c.Barrier: Result, c.Alarm: AlarmResult, c.NoteLeader: Result, c.NoteQuorumLost: Result,
     c.SetPidCapacity: Result,
+    **dict.fromkeys(AuthCommand.__args__, Result),
 }
+# Commands whose actor's key permissions apply checks (coord.sm.auth_checks).
+KEY_CHECKED = frozenset({c.Put, c.DeleteRange, c.Txn, c.CloseSession})
 
 
 @contextmanager
@@ -123,6 +136,7 @@ class CoordMachine:
         self.pids = PidAllocator(self.ledger, pid_lifetime_ms=config["pid_lifetime_ms"],
                                  pid_capacity=config["pid_capacity"])
         self.alarms = AlarmTable(self.ledger)
+        self.auth = AuthStore(self.ledger)
         self.clock_ms = 0  # the largest leader clock reading applied so far
         self.elapsed = ElapsedClock()  # leader time counted within terms: pid lease lifetimes
         self._elapsed_ms = 0  # the elapsed time of the command being applied
@@ -199,6 +213,11 @@ class CoordMachine:
         return self.ledger.drain()
 
     def _dispatch(self, cmd: Any, now: int) -> Result:
+        if type(cmd) in KEY_CHECKED and cmd.actor and self.auth.enabled \
+                and denied(self.auth, self.sessions, cmd.actor, cmd):
+            return RESULT_TYPES[type(cmd)](
+                error=PERMISSION_DENIED, revision=self.revision,
+                message=f"user {cmd.actor!r:.60} lacks a permission this needs")
         if self.alarms.no_space and adds_state(cmd):
             raised = ", ".join(f"member {m}" for m, _ in self.alarms.active())
             return RESULT_TYPES[type(cmd)](
@@ -302,6 +321,9 @@ class CoordMachine:
                 self.leader_note = (cmd.term, cmd.member)
         return Result(revision=self.revision)
 
+    def _auth(self, cmd: AuthCommand, now: int) -> Result:
+        return self.auth.apply(cmd)
+
     _HANDLERS: dict[type, Callable[..., Result]] = {
         c.Put: _put, c.Range: _range, c.DeleteRange: _delete_range, c.Txn: _txn,
         c.Compact: _compact, c.EventsSince: _events_since, c.OpenSession: _open,
@@ -311,6 +333,7 @@ class CoordMachine:
         c.LeasePid: _lease_pid, c.InitProducer: _init_producer,
         c.CheckProducer: _check_producer, c.Barrier: _barrier, c.Alarm: _alarm,
         c.NoteLeader: _note, c.NoteQuorumLost: _note, c.SetPidCapacity: _pid_capacity,
+        **dict.fromkeys(AuthCommand.__args__, _auth),
     }
 
     # -- snapshot ------------------------------------------------------------------------
@@ -338,6 +361,7 @@ class CoordMachine:
             "pids": self.pids.capture(),
             "recent": Lazy(list(self.recent.items()), _recent_row),
             "alarms": self.alarms.to_state(),
+            "auth": self.auth.to_state(),
         }
         return _compressed(iter_dumps(state))
 
@@ -395,6 +419,7 @@ class CoordMachine:
             self.ownership.history.load_state(state["owner_history"])
             self.pids.load_state(state["pids"])
             self.alarms.load_state(state["alarms"])
+            self.auth.load_state(state["auth"])
             for rid, tag, data64 in state["recent"]:
                 self.recent.put(from_plain(str, rid),
                                 (from_plain(int, tag), from_plain(bytes, data64)))
@@ -410,6 +435,7 @@ class CoordMachine:
             **self.sessions.describe(),
             **self.ownership.describe(),
             **self.pids.describe(),
+            **self.auth.describe(),
             "recent_requests": len(self.recent),
             "alarms": [f"{m}:{k}" for m, k in self.alarms.active()],
             "state_bytes": self.state_bytes(),

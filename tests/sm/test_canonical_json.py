@@ -83,12 +83,12 @@ def test_json_nested_past_the_limit_is_refused_in_the_same_words_at_any_depth(de
 def nested_txn_payload(levels: int) -> bytes:
     """A raw Txn command (JSON) whose success branch nests `levels` txns around a put:
     what Admin.Propose, which takes any bytes, can be sent."""
-    body = b'{"@":"Put","ignore_lease":false,"ignore_value":false,"key":"aw==",' \
+    body = b'{"@":"Put","actor":"","ignore_lease":false,"ignore_value":false,"key":"aw==",' \
            b'"prev_kv":false,"request_id":"","session_id":0,"value":"dg=="}'
+    txn = b'"actor":"","compares":[],"failure":[],"request_id":"","success":['
     for _ in range(levels):
-        body = b'{"@":"Txn","compares":[],"failure":[],"request_id":"","success":[' + body + b"]}"
-    return b"\x01" + bytes([c.command_tag(c.Txn((), ()))]) + \
-        b'{"compares":[],"failure":[],"request_id":"","success":[' + body + b"]}"
+        body = b'{"@":"Txn",' + txn + body + b"]}"
+    return b"\x01" + bytes([c.command_tag(c.Txn((), ()))]) + b"{" + txn + body + b"]}"
 
 
 def test_a_txn_nested_past_the_json_limit_is_an_undecodable_command_not_a_crash():

@@ -36,16 +36,16 @@ def test_flat_commands_and_results_are_packed_and_nested_ones_stay_json():
 def test_a_packed_put_is_its_fields_and_round_trips():
     data = c.encode_command(PUT)
     rid = "rid-ü".encode()
-    head = struct.pack(">IIq?I??", 3, 1, 3, True, len(rid), False, False)
-    assert data == bytes((c.PACKED_VERSION, 1, 7)) + head + b"k\x00\xffv" + rid
+    head = struct.pack(">IIq?I??I", 3, 1, 3, True, len(rid), False, False, 0)
+    assert data == bytes((c.PACKED_VERSION, 1, 8)) + head + b"k\x00\xffv" + rid
     assert c.decode_command(data) == PUT
     fresh = c.decode_result(bytes(c.encode_result(res.PutResult(revision=9, message="m"))))
     assert fresh == res.PutResult(revision=9, message="m")
 
 
 def test_the_json_form_of_a_flat_record_decodes():
-    old = (b'\x01\x01{"ignore_lease":false,"ignore_value":false,"key":"aw==","prev_kv":false,'
-           b'"request_id":"r","session_id":0,"value":"dg=="}')
+    old = (b'\x01\x01{"actor":"","ignore_lease":false,"ignore_value":false,"key":"aw==",'
+           b'"prev_kv":false,"request_id":"r","session_id":0,"value":"dg=="}')
     assert c.decode_command(old) == c.Put(b"k", b"v", request_id="r")
     old_result = b'\x01\x01{"error":"","message":"","prev_kv":null,"revision":5}'
     assert c.decode_result(old_result) == res.PutResult(revision=5)
