@@ -148,6 +148,13 @@ def add_serve_flags(s: argparse.ArgumentParser) -> argparse.ArgumentParser:
         help="etcd's: the most gRPC streams one client connection may hold open (default"
         f" {DEFAULT_MAX_CONCURRENT_STREAMS}; etcd's is unlimited)",
     )
+    s.add_argument(
+        "--auth-token-ttl",
+        type=int,
+        default=300,
+        help="etcd's: seconds an etcd auth token lives on a member after its last use there"
+        " (default 300)",
+    )
     s.add_argument("--log-level", default="info", choices=LOG_LEVELS)
     s.add_argument(
         "--event-loop",
@@ -265,6 +272,8 @@ def member_config(args: argparse.Namespace) -> MemberConfig:
     if args.quota_backend_bytes < 0:
         raise ValueError("--quota-backend-bytes must be >= 0 (0: no quota)")
     client_tls, peer_tls = tls_configs(args)
+    if args.auth_token_ttl < 1:
+        raise ValueError("--auth-token-ttl must be at least 1 (seconds)")
     options = NodeOptions(
         tick_ms=args.tick_ms,
         election_ticks=args.election_ticks,
@@ -293,6 +302,7 @@ def member_config(args: argparse.Namespace) -> MemberConfig:
         peer_tls=peer_tls,
         limits=RequestLimits(args.max_request_bytes, args.max_txn_ops,
                              args.max_concurrent_streams),
+        auth_token_ttl_s=float(args.auth_token_ttl),
     )
 
 

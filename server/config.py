@@ -10,6 +10,7 @@ from coord.server.etcd.watch import DEFAULT_PROGRESS_NOTIFY_S
 from coord.server.node.driver import NodeOptions
 from coord.server.node.members import MemberInfo
 from coord.server.requests.request_limits import RequestLimits
+from coord.server.requests.tokens import DEFAULT_TTL_S
 from coord.server.upkeep.compaction import DEFAULT_MODE, DEFAULT_RETENTION, CompactionPolicy
 from coord.server.upkeep.quota import DEFAULT_QUOTA_BYTES
 from coord.tls.files import ServerTLS, is_loopback
@@ -36,6 +37,7 @@ class MemberConfig:
     client_tls: ServerTLS | None = None  # TLS on `listen` and `etcd_listen`
     peer_tls: ServerTLS | None = None  # TLS on `peer_listen`, both ways
     limits: RequestLimits = field(default_factory=RequestLimits)  # on client requests
+    auth_token_ttl_s: float = DEFAULT_TTL_S  # etcd's --auth-token-ttl: an idle token's life
 
 
 def plaintext_exposures(config: MemberConfig) -> list[str]:

@@ -30,6 +30,8 @@ from coord.server.api.pipeline import PipelineService
 from coord.server.api.producers import ProducersService
 from coord.server.api.sessions import SessionsService
 from coord.server.config import MemberConfig, plaintext_exposures
+from coord.server.etcd.access import EtcdAccess
+from coord.server.etcd.auth import EtcdAuthService
 from coord.server.etcd.cluster import EtcdClusterService
 from coord.server.etcd.kv import EtcdKVService
 from coord.server.etcd.lease import EtcdLeaseService
@@ -43,6 +45,7 @@ from coord.server.node.members import MemberInfo
 from coord.server.requests.coordinator import Coordinator
 from coord.server.requests.events import EventHub
 from coord.server.requests.local_sessions import LocalSessions
+from coord.server.requests.tokens import TokenKeeper
 from coord.server.storage.log_format import db_path
 from coord.server.storage.log_store import LogStore
 from coord.server.transport.auth import PeerAuth
@@ -165,6 +168,10 @@ class Member:
         self.link = LeaderLink(
             self.auth, channel_credentials(peer.as_client) if peer is not None else None)
         self.coordinator = Coordinator(self.node, self.machine, self.link, config.limits)
+        # etcd's auth tokens, learned as logins apply; who an etcd call is made as
+        self.tokens = TokenKeeper(self.machine, config.auth_token_ttl_s)
+        self.hub.auth_listeners.append(self.tokens.heard)
+        self.access = EtcdAccess(self.coordinator, self.tokens)
         self.tracker = SessionTracker(self.node, self.machine, self.coordinator.write)
         self.leader_note = LeaderNote(self.node, self.coordinator.write)  # for the history
         # sessions a read-only member opens, registered with the cluster when it is back
@@ -276,6 +283,7 @@ class Member:
     def _add_etcd_services(self, server: Registrar) -> None:
         """The etcd v3 API on the same coordinator, event hub and session tracker."""
         coord = self.coordinator
+        etcd_grpc.add_AuthServicer_to_server(EtcdAuthService(coord, self.access), server)
         etcd_grpc.add_KVServicer_to_server(EtcdKVService(coord), server)
         etcd_grpc.add_WatchServicer_to_server(
             EtcdWatchService(coord, self.hub, self.config.etcd_progress_notify_s), server

@@ -55,8 +55,8 @@ PASSWORD_SCHEME = "scrypt"
 """A stored password: `scrypt$N$r$p$SALT$HASH` (salt and hash in base64), the parameters
 kept with the hash so they can change without invalidating stored ones."""
 MAX_PASSWORD_HASH_BYTES = 512
-MAX_SCRYPT_N = 1 << 20
-MAX_SCRYPT_RP = 64  # r and p
+MAX_SCRYPT_MEMORY = 64 << 20  # 128 * N * r bytes: what verifying one password takes
+MAX_SCRYPT_P = 16
 
 # Token digests: the sha256 hex of a token; the token itself never enters the log.
 TOKEN_DIGEST_LEN = 64
@@ -110,10 +110,11 @@ def parse_password_hash(text: str) -> tuple[int, int, int, bytes, bytes]:
     except (ValueError, binascii.Error):
         raise ValueError("a password hash has decimal parameters and base64 salt and hash"
                          ) from None
-    if not (1 < n <= MAX_SCRYPT_N and n & (n - 1) == 0 and 0 < r <= MAX_SCRYPT_RP
-            and 0 < p <= MAX_SCRYPT_RP and len(salt) >= 16 and len(digest) >= 32):
-        raise ValueError("scrypt parameters out of bounds (N a power of 2 up to 2^20, r and p "
-                         "1..64, a salt of 16 bytes or more, a hash of 32 or more)")
+    if not (1 < n and n & (n - 1) == 0 and 0 < r and 128 * n * r <= MAX_SCRYPT_MEMORY
+            and 0 < p <= MAX_SCRYPT_P and len(salt) >= 16 and len(digest) >= 32):
+        raise ValueError(f"scrypt parameters out of bounds (N a power of 2, 128*N*r at most "
+                         f"{MAX_SCRYPT_MEMORY} bytes, p 1..{MAX_SCRYPT_P}, a salt of 16 bytes "
+                         "or more, a hash of 32 or more)")
     return n, r, p, salt, digest
 
 

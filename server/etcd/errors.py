@@ -51,6 +51,36 @@ STOPPED = EtcdError(Code.UNAVAILABLE, "etcdserver: server stopped")
 TIMEOUT = EtcdError(Code.UNAVAILABLE, "etcdserver: request timed out")
 NO_SPACE = EtcdError(Code.RESOURCE_EXHAUSTED, "etcdserver: mvcc: database space exceeded")
 
+# etcd's auth errors (etcd 3.4.23's answers, read off a running etcd)
+AUTH_NOT_ENABLED = EtcdError(Code.FAILED_PRECONDITION, "etcdserver: authentication is not enabled")
+AUTH_FAILED = EtcdError(Code.INVALID_ARGUMENT,
+                        "etcdserver: authentication failed, invalid user ID or password")
+INVALID_AUTH_TOKEN = EtcdError(Code.UNAUTHENTICATED, "etcdserver: invalid auth token")
+PERMISSION_DENIED = EtcdError(Code.PERMISSION_DENIED, "etcdserver: permission denied")
+USER_EMPTY = EtcdError(Code.INVALID_ARGUMENT, "etcdserver: user name is empty")
+ROOT_USER_MISSING = EtcdError(Code.FAILED_PRECONDITION, "etcdserver: root user does not exist")
+ROOT_ROLE_MISSING = EtcdError(Code.FAILED_PRECONDITION,
+                              "etcdserver: root user does not have root role")
+USER_EXISTS = EtcdError(Code.FAILED_PRECONDITION, "etcdserver: user name already exists")
+USER_NOT_FOUND = EtcdError(Code.FAILED_PRECONDITION, "etcdserver: user name not found")
+ROLE_EMPTY = EtcdError(Code.INVALID_ARGUMENT, "etcdserver: role name is empty")
+ROLE_EXISTS = EtcdError(Code.FAILED_PRECONDITION, "etcdserver: role name already exists")
+ROLE_NOT_FOUND = EtcdError(Code.FAILED_PRECONDITION, "etcdserver: role name not found")
+ROLE_NOT_GRANTED = EtcdError(Code.FAILED_PRECONDITION,
+                             "etcdserver: role is not granted to the user")
+PERMISSION_NOT_GRANTED = EtcdError(Code.FAILED_PRECONDITION,
+                                   "etcdserver: permission is not granted to the role")
+INVALID_AUTH_MGMT = EtcdError(Code.INVALID_ARGUMENT, "etcdserver: invalid auth management")
+# etcd answers these untranslated: code UNKNOWN and its auth package's own words
+NO_PASSWORD_USER = EtcdError(
+    Code.UNKNOWN, "auth: authentication failed, password was given for no password user")
+
+
+def untranslated(e: EtcdError) -> EtcdError:
+    """`e` as etcd 3.4's Maintenance service answers an auth refusal: not translated
+    to a gRPC status, so code UNKNOWN and the auth package's "auth: ..." message."""
+    return EtcdError(Code.UNKNOWN, "auth: " + e.message.removeprefix("etcdserver: "))
+
 # coord state-machine refusals (result.error) in etcd's words. UNKNOWN_SESSION is
 # "lease not found" because an etcd lease is a coord session.
 _RESULT_ERRORS: dict[str, EtcdError] = {
@@ -61,6 +91,21 @@ _RESULT_ERRORS: dict[str, EtcdError] = {
     "FUTURE_REVISION": FUTURE_REV,
     "TOO_LARGE": REQUEST_TOO_LARGE,
     "NO_SPACE": NO_SPACE,
+    "PERMISSION_DENIED": PERMISSION_DENIED,
+    "AUTH_NOT_ENABLED": AUTH_NOT_ENABLED,
+    # a login whose user went away before it committed: etcd's answer to that login
+    "AUTH_FAILED": AUTH_FAILED,
+    "ROOT_USER_MISSING": ROOT_USER_MISSING,
+    "ROOT_ROLE_MISSING": ROOT_ROLE_MISSING,
+    "INVALID_AUTH_MGMT": INVALID_AUTH_MGMT,
+    "USER_EMPTY": USER_EMPTY,
+    "USER_EXISTS": USER_EXISTS,
+    "USER_NOT_FOUND": USER_NOT_FOUND,
+    "ROLE_EMPTY": ROLE_EMPTY,
+    "ROLE_EXISTS": ROLE_EXISTS,
+    "ROLE_NOT_FOUND": ROLE_NOT_FOUND,
+    "ROLE_NOT_GRANTED": ROLE_NOT_GRANTED,
+    "PERMISSION_NOT_GRANTED": PERMISSION_NOT_GRANTED,
 }
 
 # coord node errors (NodeError.reason, or a forwarded status's ErrorInfo reason).

@@ -1,6 +1,7 @@
 """Fan-out of what the state machine emits after each apply — KV changes, ownership
-changes, session events — to the streams subscribed on this member. Every member
-applies every command, so a client may watch on any member."""
+changes, session events — to the streams subscribed on this member, and auth events to
+this member's token keeper. Every member applies every command, so a client may watch
+on any member."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coord.server.requests.table_watch import TableWatch
+from coord.sm.auth import AuthEvent
 from coord.sm.machine import CoordMachine
 from coord.sm.records import OwnershipEvent, SessionEvent, WatchEvent
 from coord.sm.sessions import Session
@@ -51,6 +53,7 @@ class EventHub:
         self._owners: set[Subscription] = set()
         self._sessions: set[Subscription] = set()
         self._tables: set[TableWatch] = set()
+        self.auth_listeners: list[Callable[[AuthEvent], None]] = []
         machine.session_openers.append(self._opened)
 
     def publish(self) -> None:
@@ -66,6 +69,9 @@ class EventHub:
             elif isinstance(event, SessionEvent):
                 subs = self._sessions
             else:
+                if isinstance(event, AuthEvent):
+                    for listener in self.auth_listeners:
+                        listener(event)
                 continue
             for sub in subs:
                 if sub.matches(event):
