@@ -284,14 +284,17 @@ class Member:
         """The etcd v3 API on the same coordinator, event hub and session tracker."""
         coord = self.coordinator
         etcd_grpc.add_AuthServicer_to_server(EtcdAuthService(coord, self.access), server)
-        etcd_grpc.add_KVServicer_to_server(EtcdKVService(coord), server)
+        access = self.access
+        etcd_grpc.add_KVServicer_to_server(EtcdKVService(coord, access), server)
         etcd_grpc.add_WatchServicer_to_server(
-            EtcdWatchService(coord, self.hub, self.config.etcd_progress_notify_s), server
+            EtcdWatchService(coord, self.hub, access, self.config.etcd_progress_notify_s),
+            server,
         )
-        etcd_grpc.add_LeaseServicer_to_server(EtcdLeaseService(coord, self.tracker), server)
+        etcd_grpc.add_LeaseServicer_to_server(EtcdLeaseService(coord, self.tracker, access),
+                                              server)
         etcd_grpc.add_ClusterServicer_to_server(EtcdClusterService(coord), server)
         etcd_grpc.add_MaintenanceServicer_to_server(
-            EtcdMaintenanceService(coord, self.store), server
+            EtcdMaintenanceService(coord, self.store, access), server
         )
 
     async def stop(self, grace: float = 1.0) -> None:

@@ -1,6 +1,8 @@
 """etcd's KV service (etcdserverpb.KV) on coord's state machine: the same commands,
 write path (propose, or forward to the leader) and read path (ReadIndex unless
-serializable) as coord's own KV service; only the wire format and errors are etcd's."""
+serializable) as coord's own KV service; only the wire format and errors are etcd's.
+Writes are made as the caller, whose permissions apply checks; a range is checked here,
+after its read (etcd's order: the key, the caller, its permission, then the revision)."""
 
 from __future__ import annotations
 
@@ -8,24 +10,31 @@ from coord.etcdpb import rpc_pb2 as pb
 from coord.etcdpb import rpc_pb2_grpc
 from coord.server.etcd import convert as conv
 from coord.server.etcd import errors as err
+from coord.server.etcd.access import EtcdAccess
 from coord.server.etcd.errors import etcd_call
 from coord.server.requests.coordinator import Coordinator, call_timeout
 from coord.sm import commands as c
 
 
 class EtcdKVService(rpc_pb2_grpc.KVServicer):
-    def __init__(self, coord: Coordinator) -> None:
+    def __init__(self, coord: Coordinator, access: EtcdAccess) -> None:
         self.coord = coord
+        self.access = access
 
     async def _write(self, cmd, context, request):
-        """Propose `cmd` for `request`, refused first if over --max-request-bytes."""
+        """Propose `cmd` for `request` as the caller (etcd's order: who the caller is,
+        then --max-request-bytes)."""
+        cmd = await self.access.made_as(cmd, context)
         self.coord.limits.check_request_bytes(request.ByteSize())
         return err.check(await self.coord.write(cmd, call_timeout(context), local_apply=True))
 
     @etcd_call
     async def Range(self, request, context):  # noqa: N802
         cmd = conv.range_from_pb(request)
-        res = err.check(await self.coord.read(cmd, request.serializable, call_timeout(context)))
+        user = await self.access.user(context)
+        res = await self.coord.read(cmd, request.serializable, call_timeout(context))
+        self.access.check_read(user, cmd.key, cmd.range_end)
+        res = err.check(res)
         return conv.range_to_pb(request, res, conv.header(self.coord, res.revision))
 
     @etcd_call

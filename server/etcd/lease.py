@@ -5,7 +5,9 @@ same command; as etcd's, the revision stays where it is), Revoke closes it (its 
 at one new revision; a lease without keys leaves the revision as it is), KeepAlive renews it
 through the leader's session tracker exactly as a native keepalive does, and a lease
 expires when the leader proposes its expiry — with the same rule that a failover never
-expires a live lease (a new leader restarts every deadline at the full TTL).
+expires a live lease (a new leader restarts every deadline at the full TTL). As in
+etcd, a grant checks only a token sent along, and a revoke is made as the caller, who
+must be able to write every key attached.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from coord.etcdpb import rpc_pb2 as pb
 from coord.etcdpb import rpc_pb2_grpc
 from coord.server.etcd import convert as conv
 from coord.server.etcd import errors as err
+from coord.server.etcd.access import EtcdAccess
 from coord.server.etcd.errors import etcd_call
 from coord.server.requests import liveness
 from coord.server.requests.coordinator import Coordinator, call_timeout
@@ -33,9 +36,10 @@ def ttl_ms_of(ttl_s: int) -> int:
 
 
 class EtcdLeaseService(rpc_pb2_grpc.LeaseServicer):
-    def __init__(self, coord: Coordinator, tracker: SessionTracker) -> None:
+    def __init__(self, coord: Coordinator, tracker: SessionTracker, access: EtcdAccess) -> None:
         self.coord = coord
         self.tracker = tracker
+        self.access = access
 
     @etcd_call
     async def LeaseGrant(self, request, context):  # noqa: N802
@@ -45,6 +49,7 @@ class EtcdLeaseService(rpc_pb2_grpc.LeaseServicer):
             raise err.EtcdError(err.Code.INVALID_ARGUMENT, (
                 f"etcdserver: lease ID {request.ID} is reserved: ids from "
                 f"{LOCAL_SESSION_IDS.start} up belong to member-local read-only sessions"))
+        await self.access.user(context)
         cmd = c.OpenSession(LEASE_SESSION_NAME, ttl_ms_of(request.TTL), session_id=request.ID)
         res = err.check(await self.coord.write(cmd, call_timeout(context), local_apply=True))
         return pb.LeaseGrantResponse(header=conv.header(self.coord, res.revision),
@@ -54,7 +59,7 @@ class EtcdLeaseService(rpc_pb2_grpc.LeaseServicer):
     async def LeaseRevoke(self, request, context):  # noqa: N802
         if request.ID <= 0:
             raise err.LEASE_NOT_FOUND
-        cmd = c.CloseSession(request.ID)
+        cmd = await self.access.made_as(c.CloseSession(request.ID), context)
         res = err.check(await self.coord.write(cmd, call_timeout(context), local_apply=True))
         return pb.LeaseRevokeResponse(header=conv.header(self.coord, res.revision))
 

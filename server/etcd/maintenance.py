@@ -1,7 +1,9 @@
 """etcd's Maintenance service on one member: Status (its store as dbSize / dbSizeInUse,
 active alarms as errors), Alarm (the replicated alarms: read, raise, lower), Defragment
 (VACUUM of this member's store), Hash and HashKV (numbers members that agree share), and
-Snapshot (a consistent point-in-time copy of the state, streamed).
+Snapshot (a consistent point-in-time copy of the state, streamed). While auth is on,
+Hash, HashKV, Defragment and Snapshot need the root role (etcd 3.4's rule, and its
+untranslated "auth: ..." refusals); Status and Alarm need no user.
 
 The big ones — hashing or serializing a million keys — run a slice at a time between
 loop iterations from containers copied in milliseconds, as the node's own snapshots do,
@@ -20,8 +22,16 @@ import grpc
 from coord.etcdpb import rpc_pb2 as pb
 from coord.etcdpb import rpc_pb2_grpc
 from coord.server.etcd import convert as conv
+from coord.server.etcd.access import EtcdAccess
 from coord.server.etcd.cluster import VERSION
-from coord.server.etcd.errors import COMPACTED, FUTURE_REV, EtcdError, check, etcd_call
+from coord.server.etcd.errors import (
+    COMPACTED,
+    FUTURE_REV,
+    EtcdError,
+    check,
+    etcd_call,
+    untranslated,
+)
 from coord.server.node.snapshots import join_pieces
 from coord.server.requests.coordinator import Coordinator
 from coord.server.storage.log_store import LogStore, StorageError, StoreSpace
@@ -50,9 +60,10 @@ class EtcdMaintenanceService(rpc_pb2_grpc.MaintenanceServicer):
     pages holding data), and active alarms as etcd's errors; Alarm reads and changes the
     replicated alarms; Defragment VACUUMs this member's store."""
 
-    def __init__(self, coord: Coordinator, store: LogStore) -> None:
+    def __init__(self, coord: Coordinator, store: LogStore, access: EtcdAccess) -> None:
         self.coord = coord
         self.store = store
+        self.access = access
 
     @etcd_call
     async def Status(self, request, context):  # noqa: N802
@@ -81,6 +92,10 @@ class EtcdMaintenanceService(rpc_pb2_grpc.MaintenanceServicer):
         and DEACTIVATE change one member's alarm (member 0 is one too) through the log
         and answer the alarm raised, or the one lowered if it was up. Lowering kind NONE
         lowers nothing, as in etcd (`etcdctl alarm disarm` lists and lowers each)."""
+        try:
+            actor = await self.access.user(context)
+        except EtcdError as e:
+            raise untranslated(e) from None
         known = request.alarm in pb.AlarmType.values()
         kind = pb.AlarmType.Name(request.alarm) if known else str(request.alarm)
         if request.action == pb.AlarmRequest.GET:
@@ -92,8 +107,8 @@ class EtcdMaintenanceService(rpc_pb2_grpc.MaintenanceServicer):
                             f"etcdserver: alarm {kind} is not one coord raises")
         else:
             action = ACTIVATE if request.action == pb.AlarmRequest.ACTIVATE else DEACTIVATE
-            result = check(await self.coord.write(Alarm(action, request.memberID, kind),
-                                                  local_apply=True))
+            result = check(await self.coord.write(
+                Alarm(action, request.memberID, kind, actor=actor), local_apply=True))
             alarms = [(int(m), k) for m, k in (a.split(":") for a in result.alarms)]
         out = pb.AlarmResponse(header=conv.header(self.coord))
         for member_id, active in alarms:
@@ -104,6 +119,7 @@ class EtcdMaintenanceService(rpc_pb2_grpc.MaintenanceServicer):
     async def HashKV(self, request, context):  # noqa: N802
         """The key space at `revision` (0: now) and the history kept up to it; equal on
         members that applied the same log (COMPACTED / future revision as etcd)."""
+        await self.access.maintenance_admin(context)
         kv = self.coord.machine.kv
         if request.revision and request.revision < kv.compact_revision:
             raise COMPACTED
@@ -118,6 +134,7 @@ class EtcdMaintenanceService(rpc_pb2_grpc.MaintenanceServicer):
     async def Hash(self, request, context):  # noqa: N802
         """CRC-32 of the whole state's snapshot bytes (sessions, owners, producer ids,
         alarms too): equal on members at the same applied revision."""
+        await self.access.maintenance_admin(context)
         revision = self.coord.machine.revision
         value = 0
         for piece in self.coord.machine.capture():
@@ -130,6 +147,10 @@ class EtcdMaintenanceService(rpc_pb2_grpc.MaintenanceServicer):
         snapshot save` writes), zero-padded to 512-byte sectors and followed by the
         SHA-256 of what came before — the shape `etcdctl snapshot save` checks for — so a
         copy can be verified; `remaining_bytes` counts down to 0."""
+        try:
+            await self.access.maintenance_admin(context)
+        except EtcdError as e:
+            await context.abort(e.code, e.message)
         revision = self.coord.machine.revision
         data = await join_pieces(self.coord.machine.capture())
         data += b"\0" * (-len(data) % SECTOR)  # the zlib stream ends before the padding
@@ -142,6 +163,7 @@ class EtcdMaintenanceService(rpc_pb2_grpc.MaintenanceServicer):
 
     @etcd_call
     async def Defragment(self, request, context):  # noqa: N802
+        await self.access.maintenance_admin(context)
         try:
             before, after = await asyncio.to_thread(self.store.defrag)
         except StorageError as e:

@@ -7,6 +7,11 @@ in the order they happened: a watcher's "created" response comes before its even
 its history (a start revision in the past, read from the state machine's history)
 before live events, and a progress response after every event at or below the
 revision it reports.
+
+A watcher is created only if the caller may read its range (the stream's token, checked
+at each create, as etcd does); else the create is answered created-and-canceled with
+etcd's status text as the reason. etcd 3.4.23 checks a watch of every key from `key` on
+as a read of `key` alone; coord checks the whole range.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ import grpc
 from coord.etcdpb import rpc_pb2 as pb
 from coord.etcdpb import rpc_pb2_grpc
 from coord.server.etcd import convert as conv
+from coord.server.etcd.access import EtcdAccess
+from coord.server.etcd.errors import EtcdError
 from coord.server.requests.coordinator import Coordinator
 from coord.server.requests.events import EventHub, Subscription, in_range
 from coord.sm import commands as c
@@ -41,6 +48,7 @@ EMPTY_RANGE = "mvcc: watcher range is empty"
 @dataclass
 class _Create:
     request: pb.WatchCreateRequest
+    refusal: str = ""  # why the caller may not watch this (etcd's words), if it may not
 
 
 @dataclass
@@ -79,8 +87,10 @@ class _Stream:
     def header(self, revision: int | None = None) -> pb.ResponseHeader:
         return conv.header(self.coord, revision)
 
-    def create(self, req: pb.WatchCreateRequest) -> list[pb.WatchResponse]:
+    def create(self, req: pb.WatchCreateRequest, refusal: str = "") -> list[pb.WatchResponse]:
         now = self.coord.machine.revision
+        if refusal:
+            return [self.refused(now, refusal)]
         if req.range_end not in (b"", ALL) and (req.key or ALL) >= req.range_end:
             return [self.refused(now, EMPTY_RANGE)]
         if len(self.watchers) >= MAX_WATCHERS_PER_STREAM:
@@ -161,16 +171,18 @@ class _Stream:
 
 
 class EtcdWatchService(rpc_pb2_grpc.WatchServicer):
-    def __init__(self, coord: Coordinator, hub: EventHub,
+    def __init__(self, coord: Coordinator, hub: EventHub, access: EtcdAccess,
                  progress_notify_s: float = DEFAULT_PROGRESS_NOTIFY_S) -> None:
         self.coord = coord
         self.hub = hub
+        self.access = access
         self.progress_notify_s = progress_notify_s
 
     async def Watch(self, request_iterator, context):  # noqa: N802
         sub = self.hub.watch_kv(ALL, ALL)  # every key; each watcher filters its own
         stream = _Stream(self.coord)
-        reader = asyncio.get_running_loop().create_task(self._read(request_iterator, sub))
+        reader = asyncio.get_running_loop().create_task(
+            self._read(request_iterator, sub, context))
         next_notify = time.monotonic() + self.progress_notify_s
         try:
             while True:
@@ -206,7 +218,7 @@ class EtcdWatchService(rpc_pb2_grpc.WatchServicer):
             out += stream.responses(events, list(stream.watchers.values()))
             events = []
             if isinstance(item, _Create):
-                out += stream.create(item.request)
+                out += stream.create(item.request, item.refusal)
             elif isinstance(item, _Cancel):
                 out += stream.cancel(item.watch_id)
             elif isinstance(item, _Progress):
@@ -214,20 +226,32 @@ class EtcdWatchService(rpc_pb2_grpc.WatchServicer):
         out += stream.responses(events, list(stream.watchers.values()))
         return out
 
-    async def _read(self, request_iterator, sub: Subscription) -> None:
+    async def _read(self, request_iterator, sub: Subscription, context) -> None:
         """Requests become markers in the event queue. The client closing its side does
         not end the stream (etcd keeps sending until the call ends)."""
         try:
-            await self._read_requests(request_iterator, sub)
+            await self._read_requests(request_iterator, sub, context)
         except (grpc.aio.AioRpcError, grpc.aio.AbortError, asyncio.InvalidStateError):
             pass  # the call ended; the response side stops with it
 
-    async def _read_requests(self, request_iterator, sub: Subscription) -> None:
+    async def _read_requests(self, request_iterator, sub: Subscription, context) -> None:
         async for req in request_iterator:
             kind = req.WhichOneof("request_union")
             if kind == "create_request":
-                sub.offer(_Create(req.create_request))
+                create = req.create_request
+                sub.offer(_Create(create, await self._refusal(create, context)))
             elif kind == "cancel_request":
                 sub.offer(_Cancel(req.cancel_request.watch_id))
             elif kind == "progress_request":
                 sub.offer(_Progress(self.coord.machine.revision))
+
+    async def _refusal(self, req: pb.WatchCreateRequest, context) -> str:
+        """"" if the caller may watch `req`'s range, else etcd's cancel reason: the Go
+        status text of the refusal."""
+        try:
+            self.access.check_read(await self.access.user(context), req.key or ALL,
+                                   req.range_end)
+        except EtcdError as e:
+            code = "".join(word.capitalize() for word in e.code.name.split("_"))
+            return f"rpc error: code = {code} desc = {e.message}"
+        return ""
