@@ -13,7 +13,7 @@ from typing import Any
 
 from coord.history.schema import date_of
 from coord.sm import commands as c
-from coord.sm.auth import AuthEvent
+from coord.sm.auth import PERM_NAMES, AuthEvent
 from coord.sm.records import OwnershipEvent, SessionEvent, WatchEvent
 
 Row = dict[str, Any]
@@ -35,9 +35,13 @@ def value_hash(value: bytes) -> str:
 
 
 def command_fields(cmd: Any, result: Any) -> Row:
-    """The columns a command and its result fill (beyond the entry's own)."""
-    f: Row = {"request_id": getattr(cmd, "request_id", "") or None}
+    """The columns a command and its result fill (beyond the entry's own). Never a
+    password, its hash or a token's digest."""
+    f: Row = {"request_id": getattr(cmd, "request_id", "") or None,
+              "actor": getattr(cmd, "actor", "") or None}
     t = type(cmd)
+    if t in AUTH_COMMANDS:
+        return f | auth_fields(cmd)
     if t is c.Put:
         f.update(key=key_text(cmd.key), value_len=len(cmd.value), value_hash=value_hash(cmd.value),
                  session=cmd.session_id or None)
@@ -85,6 +89,19 @@ def command_fields(cmd: Any, result: Any) -> Row:
         f.update(member=cmd.member)
     elif t is c.NoteQuorumLost:
         f.update(member=cmd.member, mode=cmd.mode, since_ms=cmd.since_ms, until_ms=cmd.until_ms)
+    return f
+
+
+AUTH_COMMANDS = frozenset(c.AuthCommand.__args__)
+
+
+def auth_fields(cmd: Any) -> Row:
+    """What an auth change was about: its user, role, permission."""
+    f: Row = {"user": getattr(cmd, "user", None), "role": getattr(cmd, "role", None)}
+    if type(cmd) in (c.RoleGrantPermission, c.RoleRevokePermission):
+        f.update(key=key_text(cmd.key), range_end=key_text(cmd.range_end) or None)
+    if type(cmd) is c.RoleGrantPermission:
+        f["perm"] = PERM_NAMES.get(cmd.perm_type, str(cmd.perm_type))
     return f
 
 

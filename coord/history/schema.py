@@ -49,6 +49,14 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("mode", "string", "note_quorum_lost: read-only or no-quorum"),
     ("since_ms", "int64", "note_quorum_lost: start of the period (the member's clock)"),
     ("until_ms", "int64", "note_quorum_lost: end of the period"),
+    ("actor", "string", "the etcd user a write or an auth change was made as (none: auth "
+     "off, no user, or the native API)"),
+    ("user", "string", "auth changes: the user changed; authenticate: who logged in"),
+    ("role", "string", "auth changes: the role changed or granted"),
+    ("perm", "string", "role_grant_permission: READ, WRITE or READWRITE (another number as "
+     "is); the permission's key is in `key`"),
+    ("range_end", "string", "role_grant/revoke_permission: the permission's range end "
+     "(text as `key`; a lone NUL: every key from `key` on)"),
     ("date", "string", "UTC date of time_ms, YYYY-MM-DD (a Parquet partition column)"),
 )
 PARTITION_COLUMNS = ("date", "kind")

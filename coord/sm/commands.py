@@ -17,6 +17,7 @@ from typing import Any
 
 from coord.sm import framing
 from coord.sm.auth_commands import (
+    AuthCommand,
     AuthDisable,
     AuthEnable,
     Authenticate,
@@ -38,6 +39,7 @@ __all__ = [
     "PACKED_VERSION",
     "Alarm",
     "AllocatePidBlock",
+    "AuthCommand",
     "AuthDisable",
     "AuthEnable",
     "Authenticate",

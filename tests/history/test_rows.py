@@ -98,3 +98,38 @@ def test_every_command_the_machine_knows_has_a_kind_in_the_schema():
 def test_the_readme_documents_this_schema_version():
     readme = (ROOT / "README.md").read_text()
     assert markdown_table() in readme
+
+
+def test_auth_changes_are_rows_with_who_and_what_but_never_a_password():
+    r = Replayer()
+    secret_hash = "scrypt$16384$8$1$" + "c2FsdHNhbHRzYWx0c2FsdA==" + "$" + "aA" * 22
+    entries = [c.UserAdd("root", secret_hash), c.UserGrantRole("root", "root"), c.AuthEnable(),
+               c.RoleAdd("reader", actor="root"),
+               c.RoleGrantPermission("reader", 2, b"a", b"\0", actor="root"),
+               c.UserAdd("alice", secret_hash, actor="root"),
+               c.UserGrantRole("alice", "reader", actor="root"),
+               c.Authenticate("alice", "d" * 64), c.Put(b"a", b"v", actor="alice"),
+               c.RoleRevokePermission("reader", b"a", b"\0", actor="alice")]
+    rows = []
+    for i, cmd in enumerate(entries, 1):
+        rows += r.apply(i, 3, NORMAL, entry_data(1_000 + i, c.encode_command(cmd)))[0]
+    rows += r.flush()
+    got = [(x["kind"], x.get("actor"), x.get("user"), x.get("role"), x.get("perm"),
+            x.get("key"), x.get("range_end"), x["ok"]) for x in rows if x["seq"] == 0]
+    assert got == [
+        ("user_add", None, "root", None, None, None, None, True),
+        ("user_grant_role", None, "root", "root", None, None, None, True),
+        ("auth_enable", None, None, None, None, None, None, True),
+        ("role_add", "root", None, "reader", None, None, None, True),
+        ("role_grant_permission", "root", None, "reader", "READWRITE", "a", "\x00", True),
+        ("user_add", "root", "alice", None, None, None, None, True),
+        ("user_grant_role", "root", "alice", "reader", None, None, None, True),
+        ("authenticate", None, "alice", None, None, None, None, True),
+        ("put", "alice", None, None, None, "a", None, True),
+        ("role_revoke_permission", "alice", None, "reader", None, "a", "\x00", False),
+    ]
+    assert rows[-1]["error"] == "PERMISSION_DENIED"
+    text = repr(rows)
+    assert secret_hash not in text and "d" * 64 not in text
+    names = {n for n, _, _ in COLUMNS}
+    assert all(set(x) <= names for x in rows)

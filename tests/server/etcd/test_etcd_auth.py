@@ -11,6 +11,7 @@ import time
 import grpc
 import pytest
 
+from coord.client import Client
 from coord.etcdpb import auth_pb2
 from coord.etcdpb import rpc_pb2 as pb
 from coord.etcdpb import rpc_pb2_grpc as stubs
@@ -129,6 +130,18 @@ def test_etcdctl_users_roles_and_a_permission_revoked_on_the_next_call(eps):
     etcdctl(eps, *root, "auth", "disable")
     assert etcdctl(eps, "get", "c").stdout.split() == ["c", "3"]
     etcdctl(eps, *root, "auth", "enable")  # the fixture turns it off again
+    with Client(eps) as client:  # the audit trail: who changed what, never a password
+        rows = [r for page in client.export_history() for r in page.rows if r["seq"] == 0]
+    said = {(r["kind"], r.get("actor"), r.get("user"), r.get("role"), r.get("perm"),
+             r.get("key"), r.get("range_end")) for r in rows if r["ok"]}
+    assert {("role_grant_permission", None, None, "reader", "READ", "a", "b"),
+            ("auth_enable", None, None, None, None, None, None),
+            ("authenticate", None, "alice", None, None, None, None),
+            ("put", "root", None, None, None, "a", None),
+            ("role_revoke_permission", "root", None, "reader", None, "a", "b"),
+            ("user_revoke_role", "root", "bob", "reader", None, None, None),
+            ("auth_disable", "root", None, None, None, None, None)} <= said
+    assert not any("alicepw" in repr(r) or "scrypt" in repr(r) for r in rows)
 
 
 def test_every_check_on_the_wire(eps):
