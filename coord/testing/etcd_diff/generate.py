@@ -31,11 +31,13 @@ R, C, W = pb.RangeRequest, pb.Compare, pb.WatchCreateRequest
 @dataclass(frozen=True)
 class Step:
     """One operation: `kind` names the RPC; `req` its request with placeholders; for
-    "cancel", `watch` is the index of the watch (in creation order) to cancel."""
+    "cancel", `watch` is the index of the watch (in creation order) to cancel; `caller`
+    the user whose token goes with it (auth sequences: `coord.testing.etcd_diff.auth`)."""
 
     kind: str
     req: object = None
     watch: int = 0
+    caller: str = ""
 
 
 def prefix_of(seed: int) -> bytes:

@@ -64,10 +64,13 @@ class Revisions:
         return 0 if rel == 0 else self.base + rel
 
 
-def call(fn: Callable, req: Any) -> Any:
+Metadata = tuple[tuple[str, str], ...] | None
+
+
+def call(fn: Callable, req: Any, metadata: Metadata = None) -> Any:
     """The response, or ("error", code, message) — errors are compared exactly."""
     try:
-        return fn(req, timeout=T)
+        return fn(req, timeout=T, metadata=metadata)
     except grpc.RpcError as e:
         return ("error", e.code().name, e.details())
 
@@ -75,13 +78,13 @@ def call(fn: Callable, req: Any) -> Any:
 class WatchStream:
     """One Watch call; a thread files its responses by watch id."""
 
-    def __init__(self, stub: stubs.WatchStub) -> None:
+    def __init__(self, stub: stubs.WatchStub, metadata: Metadata = None) -> None:
         self.requests: queue.Queue[pb.WatchRequest | None] = queue.Queue()
         self.cond = threading.Condition()
         self.created: list[pb.WatchResponse] = []
         self.reports: dict[int, Report] = {}  # by watch id: of its newest watch
         self.failure: str = ""
-        self.call = stub.Watch(iter(self.requests.get, None))
+        self.call = stub.Watch(iter(self.requests.get, None), metadata=metadata)
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
@@ -236,6 +239,10 @@ class Player:
     def record(self, label: str, answer: Any) -> None:
         self.transcript.append((label, answer))
 
+    def metadata(self, step: Step) -> Metadata:
+        """What goes with a step's call: nothing here (auth sequences send tokens)."""
+        return None
+
     # -- steps ---------------------------------------------------------------------------
 
     def play(self, steps: list[Step]) -> list[tuple[str, Any]]:
@@ -250,16 +257,20 @@ class Player:
         return self.transcript
 
     def do_put(self, label: str, step: Step) -> None:
-        self.record(label, self.norm(call(self.sys.kv.Put, self.materialise(step))))
+        self.record(label, self.norm(call(self.sys.kv.Put, self.materialise(step),
+                                          self.metadata(step))))
 
     def do_range(self, label: str, step: Step) -> None:
-        self.record(label, self.norm(call(self.sys.kv.Range, self.materialise(step))))
+        self.record(label, self.norm(call(self.sys.kv.Range, self.materialise(step),
+                                          self.metadata(step))))
 
     def do_delete(self, label: str, step: Step) -> None:
-        self.record(label, self.norm(call(self.sys.kv.DeleteRange, self.materialise(step))))
+        self.record(label, self.norm(call(self.sys.kv.DeleteRange, self.materialise(step),
+                                          self.metadata(step))))
 
     def do_txn(self, label: str, step: Step) -> None:
-        self.record(label, self.norm(call(self.sys.kv.Txn, self.materialise(step))))
+        self.record(label, self.norm(call(self.sys.kv.Txn, self.materialise(step),
+                                          self.metadata(step))))
 
     def do_compact(self, label: str, step: Step) -> None:
         # etcd sends a watch's past events from a loop every 100 ms; a compaction before
@@ -268,14 +279,15 @@ class Player:
         self.record(label, self.norm(call(self.sys.kv.Compact, self.materialise(step))))
 
     def do_grant(self, label: str, step: Step) -> None:
-        r = call(self.sys.lease.LeaseGrant, self.materialise(step))
+        r = call(self.sys.lease.LeaseGrant, self.materialise(step), self.metadata(step))
         if not isinstance(r, tuple):
             self.ids[step.req.ID] = r.ID
             self.slots[r.ID] = step.req.ID
         self.record(label, self.norm(r))
 
     def do_revoke(self, label: str, step: Step) -> None:
-        self.record(label, self.norm(call(self.sys.lease.LeaseRevoke, self.materialise(step))))
+        self.record(label, self.norm(call(self.sys.lease.LeaseRevoke, self.materialise(step),
+                                          self.metadata(step))))
 
     def do_ttl(self, label: str, step: Step) -> None:
         self.record(label, self.norm_ttl(call(self.sys.lease.LeaseTimeToLive,
@@ -374,9 +386,10 @@ class Player:
              pb.DeleteRangeRequest(key=self.prefix, range_end=prefix_end(self.prefix)))
 
 
-def play(system: System, seed: int, steps: list[Step]) -> tuple[Player, list]:
+def play(system: System, seed: int, steps: list[Step],
+         player_type: type[Player] = Player) -> tuple[Player, list]:
     """Play `steps` on `system` and clean up after; the player and its transcript."""
-    player = Player(system, seed)
+    player = player_type(system, seed)
     try:
         return player, player.play(steps)
     finally:

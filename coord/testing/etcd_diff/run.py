@@ -3,6 +3,7 @@
 
     python -m coord.testing.etcd_diff --seeds 0:1000      # or: make diff SEEDS=1000
     python -m coord.testing.etcd_diff --seeds 417:418 -v  # one seed again, with its transcript
+    python -m coord.testing.etcd_diff --auth --seeds 200    # auth sequences (etcd_diff.auth)
 
 Each system is started once per run; sequences take turns (both systems play the same
 sequence at once, each on its own thread). A difference prints the seed, the step and
@@ -23,8 +24,9 @@ from typing import Any
 from google.protobuf import text_format
 
 from coord.testing import LocalCluster
+from coord.testing.etcd_diff.auth import AuthPlayer, auth_sequence
 from coord.testing.etcd_diff.generate import Step, sequence
-from coord.testing.etcd_diff.play import System, play
+from coord.testing.etcd_diff.play import Player, System, play
 from coord.testing.peer_etcd import EtcdCluster
 
 
@@ -35,6 +37,7 @@ class Difference:
     step: Step | None
     etcd: Any
     coord: Any
+    auth: bool = False  # of an auth sequence
 
     def __str__(self) -> str:
         req = "" if self.step is None or self.step.req is None else \
@@ -44,7 +47,7 @@ class Difference:
                     f"  coord: {self.coord!r}")
         return (f"seed {self.seed}: {self.label} {req}\n  etcd:  {self.etcd!r}\n"
                 f"  coord: {self.coord!r}\n  rerun: python -m coord.testing.etcd_diff "
-                f"--seeds {self.seed}:{self.seed + 1} -v")
+                f"{'--auth ' if self.auth else ''}--seeds {self.seed}:{self.seed + 1} -v")
 
 
 def compare(seed: int, steps: list[Step], etcd: list, coord: list) -> Difference | None:
@@ -69,15 +72,19 @@ def initial_difference(etcd: System, coord: System) -> Difference | None:
 
 
 def run_seed(etcd: System, coord: System, seed: int, pool: ThreadPoolExecutor,
-             verbose: bool = False) -> Difference | None:
-    steps = sequence(seed)
-    a = pool.submit(play, etcd, seed, steps)
-    b = pool.submit(play, coord, seed, steps)
+             verbose: bool = False, auth: bool = False) -> Difference | None:
+    steps = auth_sequence(seed) if auth else sequence(seed)
+    player: type[Player] = AuthPlayer if auth else Player
+    a = pool.submit(play, etcd, seed, steps, player)
+    b = pool.submit(play, coord, seed, steps, player)
     etcd_t, coord_t = a.result()[1], b.result()[1]
     if verbose:
         for (label, x), (_, y) in zip(etcd_t, coord_t, strict=False):
             print(f"{label}\n  etcd:  {x!r}\n  coord: {y!r}")
-    return compare(seed, steps, etcd_t, coord_t)
+    diff = compare(seed, steps, etcd_t, coord_t)
+    if diff is not None:
+        diff.auth = auth
+    return diff
 
 
 @contextmanager
@@ -94,17 +101,17 @@ def systems() -> Iterator[tuple[System, System]]:
 
 
 def run(seeds: range, etcd: System, coord: System, verbose: bool = False,
-        progress: int = 0, stop_after: int = 10) -> list[Difference]:
-    """Every seed in `seeds`, on systems nothing was written to yet (as `systems` gives
-    them): first their initial revisions, then each seed; the differences (at most
-    `stop_after`)."""
+        progress: int = 0, stop_after: int = 10, auth: bool = False) -> list[Difference]:
+    """Every seed in `seeds` (auth sequences with `auth`), on systems nothing was written
+    to yet (as `systems` gives them): first their initial revisions, then each seed; the
+    differences (at most `stop_after`)."""
     found = [d for d in [initial_difference(etcd, coord)] if d is not None]
     for diff in found:
         print(diff, flush=True)
     t0 = time.monotonic()
     with ThreadPoolExecutor(2) as pool:
         for n, seed in enumerate(seeds, 1):
-            diff = run_seed(etcd, coord, seed, pool, verbose)
+            diff = run_seed(etcd, coord, seed, pool, verbose, auth)
             if diff is not None:
                 found.append(diff)
                 print(diff, flush=True)
@@ -129,12 +136,14 @@ def main(argv: list[str] | None = None) -> int:
                     help="N or A:B (default 1000)")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every answer")
     ap.add_argument("--stop-after", type=int, default=10, help="differences before stopping")
+    ap.add_argument("--auth", action="store_true",
+                    help="auth sequences: users, roles, permissions, calls as users")
     args = ap.parse_args(argv)
     t0 = time.monotonic()
     with systems() as (etcd, coord):
         ready = time.monotonic()
         found = run(args.seeds, etcd, coord, args.verbose, progress=100,
-                    stop_after=args.stop_after)
+                    stop_after=args.stop_after, auth=args.auth)
     took = time.monotonic() - ready
     print(f"{len(args.seeds)} seeds ({args.seeds.start}..{args.seeds.stop - 1}): "
           f"{len(found)} differences; sequences took {took:.1f} s "

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from coord.testing.etcd_diff.auth import _ADMIN_METHODS, auth_sequence
 from coord.testing.etcd_diff.generate import sequence
 from coord.testing.etcd_diff.play import Revisions
 from coord.testing.etcd_diff.run import (
@@ -18,6 +19,7 @@ from coord.testing.etcd_diff.run import (
 from tests.etcdtools import require
 
 SEEDS = range(300)
+AUTH_SEEDS = range(100)
 
 
 def test_sequences_are_a_pure_function_of_the_seed_and_cover_every_operation():
@@ -72,4 +74,26 @@ def test_coord_answers_every_seeded_sequence_as_etcd_does():
     require("etcd")
     with systems() as (etcd, coord):
         found = run(SEEDS, etcd, coord, stop_after=3)
+    assert not found, "\n".join(map(str, found))
+
+
+def test_auth_sequences_are_a_pure_function_of_the_seed_and_cover_every_auth_call():
+    assert auth_sequence(7) == auth_sequence(7) and auth_sequence(7) != auth_sequence(8)
+    steps = [s for seed in AUTH_SEEDS for s in auth_sequence(seed)]
+    assert {s.kind for s in steps} == {"auth", "login", "put", "range", "delete", "txn",
+                                       "watch_as", "grant", "revoke", "hash", "alarms"}
+    assert {type(s.req) for s in steps if s.kind == "auth"} == set(_ADMIN_METHODS)
+    assert {s.caller for s in steps} == {"", "?", "root", "ann", "bob", "cid"}
+    txns = [s.req for s in steps if s.kind == "txn"]
+    assert not any(op.HasField("request_txn") for t in txns for op in (*t.success, *t.failure))
+
+
+@pytest.mark.cluster
+@pytest.mark.etcd
+def test_coord_answers_every_seeded_auth_sequence_as_etcd_does():
+    """Users, roles, permissions, auth on and off, and calls as each user: the same
+    status codes and messages as etcd 3.4's."""
+    require("etcd")
+    with systems() as (etcd, coord):
+        found = run(AUTH_SEEDS, etcd, coord, stop_after=3, auth=True)
     assert not found, "\n".join(map(str, found))
