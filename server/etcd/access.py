@@ -5,8 +5,10 @@ The caller is the user its token stands for (the `token` call metadata, or
 grpc-gateway's `authorization`, as etcd reads them). A token is checked whenever one is
 sent, auth on or off, as etcd does: one this member does not know — after catching up
 with the leader, since a login on another member may not have reached it yet — is
-etcd's `invalid auth token`. A call without a token has no user ("" here); while auth
-is on, such a caller is refused whatever needs a user (`user name is empty`).
+etcd's `invalid auth token`. Without a token, a call over TLS whose client certificate
+the client port verified (`--client-cert-auth`) is made as the certificate's common
+name, as etcd's; a token, when sent, wins. Otherwise the call has no user ("" here);
+while auth is on, such a caller is refused whatever needs a user (`user name is empty`).
 
 What a named user may do with keys is checked where the command applies (the command
 carries the user: `coord.sm.auth_checks`), so a permission revoked before the command
@@ -28,6 +30,7 @@ from coord.server.requests.coordinator import Coordinator, call_timeout
 from coord.server.requests.tokens import TokenKeeper
 from coord.sm.auth import AuthStore
 from coord.sm.auth_checks import key_checks, permitted
+from coord.tls.credentials import verified_common_name
 from coord.wire import ApiError
 
 TOKEN_METADATA = ("token", "authorization")  # etcd's gRPC and grpc-gateway keys
@@ -40,11 +43,19 @@ def _token(context: grpc.aio.ServicerContext) -> str | None:
     return None
 
 
+GATEWAY_METADATA = "grpcgateway-accept"  # a call relayed by etcd's grpc-gateway
+
+
 def cert_user(context: grpc.aio.ServicerContext) -> str:
-    """The user a verified client certificate names (its CN), for a call without a
-    token while auth is on: etcd's --client-cert-auth. "" while the member serves no
-    TLS client certificates."""
-    return ""
+    """The user a verified client certificate names (its common name), for a call
+    without a token: etcd's --client-cert-auth. "" without one, and for a call that says
+    it came through etcd's grpc-gateway, whose certificate is the gateway's, not the
+    caller's (etcd ignores its name too)."""
+    name = verified_common_name(context)
+    if not name or any(key == GATEWAY_METADATA
+                       for key, _ in context.invocation_metadata() or ()):
+        return ""
+    return name
 
 
 class EtcdAccess:

@@ -1,12 +1,14 @@
 """etcd's users, roles and permissions on real `coord serve` processes, driven by etcd's
 own etcdctl and by plain gRPC calls: a user without a permission is refused, one with it
 is served, a revoked permission holds from the next call, tokens work on every member
-and expire, and auth survives a leader kill and a restart from snapshots."""
+and expire, a verified client certificate names the user of a call without a token, and
+auth survives a leader kill and a restart from snapshots."""
 
 from __future__ import annotations
 
 import queue
 import time
+from collections.abc import Sequence
 
 import grpc
 import pytest
@@ -16,6 +18,9 @@ from coord.etcdpb import auth_pb2
 from coord.etcdpb import rpc_pb2 as pb
 from coord.etcdpb import rpc_pb2_grpc as stubs
 from coord.testing import LocalCluster
+from coord.tls.credentials import channel, channel_credentials
+from coord.tls.files import TLS
+from tests.cut_off import wait_until
 from tests.etcdtools import etcdctl, require_etcdctl
 
 pytestmark = [pytest.mark.cluster, pytest.mark.etcd]
@@ -30,15 +35,16 @@ def fails(proc, message: str) -> bool:
     return proc.returncode != 0 and f"Error: {message}" in proc.stderr
 
 
-def set_up_auth(eps: list[str] | str) -> None:
-    """etcdctl's way: root, a reader of a..b and of prefix p/, auth on."""
+def set_up_auth(eps: list[str] | str, *flags: str) -> None:
+    """etcdctl's way (with `flags`: its TLS flags): root, a reader of a..b and of prefix
+    p/, auth on."""
     for args in (("user", "add", "root:rootpw"), ("role", "add", "root"),
                  ("user", "grant-role", "root", "root"), ("user", "add", "alice:alicepw"),
                  ("user", "add", "bob:bobpw"), ("role", "add", "reader"),
                  ("role", "grant-permission", "reader", "read", "a", "b"),
                  ("role", "grant-permission", "reader", "--prefix=true", "readwrite", "p/"),
                  ("user", "grant-role", "alice", "reader"), ("auth", "enable")):
-        etcdctl(eps, *args)
+        etcdctl(eps, *flags, *args)
 
 
 @pytest.fixture
@@ -64,8 +70,8 @@ def eps(etcd_cluster3):
 class Etcd:
     """Plain gRPC calls to one member, with or without a token."""
 
-    def __init__(self, endpoint: str) -> None:
-        self.channel = grpc.insecure_channel(endpoint)
+    def __init__(self, endpoint: str, tls: TLS | None = None) -> None:
+        self.channel = channel(endpoint, channel_credentials(tls) if tls else None)
         self.auth = stubs.AuthStub(self.channel)
         self.kv = stubs.KVStub(self.channel)
         self.watch = stubs.WatchStub(self.channel)
@@ -76,11 +82,12 @@ class Etcd:
         return self.auth.Authenticate(pb.AuthenticateRequest(name=name, password=password),
                                       timeout=10).token
 
-    def call(self, method, request, token: str | None = None):
+    def call(self, method, request, token: str | None = None,
+             metadata: Sequence[tuple[str, str]] = ()):
         """The response, or (code name, message)."""
+        sent = (*((("token", token),) if token is not None else ()), *metadata)
         try:
-            return method(request, timeout=10,
-                          metadata=(("token", token),) if token is not None else None)
+            return method(request, timeout=10, metadata=sent or None)
         except grpc.RpcError as e:
             return (e.code().name, e.details())
 
@@ -207,14 +214,6 @@ def test_every_check_on_the_wire(eps):
             m.close()
 
 
-def wait_until(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout}s: {what}")
-        time.sleep(0.05)
-
-
 def test_an_idle_token_expires_and_etcdctl_logs_in_again(tmp_path):
     """--auth-token-ttl 1: a token idle for longer is `invalid auth token`; etcdctl's
     lock holds its token idle while the command it runs sleeps, then unlocks, which
@@ -258,12 +257,46 @@ def test_auth_survives_a_leader_kill_and_a_restart_from_snapshots(tmp_path):
         for i in range(60):  # enough entries for snapshots past the auth set-up
             etcdctl(left, *root, "put", f"k{i}", "v")
         c.start_member(leader)
-        wait_until(lambda: all(s.first_index > auth_index for s in c.statuses().values())
-                   and len(c.statuses()) == 3, 60,
-                   "every member's log compacted past the auth set-up")
+        wait_until("every member's log compacted past the auth set-up",
+                   lambda: all(s.first_index > auth_index for s in c.statuses().values())
+                   and len(c.statuses()) == 3, 60)
         c.restart_all()
         c.wait_for_leader(timeout=20)
         assert etcdctl(eps, *alice, "get", "a").stdout == ""  # served: nothing there
         assert fails(etcdctl(eps, *alice, "put", "a", "1", check=False), DENIED)
         assert fails(etcdctl(eps, "get", "a", check=False), NO_USER)  # auth still on
         assert etcdctl(eps, *root, "get", "k59").stdout.split() == ["k59", "v"]
+
+
+def tls_flags(tls: TLS) -> tuple[str, ...]:
+    return ("--cacert", tls.cacert, "--cert", tls.cert, "--key", tls.key)
+
+
+def test_a_verified_client_certificate_names_the_user_of_a_call_without_a_token(tmp_path):
+    """--client-cert-auth with auth on, as etcd's: a call without a token is made as its
+    certificate's common name (no password asked); a token, when sent, wins, a wrong
+    one included; a call that says it came through etcd's grpc-gateway gets no user from
+    the certificate."""
+    require_etcdctl()
+    with LocalCluster(1, data_dir=tmp_path / "c", tls=True) as c:
+        ep = c.etcd_endpoints[0]
+        root = tls_flags(c.client_tls)  # its common name is "root"
+        alice_tls = c.issue_client("alice")
+        alice, carol = tls_flags(alice_tls), tls_flags(c.issue_client("carol"))
+        set_up_auth(ep, *root)
+        etcdctl(ep, *root, "put", "a", "1")  # root by its certificate alone
+        assert etcdctl(ep, *alice, "get", "a").stdout.split() == ["a", "1"]  # alice's read
+        assert fails(etcdctl(ep, *alice, "put", "a", "2", check=False), DENIED)
+        assert fails(etcdctl(ep, *alice, "user", "list", check=False), DENIED)
+        assert fails(etcdctl(ep, *carol, "get", "a", check=False), DENIED)  # no such user
+        member = Etcd(ep, alice_tls)
+        try:
+            root_token = member.login("root", "rootpw")
+            put = pb.PutRequest(key=b"a", value=b"2")
+            assert isinstance(member.call(member.kv.Put, put, root_token), pb.PutResponse)
+            assert member.call(member.kv.Put, put, "nonsense") == ("UNAUTHENTICATED", BAD_TOKEN)
+            assert member.call(member.kv.Range, pb.RangeRequest(key=b"a"), None,
+                               [("grpcgateway-accept", "application/json")]) == \
+                ("INVALID_ARGUMENT", NO_USER)
+        finally:
+            member.close()
