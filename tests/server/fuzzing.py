@@ -11,8 +11,8 @@
   channel API, identity serializers), so a request the stubs could not even build is sent.
 - `Outcome.clear()`: the member answered (a response, or a status it chose); UNKNOWN (a
   handler raised) or an INTERNAL other than gRPC's own "cannot deserialize" is not clear.
-- `Probe`: the etcd API's revision and HashKV before and after a refused request (the
-  same: the refusal changed nothing), whether the member still serves, and the clean-up
+- `Probe`: the etcd API's revision, HashKV, users and roles before and after a refused
+  request (the same: the refusal changed nothing), whether the member still serves, and the clean-up
   after every request (leases revoked, alarms lowered), so a fuzzed session cannot expire
   during a later example and change the state under it.
 
@@ -289,11 +289,15 @@ class Probe:
     def __init__(self, channel: grpc.Channel) -> None:
         self.maintenance = etcd_grpc.MaintenanceStub(channel)
         self.lease = etcd_grpc.LeaseStub(channel)
+        self.auth = etcd_grpc.AuthStub(channel)
 
-    def state(self) -> tuple[int, int]:
-        """The revision and the hash of the key space and its history."""
+    def state(self) -> tuple[int, int, list[str], list[str]]:
+        """The revision, the hash of the key space and its history, and the etcd users
+        and roles (a refused Auth call must not have added or removed one)."""
         h = self.maintenance.HashKV(etcd_pb.HashKVRequest(), timeout=UNARY_TIMEOUT_S)
-        return h.header.revision, h.hash
+        users = self.auth.UserList(etcd_pb.AuthUserListRequest(), timeout=UNARY_TIMEOUT_S)
+        roles = self.auth.RoleList(etcd_pb.AuthRoleListRequest(), timeout=UNARY_TIMEOUT_S)
+        return h.header.revision, h.hash, list(users.users), list(roles.roles)
 
     def serving(self) -> bool:
         return self.maintenance.Status(etcd_pb.StatusRequest(), timeout=UNARY_TIMEOUT_S) \

@@ -1,8 +1,8 @@
 """Hostile input on every RPC of the etcd v3 API (KV, Watch, Lease, Cluster,
-Maintenance) of a real member process: generated requests (valid, boundary, hostile) and
-malformed bytes on each raw method. Each must be answered clearly, a refused unary
-request must leave the revision and HashKV as they were, and the member must go on
-serving (tests/server/fuzzing.py says what each means)."""
+Maintenance, Auth) of a real member process: generated requests (valid, boundary,
+hostile) and malformed bytes on each raw method. Each must be answered clearly, a
+refused unary request must leave the revision, HashKV, users and roles as they were,
+and the member must go on serving (tests/server/fuzzing.py says what each means)."""
 
 from __future__ import annotations
 
