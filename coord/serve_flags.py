@@ -28,6 +28,7 @@ from coord.server.requests.request_limits import (
     DEFAULT_MAX_REQUEST_BYTES,
     RequestLimits,
 )
+from coord.server.requests.tokens import DEFAULT_TTL_S
 from coord.server.upkeep.compaction import DEFAULT_MODE, DEFAULT_RETENTION, MODES, CompactionPolicy
 from coord.server.upkeep.quota import DEFAULT_QUOTA_BYTES
 from coord.sm.limits import DEFAULT_MAX_TXN_OPS, MAX_TXN_OPS
@@ -151,9 +152,9 @@ def add_serve_flags(s: argparse.ArgumentParser) -> argparse.ArgumentParser:
     s.add_argument(
         "--auth-token-ttl",
         type=int,
-        default=300,
+        default=int(DEFAULT_TTL_S),
         help="etcd's: seconds an etcd auth token lives on a member after its last use there"
-        " (default 300)",
+        f" (default {int(DEFAULT_TTL_S)})",
     )
     s.add_argument("--log-level", default="info", choices=LOG_LEVELS)
     s.add_argument(
