@@ -10,8 +10,13 @@ Layout under the root:
     published version lists the winners' files and their fence tokens; it appears by
     one atomic rename, so a version is either wholly visible or not at all;
   - `_coord/refusals.jsonl`: the refused writes.
-Readers take the files the manifests list (`committed_files`, `read`); files of losing
-attempts are deleted when a version is published. `plain/` holds the unfenced baseline's
+A publish holds the job's lock (`_coord/locks/jobs/<job>.lock`) throughout — version
+check, fence checks, manifest, clearing superseded attempts — and so does `discard`: no
+clean-up can delete what a manifest about to appear lists. It fsyncs the listed files and
+every directory up to the root before writing the manifest, the manifest before its
+rename, and the manifest's directories after it. Readers take the files the manifests
+list (`committed_files`, `read`); files of losing attempts are deleted when a version
+is published. `plain/` holds the unfenced baseline's
 files. Local (POSIX) file systems only: the fence relies on flock and rename.
 """
 
@@ -25,7 +30,7 @@ import shutil
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import pyarrow as pa
@@ -51,6 +56,31 @@ def _write_json(path: Path, value: object, durable: bool = True) -> None:
             f.flush()
             os.fsync(f.fileno())
     os.replace(tmp, path)
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _sync_paths(paths: list[Path], root: Path, files: bool = True) -> None:
+    """fsync `paths` (unless `files` is False) and every directory from theirs up to
+    `root`, each directory once: a file's data and the entries naming it, as far as the
+    table's root, survive a crash once this returns."""
+    dirs: list[Path] = []
+    for path in paths:
+        if files:
+            _fsync(path)
+        for d in path.parents:
+            if d not in dirs:
+                dirs.append(d)
+            if d == root:
+                break
+    for d in dirs:
+        _fsync(d)
 
 
 def _attempt_dir(token: Token) -> str:
@@ -155,25 +185,31 @@ class ParquetDirSink(Sink):
         return int(manifests[-1].stem[1:]) if manifests else None
 
     def publish(self, job: str, version: int, winners: dict[int, tuple[Token, int]]) -> bool:
+        """All under the job's lock, which every publish and clean-up of `job` takes: the
+        version check, the winners' fence checks (their partition locks held until the
+        manifest is in place), the manifest, and the clearing of superseded attempts —
+        so no clean-up can run between a check and the manifest that relies on it."""
         self._check_job(job)
         with self._lock("jobs", job):
             done = self.committed_version(job)
             if done is not None and version <= done:
                 return False
             entries = {}
-            for partition, (token, rows) in sorted(winners.items()):
-                with self._lock("fence", job, f"p{partition}"):
+            with ExitStack() as held:
+                for partition, (token, rows) in sorted(winners.items()):
+                    held.enter_context(self._lock("fence", job, f"p{partition}"))
                     check_winner(job, partition, self.fence(job, partition), token, rows)
-                directory = self._batch_dir(job, partition, token)
-                entries[str(partition)] = {
-                    **token.as_dict(), "rows": rows,
-                    "files": sorted(str(p.relative_to(self.root))
-                                    for p in directory.glob("*.parquet"))}
-            manifest = self._coord / "manifests" / job / f"v{version}.json"
-            manifest.parent.mkdir(parents=True, exist_ok=True)
-            _write_json(manifest, {"job": job, "version": version, "partitions": entries,
-                                   "published_ms": int(time.time() * 1000)})
-        self._drop_unpublished(job, [int(p) for p in entries])
+                    files = sorted(self._batch_dir(job, partition, token).glob("*.parquet"))
+                    _sync_paths(files, self.root)
+                    entries[str(partition)] = {
+                        **token.as_dict(), "rows": rows,
+                        "files": [str(p.relative_to(self.root)) for p in files]}
+                manifest = self._coord / "manifests" / job / f"v{version}.json"
+                manifest.parent.mkdir(parents=True, exist_ok=True)
+                _write_json(manifest, {"job": job, "version": version, "partitions": entries,
+                                       "published_ms": int(time.time() * 1000)})
+                _sync_paths([manifest], self.root, files=False)
+            self._drop_unpublished(job, [int(p) for p in entries])
         return True
 
     def _published_dirs(self, job: str) -> set[Path]:
@@ -188,7 +224,8 @@ class ParquetDirSink(Sink):
                           only: dict[int, Token] | None = None) -> None:
         """Delete the files of unpublished attempts of these partitions that no longer
         hold the fence (superseded), or, with `only`, of exactly those attempts. The
-        attempt holding a fence row is kept: it may be another run's, still writing."""
+        attempt holding a fence row is kept: it may be another run's, still writing.
+        The caller holds the job's lock, so no manifest appears meanwhile."""
         keep = self._published_dirs(job)
         for partition in partitions:
             with self._lock("fence", job, f"p{partition}"):
@@ -207,7 +244,8 @@ class ParquetDirSink(Sink):
 
     def discard(self, job: str, attempts: dict[int, Token]) -> None:
         self._check_job(job)
-        self._drop_unpublished(job, sorted(attempts), only=attempts)
+        with self._lock("jobs", job):
+            self._drop_unpublished(job, sorted(attempts), only=attempts)
 
     def committed_files(self) -> list[Path]:
         root = self._coord / "manifests"
