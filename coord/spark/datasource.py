@@ -32,6 +32,7 @@ from coord.client.recipes.fence import Token
 from coord.spark.attempt import LostClaimError, claim, client_for, is_current
 from coord.spark.jobs import committed_version, record_version
 from coord.spark.options import FORMAT, WriteOptions, parse_options
+from coord.spark.reader import CommittedParquetReader, committed_schema
 from coord.spark.sinks import PublishError, SqliteSink, open_sink
 
 __all__ = ["FencedDataSource", "PartitionResult", "prepare_sink", "publish", "write_partition"]
@@ -195,7 +196,8 @@ class FencedStreamWriter(DataSourceStreamArrowWriter):
 
 
 class FencedDataSource(DataSource):
-    """`df.write.format("coord-fenced")`: see coord.spark."""
+    """`df.write.format("coord-fenced")`: see coord.spark; `spark.read.format(
+    "coord-fenced")` reads a Parquet sink's committed rows (coord.spark.reader)."""
 
     @classmethod
     def name(cls) -> str:
@@ -237,3 +239,9 @@ class FencedDataSource(DataSource):
             raise ValueError("option version does not apply to streaming: the micro-batch "
                              "id is the version")
         return FencedStreamWriter(opts)
+
+    def schema(self) -> StructType:
+        return committed_schema(self.options)
+
+    def reader(self, schema: StructType) -> CommittedParquetReader:
+        return CommittedParquetReader(self.options)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from coord.tls.files import TLS, TLSConfigError
 
-__all__ = ["FORMAT", "WriteOptions", "parse_options"]
+__all__ = ["FORMAT", "WriteOptions", "parse_options", "sink_options"]
 
 FORMAT = "coord-fenced"
 
@@ -30,6 +30,12 @@ class WriteOptions:
     fence: bool  # False: the plain, unfenced baseline (tests and benchmarks)
     sink: dict[str, str] = field(default_factory=dict)
     tls: TLS | None = None  # None: each process's $COORD_CACERT... (module docstring)
+
+
+def sink_options(options: Mapping[str, str]) -> dict[str, str]:
+    """The options that name the sink (`coord.spark.sinks.open_sink`'s), any case."""
+    opts = {k.lower(): v for k, v in options.items()}
+    return {k: opts[k] for k in ("sink", "path", "table") if k in opts}
 
 
 def parse_options(options: Mapping[str, str]) -> WriteOptions:
@@ -61,7 +67,7 @@ def parse_options(options: Mapping[str, str]) -> WriteOptions:
         ttl = -1.0
     if not 1.0 <= ttl <= 3600.0:
         raise ValueError(f"option ttl must be seconds in [1, 3600], got {opts.get('ttl')!r:.40}")
-    sink = {k: opts[k] for k in ("sink", "path", "table") if k in opts}
+    sink = sink_options(opts)
     files = [opts.get(k) or None for k in ("cacert", "cert", "key")]
     try:
         tls = TLS(*files) if any(files) else None

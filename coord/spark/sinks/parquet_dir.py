@@ -276,8 +276,12 @@ class ParquetDirSink(Sink):
         pq.write_table(pa.Table.from_batches([batch]),
                        directory / f"part-{uuid.uuid4().hex}.parquet")
 
+    def visible_files(self) -> list[Path]:
+        """What a reader reads: the committed files and the unfenced baseline's."""
+        return self.committed_files() + sorted((self.root / "plain").glob("*.parquet"))
+
     def read(self) -> pa.Table:
-        files = self.committed_files() + sorted((self.root / "plain").glob("*.parquet"))
+        files = self.visible_files()
         if not files:
             return pa.table({})
         return pa.concat_tables([pq.read_table(f) for f in files])
