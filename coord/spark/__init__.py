@@ -12,7 +12,8 @@ Each task attempt claims (job, partition) in coord (`attempt`), writes its batch
 sink that judges every write against a fence row (`fence`, `sinks`), and the driver
 publishes only the attempts coord still names as current, recording the job version so a
 re-run of it is a no-op (`jobs`). `datasource` is the Spark side: the batch writer and
-the Structured Streaming writer (micro-batch id = version).
+the Structured Streaming writer (micro-batch id = version); `reader` reads a Parquet
+sink's committed rows back (`spark.read.format("coord-fenced")`).
 """
 
 from __future__ import annotations
