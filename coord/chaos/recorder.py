@@ -58,12 +58,24 @@ class Process:
                          **fields}
         self.recorder.record(self._pending)
 
+    def _record(self, inv: dict[str, Any], kind: str, value: Any, fields: dict) -> None:
+        """A row after `inv`: its fields, then this row's."""
+        base = {k: v for k, v in inv.items() if k not in ("index", "type", "time_ns")}
+        self.recorder.record({**base, "type": kind, "value": value,
+                              "time_ns": time.monotonic_ns(), **fields})
+
     def _complete(self, kind: str, value: Any, error: str | None, fields: dict) -> None:
         inv, self._pending = self._pending, None
         assert inv is not None, "complete without invoke"
-        base = {k: v for k, v in inv.items() if k not in ("index", "type", "time_ns")}
-        self.recorder.record({**base, "type": kind, "value": value,
-                              "time_ns": time.monotonic_ns(), "error": error, **fields})
+        self._record(inv, kind, value, {"error": error, **fields})
+
+    def respond(self, value: Any = None, **fields: Any) -> None:
+        """One message of the outstanding op's stream (a `response` row): a watch
+        delivers many before it completes. Safe from another thread than the one that
+        completes the op only if the caller orders the two (see etcd_worker's watcher)."""
+        inv = self._pending
+        assert inv is not None, "a response with no outstanding op"
+        self._record(inv, "response", value, fields)
 
     def ok(self, value: Any = None, **fields: Any) -> None:
         self._complete("ok", value, None, fields)

@@ -14,6 +14,15 @@ from coord.check.producers import check_producers
 from coord.check.registers import check_registers
 from coord.check.result import CheckResult
 from coord.check.sessions import check_sessions
+from coord.check.watch_coverage import check_watch_reliable, check_watch_resumable
+from coord.check.watch_history import check_watch_history
+from coord.check.watches import (
+    check_watch_atomic,
+    check_watch_filters,
+    check_watch_ordered,
+    check_watch_prev_kv,
+    check_watch_unique,
+)
 
 CHECKERS: dict[str, tuple[tuple[str, ...], Callable[[list[dict]], CheckResult]]] = {
     "linearizable": (("read", "write", "cas"), check_registers),
@@ -22,6 +31,14 @@ CHECKERS: dict[str, tuple[tuple[str, ...], Callable[[list[dict]], CheckResult]]]
     "producers": (("allocate_pid_block", "lease_pid", "init_producer", "check_producer"),
                   check_producers),
     "sessions": (("open_session",), check_sessions),
+    "watch-ordered": (("watch",), check_watch_ordered),
+    "watch-unique": (("watch",), check_watch_unique),
+    "watch-atomic": (("watch",), check_watch_atomic),
+    "watch-reliable": (("watch",), check_watch_reliable),
+    "watch-resumable": (("watch",), check_watch_resumable),
+    "watch-prev-kv": (("watch",), check_watch_prev_kv),
+    "watch-filters": (("watch",), check_watch_filters),
+    "watch-history": (("watch",), check_watch_history),
 }
 """Checker name -> (the functions it reads, the checker)."""
 

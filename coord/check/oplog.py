@@ -4,19 +4,23 @@ rows (`invoke`, then `ok`/`fail`/`info` from the same process), paired into oper
 One row per line: {"index", "process", "type", "f", "key", "value", "time_ns", "error",
 ...op fields}. An invoke and its completion share "process" (one outstanding op per
 process); "info" (or no completion at all) means the outcome is unknown: the op may
-have taken effect at any time after its invoke, or never."""
+have taken effect at any time after its invoke, or never.
+
+A streaming op (a `watch`) also has `response` rows between its invoke and its
+completion, one per message the stream delivered, on the op's process: pair() keeps them
+on the op, in order, as `Op.responses`."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 INFINITY = float("inf")
 
-TYPES = ("invoke", "ok", "fail", "info")
+TYPES = ("invoke", "ok", "fail", "info", "response")
 
 
 class OplogError(ValueError):
@@ -34,6 +38,7 @@ class Op:
     status: str
     start: int
     end: float
+    responses: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def f(self) -> str:
@@ -97,6 +102,12 @@ def pair(rows: Iterable[dict[str, Any]]) -> list[Op]:
             pending[proc] = row
             order[proc] = len(ops)
             ops.append(Op(row, None, "info", row["time_ns"], INFINITY))
+            continue
+        if row["type"] == "response":
+            if proc not in pending:
+                raise OplogError(f"row {row.get('index')}: a response with no open stream "
+                                 f"on process {proc}")
+            ops[order[proc]].responses.append(row)
             continue
         inv = pending.pop(proc, None)
         if inv is None:
