@@ -1,7 +1,9 @@
-"""The register workload through etcd's v3 API, driven by the `etcd3` package (a client
-nobody here wrote), in a process of its own: etcd3 0.12 needs the pure-Python protobuf
-runtime, and its generated code registers the etcdserverpb names coord's own code also
-registers (the runner starts it with PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python).
+"""The register workload through etcd's v3 API (reads, puts, deletes, compare-and-swap
+txns), with watchers of its keys (coord.chaos.etcd_watchers), driven by the `etcd3`
+package (a client nobody here wrote), in a process of its own: etcd3 0.12 needs the
+pure-Python protobuf runtime, and its generated code registers the etcdserverpb names
+coord's own code also registers (the runner starts it with
+PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python).
 
 It writes its own oplog JSONL (time.monotonic_ns() is one clock for every process on
 the host, so the runner merges the files by time). stdin says when: "stop" ends the
@@ -20,11 +22,14 @@ import sys
 import threading
 from pathlib import Path
 
+from coord.chaos.etcd_watchers import WATCH_OPTIONS, watch
 from coord.chaos.keys import RotatingKeys
 from coord.chaos.recorder import Process, Recorder
 from coord.tls.files import TLS
 
 KEY_PREFIX = "chaos/etcd/"
+WATCHER_PROCESSES = 500_000
+"""The watchers' process ids start this far above --process-base (the writers' below)."""
 
 
 class EtcdRegister:
@@ -63,15 +68,20 @@ class EtcdRegister:
     def step(self, proc: Process, client, rng: random.Random, last: dict) -> bool:
         """One op; False if the connection looks broken (the caller reconnects)."""
         key = self.keys.next(rng)
-        f = rng.choices(("read", "write", "cas"), (2, 1, 1))[0]
+        f = rng.choices(("read", "write", "cas", "delete"), (4, 2, 2, 1))[0]
         if f == "read":
             return self.read(proc, client, key, last)
         value = next(self._values)
         try:
             if f == "write":
                 proc.invoke("write", key, value, endpoint=client.chaos_endpoint)
-                client.put(key, str(value))
-                proc.ok(value)
+                resp = client.put(key, str(value))
+                proc.ok(value, revision=resp.header.revision)
+            elif f == "delete":  # a write of absence, for the register; a delete event
+                proc.invoke("write", key, None, endpoint=client.chaos_endpoint)
+                resp = client.delete(key, return_response=True)
+                # deleting nothing makes no revision: the header's is not this write's
+                proc.ok(None, revision=resp.header.revision if resp.deleted else None)
             else:
                 old = last.get(key)
                 proc.invoke("cas", key, [old, value], endpoint=client.chaos_endpoint)
@@ -87,6 +97,20 @@ class EtcdRegister:
             proc.info(type(e).__name__)
             return False
         return True
+
+
+def start_revision(reg: EtcdRegister) -> int:
+    """The revision after the cluster's current one (the watchers start there, before
+    any write of the workload), from the first endpoint that answers."""
+    for n in range(3 * len(reg.endpoints)):
+        client = reg.connect(n)
+        try:
+            return client.get_response(KEY_PREFIX).header.revision + 1
+        except Exception:  # noqa: BLE001 - try the next endpoint
+            continue
+        finally:
+            client.close()
+    raise RuntimeError("no endpoint answered a read")
 
 
 def _worker(i: int, reg: EtcdRegister, proc: Process, stop: threading.Event,
@@ -109,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m coord.chaos.etcd_worker")
     p.add_argument("--endpoints", required=True)
     p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--watchers", type=int, default=len(WATCH_OPTIONS))
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--process-base", type=int, default=1_000_000)
     p.add_argument("--out", type=Path, required=True)
@@ -119,6 +144,10 @@ def main(argv: list[str] | None = None) -> int:
     threads = [threading.Thread(target=_worker, daemon=True, args=(
         i, reg, Process(recorder, args.process_base + i, args.workers), stop, args.seed))
         for i in range(args.workers)]
+    first = start_revision(reg)
+    threads += [threading.Thread(target=watch, daemon=True, args=(
+        j, reg, Process(recorder, args.process_base + WATCHER_PROCESSES + j, args.watchers),
+        stop, args.seed, first, KEY_PREFIX)) for j in range(args.watchers)]
     for t in threads:
         t.start()
     print("ready", flush=True)

@@ -16,6 +16,9 @@ from coord.chaos.runner import RunConfig, run
 from coord.chaos.sink import FencedSink
 from coord.check.oplog import pair, read_jsonl
 
+WATCH_CHECKS = ("watch-ordered", "watch-unique", "watch-atomic", "watch-reliable",
+                "watch-resumable", "watch-prev-kv", "watch-filters", "watch-history")
+
 
 def test_recorded_rows_pair_and_an_unknown_outcome_moves_to_a_new_process(tmp_path):
     rec = Recorder(tmp_path / "h.jsonl")
@@ -60,7 +63,7 @@ def test_a_short_chaos_run_finds_no_violation(tmp_path):
     verdict = json.loads((tmp_path / "run" / "verdict.json").read_text())
     checks = {c["checker"]: c for c in verdict["checks"]}
     assert set(checks) == {"linearizable", "lost-writes", "ownership", "producers",
-                           "sessions"}
+                           "sessions", *WATCH_CHECKS}
     assert result.verdict == "ok", [v for c in checks.values() for v in c["violations"]]
     kinds = {f.kind for f in result.faults if not f.error}
     assert kinds == set(DEFAULT_NEMESES), result.faults
@@ -71,9 +74,13 @@ def test_a_short_chaos_run_finds_no_violation(tmp_path):
     assert checks["lost-writes"]["stats"]["acknowledged"] > 20
     assert checks["ownership"]["stats"]["grants"] > 2
     assert checks["producers"]["stats"]["checks_refused"] > 0  # zombies were tried
+    # the etcd3 watchers' events went through every watch check, across restarts
+    assert all(checks[n]["stats"]["events"] > 0 for n in WATCH_CHECKS)
+    assert checks["watch-resumable"]["stats"]["restarts"] > 0
     rows = read_jsonl(tmp_path / "run" / "oplog.jsonl")
     assert any(r["type"] == "ok" and (r["key"] or "").startswith("chaos/etcd/")
                for r in rows)  # the etcd3 workers' oplog was merged in
+    assert any(r["type"] == "response" and r["f"] == "watch" and r["value"] for r in rows)
     assert [r["index"] for r in rows] == list(range(len(rows)))
     assert (tmp_path / "run" / "command.txt").read_text().startswith("coord chaos ")
     assert all((tmp_path / "run" / "cluster" / f"n{i}.log").stat().st_size > 0
