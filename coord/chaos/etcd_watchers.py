@@ -24,6 +24,10 @@ WATCH_OPTIONS: tuple[tuple[bool, tuple[str, ...]], ...] = (
 
 STREAM_S = (2.0, 6.0)
 """How long one watch stream lives before the watcher restarts it (uniform, seeded)."""
+LAG_S = (0.5, 2.0)
+"""A third of the restarts wait this long first (a slow client): the etcd workload's
+compactor has often passed the revision to resume from by then, so the server says the
+watch was compacted and the next starts at the compaction."""
 
 
 def _text(b: bytes) -> str | None:
@@ -74,6 +78,7 @@ class WatchStream:
         except Exception as e:  # noqa: BLE001 - etcd3 raises grpc and its own errors
             with self._lock:
                 self._done = True
+                self.error = e
                 self.proc.fail(_name(e), compacted=_compacted(e))
             self._cancel()
             return False
@@ -172,8 +177,8 @@ class WatchStream:
                 self.client.cancel_watch(self._watch_id)
 
     def resume_at(self) -> int:
-        """Where the next watch starts: after what this one saw, or at the compaction
-        it was told of."""
+        """Where the next watch starts: after what this one saw (where it started, if it
+        saw nothing or was not created), or at the compaction it was told of."""
         at = self.start if self.last is None else self.last + 1
         return max(at, _compacted(self.error) or 0)
 
@@ -206,8 +211,8 @@ def watch(j: int, reg, proc: Process, stop: threading.Event, seed: int, start: i
                 if stop.is_set() or stream.broken.wait(0.2):
                     break
             stream.close()
-            start = stream.resume_at()
+        start = stream.resume_at()
         with contextlib.suppress(Exception):  # reconnecting anyway
             client.close()
         attempt += 1
-        stop.wait(0.1)
+        stop.wait(0.1 if rng.random() < 2 / 3 else rng.uniform(*LAG_S))

@@ -1,5 +1,5 @@
 """The register workload through etcd's v3 API (reads, puts, deletes, compare-and-swap
-txns), with watchers of its keys (coord.chaos.etcd_watchers), driven by the `etcd3`
+txns, compactions), with watchers of its keys (coord.chaos.etcd_watchers), driven by the `etcd3`
 package (a client nobody here wrote), in a process of its own: etcd3 0.12 needs the
 pure-Python protobuf runtime, and its generated code registers the etcdserverpb names
 coord's own code also registers (the runner starts it with
@@ -30,6 +30,10 @@ from coord.tls.files import TLS
 KEY_PREFIX = "chaos/etcd/"
 WATCHER_PROCESSES = 500_000
 """The watchers' process ids start this far above --process-base (the writers' below)."""
+COMPACTOR_PROCESSES = 900_000
+"""The compactor's process ids start here (above the watchers', below the final reads')."""
+COMPACT_KEEP = 30
+"""Revisions the compactor keeps behind the head."""
 
 
 class EtcdRegister:
@@ -113,6 +117,30 @@ def start_revision(reg: EtcdRegister) -> int:
     raise RuntimeError("no endpoint answered a read")
 
 
+def _compactor(reg: EtcdRegister, proc: Process, stop: threading.Event, seed: int) -> None:
+    """Every 1-3 s, compacts the history to COMPACT_KEEP revisions behind the head, so
+    that a watcher restarting from further back is told it was compacted. A compaction
+    that raised is `info`: it may have happened."""
+    rng = random.Random(f"{seed}-etcd-compact")
+    attempt = 0
+    while not stop.wait(rng.uniform(1.0, 3.0)):
+        client = reg.connect(attempt)
+        try:
+            target = client.get_response(KEY_PREFIX).header.revision - COMPACT_KEEP
+            if target > 0:
+                proc.invoke("compact", None, target, endpoint=client.chaos_endpoint)
+                try:
+                    client.compact(target)
+                except Exception as e:  # noqa: BLE001 - outcome unknown
+                    proc.info(type(e).__name__)
+                else:
+                    proc.ok(target)
+        except Exception:  # noqa: BLE001 - the head's revision unread: try another member
+            attempt += 1
+        finally:
+            client.close()
+
+
 def _worker(i: int, reg: EtcdRegister, proc: Process, stop: threading.Event,
             seed: int) -> None:
     rng = random.Random(f"{seed}-etcd-{i}")
@@ -148,6 +176,9 @@ def main(argv: list[str] | None = None) -> int:
     threads += [threading.Thread(target=watch, daemon=True, args=(
         j, reg, Process(recorder, args.process_base + WATCHER_PROCESSES + j, args.watchers),
         stop, args.seed, first, KEY_PREFIX)) for j in range(args.watchers)]
+    threads.append(threading.Thread(target=_compactor, daemon=True, args=(
+        reg, Process(recorder, args.process_base + COMPACTOR_PROCESSES, 1), stop,
+        args.seed)))
     for t in threads:
         t.start()
     print("ready", flush=True)

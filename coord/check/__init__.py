@@ -16,11 +16,11 @@ from coord.check.result import CheckResult
 from coord.check.sessions import check_sessions
 from coord.check.watch_coverage import check_watch_reliable, check_watch_resumable
 from coord.check.watch_history import check_watch_history
+from coord.check.watch_prev_kv import check_watch_prev_kv
 from coord.check.watches import (
     check_watch_atomic,
     check_watch_filters,
     check_watch_ordered,
-    check_watch_prev_kv,
     check_watch_unique,
 )
 

@@ -29,7 +29,7 @@ def check_watch_reliable(rows: Iterable[dict[str, Any]]) -> CheckResult:
     for w in h.watches:
         if not w.events:
             continue
-        lo = max(w.start or w.events[0].revision, w.compacted)
+        lo = w.owed_from()
         hi = w.last
         got = w.by_revision()
         for r in revisions[bisect_left(revisions, lo):bisect_right(revisions, hi)]:

@@ -16,7 +16,8 @@ Rows (coord.check.oplog): a `watch` op is one watch stream.
   it are gone, and the watch is not owed them).
 Writes are `write` (value; null = a delete) and `cas` ([old, new]) ops; an ok may carry
 `revision`, the write's revision when the client reported it. Values are compared as
-text (a watch event's value is bytes on the wire)."""
+text (a watch event's value is bytes on the wire). A `compact` op (value: the revision)
+that did not fail may have removed the history before its revision from its invoke on."""
 
 from __future__ import annotations
 
@@ -72,6 +73,12 @@ class Watch:
         """Whether this watch is owed `e` (its range, its filters)."""
         return self.covers(e.key) and f"no{e.type}" not in self.filters
 
+    def owed_from(self) -> int:
+        """The first revision this watch is owed: its start (its first event's when it
+        started at the server's revision), or the compaction it was told of."""
+        first = self.start or (self.events[0].revision if self.events else 0)
+        return max(first, self.compacted)
+
     @property
     def last(self) -> int | None:
         return self.events[-1].revision if self.events else None
@@ -106,6 +113,12 @@ class WatchHistory:
     writes: dict[str, list[Write]]
     log: dict[int, list[Event]]
     conflicts: list[tuple[Event, Event]]
+    compactions: list[Op]
+
+    def compacted(self, revision: int, by_ns: int) -> bool:
+        """Whether a compaction sent by `by_ns` may have removed `revision`."""
+        return any(c.invoke["value"] > revision and c.start <= by_ns
+                   for c in self.compactions)
 
     def chains(self) -> dict[str, list[Watch]]:
         return group(self.watches, lambda w: w.watcher)
@@ -151,7 +164,7 @@ def _write(op: Op) -> Write:
 
 
 def read_watches(rows: Iterable[dict[str, Any]]) -> WatchHistory:
-    ops = pair(r for r in rows if r.get("f") in ("watch", "write", "cas"))
+    ops = pair(r for r in rows if r.get("f") in ("watch", "write", "cas", "compact"))
     watches = [_watch(o) for o in ops if o.f == "watch"]
     writes = group((_write(o) for o in ops
                     if o.f in ("write", "cas") and o.invoke.get("key") is not None),
@@ -169,4 +182,5 @@ def read_watches(rows: Iterable[dict[str, Any]]) -> WatchHistory:
                 k = known.get(e.key, log[r][0])
                 if (k.key, k.type, k.value) != (e.key, e.type, e.value):
                     conflicts.append((k, e))
-    return WatchHistory(watches, writes, log, conflicts)
+    return WatchHistory(watches, writes, log, conflicts,
+                        [o for o in ops if o.f == "compact" and o.status != "fail"])

@@ -1,20 +1,19 @@
 """What each watch stream promises on its own, etcd's robustness watch guarantees read
-one watch at a time (coord.check.watch_log has the rows): ordered, unique, atomic,
-filters honoured and prev_kv correct. What a watch is owed across the history
-(reliable, resumable) is coord.check.watch_coverage's; whether the events are what
-was written is coord.check.watch_history's.
+one watch at a time (coord.check.watch_log has the rows): ordered, unique, atomic and
+filters honoured. prev_kv is coord.check.watch_prev_kv's; what a watch is owed across
+the history (reliable, resumable) coord.check.watch_coverage's; whether the events are
+what was written coord.check.watch_history's.
 
 Each check is its own checker (its own verdict), so a run's verdict names the guarantee
 that broke; each counts the events it looked at."""
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections.abc import Iterable
 from typing import Any
 
 from coord.check.result import CheckResult
-from coord.check.watch_log import DELETE, Event, WatchHistory, group, read_watches
+from coord.check.watch_log import Event, WatchHistory, read_watches
 
 
 def watch_result(name: str, h: WatchHistory) -> CheckResult:
@@ -91,35 +90,4 @@ def check_watch_filters(rows: Iterable[dict[str, Any]]) -> CheckResult:
             elif not w.wants(e):
                 res.violation(f"{w.name()}: a {e.type} at revision {e.revision} came "
                               f"through its filter {sorted(w.filters)}", rows=[e.row])
-    return res
-
-
-def check_watch_prev_kv(rows: Iterable[dict[str, Any]]) -> CheckResult:
-    """prev_kv only when asked; then the key's value before the event: the value of
-    the last event on that key before it in the revision log (none after a delete),
-    or, when the log holds none, some value written to it (or none)."""
-    h = read_watches(rows)
-    res = watch_result("watch-prev-kv", h)
-    per_key = group((e for r in sorted(h.log) for e in h.log[r]), lambda e: e.key)
-    revisions = {k: [e.revision for e in evs] for k, evs in per_key.items()}
-    for w in h.watches:
-        for e in w.events:
-            if not w.prev_kv:
-                if e.prev is not None:
-                    res.violation(f"{w.name()}: prev_kv {e.prev!r} sent unasked at "
-                                  f"revision {e.revision}", rows=[e.row])
-                continue
-            before = per_key.get(e.key, [])
-            i = bisect_left(revisions.get(e.key, []), e.revision)
-            if i:
-                last = before[i - 1]
-                want = None if last.type == DELETE else last.value
-                if e.prev != want:
-                    res.violation(f"{w.name()}: {e.key!r} at revision {e.revision} has "
-                                  f"prev {e.prev!r}, but revision {last.revision} left "
-                                  f"{want!r}", rows=[last.row, e.row])
-            elif e.prev is not None and e.prev not in {
-                    x.value for x in h.writes.get(e.key, ())}:
-                res.violation(f"{w.name()}: {e.key!r} at revision {e.revision} has prev "
-                              f"{e.prev!r}, which nobody wrote", rows=[e.row])
     return res

@@ -11,11 +11,11 @@ from coord.check import CHECKERS, check_all
 from coord.check.oplog import OplogError, pair
 from coord.check.watch_coverage import check_watch_reliable, check_watch_resumable
 from coord.check.watch_history import check_watch_history
+from coord.check.watch_prev_kv import check_watch_prev_kv
 from coord.check.watches import (
     check_watch_atomic,
     check_watch_filters,
     check_watch_ordered,
-    check_watch_prev_kv,
     check_watch_unique,
 )
 from tests.check.oplogs import H
@@ -36,7 +36,7 @@ def delete(key: str, rev: int, **prev: Any) -> dict[str, Any]:
 
 def watch(h: H, process: int, watcher: str, start_rev: int, t0: int,
           responses: list[tuple[int, list[dict]]], end: int, status: str = "ok",
-          **opts: Any) -> None:
+          compacted: int | None = None, **opts: Any) -> None:
     """A watch op: its invoke at t0, a response row per (time, events), its completion."""
     base = {"process": process, "f": "watch", "key": PREFIX, "range_end": "w0",
             "watcher": watcher, "start_revision": start_rev, "prev_kv": False,
@@ -47,7 +47,8 @@ def watch(h: H, process: int, watcher: str, start_rev: int, t0: int,
         h.rows.append({**base, "index": len(h.rows), "type": "response", "value": events,
                        "revision": events[-1]["revision"], "time_ns": t})
     h.rows.append({**base, "index": len(h.rows), "type": status, "value": None,
-                   "time_ns": end, "error": None if status == "ok" else "UNAVAILABLE"})
+                   "time_ns": end, "error": None if status == "ok" else "UNAVAILABLE",
+                   "compacted": compacted})
 
 
 def _writes(h: H) -> None:
@@ -225,3 +226,53 @@ def test_a_response_outside_its_watch_is_a_malformed_oplog():
         pair(h.sorted())
     (a1,) = [op for op in pair(clean().sorted()) if op.process == 10]
     assert [r["value"] for r in a1.responses] == [[put("a", 1, 2)], [put("b", 2, 3, prev=None)]]
+
+
+def _compacted_chain(third_start: int) -> H:
+    """A watcher breaks after revision 3; its restart from 4 is refused (compacted at
+    5); the next starts at `third_start`. Revision 5's delete carries no prev: the
+    compaction took revision 4 (prev_kv needs the revision before)."""
+    h = H(key=None)
+    _writes(h)
+    h.op(5, "compact", 60, 61, 5)
+    watch(h, 10, "A", 2, 5, [(25, [put("a", 1, 2)]), (45, [put("b", 2, 3, prev=None)])],
+          46, status="info", prev_kv=True)
+    watch(h, 11, "A", 4, 62, [], 63, status="fail", compacted=5, prev_kv=True)
+    third = [(85, [delete("b", 5, prev=None)]), (105, [put("a", 4, 6, prev=3)])]
+    watch(h, 12, "A", third_start, 64, [(t, evs) for t, evs in third
+                                        if evs[0]["revision"] >= third_start], END,
+          prev_kv=True)
+    return h
+
+
+def test_a_chain_told_it_was_compacted_resumes_at_the_compaction():
+    rows = _compacted_chain(5).sorted()
+    assert all(r.ok for r in check_all(rows)), [(r.checker, r.verdict, _messages(r))
+                                                for r in check_all(rows)]
+    r = check_watch_resumable(_compacted_chain(6).sorted())
+    assert r.count == 1 and "restarted from 6, but the watch before it leaves off at 5" \
+        in _messages(r)[0]
+
+
+def test_prev_kv_may_be_missing_only_where_a_compaction_explains_it():
+    a2 = [(65, [put("a", 3, 4, prev=None)]), (85, [delete("b", 5, prev=2)]),
+          (105, [put("a", 4, 6, prev=3)])]
+    r = check_watch_prev_kv(clean(a2=a2).sorted())
+    assert r.count == 1 and "has prev None, but revision 2 left '1'" in _messages(r)[0]
+    h = clean(a2=a2)
+    h.op(5, "compact", 62, 63, 4)  # sent before the event came: revision 3 may be gone
+    assert check_watch_prev_kv(h.sorted()).ok
+    h = clean(a2=a2)
+    h.op(5, "compact", 66, 67, 4)  # sent after: no excuse
+    assert check_watch_prev_kv(h.sorted()).count == 1
+
+
+def test_prev_kv_where_no_watch_saw_the_revisions_before_must_still_have_been_written():
+    def lone(prev: Any) -> list[dict]:
+        h = H(key=None)
+        _writes(h)  # revision 3 (w/b) no watch delivered: it might have been w/a's
+        watch(h, 10, "X", 4, 45, [(65, [put("a", 3, 4, prev=prev)])], END, prev_kv=True)
+        return h.sorted()
+    assert check_watch_prev_kv(lone(1)).ok and check_watch_prev_kv(lone(3)).ok
+    r = check_watch_prev_kv(lone(77))
+    assert r.count == 1 and "has prev '77', which nobody wrote" in _messages(r)[0]
