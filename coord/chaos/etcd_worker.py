@@ -1,9 +1,9 @@
 """The register workload through etcd's v3 API (reads, puts, deletes, compare-and-swap
-txns, compactions), with watchers of its keys (coord.chaos.etcd_watchers), driven by the `etcd3`
-package (a client nobody here wrote), in a process of its own: etcd3 0.12 needs the
-pure-Python protobuf runtime, and its generated code registers the etcdserverpb names
-coord's own code also registers (the runner starts it with
-PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python).
+txns, compactions; and txns of two puts on keys of their own), with watchers of its
+keys (coord.chaos.etcd_watchers), driven by the `etcd3` package (a client nobody here
+wrote), in a process of its own: etcd3 0.12 needs the pure-Python protobuf runtime,
+and its generated code registers the etcdserverpb names coord's own code also
+registers (the runner starts it with PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python).
 
 It writes its own oplog JSONL (time.monotonic_ns() is one clock for every process on
 the host, so the runner merges the files by time). stdin says when: "stop" ends the
@@ -28,6 +28,9 @@ from coord.chaos.recorder import Process, Recorder
 from coord.tls.files import TLS
 
 KEY_PREFIX = "chaos/etcd/"
+TXN_KEYS = [f"{KEY_PREFIX}txn/{n}" for n in range(4)]
+TXN_VALUE_STEP = 1_000_000_000
+"""A txn's second value: its first plus this (values stay unique per write)."""
 WATCHER_PROCESSES = 500_000
 """The watchers' process ids start this far above --process-base (the writers' below)."""
 COMPACTOR_PROCESSES = 900_000
@@ -72,12 +75,14 @@ class EtcdRegister:
     def step(self, proc: Process, client, rng: random.Random, last: dict) -> bool:
         """One op; False if the connection looks broken (the caller reconnects)."""
         key = self.keys.next(rng)
-        f = rng.choices(("read", "write", "cas", "delete"), (4, 2, 2, 1))[0]
+        f = rng.choices(("read", "write", "cas", "delete", "txn_put"), (4, 2, 2, 1, 1))[0]
         if f == "read":
             return self.read(proc, client, key, last)
         value = next(self._values)
         try:
-            if f == "write":
+            if f == "txn_put":
+                self.txn_put(proc, client, rng, value)
+            elif f == "write":
                 proc.invoke("write", key, value, endpoint=client.chaos_endpoint)
                 resp = client.put(key, str(value))
                 proc.ok(value, revision=resp.header.revision)
@@ -101,6 +106,18 @@ class EtcdRegister:
             proc.info(type(e).__name__)
             return False
         return True
+
+
+    def txn_put(self, proc: Process, client, rng: random.Random, value: int) -> None:
+        """Two puts in one txn, to two of TXN_KEYS (not register keys): one revision of
+        two events, for the watch checks of atomicity and order within a revision."""
+        keys = sorted(rng.sample(TXN_KEYS, 2))
+        pairs = [[k, value + n * TXN_VALUE_STEP] for n, k in enumerate(keys)]
+        proc.invoke("txn_put", None, pairs, endpoint=client.chaos_endpoint)
+        t = client.transactions
+        client.transaction(compare=[], success=[t.put(k, str(v)) for k, v in pairs],
+                           failure=[])
+        proc.ok(pairs)
 
 
 def start_revision(reg: EtcdRegister) -> int:

@@ -72,7 +72,7 @@ class Process:
     def respond(self, value: Any = None, **fields: Any) -> None:
         """One message of the outstanding op's stream (a `response` row): a watch
         delivers many before it completes. Safe from another thread than the one that
-        completes the op only if the caller orders the two (see etcd_worker's watcher)."""
+        completes the op only if the caller orders the two (see etcd_watchers.WatchStream)."""
         inv = self._pending
         assert inv is not None, "a response with no outstanding op"
         self._record(inv, "response", value, fields)

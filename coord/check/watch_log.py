@@ -14,8 +14,9 @@ Rows (coord.check.oplog): a `watch` op is one watch stream.
 - completion: ok (the client canceled it), info (the stream broke), fail (never
   created); `compacted`, when the server said so: the compact revision (events before
   it are gone, and the watch is not owed them).
-Writes are `write` (value; null = a delete) and `cas` ([old, new]) ops; an ok may carry
-`revision`, the write's revision when the client reported it. Values are compared as
+Writes are `write` (value; null = a delete), `cas` ([old, new]) and `txn_put` ([[key,
+value], ...], one txn: one revision) ops; an ok may carry `revision`, the write's
+revision when the client reported it. Values are compared as
 text (a watch event's value is bytes on the wire). A `compact` op (value: the revision)
 that did not fail may have removed the history before its revision from its invoke on."""
 
@@ -31,6 +32,7 @@ T = TypeVar("T")
 K = TypeVar("K")
 
 PUT, DELETE = "put", "delete"
+WRITES = ("write", "cas", "txn_put")
 EVERY_KEY = "\0"
 
 
@@ -156,19 +158,20 @@ def _watch(op: Op) -> Watch:
                  (op.completion or {}).get("compacted") or 0, _events(op))
 
 
-def _write(op: Op) -> Write:
+def _writes(op: Op) -> list[Write]:
     v = op.invoke.get("value")
-    written = v[1] if op.f == "cas" else v
-    return Write(op, op.invoke["key"], _text(written),
-                 op.get("revision") if op.status == "ok" else None)
+    revision = op.get("revision") if op.status == "ok" else None
+    if op.f == "txn_put":
+        return [Write(op, k, _text(x), revision) for k, x in v]
+    if op.invoke.get("key") is None:
+        return []
+    return [Write(op, op.invoke["key"], _text(v[1] if op.f == "cas" else v), revision)]
 
 
 def read_watches(rows: Iterable[dict[str, Any]]) -> WatchHistory:
-    ops = pair(r for r in rows if r.get("f") in ("watch", "write", "cas", "compact"))
+    ops = pair(r for r in rows if r.get("f") in ("watch", "compact", *WRITES))
     watches = [_watch(o) for o in ops if o.f == "watch"]
-    writes = group((_write(o) for o in ops
-                    if o.f in ("write", "cas") and o.invoke.get("key") is not None),
-                   lambda w: w.key)
+    writes = group((w for o in ops if o.f in WRITES for w in _writes(o)), lambda w: w.key)
     log: dict[int, list[Event]] = {}
     for w in watches:
         for r, evs in w.by_revision().items():

@@ -57,8 +57,7 @@ def _writes(h: H) -> None:
     h.op(0, "write", 50, 60, 3, key="w/a", revision=4)
     h.op(0, "write", 70, 80, None, key="w/b", revision=5)  # a delete
     h.op(0, "cas", 90, 100, [3, 4], key="w/a")  # a txn: its answer has no revision
-    h.op(1, "write", 110, 120, 5, key="w/c")  # c and d: one revision (a txn of two puts)
-    h.op(2, "write", 110, 120, 6, key="w/d")
+    h.op(1, "txn_put", 110, 120, [["w/c", 5], ["w/d", 6]])  # one revision, two events
     h.op(0, "cas", 130, 140, [4, 9], key="w/a", status="fail")  # the compare failed
 
 
