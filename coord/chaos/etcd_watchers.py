@@ -14,6 +14,7 @@ import contextlib
 import queue
 import random
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from coord.chaos.recorder import Process
@@ -42,7 +43,7 @@ class WatchStream:
     than the one that completes the op: the lock orders them before the completion,
     and none comes after it."""
 
-    def __init__(self, proc: Process, client, watcher: str, start: int, prev_kv: bool,
+    def __init__(self, proc: Process, client: Any, watcher: str, start: int, prev_kv: bool,
                  filters: tuple[str, ...], prefix: str) -> None:
         self.proc = proc
         self.client = client
@@ -196,15 +197,16 @@ def _compacted(e: BaseException | None) -> int | None:
     return getattr(e, "compacted_revision", None)
 
 
-def watch(j: int, reg, proc: Process, stop: threading.Event, seed: int, start: int,
-          prefix: str) -> None:
+def watch(j: int, connect: Callable[[int], Any], proc: Process, stop: threading.Event,
+          seed: int, start: int, prefix: str) -> None:
     """Watcher `j` until `stop`: a watch from `start`, restarted from where it left off
-    on the next endpoint, each stream living at most STREAM_S."""
+    on the next endpoint (`connect(n)`: an etcd3 client to the nth, round robin), each
+    stream living at most STREAM_S."""
     rng = random.Random(f"{seed}-etcd-watch-{j}")
     prev_kv, filters = WATCH_OPTIONS[j % len(WATCH_OPTIONS)]
     attempt = j
     while not stop.is_set():
-        client = reg.connect(attempt)
+        client = connect(attempt)
         stream = WatchStream(proc, client, f"etcd-{j}", start, prev_kv, filters, prefix)
         if stream.open():
             for _ in range(int(rng.uniform(*STREAM_S) / 0.2)):

@@ -191,7 +191,8 @@ def main(argv: list[str] | None = None) -> int:
         for i in range(args.workers)]
     first = start_revision(reg)
     threads += [threading.Thread(target=watch, daemon=True, args=(
-        j, reg, Process(recorder, args.process_base + WATCHER_PROCESSES + j, args.watchers),
+        j, reg.connect, Process(recorder, args.process_base + WATCHER_PROCESSES + j,
+                                args.watchers),
         stop, args.seed, first, KEY_PREFIX)) for j in range(args.watchers)]
     threads.append(threading.Thread(target=_compactor, daemon=True, args=(
         reg, Process(recorder, args.process_base + COMPACTOR_PROCESSES, 1), stop,

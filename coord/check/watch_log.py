@@ -44,8 +44,7 @@ class Event:
     key: str
     value: str | None
     revision: int
-    prev: str | None
-    has_prev: bool
+    prev: str | None  # None also when the event carried no prev
     response: int
     row: dict[str, Any] = field(compare=False, repr=False)
 
@@ -146,7 +145,7 @@ def _events(op: Op) -> list[Event]:
     for n, resp in enumerate(op.responses):
         for e in resp.get("value") or ():
             out.append(Event(e["type"], e["key"], _text(e.get("value")), e["revision"],
-                             _text(e.get("prev")), "prev" in e, n, resp))
+                             _text(e.get("prev")), n, resp))
     return out
 
 
