@@ -65,7 +65,7 @@ run: venv
 
 test: venv
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=20
 
 lint: venv
 	$(VENV)/bin/ruff check .
