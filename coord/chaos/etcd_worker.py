@@ -1,9 +1,10 @@
-"""The register workload through etcd's v3 API (reads, puts, deletes, compare-and-swap
-txns, compactions; and txns of two puts on keys of their own), with watchers of its
-keys (coord.chaos.etcd_watchers), driven by the `etcd3` package (a client nobody here
-wrote), in a process of its own: etcd3 0.12 needs the pure-Python protobuf runtime,
-and its generated code registers the etcdserverpb names coord's own code also
-registers (the runner starts it with PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python).
+"""The register workload through etcd's v3 API (linearizable and serializable reads,
+puts, deletes, compare-and-swap txns, compactions; and txns of two puts on keys of
+their own), with watchers of its keys (coord.chaos.etcd_watchers), driven by the
+`etcd3` package (a client nobody here wrote), in a process of its own: etcd3 0.12
+needs the pure-Python protobuf runtime, and its generated code registers the
+etcdserverpb names coord's own code also registers (the runner starts it with
+PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python).
 
 It writes its own oplog JSONL (time.monotonic_ns() is one clock for every process on
 the host, so the runner merges the files by time). stdin says when: "stop" ends the
@@ -59,25 +60,29 @@ class EtcdRegister:
         client.chaos_endpoint = endpoint
         return client
 
-    def read(self, proc: Process, client, key: str, last: dict | None = None) -> bool:
+    def read(self, proc: Process, client, key: str, last: dict | None = None,
+             serializable: bool = False) -> bool:
+        """A linearizable read, or a serializable one (the member's own state, no
+        ReadIndex: flagged, it may be stale but never invented; coord.check.stale_reads)."""
         proc.invoke("read", key, endpoint=client.chaos_endpoint)
         try:
-            value, _ = client.get(key)
+            value, _ = client.get(key, serializable=serializable)
         except Exception as e:  # noqa: BLE001 - etcd3 raises grpc and its own errors
             proc.fail(type(e).__name__)
             return False
         got = None if value is None else int(value)
         if last is not None:
             last[key] = got
-        proc.ok(got)
+        proc.ok(got, **({"serializable": True} if serializable else {}))
         return True
 
     def step(self, proc: Process, client, rng: random.Random, last: dict) -> bool:
         """One op; False if the connection looks broken (the caller reconnects)."""
         key = self.keys.next(rng)
-        f = rng.choices(("read", "write", "cas", "delete", "txn_put"), (4, 2, 2, 1, 1))[0]
-        if f == "read":
-            return self.read(proc, client, key, last)
+        f = rng.choices(("read", "sread", "write", "cas", "delete", "txn_put"),
+                        (3, 2, 2, 2, 1, 1))[0]
+        if f in ("read", "sread"):
+            return self.read(proc, client, key, last, serializable=f == "sread")
         value = next(self._values)
         try:
             if f == "txn_put":

@@ -14,6 +14,7 @@ from coord.check.producers import check_producers
 from coord.check.registers import check_registers
 from coord.check.result import CheckResult
 from coord.check.sessions import check_sessions
+from coord.check.stale_reads import check_stale_reads
 from coord.check.watch_coverage import check_watch_reliable, check_watch_resumable
 from coord.check.watch_history import check_watch_history
 from coord.check.watch_prev_kv import check_watch_prev_kv
@@ -26,6 +27,7 @@ from coord.check.watches import (
 
 CHECKERS: dict[str, tuple[tuple[str, ...], Callable[[list[dict]], CheckResult]]] = {
     "linearizable": (("read", "write", "cas"), check_registers),
+    "stale-reads": (("read",), check_stale_reads),
     "lost-writes": (("add", "read_all"), check_lost_writes),
     "ownership": (("own", "write_fenced"), check_ownership),
     "producers": (("allocate_pid_block", "lease_pid", "init_producer", "check_producer"),
@@ -55,4 +57,4 @@ def check_all(rows: Iterable[dict[str, Any]],
 
 __all__ = ["CHECKERS", "CheckResult", "LinearizabilityResult", "check_all", "check_key",
            "check_lost_writes", "check_ownership", "check_producers", "check_registers",
-           "check_sessions"]
+           "check_sessions", "check_stale_reads"]

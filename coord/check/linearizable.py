@@ -11,8 +11,9 @@ guess.
 
 Semantics of the rows (see coord.check.oplog):
 - read ok: `value` is what was read (None/null: the key was absent). A read answered by
-  a member in read-only mode carries `"read_only": true`: it promised no recency (it is
-  stale by contract, and flagged), so it is left out.
+  a member in read-only mode carries `"read_only": true`, a serializable one (no
+  ReadIndex, etcd's `serializable=true`) `"serializable": true`: it promised no recency
+  (it may be stale by contract), so it is left out (coord.check.stale_reads checks it).
 - write: `value` was written. cas: `value` is [old, new]; ok means it swapped; a cas
   that did not swap is a "fail" and did nothing.
 - fail: the op did not take effect. info, or no completion: it may have taken effect at
@@ -38,6 +39,9 @@ write. Rows of other functions that share a key (a producer key's `init_producer
 prefix's `read_all`) are not register ops: check_key skips them and counts them."""
 
 ABSENT = None
+
+NO_RECENCY = ("serializable", "read_only")
+"""A read's completion flags that say it promised no recency."""
 
 
 @dataclass
@@ -85,6 +89,10 @@ def _step(state: Any, c: _Call) -> tuple[bool, Any]:
     return (True, new) if state == old else (False, state)
 
 
+def promised_no_recency(op: Op) -> bool:
+    return op.completion is not None and any(op.completion.get(f) for f in NO_RECENCY)
+
+
 def _calls(ops: Sequence[Op]) -> list[_Call]:
     """The ops that matter to the search, with their register arguments."""
     calls = []
@@ -93,7 +101,7 @@ def _calls(ops: Sequence[Op]) -> list[_Call]:
         if op.status == "fail":
             continue
         if f == "read":
-            if op.status != "ok" or op.completion.get("read_only"):
+            if op.status != "ok" or promised_no_recency(op):
                 continue
             calls.append(_Call(op, f, None, frozen(op.completion.get("value"))))
         elif f == "write":

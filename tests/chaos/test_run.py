@@ -62,7 +62,7 @@ def test_a_short_chaos_run_finds_no_violation(tmp_path):
     result = run(cfg)
     verdict = json.loads((tmp_path / "run" / "verdict.json").read_text())
     checks = {c["checker"]: c for c in verdict["checks"]}
-    assert set(checks) == {"linearizable", "lost-writes", "ownership", "producers",
+    assert set(checks) == {"linearizable", "stale-reads", "lost-writes", "ownership", "producers",
                            "sessions", *WATCH_CHECKS}
     assert result.verdict == "ok", [v for c in checks.values() for v in c["violations"]]
     kinds = {f.kind for f in result.faults if not f.error}
