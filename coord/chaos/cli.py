@@ -23,7 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0, help="seeds the schedule and workers")
     p.add_argument("--nemesis", default=",".join(DEFAULT_NEMESES),
                    help=f"comma-separated: {', '.join(NEMESES)} (or none; default: "
-                   f"{', '.join(DEFAULT_NEMESES)}; delay runs partitions on TCP gates)")
+                   f"{', '.join(DEFAULT_NEMESES)}; delay runs partitions on TCP gates; skew runs "
+                   "members as coord.chaos.skewed_member)")
     p.add_argument("--workload", default=",".join(WORKLOADS),
                    help=f"comma-separated: {', '.join(WORKLOADS)}")
     p.add_argument("--workers", type=int, default=8, help="concurrent client processes")
@@ -34,6 +35,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--plant", choices=PLANTS, default="",
                    help="a known-bad client setting, to see the checkers catch it "
                    "(serializable-reads: register reads skip the ReadIndex)")
+    p.add_argument("--overlap", action="store_true",
+                   help="faults in pairs whose windows overlap (a partition while a member "
+                   "is down, a pause during a membership change), not one at a time")
     p.add_argument("--tls", action="store_true",
                    help="the cluster over TLS with client certificates required on both "
                    "ports (a CA made in the run directory), every client of the run over TLS")
@@ -60,7 +64,7 @@ def main(args: argparse.Namespace) -> int:
     cfg = RunConfig(seconds=args.seconds, seed=args.seed, workloads=_names(args.workload),
                     nemeses=_names(args.nemesis), workers=args.workers,
                     members=args.members, out=args.out, netns=args.netns,
-                    plant=args.plant, tls=args.tls)
+                    plant=args.plant, tls=args.tls, overlap=args.overlap)
     try:
         result = run(cfg, console)
     except ValueError as e:

@@ -168,10 +168,13 @@ class Network:
             _ip("netns", "del", ns, check=False)
 
     def attach(self, cluster: LocalCluster) -> None:
-        """Point `cluster` (not started) at the namespaces: members run in theirs, peers
-        meet on the bridge, clients reach each member through a gate on 127.0.0.1."""
-        python = [sys.executable, "-m", "coord", "serve"]
-        cluster.member_command = lambda name: ["ip", "netns", "exec", self.ns[name], *python]
+        """Point `cluster` (not started) at the namespaces: members run in theirs (the
+        program the cluster was given, else `coord serve`), peers meet on the bridge,
+        clients reach each member through a gate on 127.0.0.1."""
+        program = cluster.member_command or (
+            lambda name: [sys.executable, "-m", "coord", "serve"])
+        cluster.member_command = lambda name: ["ip", "netns", "exec", self.ns[name],
+                                               *program(name)]
         for name, m in cluster.members.items():
             port = int(m.peer_listen.rsplit(":", 1)[1])
             self.peer_port[name] = port

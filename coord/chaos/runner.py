@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -58,6 +59,7 @@ class RunConfig:
     netns: str = "auto"  # partitions in network namespaces: auto (if root), on, off
     plant: str = ""  # a known-bad client setting (workloads.PLANTS), to see it caught
     tls: bool = False  # the cluster over TLS (mTLS on both ports), its clients too
+    overlap: bool = False  # faults in overlapping pairs, not one at a time
 
     def command(self) -> str:
         return shlex.join(["coord", "chaos", "--seconds", f"{self.seconds:g}",
@@ -66,6 +68,7 @@ class RunConfig:
                            "--workers", str(self.workers), "--members", str(self.members),
                            "--netns", self.netns,
                            *(["--plant", self.plant] if self.plant else []),
+                           *(["--overlap"] if self.overlap else []),
                            *(["--tls"] if self.tls else [])])
 
 
@@ -93,6 +96,7 @@ def run(cfg: RunConfig, console: Console | None = None) -> RunResult:
     if "etcd" in cfg.workloads and importlib.util.find_spec("etcd3") is None:
         raise ValueError("the etcd workload drives the etcd3 package: pip install "
                          "'coord[chaos]' (or leave etcd out of --workload)")
+    schedule = Schedule.draw(cfg.seed, cfg.nemeses, cfg.seconds, overlap=cfg.overlap)
     sink = FencedSink(fencing=cfg.plant != "unfenced-sink")
     workloads = make_workloads([w for w in cfg.workloads if w != "etcd"], sink, cfg.plant)
     out = cfg.out or Path("chaos-runs") / time.strftime(f"%Y%m%d-%H%M%S-seed{cfg.seed}")
@@ -100,10 +104,11 @@ def run(cfg: RunConfig, console: Console | None = None) -> RunResult:
     (out / "command.txt").write_text(cfg.command() + "\n")
     network = _network(cfg)
     recorder = Recorder(out / "oplog.jsonl")
+    skew_dir = out / "skew" if "skew" in cfg.nemeses else None
     cluster = LocalCluster(cfg.members, data_dir=out / "cluster",
                            partitionable=network is None and (
                                "partition" in cfg.nemeses or "delay" in cfg.nemeses),
-                           tls=cfg.tls)
+                           tls=cfg.tls, member_command=_skewed(skew_dir))
     faults_file = open(out / "faults.jsonl", "w", encoding="utf-8")  # noqa: SIM115
     nemesis: Nemesis | None = None
     etcd: EtcdProcess | None = None
@@ -114,14 +119,14 @@ def run(cfg: RunConfig, console: Console | None = None) -> RunResult:
         console.print(f"[bold]coord chaos[/] seed {cfg.seed}: {cfg.members} members, "
                       f"{cfg.workers} workers ({', '.join(cfg.workloads)}), nemeses "
                       f"{', '.join(cfg.nemeses) or 'none'}"
+                      f"{' (overlapping)' if cfg.overlap else ''}"
                       f"{' (partitions in network namespaces)' if network else ''}"
                       f"{', over TLS' if cfg.tls else ''}, "
                       f"{cfg.seconds:g} s → {out}")
         cluster.start(timeout=30)
         cluster.wait_for_leader(30)
         t0 = time.monotonic()
-        schedule = Schedule.draw(cfg.seed, cfg.nemeses, cfg.seconds)
-        nemesis = Nemesis(cluster, schedule, t0, network=network)
+        nemesis = Nemesis(cluster, schedule, t0, network=network, skew_dir=skew_dir)
         stop = threading.Event()
         threads = [threading.Thread(target=_worker, name=f"chaos-worker-{i}", daemon=True,
                                     args=(i, i // len(workloads), cfg,
@@ -187,6 +192,16 @@ def run(cfg: RunConfig, console: Console | None = None) -> RunResult:
     _report(console, cfg, result)
     console.print(f"checked {len(rows):,} oplog rows in {check_s:.1f} s")
     return result
+
+
+def _skewed(skew_dir: Path | None) -> Callable[[str], list[str]] | None:
+    """What members run when the skew nemesis may move their wall clocks: the test
+    build that reads its skew from skew_dir/NAME (coord.chaos.skewed_member)."""
+    if skew_dir is None:
+        return None
+    skew_dir.mkdir(parents=True, exist_ok=True)
+    return lambda name: [sys.executable, "-m", "coord.chaos.skewed_member", "--skew-file",
+                         str(skew_dir / name)]
 
 
 def _network(cfg: RunConfig) -> Network | None:

@@ -18,9 +18,11 @@ def test_unknown_workload_or_nemesis_is_a_clear_error(tmp_path, capsys):
     assert main(["chaos", "--workload", "register,nope", "--out", str(tmp_path / "a")]) == 2
     assert main(["chaos", "--nemesis", "kill,flood", "--out", str(tmp_path / "b")]) == 2
     assert main(["chaos", "--seconds", "0", "--out", str(tmp_path / "c")]) == 2
+    assert main(["chaos", "--overlap", "--nemesis", "kill", "--out", str(tmp_path / "d")]) == 2
     err = _text(capsys)
     assert "unknown workload(s) nope; choose from register, set, own, pid, etcd" in err
     assert "unknown nemesis flood" in err and "--seconds must be > 0" in err
+    assert "overlapping faults need two nemesis kinds or more" in err
     assert not any(tmp_path.iterdir())
 
 

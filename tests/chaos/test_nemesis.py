@@ -1,13 +1,18 @@
 """The nemesis's bookkeeping over a stand-in cluster (no processes): what a fault that
-could not be injected records, and what heal_all puts right."""
+could not be injected records, what heal_all puts right, and overlapping faults each
+recorded with its own window and each healed."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from types import SimpleNamespace
 
-from coord.chaos.nemesis import Nemesis, Schedule
-from coord.check.sessions import check_sessions, fault_windows
+import pytest
+
+from coord.chaos.nemesis import Nemesis, Planned, Schedule
+from coord.chaos.skew_file import read_skew
+from coord.check.sessions import FAULT_AFTERMATH_NS, check_sessions, fault_windows
 from tests.check.oplogs import H
 
 
@@ -49,6 +54,23 @@ class Cluster:
 
     def promote(self, name: str) -> None:
         self._call("promote", name)
+
+    def wait_serving(self, name: str, timeout: float = 30) -> None:
+        self._call("serving", name)
+
+    def pause(self, name: str) -> None:
+        self._call("pause", name)
+        self.members[name].paused = True
+
+    def resume(self, name: str) -> None:
+        self._call("resume", name)
+        self.members[name].paused = False
+
+    def cut_off(self, name: str) -> None:
+        self._call("cut", name)
+
+    def heal(self, name: str) -> None:
+        self._call("heal", name)
 
 
 S = 1_000_000_000
@@ -99,3 +121,97 @@ def test_heal_all_promotes_a_learner_a_failed_member_heal_left():
     assert cluster.calls.count(("promote", fault.member)) == 1
     nemesis.heal_all()
     assert cluster.calls.count(("promote", fault.member)) == 1
+
+
+def _run(nemesis: Nemesis) -> None:
+    nemesis.start()
+    nemesis._thread.join(30)
+    assert not nemesis._thread.is_alive(), "the schedule did not finish in 30 s"
+
+
+def test_an_overlapping_schedule_draws_pairs_whose_windows_overlap():
+    kinds = ["kill", "pause", "partition", "member", "skew"]
+    steps = Schedule.draw(4, kinds, 60, overlap=True).steps
+    assert steps == Schedule.draw(4, kinds, 60, overlap=True).steps
+    pairs = list(zip(steps[::2], steps[1::2], strict=True))
+    assert len(pairs) >= 5
+    for first, second in pairs:
+        assert first.kind != second.kind
+        assert first.start_s < second.start_s < first.start_s + first.duration_s
+    for (a, b), (c, _) in zip(pairs, pairs[1:], strict=False):  # pairs take turns
+        assert max(a.start_s + a.duration_s, b.start_s + b.duration_s) < c.start_s
+    assert {s.kind for s in steps[:len(kinds) + 1]} == set(kinds)  # each kind per round
+    assert Schedule(steps).groups() == [list(p) for p in pairs]
+    one_at_a_time = Schedule.draw(4, kinds, 60)
+    assert all(a.start_s + a.duration_s < b.start_s
+               for a, b in zip(one_at_a_time.steps, one_at_a_time.steps[1:], strict=False))
+    assert one_at_a_time.groups() == [[s] for s in one_at_a_time.steps]
+    with pytest.raises(ValueError, match="two nemesis kinds"):
+        Schedule.draw(4, ["kill"], 60, overlap=True)
+
+
+def test_a_partition_while_a_member_is_killed_each_recorded_and_healed():
+    """The kill holds 0-1.2 s, a partition 0.1-0.3 s inside it: two faults, two
+    windows (the partition's inside the kill's), each healed at its own end."""
+    cluster = Cluster()
+    schedule = Schedule([Planned(0.0, "kill", 1.2, 0.9), Planned(0.1, "partition", 0.2, 0.9)])
+    assert schedule.groups() == [schedule.steps]
+    nemesis = Nemesis(cluster, schedule, t0=time.monotonic())
+    _run(nemesis)
+    kill, cut = nemesis.faults
+    assert (kill.kind, kill.member, cut.kind, cut.member) == ("kill", "n3", "partition", "n2")
+    assert not kill.error and not cut.error
+    assert kill.start_ns < cut.start_ns < cut.end_ns < kill.end_ns
+    assert cluster.calls == [("kill", "n3"), ("cut", "n2"), ("heal", "n2"),
+                                          ("start", "n3"), ("serving", "n3")]
+    assert fault_windows([kill.to_json(), cut.to_json()]) == [  # each its own window
+        (kill.start_ns, kill.end_ns + FAULT_AFTERMATH_NS),
+        (cut.start_ns, cut.end_ns + FAULT_AFTERMATH_NS)]
+    assert nemesis._active == []
+
+
+def test_a_pause_during_a_membership_change_and_skew_on_every_member(tmp_path):
+    """Churn re-adds a follower as a learner, a pause starts while it is one, every
+    member's clock is skewed across both; each is healed at its own end: the pause
+    resumed, the learner promoted, every clock put back."""
+    cluster = Cluster()
+    skews_at_pause: dict[str, int] = {}
+    pause = cluster.pause
+
+    def pause_and_look(name: str) -> None:
+        skews_at_pause.update({n: read_skew(tmp_path / n) for n in cluster.members})
+        pause(name)
+
+    cluster.pause = pause_and_look
+    schedule = Schedule([Planned(0.0, "skew", 2.0, 0.3), Planned(0.05, "member", 1.2, 0.9),
+                         Planned(0.1, "pause", 0.3, 0.9)])
+    nemesis = Nemesis(cluster, schedule, t0=time.monotonic(), skew_dir=tmp_path)
+    _run(nemesis)
+    skew, churn, paused = nemesis.faults
+    assert [f.kind for f in nemesis.faults] == ["skew", "member", "pause"]
+    assert not any(f.error for f in nemesis.faults)
+    assert skew.member == "n1,n2,n3" and all(n in skew.note for n in ("n1 ", "n2 ", "n3 "))
+    assert skew.start_ns < churn.start_ns < paused.start_ns < paused.end_ns < churn.end_ns \
+        < skew.end_ns
+    assert all(v != 0 for v in skews_at_pause.values()), skews_at_pause
+    assert all(read_skew(tmp_path / n) == 0 for n in cluster.members)
+    assert cluster.calls.index(("rejoin", churn.member)) < cluster.calls.index(
+        ("pause", paused.member)) < cluster.calls.index(("resume", paused.member)) < \
+        cluster.calls.index(("promote", churn.member))
+    assert not any(m.paused for m in cluster.members.values())
+
+
+def test_a_fault_that_fails_beside_another_heals_and_ends_both():
+    """A pause holds; a membership change beside it fails: heal_all undoes both and ends
+    both there, the pause noting why, so neither window runs on past what was done."""
+    cluster = Cluster(fail=("rejoin",))
+    nemesis = Nemesis(cluster, Schedule(), t0=0.0)
+    paused = nemesis._inject("pause", 0.9)
+    assert paused is not None and cluster.members[paused.member].paused
+    assert nemesis._inject("member", 0.1) is None
+    churn = nemesis.faults[1]
+    assert churn.error and churn.end_ns >= churn.start_ns > 0
+    assert paused.end_ns > paused.start_ns and "a member beside it could not start" in \
+        paused.note
+    assert not any(m.paused for m in cluster.members.values())
+    assert nemesis._active == []
