@@ -316,9 +316,9 @@ def _live(cfg: RunConfig, recorder: Recorder, nemesis: Nemesis, t0: float) -> Ta
         t.add_row(f, *(f"{recorder.counts[(f, k)]:,}" for k in ("ok", "fail", "info")))
     faults = nemesis.faults
     active = [f for f in faults if f.end_s is None and not f.error]
-    t.caption = (f"{len(faults)} fault(s) injected"
-                 + (f"; now: {active[-1].kind} {active[-1].member} {active[-1].note}".rstrip()
-                    if active else "; cluster healthy"))
+    now = "; ".join(f"{f.kind} {f.member} {f.note}".rstrip() for f in active)
+    t.caption = f"{len(faults)} fault(s) injected; " + (f"now: {now}" if now else
+                                                        "cluster healthy")
     return t
 
 
