@@ -82,10 +82,12 @@ fuzz: venv
 	  tests/server/api/test_fuzz_api.py tests/server/etcd/test_fuzz_etcd.py \
 	  tests/server/transport/test_fuzz_peer_port.py
 
-# The differential test against real etcd (`make diff SEEDS=1000`; pytest runs 300).
+# The differential test against real etcd (`make diff SEEDS=1000`; pytest runs 300 and 40
+# auth sequences): the plain sequences, then the auth ones.
 DIFF_SEEDS := $(if $(filter command line,$(origin SEEDS)),$(SEEDS),1000)
 diff: venv
 	$(PY) -m coord.testing.etcd_diff --seeds $(DIFF_SEEDS)
+	$(PY) -m coord.testing.etcd_diff --auth --seeds $(DIFF_SEEDS)
 
 # python-etcd3's own test suite against a one-member etcd 3.4 and a one-member coord,
 # compared test by test (a few minutes). Not in `make test`: the suite (the etcd3 sdist's
