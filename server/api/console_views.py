@@ -19,7 +19,7 @@ import grpc
 
 from coord.server.api.convert import owner_to_pb, ownership_event_to_pb
 from coord.server.node.driver import Node
-from coord.server.requests.events import EventHub
+from coord.server.requests.events import EventHub, Restored
 from coord.server.upkeep.mode import ModeChange
 from coord.server.upkeep.session_tracker import SessionTracker
 from coord.sm.machine import CoordMachine
@@ -115,6 +115,9 @@ async def watch_ownership(machine: CoordMachine, hub: EventHub,
             if isinstance(event, ModeChange):
                 yield pb.OwnerChange(kind="mode", mode=event.mode)
                 continue
+            if isinstance(event, Restored):  # changes the snapshot covered came as none
+                await context.abort(grpc.StatusCode.UNAVAILABLE,
+                                    "this member restored a snapshot; watch again")
             if event.revision <= seen:
                 continue
             yield ownership_event_to_pb(event)

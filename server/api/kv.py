@@ -8,7 +8,7 @@ from coord.server.api import convert, ops
 from coord.server.api.common import admit_reader, check, invalid, write
 from coord.server.api.ops import unary
 from coord.server.requests.coordinator import Coordinator
-from coord.server.requests.events import EventHub
+from coord.server.requests.events import EventHub, Restored
 from coord.server.upkeep.mode import READ_WRITE, ModeChange
 from coord.sm import commands as c
 from coord.v1 import coord_pb2 as pb
@@ -67,7 +67,18 @@ class KVService(coord_pb2_grpc.KVServicer):
                 floor = max(last, request.from_revision - 1)
                 events: list = []
                 for item in items:
-                    if isinstance(item, ModeChange):
+                    if isinstance(item, Restored):  # read what the snapshot covered
+                        hist = self.coord.machine.query(c.EventsSince(floor + 1, start, end))
+                        if hist.error == "COMPACTED":
+                            if events:
+                                yield self._response(events, request.prev_kv)
+                            yield pb.WatchResponse(header=self.coord.header(),
+                                                   compact_revision=hist.compact_revision)
+                            return
+                        for e in hist.events:
+                            events.append(e)
+                            last = floor = e.revision
+                    elif isinstance(item, ModeChange):
                         if events:
                             yield self._response(events, request.prev_kv)
                             events = []

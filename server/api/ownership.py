@@ -12,7 +12,7 @@ from coord.server.api.errors import abort_node_error
 from coord.server.api.ops import unary
 from coord.server.node.errors import NodeError
 from coord.server.requests.coordinator import Coordinator
-from coord.server.requests.events import EventHub
+from coord.server.requests.events import EventHub, Restored
 from coord.server.upkeep.mode import READ_WRITE, ModeChange
 from coord.sm import commands as c
 from coord.v1 import coord_pb2 as pb
@@ -69,6 +69,14 @@ class OwnershipService(coord_pb2_grpc.OwnershipServicer):
                         grpc.StatusCode.RESOURCE_EXHAUSTED,
                         "owner watcher fell behind; resume from the last revision received",
                     )
+                if isinstance(event, Restored):  # read what the snapshot covered
+                    hist = await check(context, self.coord.machine.query(
+                        c.OwnerEventsSince(seen + 1, group, prefix)))
+                    fresh = [e for e in hist.events if e.revision > seen]
+                    for e in fresh:
+                        yield ownership_event_to_pb(e)
+                    seen = fresh[-1].revision if fresh else seen
+                    continue
                 if isinstance(event, ModeChange):
                     if event.mode != READ_WRITE:
                         await admit_reader(context, self.coord)  # or NO_QUORUM: move on

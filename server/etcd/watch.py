@@ -29,7 +29,7 @@ from coord.server.etcd import convert as conv
 from coord.server.etcd.access import EtcdAccess
 from coord.server.etcd.errors import EtcdError
 from coord.server.requests.coordinator import Coordinator
-from coord.server.requests.events import EventHub, Subscription, in_range
+from coord.server.requests.events import EventHub, Restored, Subscription, in_range
 from coord.sm import commands as c
 from coord.sm.records import DELETE, PUT, WatchEvent
 
@@ -128,6 +128,25 @@ class _Stream:
         self.watchers[wid] = w
         return out
 
+    def resync(self) -> list[pb.WatchResponse]:
+        """After this member restored a snapshot: each watcher's events since its floor,
+        from the restored machine's history (no event came for the revisions the snapshot
+        covers), or, if that history is compacted, the watcher canceled with the compact
+        revision, as etcd cancels a watcher it cannot catch up."""
+        out = []
+        for w in self.watchers.values():
+            if w.dead or w.floor >= self.coord.machine.revision:
+                continue
+            hist = self.coord.machine.query(c.EventsSince(w.floor + 1, w.key, w.end))
+            if hist.error == "COMPACTED":
+                out.append(pb.WatchResponse(header=self.header(0), watch_id=w.id,
+                                            canceled=True,
+                                            compact_revision=hist.compact_revision))
+                w.dead = True
+            else:
+                out += self.responses(hist.events, [w])
+        return out
+
     def refused(self, now: int, reason: str) -> pb.WatchResponse:
         """etcd's answer to a watch it will not create: created and canceled at once,
         under watch id -1."""
@@ -223,6 +242,8 @@ class EtcdWatchService(rpc_pb2_grpc.WatchServicer):
                 out += stream.cancel(item.watch_id)
             elif isinstance(item, _Progress):
                 out.append(pb.WatchResponse(header=stream.header(item.revision), watch_id=-1))
+            elif isinstance(item, Restored):
+                out += stream.resync()
         out += stream.responses(events, list(stream.watchers.values()))
         return out
 

@@ -29,6 +29,15 @@ def in_range(key: bytes, start: bytes, end: bytes) -> bool:
     return start <= key < end
 
 
+@dataclass(frozen=True)
+class Restored:
+    """Offered to every KV and owner subscription when this member has restored a snapshot
+    (a follower far behind, a member re-added): the revisions the snapshot covers were
+    never applied here one by one, so no events came for them. Each stream reads what it
+    is owed from the restored machine's history (which the snapshot holds), or says it
+    was compacted, as etcd's watchable store resyncs its watchers after a restore."""
+
+
 @dataclass(eq=False)
 class Subscription:
     matches: Callable[[Any], bool]
@@ -55,9 +64,16 @@ class EventHub:
         self._tables: set[TableWatch] = set()
         self.auth_listeners: list[Callable[[AuthEvent], None]] = []
         machine.session_openers.append(self._opened)
+        self._kv_store = machine.kv  # another one: a snapshot was restored
 
     def publish(self) -> None:
-        """Called by the node after every batch of applied entries."""
+        """Called by the node after every batch of applied entries (and after a snapshot
+        was restored, before the entries that follow it)."""
+        if self.machine.kv is not self._kv_store:
+            self._kv_store = self.machine.kv
+            for subs in (self._kv, self._owners):
+                for sub in subs:
+                    sub.offer(Restored())
         tables = self._tables
         for event in self.machine.drain_events():
             for watch in tables:
