@@ -14,6 +14,11 @@ etcd's rules: auth cannot be enabled without a user `root` holding the role `roo
 that role and that grant cannot be removed; deleting a role takes it from every user;
 a permission granted again on the same key and range end changes its type. Checks of
 what a user may do with keys are `coord.sm.auth_checks`.
+
+coord's native API is governed by the same users and roles: a permission has a `kind`,
+etcd's keys ("kv", the one the etcd API sees, shared with the native KV service) or one
+of the native API's typed resources (`KINDS`), each named by a key or a range of keys
+exactly as etcd's key permissions are (`coord.sm.access` says which command needs what).
 """
 
 from __future__ import annotations
@@ -51,6 +56,13 @@ ROOT = "root"  # etcd's special user and role
 READ, WRITE, READWRITE = 0, 1, 2  # etcd's authpb.Permission.Type
 PERM_NAMES = {READ: "READ", WRITE: "WRITE", READWRITE: "READWRITE"}
 
+# What a permission is on: etcd's keys, or a native API resource named by a key (its
+# name's UTF-8 bytes): an ownership group, a producer id (transactional id, PID-block
+# requester, lease topic), a session name, an administrative operation
+# (`coord.sm.access.ADMIN_OPS`).
+KV, GROUP, PRODUCER, SESSION, ADMIN = "kv", "group", "producer", "session", "admin"
+KINDS = (KV, GROUP, PRODUCER, SESSION, ADMIN)
+
 PASSWORD_SCHEME = "scrypt"
 """A stored password: `scrypt$N$r$p$SALT$HASH` (salt and hash in base64), the parameters
 kept with the hash so they can change without invalidating stored ones."""
@@ -64,12 +76,13 @@ TOKEN_DIGEST_LEN = 64
 
 class Permission(NamedTuple):
     """What a role may do with a key (`range_end` b""), a range [key, range_end), or every
-    key from `key` on (`range_end` b"\\0"). A type etcd does not know is kept (etcd keeps
-    it) and grants nothing."""
+    key from `key` on (`range_end` b"\\0"), of `kind` (`KINDS`). A type etcd does not
+    know is kept (etcd keeps it) and grants nothing."""
 
     perm_type: int
     key: bytes
     range_end: bytes
+    kind: str = KV
 
 
 @dataclass(frozen=True)
@@ -134,6 +147,12 @@ def _key(value: Any, what: str) -> bytes:
     return value
 
 
+def _kind(value: Any) -> str:
+    if type(value) is not str or value not in KINDS:
+        raise CommandError(INVALID_ARGUMENT, f"a permission's kind is one of {', '.join(KINDS)}")
+    return value
+
+
 def _password(value: Any, no_password: bool) -> str:
     if type(value) is not str or utf8_len(value) > MAX_PASSWORD_HASH_BYTES:
         raise CommandError(INVALID_ARGUMENT, "password_hash must be a short str")
@@ -155,7 +174,7 @@ class AuthStore:
     revision: int = 1  # etcd's auth revision: moves with every change of auth state
     users: dict[str, User] = field(default_factory=dict)
     roles: dict[str, Role] = field(default_factory=dict)
-    # user -> its merged permissions (coord.sm.auth_checks), rebuilt after any change
+    # (user, kind) -> its merged permissions (coord.sm.auth_checks), rebuilt after changes
     merged: dict[str, Any] = field(default_factory=dict)
 
     # -- reads ---------------------------------------------------------------------------
@@ -199,9 +218,11 @@ class AuthStore:
             return self.role_delete(cmd.actor, cmd.role)
         if t is ac.RoleGrantPermission:
             return self.role_grant_permission(
-                cmd.actor, cmd.role, Permission(cmd.perm_type, cmd.key, cmd.range_end))
+                cmd.actor, cmd.role,
+                Permission(cmd.perm_type, cmd.key, cmd.range_end, cmd.kind))
         if t is ac.RoleRevokePermission:
-            return self.role_revoke_permission(cmd.actor, cmd.role, cmd.key, cmd.range_end)
+            return self.role_revoke_permission(cmd.actor, cmd.role, cmd.key, cmd.range_end,
+                                               cmd.kind)
         raise TypeError(f"not an auth command: {t.__name__}")
 
     def _changed(self, *events: AuthEvent) -> None:
@@ -345,19 +366,22 @@ class AuthStore:
 
     @operation(Result)
     def role_grant_permission(self, actor: str, name: str, perm: Permission) -> Result:
-        """etcd's rule: the first permission on the same key, if its range end is the
-        same, changes type; else the new one goes before those on the same key."""
+        """etcd's rule: the first permission on the same key, if its range end (and
+        kind) is the same, changes type; else the new one goes before those on the same
+        key."""
         self._admin(actor)
         role = self._role(name)
         if type(perm.perm_type) is not int or not 0 <= perm.perm_type < 1 << 31:
             raise CommandError(INVALID_ARGUMENT, "perm_type must be an int32 >= 0")
         _key(perm.key, "key")
         _key(perm.range_end, "range_end")
+        _kind(perm.kind)
         perms = list(role.perms)
         at = next((i for i, p in enumerate(perms) if p.key >= perm.key), len(perms))
-        if at < len(perms) and perms[at].key == perm.key \
-                and perms[at].range_end == perm.range_end:
-            perms[at] = perm
+        same = next((i for i in range(at, len(perms)) if perms[i].key == perm.key
+                     and perms[i].kind == perm.kind), None)
+        if same is not None and perms[same].range_end == perm.range_end:
+            perms[same] = perm
         else:
             perms.insert(at, perm)
         self.roles[name] = replace(role, perms=tuple(perms))
@@ -366,10 +390,11 @@ class AuthStore:
 
     @operation(Result)
     def role_revoke_permission(self, actor: str, name: str, key: bytes,
-                               range_end: bytes) -> Result:
+                               range_end: bytes, kind: str = KV) -> Result:
         self._admin(actor)
         role = self._role(name)
-        kept = tuple(p for p in role.perms if (p.key, p.range_end) != (key, range_end))
+        kept = tuple(p for p in role.perms
+                     if (p.key, p.range_end, p.kind) != (key, range_end, kind))
         if len(kept) == len(role.perms):
             raise CommandError(PERMISSION_NOT_GRANTED, "permission is not granted to the role")
         self.roles[name] = replace(role, perms=kept)

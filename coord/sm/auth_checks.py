@@ -7,7 +7,9 @@ overlaps it; a range if the intervals overlapping it cover it without a gap. Int
 compare as etcd's "affine" byte strings, where the empty string is above every other
 (an end of b"\\0" means no end, so a permission on every key from `key` on, and a
 request for every key from `key` on, are intervals with no end). A holder of the root
-role may do anything. While auth is off everything is allowed.
+role may do anything. While auth is off everything is allowed. The native API's typed
+resources (`coord.sm.auth.KINDS`) are checked by the same rules, each kind's permissions
+merged apart from the others'.
 
 Which checks a command needs (`key_checks`): a put writes its key, reads it for
 prev_kv, and writes every key already attached to its lease (a user who could not
@@ -24,7 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from coord.sm import commands as c
-from coord.sm.auth import READ, READWRITE, ROOT, WRITE, AuthStore
+from coord.sm.auth import KV, READ, READWRITE, ROOT, WRITE, AuthStore
 from coord.sm.sessions import SessionTable
 
 Bound = tuple[int, bytes]  # (0, key) for a key; (1, b"") above every key
@@ -63,9 +65,10 @@ class Merged:
     write: tuple[Interval, ...]
 
 
-def merged(auth: AuthStore, user: str) -> Merged | None:
-    """`user`'s merged permissions (None: no such user), cached until auth changes."""
-    hit = auth.merged.get(user)
+def merged(auth: AuthStore, user: str, kind: str = KV) -> Merged | None:
+    """`user`'s merged permissions of `kind` (None: no such user), cached until auth
+    changes."""
+    hit = auth.merged.get((user, kind))
     if hit is not None:
         return hit
     u = auth.users.get(user)
@@ -76,6 +79,8 @@ def merged(auth: AuthStore, user: str) -> Merged | None:
     for name in u.roles:
         role = auth.roles.get(name)
         for p in role.perms if role is not None else ():
+            if p.kind != kind:
+                continue
             ivl = _range(p.key, p.range_end) if p.range_end else _point(p.key)
             if p.perm_type in (READ, READWRITE):
                 read.append(ivl)
@@ -83,7 +88,7 @@ def merged(auth: AuthStore, user: str) -> Merged | None:
                 write.append(ivl)
     out = Merged(tuple(sorted(read, key=lambda i: i[0])),
                  tuple(sorted(write, key=lambda i: i[0])))
-    auth.merged[user] = out
+    auth.merged[(user, kind)] = out
     return out
 
 
@@ -103,8 +108,10 @@ def _covers(intervals: tuple[Interval, ...], iv: Interval) -> bool:
     return first is not None and last >= iv[1] and first <= iv[0]
 
 
-def permitted(auth: AuthStore, user: str, key: bytes, range_end: bytes, write: bool) -> bool:
-    """Whether `user` may read (or write) `key` (range_end b"") or [key, range_end)."""
+def permitted(auth: AuthStore, user: str, key: bytes, range_end: bytes, write: bool,
+              kind: str = KV) -> bool:
+    """Whether `user` may read (or write) `key` (range_end b"") or [key, range_end) of
+    `kind`."""
     if not auth.enabled:
         return True
     u = auth.users.get(user)
@@ -112,7 +119,7 @@ def permitted(auth: AuthStore, user: str, key: bytes, range_end: bytes, write: b
         return False
     if ROOT in u.roles:
         return True
-    perms = merged(auth, user)
+    perms = merged(auth, user, kind)
     intervals = perms.write if write else perms.read
     if not range_end:
         point = _point(key)
@@ -148,9 +155,3 @@ def _lease_keys(session_id: int, sessions: SessionTable) -> Iterator[Check]:
     session = sessions.get(session_id)
     for key in session.keys if session is not None else ():
         yield key, b"", True
-
-
-def denied(auth: AuthStore, sessions: SessionTable, user: str, cmd: object) -> bool:
-    """Whether `user` lacks an access `cmd` needs."""
-    return any(not permitted(auth, user, key, end, write)
-               for key, end, write in key_checks(cmd, sessions))

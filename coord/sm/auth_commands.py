@@ -91,7 +91,8 @@ class RoleDelete:
 
 @dataclass(frozen=True)
 class RoleGrantPermission:
-    """perm_type: etcd's READ 0, WRITE 1, READWRITE 2; range_end as a Range's."""
+    """perm_type: etcd's READ 0, WRITE 1, READWRITE 2; range_end as a Range's; kind:
+    what the key names (coord.sm.auth.KINDS; etcd's own API grants "kv" only)."""
 
     role: str
     perm_type: int
@@ -99,6 +100,7 @@ class RoleGrantPermission:
     range_end: bytes = b""
     actor: str = ""
     request_id: str = ""
+    kind: str = "kv"
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,7 @@ class RoleRevokePermission:
     range_end: bytes = b""
     actor: str = ""
     request_id: str = ""
+    kind: str = "kv"
 
 
 AuthCommand = (

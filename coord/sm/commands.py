@@ -5,9 +5,10 @@ fields, packed or as canonical JSON (`coord.sm.framing`). Tags are stable foreve
 never renumber. Decoding is strict, so garbage is a ValueError, never a half-command.
 Commands a client may retry carry `request_id` (empty: no deduplication). Time is not
 part of a command: the leader's clock reading travels with every log entry and reaches
-`apply` as `time_ms`. Commands made through etcd's API carry `actor`, the user the call
-was made as ("" for none): apply checks that user's permissions while auth is on
-(`coord.sm.auth_checks`), so a permission revoked before the command commits holds.
+`apply` as `time_ms`. Commands made through a client API carry `actor`, the user the
+call was made as ("" for none): apply checks that user's permissions while auth is on
+(`coord.sm.access`), so a permission revoked before the command commits holds. A command
+both APIs make and check differently says `native` when the native API made it.
 """
 
 from __future__ import annotations
@@ -196,7 +197,8 @@ TxnOp = Put | Range | DeleteRange | Txn
 class Compact:
     revision: int
     request_id: str = ""
-    actor: str = ""  # who asked, for the history (etcd checks no permission to compact)
+    actor: str = ""  # who asked (etcd checks no permission to compact; the native API does)
+    native: bool = False
 
 
 @dataclass(frozen=True)
@@ -221,13 +223,15 @@ class OpenSession:
     read_only_ok: bool = False
     request_id: str = ""
     session_id: int = 0
+    actor: str = ""  # made through the native API (an etcd lease grant needs no permission)
 
 
 @dataclass(frozen=True)
 class CloseSession:
     session_id: int
     request_id: str = ""
-    actor: str = ""  # an etcd LeaseRevoke's: it must write every key attached
+    actor: str = ""  # it must write every key attached (and, `native`, the session's name)
+    native: bool = False
 
 
 @dataclass(frozen=True)
@@ -246,6 +250,7 @@ class Own:
     group: str
     claims: tuple[Claim, ...]
     request_id: str = ""
+    actor: str = ""
 
 
 @dataclass(frozen=True)
@@ -254,6 +259,7 @@ class Release:
     group: str
     resources: tuple[str, ...]
     request_id: str = ""
+    actor: str = ""
 
 
 @dataclass(frozen=True)
@@ -286,6 +292,7 @@ class AllocatePidBlock:
     requester: str
     size: int
     request_id: str = ""
+    actor: str = ""
 
 
 @dataclass(frozen=True)
@@ -298,6 +305,7 @@ class LeasePid:
     pid: int = -1
     random_generation: int = 0
     request_id: str = ""
+    actor: str = ""
 
 
 @dataclass(frozen=True)
@@ -308,12 +316,14 @@ class SetPidCapacity:
 
     capacity: int
     request_id: str = ""
+    actor: str = ""
 
 
 @dataclass(frozen=True)
 class InitProducer:
     producer_key: str
     request_id: str = ""
+    actor: str = ""
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ An empty machine is at revision 1, as etcd's empty store is (its first write lan
 Every command that changes state moves the one global revision exactly once, except
 those that as in etcd leave it where it is: a compaction, opening a session (a lease
 grant) and ending a session that held nothing; a refused command changes nothing at all
-(the snapshot bytes stay identical). A command made as an etcd user (`actor`) is refused
-whole when, at apply, auth is on and that user lacks an access it needs.
+(the snapshot bytes stay identical). A command made as a user (`actor`) is refused whole
+when, at apply, auth is on and that user lacks an access it needs (`coord.sm.access`).
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from contextlib import contextmanager
 from typing import Any
 
 from coord.sm import commands as c
+from coord.sm.access import lacking, refusal
 from coord.sm.alarms import AlarmTable, adds_state
 from coord.sm.auth import AuthStore
-from coord.sm.auth_checks import denied
 from coord.sm.auth_commands import AuthCommand
 from coord.sm.canonical_json import Lazy, from_plain, iter_dumps, loads
 from coord.sm.dedup import RecentRequests
@@ -68,10 +68,11 @@ from coord.sm.results import (
 )
 from coord.sm.sessions import Session, SessionTable
 
-SNAPSHOT_FORMAT = 4
+SNAPSHOT_FORMAT = 5
 """The one snapshot format this code writes and loads: the key space in columns, a
 history event's previous record written as a flag when it is the record of the event
-before it on its key (`coord.sm.kv_columns`), and the auth state (`coord.sm.auth`)."""
+before it on its key (`coord.sm.kv_columns`), and the auth state (`coord.sm.auth`), its
+permissions of every kind."""
 RECORD_BYTES = 128  # a session, resource slot or ownership event
 REQUEST_BYTES = 300  # a remembered request beyond its result's bytes (id, entry, tuple)
 DEFAULT_REQUEST_CAPACITY = 100_000
@@ -89,8 +90,10 @@ RESULT_TYPES: dict[type, type[Result]] = {
     c.SetPidCapacity: Result,
     **dict.fromkeys(AuthCommand.__args__, Result),
 }
-# Commands whose actor's key permissions apply checks (coord.sm.auth_checks).
-KEY_CHECKED = frozenset({c.Put, c.DeleteRange, c.Txn, c.CloseSession})
+# Commands whose actor's permissions apply checks (coord.sm.access).
+CHECKED = frozenset({c.Put, c.DeleteRange, c.Txn, c.CloseSession, c.Compact, c.OpenSession,
+                     c.Own, c.Release, c.InitProducer, c.AllocatePidBlock, c.LeasePid,
+                     c.SetPidCapacity})
 
 
 @contextmanager
@@ -213,11 +216,11 @@ class CoordMachine:
         return self.ledger.drain()
 
     def _dispatch(self, cmd: Any, now: int) -> Result:
-        if type(cmd) in KEY_CHECKED and cmd.actor and self.auth.enabled \
-                and denied(self.auth, self.sessions, cmd.actor, cmd):
-            return RESULT_TYPES[type(cmd)](
-                error=PERMISSION_DENIED, revision=self.revision,
-                message=f"user {cmd.actor!r:.60} lacks a permission this needs")
+        if type(cmd) in CHECKED and cmd.actor and self.auth.enabled:
+            need = lacking(self.auth, self.sessions, cmd.actor, cmd)
+            if need is not None:
+                return RESULT_TYPES[type(cmd)](error=PERMISSION_DENIED, revision=self.revision,
+                                               message=refusal(cmd.actor, need))
         if self.alarms.no_space and adds_state(cmd):
             raised = ", ".join(f"member {m}" for m, _ in self.alarms.active())
             return RESULT_TYPES[type(cmd)](

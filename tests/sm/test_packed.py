@@ -130,9 +130,10 @@ def test_fields_of_many_rows_go_as_columns_and_round_trip(record):
 
 def test_a_column_is_its_values_one_field_of_the_rows_at_a_time():
     data = c.encode_command(c.Own(5, "g", (Claim("ab", 1), Claim("c", 2)), "r"))
-    head = struct.pack(">qIII", 5, 1, 2, 1)  # session, len(group), rows, len(request_id)
+    # session, len(group), rows, len(request_id), len(actor)
+    head = struct.pack(">qIIII", 5, 1, 2, 1, 0)
     columns = struct.pack(">II", 2, 1) + b"abc" + struct.pack(">qq", 1, 2)
-    assert data == bytes((c.PACKED_VERSION, data[1], 4)) + head + b"gr" + columns
+    assert data == bytes((c.PACKED_VERSION, data[1], 5)) + head + b"gr" + columns
 
 
 def test_rows_given_as_plain_tuples_decode_as_their_records_and_bad_rows_go_to_json():
