@@ -68,6 +68,7 @@ RESULT_CODES: Mapping[str, grpc.StatusCode] = MappingProxyType({
     "KEY_NOT_FOUND": grpc.StatusCode.NOT_FOUND,
     "NO_SPACE": grpc.StatusCode.RESOURCE_EXHAUSTED,
     "LIMIT_EXCEEDED": grpc.StatusCode.RESOURCE_EXHAUSTED,
+    "PERMISSION_DENIED": grpc.StatusCode.PERMISSION_DENIED,
 })
 """Error reasons of state-machine results (the command was applied and refused), and
 their status codes; any other result reason is FAILED_PRECONDITION."""

@@ -167,11 +167,12 @@ class Member:
         self.node.apply_listeners.append(self.hub.publish)
         self.link = LeaderLink(
             self.auth, channel_credentials(peer.as_client) if peer is not None else None)
-        self.coordinator = Coordinator(self.node, self.machine, self.link, config.limits)
-        # etcd's auth tokens, learned as logins apply; who an etcd call is made as
+        # etcd's auth tokens, learned as logins apply: who a call on either API is made as
         self.tokens = TokenKeeper(self.machine, config.auth_token_ttl_s)
         self.hub.auth_listeners.append(self.tokens.heard)
-        self.access = EtcdAccess(self.coordinator, self.tokens)
+        self.coordinator = Coordinator(self.node, self.machine, self.link, config.limits,
+                                       self.tokens)
+        self.access = EtcdAccess(self.coordinator)
         self.tracker = SessionTracker(self.node, self.machine, self.coordinator.write)
         self.leader_note = LeaderNote(self.node, self.coordinator.write)  # for the history
         # sessions a read-only member opens, registered with the cluster when it is back
@@ -261,7 +262,8 @@ class Member:
         coord, hub = self.coordinator, self.hub
         admin_pb2_grpc.add_AdminServicer_to_server(
             AdminService(self.node, self.machine, self.mode, hub=hub, tracker=self.tracker,
-                         data_path=self.store.path, local=self.local_sessions),
+                         data_path=self.store.path, local=self.local_sessions,
+                         callers=coord.callers),
             server
         )
         coord_pb2_grpc.add_SessionsServicer_to_server(

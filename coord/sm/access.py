@@ -38,7 +38,8 @@ from coord.sm.sessions import SessionTable
 
 ADMIN_OPS = ("membership", "transfer", "compact", "pid-capacity")
 """The `admin` keys: add/remove members, transfer leadership, compact (native API), set
-the PID capacity. (Defragmenting and raw proposals need the root role, as in etcd.)"""
+the PID capacity. Defragmenting (etcd's Maintenance service) needs the root role, as in
+etcd, and so does a raw proposal of a command apply does not check."""
 
 
 class Need(NamedTuple):
@@ -102,7 +103,7 @@ def lacking(auth: AuthStore, sessions: SessionTable, user: str, cmd: object) -> 
                  if not permitted(auth, user, n.key, n.range_end, n.write, n.kind)), None)
 
 
-def refusal(user: str, need: Need) -> str:
+def denial_message(user: str, need: Need) -> str:
     """The message of a refusal for `need`: who, and the permission it lacked."""
     who = f"user {user!r:.60}" if user else "a caller without a user"
     return f"{who} lacks {need}"

@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from coord.sm import commands as c
-from coord.sm.access import lacking, refusal
+from coord.sm.access import denial_message, lacking
 from coord.sm.alarms import AlarmTable, adds_state
 from coord.sm.auth import AuthStore
 from coord.sm.auth_commands import AuthCommand
@@ -220,7 +220,7 @@ class CoordMachine:
             need = lacking(self.auth, self.sessions, cmd.actor, cmd)
             if need is not None:
                 return RESULT_TYPES[type(cmd)](error=PERMISSION_DENIED, revision=self.revision,
-                                               message=refusal(cmd.actor, need))
+                                               message=denial_message(cmd.actor, need))
         if self.alarms.no_space and adds_state(cmd):
             raised = ", ".join(f"member {m}" for m, _ in self.alarms.active())
             return RESULT_TYPES[type(cmd)](

@@ -1,7 +1,13 @@
-"""The Admin gRPC service: status and the replicated log's own operations."""
+"""The Admin gRPC service: status and the replicated log's own operations.
+
+While auth is on, membership changes and leader transfer need their `admin` permission
+(`coord.sm.access.ADMIN_OPS`), checked here after a read barrier (they change nothing the
+state machine holds). A raw proposal is made as the caller: a command apply checks
+(`coord.sm.machine.CHECKED`) is checked there like any; any other needs the root role."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -9,17 +15,25 @@ import grpc
 
 from coord.raft import ConfChange, ConfChangeType
 from coord.server.api import console_views, table_streams
+from coord.server.api.common import denied
 from coord.server.api.errors import abort, abort_node_error
 from coord.server.node.driver import Node
 from coord.server.node.errors import NodeError, NotLeader
 from coord.server.node.members import MemberInfo, member_id, validate_address
 from coord.server.node.statemachine import StateMachine
+from coord.server.requests.callers import CallerUsers
+from coord.server.requests.coordinator import call_timeout
 from coord.server.requests.events import EventHub
 from coord.server.requests.local_sessions import LocalSessions
 from coord.server.upkeep.mode import ModeMonitor
 from coord.server.upkeep.session_tracker import SessionTracker
-from coord.sm.machine import CoordMachine
+from coord.sm import commands as c
+from coord.sm.access import Need, resource
+from coord.sm.auth import ADMIN
+from coord.sm.auth_checks import permitted
+from coord.sm.machine import CHECKED, CoordMachine
 from coord.v1 import admin_pb2, admin_pb2_grpc
+from coord.wire import ApiError
 
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
 VERSION = console_views.coord_version()
@@ -29,8 +43,10 @@ MAX_PROPOSAL_BYTES = 1 << 20
 class AdminService(admin_pb2_grpc.AdminServicer):
     def __init__(self, node: Node, machine: StateMachine, mode: ModeMonitor | None = None,
                  *, hub: EventHub | None = None, tracker: SessionTracker | None = None,
-                 data_path: Path | None = None, local: LocalSessions | None = None) -> None:
+                 data_path: Path | None = None, local: LocalSessions | None = None,
+                 callers: CallerUsers | None = None) -> None:
         self.node = node
+        self.callers = callers  # who a call is made as (None: no auth)
         self.machine = machine
         self.mode = mode
         self.local = local  # its member-local sessions, counted in Status
@@ -106,8 +122,9 @@ class AdminService(admin_pb2_grpc.AdminServicer):
                 "COMMAND_TOO_LARGE",
                 f"data is {len(request.data)} bytes; the limit is {MAX_PROPOSAL_BYTES}",
             )
+        data = await self._proposed_as_caller(context, request.data)
         try:
-            applied = await self.node.propose(request.data)
+            applied = await self.node.propose(data)
         except NodeError as e:
             await abort_node_error(context, e)
         return admin_pb2.ProposeResponse(
@@ -122,7 +139,47 @@ class AdminService(admin_pb2_grpc.AdminServicer):
             await abort_node_error(context, e)
         return admin_pb2.ReadIndexResponse(index=index)
 
+    async def _caller(self, context) -> str | None:
+        """The caller's user once this member has caught up; None while auth is off."""
+        callers = self.callers
+        if callers is None or not callers.auth.enabled:
+            return None
+        timeout = call_timeout(context)
+        try:
+            await callers.barrier(timeout)
+            return await callers.user(context, timeout)
+        except NodeError as e:
+            await abort_node_error(context, e)
+        except ApiError as e:
+            await e.abort(context)
+        raise AssertionError("abort raises")
+
+    async def _allowed(self, context, need: Need) -> None:
+        """Refuse a caller without `need` (nothing while auth is off)."""
+        user = await self._caller(context)
+        if user is not None and not permitted(self.callers.auth, user, need.key,
+                                              need.range_end, need.write, need.kind):
+            await denied(user, need).abort(context)
+
+    async def _proposed_as_caller(self, context, data: bytes) -> bytes:
+        user = await self._caller(context)
+        if user is None:
+            return data
+        try:
+            cmd = c.decode_command(data)
+        except ValueError as e:
+            await abort(context, INVALID, "INVALID_ARGUMENT", f"undecodable command: {e}")
+        if type(cmd) not in CHECKED:
+            if not self.callers.auth.is_admin(user):
+                await abort(context, grpc.StatusCode.PERMISSION_DENIED, "PERMISSION_DENIED",
+                            f"user {user!r:.60} lacks the root role, which a raw proposal of "
+                            f"{type(cmd).__name__} needs")
+            return data
+        native = {"native": True} if hasattr(cmd, "native") else {}
+        return c.encode_command(dataclasses.replace(cmd, actor=user, **native))
+
     async def TransferLeader(self, request, context):  # noqa: N802
+        await self._allowed(context, next(resource(ADMIN, "transfer", True)))
         target = member_id(request.to_name)
         if target not in self.node.members:
             await abort(context, INVALID, "UNKNOWN_MEMBER", f"no member named {request.to_name!r}")
@@ -133,6 +190,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         return admin_pb2.TransferLeaderResponse(leader_id=leader)
 
     async def AddMember(self, request, context):  # noqa: N802
+        await self._allowed(context, next(resource(ADMIN, "membership", True)))
         try:
             validate_address(request.peer_address)
             if not request.name:
@@ -167,6 +225,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
             )
 
     async def RemoveMember(self, request, context):  # noqa: N802
+        await self._allowed(context, next(resource(ADMIN, "membership", True)))
         target = member_id(request.name)
         if target not in self.node.members:
             await abort(context, INVALID, "UNKNOWN_MEMBER", f"no member named {request.name!r}")

@@ -8,10 +8,16 @@ error (`serve`, and the `context` wrappers below); the pipelined stream
 
 This is also where the member's mode (server/upkeep/mode.py) becomes the request processor:
 while read-only, writes are refused and reads are served locally, flagged stale, to
-clients that accept read-only service; every other client is told NO_QUORUM."""
+clients that accept read-only service; every other client is told NO_QUORUM.
+
+And where the native API meets etcd's users and roles (`coord.sm.access`): while auth
+is on, a write is made as the caller's user (`coord.server.requests.callers`) and checked
+where it applies; a read is checked here once served, after its read barrier. Either
+refusal is PERMISSION_DENIED naming the permission lacked."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
@@ -20,6 +26,8 @@ import grpc
 from coord.server.node.errors import NodeError
 from coord.server.requests.coordinator import Coordinator, call_timeout
 from coord.server.upkeep.mode import Refused
+from coord.sm.access import Need, denial_message, lacking
+from coord.sm.errors import PERMISSION_DENIED
 from coord.wire import ApiError, result_code
 
 T = TypeVar("T")
@@ -39,10 +47,10 @@ def read_only_flag(metadata: Any) -> bool | None:
 
 class Caller:
     """Who asked: the call's read-only flag (read from its metadata only when the mode
-    needs it), its time budget and the size of its request (0: not measured), which a
-    write must keep within --max-request-bytes."""
+    needs it), its user (found only while auth is on), its time budget and the size of
+    its request (0: not measured), which a write must keep within --max-request-bytes."""
 
-    __slots__ = ("_context", "_flag", "_flag_known", "request_bytes", "timeout")
+    __slots__ = ("_context", "_flag", "_flag_known", "_user", "request_bytes", "timeout")
 
     def __init__(self, timeout: float, *, flag: bool | None = None,
                  context: grpc.aio.ServicerContext | None = None,
@@ -51,7 +59,8 @@ class Caller:
         self.request_bytes = request_bytes
         self._context = context
         self._flag = flag
-        self._flag_known = context is None
+        self._flag_known = context is None or flag is not None
+        self._user: str | None = None
 
     @classmethod
     def of(cls, context: grpc.aio.ServicerContext, request_bytes: int = 0) -> Caller:
@@ -67,6 +76,45 @@ class Caller:
             return self._flag
         session = coord.machine.sessions.get(session_id) if session_id else None
         return bool(session and session.read_only_ok)
+
+    async def user(self, coord: Coordinator) -> str:
+        """The caller's user: "" while auth is off, and for a caller without one."""
+        if self._user is None:
+            if self._context is None or not coord.machine.auth.enabled:
+                return ""
+            self._user = await coord.callers.user(self._context, self.timeout)
+        return self._user
+
+
+def denied(user: str, need: Need) -> ApiError:
+    """The refusal of a call whose user lacks `need`."""
+    return ApiError(grpc.StatusCode.PERMISSION_DENIED, PERMISSION_DENIED,
+                    denial_message(user, need), {"permission": str(need)})
+
+
+async def made_as(coord: Coordinator, caller: Caller, cmd: Any) -> Any:
+    """`cmd` made as the caller's user, which apply checks while auth is on; a caller
+    without a user is refused now whatever `cmd` needs."""
+    if not coord.machine.auth.enabled:
+        return cmd
+    user = await caller.user(coord)
+    if not user:
+        need = lacking(coord.machine.auth, coord.machine.sessions, user, cmd)
+        if need is not None:
+            raise denied(user, need)
+        return cmd
+    native = {"native": True} if hasattr(cmd, "native") else {}
+    return dataclasses.replace(cmd, actor=user, **native)
+
+
+async def check_read(coord: Coordinator, caller: Caller, cmd: Any) -> None:
+    """Refuse the caller a read (or a watch's start) `cmd` whose resource it may not
+    read; called once this member has caught up (the read's barrier)."""
+    if coord.machine.auth.enabled:
+        user = await caller.user(coord)
+        need = lacking(coord.machine.auth, coord.machine.sessions, user, cmd)
+        if need is not None:
+            raise denied(user, need)
 
 
 def refusal(coord: Coordinator, ro_ok: bool) -> ApiError:
@@ -116,15 +164,16 @@ async def commit(coord: Coordinator, caller: Caller, cmd: Any, in_band: bool = F
     """Commit `cmd`; its result's error is raised unless the API reports errors
     `in_band` (in the response message). A leader's refusal of the forwarded command
     is already an ApiError, passed on as it is. A request over --max-request-bytes is
-    refused before anything is proposed."""
+    refused before anything is proposed. A refused permission is never in band."""
     coord.limits.check_request_bytes(caller.request_bytes)
+    cmd = await made_as(coord, caller, cmd)
     try:
         result = await coord.write(cmd, timeout=caller.timeout)
     except Refused:  # the member is not read-write (coord.write checks before proposing)
         raise refusal(coord, _writer_read_only_ok(coord, caller, cmd)) from None
     except NodeError as e:
         raise e.as_api_error() from None
-    return result if in_band else checked(result)
+    return result if in_band and result.error != PERMISSION_DENIED else checked(result)
 
 
 def _writer_read_only_ok(coord: Coordinator, caller: Caller, cmd: Any) -> bool:
@@ -142,6 +191,7 @@ async def query(coord: Coordinator, caller: Caller, cmd: Any, serializable: bool
         if not (coord.mode.read_only and caller.read_only_ok(coord)):
             raise e.as_api_error() from None
         result = coord.machine.query(cmd)  # the member went read-only while we waited
+    await check_read(coord, caller, cmd)
     return checked(result)
 
 
@@ -166,6 +216,15 @@ async def admit_reader(
 ) -> bool:
     try:
         return admit(coord, Caller.of(context), session_id)
+    except ApiError as e:
+        await e.abort(context)
+        raise
+
+
+async def may_read(context: grpc.aio.ServicerContext, coord: Coordinator, cmd: Any) -> None:
+    """`check_read` for a stream's start: a refusal aborts it."""
+    try:
+        await check_read(coord, Caller.of(context), cmd)
     except ApiError as e:
         await e.abort(context)
         raise

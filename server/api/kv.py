@@ -5,7 +5,7 @@ from __future__ import annotations
 import grpc
 
 from coord.server.api import convert, ops
-from coord.server.api.common import admit_reader, check, invalid, write
+from coord.server.api.common import admit_reader, check, invalid, may_read, write
 from coord.server.api.ops import unary
 from coord.server.requests.coordinator import Coordinator
 from coord.server.requests.events import EventHub, Restored
@@ -41,6 +41,7 @@ class KVService(coord_pb2_grpc.KVServicer):
         sub = self.hub.watch_kv(start, end)
         try:
             await admit_reader(context, self.coord)
+            await may_read(context, self.coord, c.EventsSince(request.from_revision, start, end))
             last = self.coord.machine.revision
             if request.from_revision:
                 hist = self.coord.machine.query(c.EventsSince(request.from_revision, start, end))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import grpc
 
 from coord.server.api import ops
-from coord.server.api.common import admit_reader, check
+from coord.server.api.common import admit_reader, check, may_read
 from coord.server.api.convert import owner_to_pb, ownership_event_to_pb
 from coord.server.api.errors import abort_node_error
 from coord.server.api.ops import unary
@@ -50,6 +50,7 @@ class OwnershipService(coord_pb2_grpc.OwnershipServicer):
                     # coming back after its retry pause.
                     if not await admit_reader(context, self.coord):
                         await abort_node_error(context, e)
+            await may_read(context, self.coord, c.ListOwners(group, prefix))
             if start:
                 hist = await check(context, self.coord.machine.query(
                     c.OwnerEventsSince(start, group, prefix)))

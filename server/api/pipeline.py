@@ -66,7 +66,8 @@ class PipelineService(coord_pb2_grpc.PipelineServicer):
                 timeout = (clamp_timeout(op.timeout_ms / 1000) if op.timeout_ms > 0
                            else DEFAULT_TIMEOUT_S)
                 request = getattr(op, kind)
-                caller = Caller(timeout, flag=flag, request_bytes=request.ByteSize())
+                caller = Caller(timeout, flag=flag, context=context,
+                                request_bytes=request.ByteSize())
                 answer = handler(self.coord, caller, request)
                 stream.start(op.id, _result(op.id, kind, answer))
 

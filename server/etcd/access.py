@@ -1,14 +1,11 @@
 """Who an etcd call is made as, and what etcd 3.4 lets that user do before the call is
 served.
 
-The caller is the user its token stands for (the `token` call metadata, or
-grpc-gateway's `authorization`, as etcd reads them). A token is checked whenever one is
-sent, auth on or off, as etcd does: one this member does not know — after catching up
-with the leader, since a login on another member may not have reached it yet — is
-etcd's `invalid auth token`. Without a token, a call over TLS whose client certificate
-the client port verified (`--client-cert-auth`) is made as the certificate's common
-name, as etcd's; a token, when sent, wins. Otherwise the call has no user ("" here);
-while auth is on, such a caller is refused whatever needs a user (`user name is empty`).
+The caller is found as on the native API (`coord.server.requests.callers`: its token,
+or its verified certificate's common name). A token is checked whenever one is sent, auth
+on or off, as etcd does: one this member does not know is etcd's `invalid auth token`.
+A call without a user ("" here) is refused, while auth is on, whatever needs a user
+(`user name is empty`).
 
 What a named user may do with keys is checked where the command applies (the command
 carries the user: `coord.sm.auth_checks`), so a permission revoked before the command
@@ -25,43 +22,15 @@ from typing import Any
 import grpc
 
 from coord.server.etcd import errors as err
-from coord.server.node.errors import NodeError
+from coord.server.requests.callers import InvalidToken
 from coord.server.requests.coordinator import Coordinator, call_timeout
-from coord.server.requests.tokens import TokenKeeper
 from coord.sm.auth import AuthStore
 from coord.sm.auth_checks import key_checks, permitted
-from coord.tls.credentials import verified_common_name
-from coord.wire import ApiError
-
-TOKEN_METADATA = ("token", "authorization")  # etcd's gRPC and grpc-gateway keys
-
-
-def _token(context: grpc.aio.ServicerContext) -> str | None:
-    for key, value in context.invocation_metadata() or ():
-        if key in TOKEN_METADATA:
-            return value
-    return None
-
-
-GATEWAY_METADATA = "grpcgateway-accept"  # a call relayed by etcd's grpc-gateway
-
-
-def cert_user(context: grpc.aio.ServicerContext) -> str:
-    """The user a verified client certificate names (its common name), for a call
-    without a token: etcd's --client-cert-auth. "" without one, and for a call that says
-    it came through etcd's grpc-gateway, whose certificate is the gateway's, not the
-    caller's (etcd ignores its name too)."""
-    name = verified_common_name(context)
-    if not name or any(key == GATEWAY_METADATA
-                       for key, _ in context.invocation_metadata() or ()):
-        return ""
-    return name
 
 
 class EtcdAccess:
-    def __init__(self, coord: Coordinator, tokens: TokenKeeper) -> None:
+    def __init__(self, coord: Coordinator) -> None:
         self.coord = coord
-        self.tokens = tokens
 
     @property
     def auth(self) -> AuthStore:
@@ -70,19 +39,10 @@ class EtcdAccess:
     async def user(self, context: grpc.aio.ServicerContext) -> str:
         """The caller's user ("" for none); etcd's `invalid auth token` for a token this
         member does not know once it has caught up with the leader."""
-        token = _token(context)
-        if token is None:
-            return cert_user(context) if self.auth.enabled else ""
-        user = self.tokens.user_of(token)
-        if user is None:
-            try:
-                await self.coord.barrier(call_timeout(context))
-            except (NodeError, ApiError):
-                raise err.INVALID_AUTH_TOKEN from None
-            user = self.tokens.user_of(token)
-        if user is None:
-            raise err.INVALID_AUTH_TOKEN
-        return user
+        try:
+            return await self.coord.callers.user(context, call_timeout(context))
+        except InvalidToken:
+            raise err.INVALID_AUTH_TOKEN from None
 
     async def made_as(self, cmd: Any, context: grpc.aio.ServicerContext) -> Any:
         """`cmd` made as the caller, for apply to check; a caller without a user is

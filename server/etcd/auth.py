@@ -24,7 +24,7 @@ from coord.server.requests.coordinator import Coordinator, call_timeout
 from coord.server.requests.passwords import PasswordHasher
 from coord.server.requests.tokens import new_token
 from coord.sm import commands as c
-from coord.sm.auth import AuthStore
+from coord.sm.auth import KV, AuthStore
 
 
 class EtcdAuthService(rpc_pb2_grpc.AuthServicer):
@@ -150,12 +150,14 @@ class EtcdAuthService(rpc_pb2_grpc.AuthServicer):
         if not request.HasField("perm"):
             raise err.EtcdError(err.Code.INVALID_ARGUMENT, "etcdserver: permission not given")
         p = request.perm
-        cmd = c.RoleGrantPermission(request.name, p.permType, p.key, p.range_end)
+        cmd = c.RoleGrantPermission(request.name, p.permType, p.key, p.range_end,
+                                    kind=p.coord_kind or KV)
         return pb.AuthRoleGrantPermissionResponse(header=await self._change(cmd, context))
 
     @etcd_call
     async def RoleRevokePermission(self, request, context):  # noqa: N802
-        cmd = c.RoleRevokePermission(request.role, request.key, request.range_end)
+        cmd = c.RoleRevokePermission(request.role, request.key, request.range_end,
+                                     kind=request.coord_kind or KV)
         return pb.AuthRoleRevokePermissionResponse(header=await self._change(cmd, context))
 
     @etcd_call
@@ -166,8 +168,10 @@ class EtcdAuthService(rpc_pb2_grpc.AuthServicer):
         role = self.auth.roles.get(request.role)
         if role is None:
             raise err.ROLE_NOT_FOUND
-        perms = [auth_pb2.Permission(permType=p.perm_type, key=p.key, range_end=p.range_end)
-                 for p in role.perms]
+        # an etcd client sees etcd's permissions; coord's asks for every kind
+        perms = [auth_pb2.Permission(permType=p.perm_type, key=p.key, range_end=p.range_end,
+                                     coord_kind="" if p.kind == KV else p.kind)
+                 for p in role.perms if request.coord_kinds or p.kind == KV]
         return pb.AuthRoleGetResponse(header=conv.header(self.coord), perm=perms)
 
     @etcd_call

@@ -23,7 +23,9 @@ from coord.server.node.errors import (
     ProposalLost,
     Timeout,
 )
+from coord.server.requests.callers import CallerUsers
 from coord.server.requests.request_limits import RequestLimits
+from coord.server.requests.tokens import TokenKeeper
 from coord.server.upkeep.mode import READ_WRITE, ModeChange, ModeMonitor, Refused
 from coord.sm import commands as c
 from coord.sm.machine import CoordMachine
@@ -53,11 +55,15 @@ def call_timeout(context: grpc.aio.ServicerContext) -> float:
 
 class Coordinator:
     def __init__(self, node: Node, machine: CoordMachine, link: LeaderLink,
-                 limits: RequestLimits | None = None) -> None:
+                 limits: RequestLimits | None = None, tokens: TokenKeeper | None = None
+                 ) -> None:
         self.node = node
         self.machine = machine
         self.link = link
         self.limits = limits or RequestLimits()  # what a client's request may be
+        # who a call on either API is made as (its token, or its certificate's name)
+        self.callers = CallerUsers(
+            machine, TokenKeeper(machine) if tokens is None else tokens, self.barrier)
         self.mode = ModeMonitor(node, machine, self.barrier)
         self._reads: set[asyncio.Future] = set()  # barriers that give up when cut off
         self.mode.listeners.append(self._give_up_reads)
