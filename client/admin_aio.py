@@ -70,8 +70,10 @@ class AsyncAdmin:
     async def _unary(self, endpoint: str, method: str, request: Any,
                      timeout: float | None = None) -> Any:
         try:
-            return await self.client.transport(endpoint).unary(
-                "Admin", method, request, timeout=timeout or self.timeout, metadata=())
+            transport = self.client.transport(endpoint)
+            metadata = await self.client.call_metadata(transport, self.timeout)
+            return await transport.unary(
+                "Admin", method, request, timeout=timeout or self.timeout, metadata=metadata)
         except grpc.RpcError as e:
             raise from_rpc_error(e) from None
 

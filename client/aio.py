@@ -23,6 +23,7 @@ from coord.client import aio_transport, calls
 from coord.client.aio_pipeline import PIPELINED, Pipelines
 from coord.client.aio_session import AsyncSession, Callback
 from coord.client.aio_stream import AsyncStream
+from coord.client.auth import INVALID_TOKEN, Login
 from coord.client.calls import (
     Call,
     ClaimLike,
@@ -58,6 +59,7 @@ from coord.client.retry import Attempts, RetryPolicy
 from coord.client.transport import (
     CallCancelled,
     Connect,
+    Metadata,
     Transport,
     TransportClosed,
     Transports,
@@ -82,7 +84,7 @@ class AsyncClient:
     on the next member: reads, writes carrying a request_id, and any request whose error
     proves it was not applied. `read_only_ok`, `randomize_endpoints`: see `Client`.
     `connect` makes the transport for an endpoint (default grpc.aio; the sync Client
-    passes its own). `tls`: see `Client`.
+    passes its own). `tls`, `user`, `password`, `token`: see `Client`.
     """
 
     def __init__(
@@ -96,20 +98,25 @@ class AsyncClient:
         stream: bool = True,
         randomize_endpoints: bool = True,
         tls: TLS | Literal[False] | None = None,
+        user: str | None = None,
+        password: str | None = None,
+        token: str | None = None,
     ) -> None:
         self.ring = EndpointRing(parse_endpoints(endpoints), randomize=randomize_endpoints)
+        self.login = Login.of(user, password, token)
         self.tls = client_tls(tls)
         self.timeout = timeout
         self.read_only_ok = read_only_ok
         self.policy = policy or RetryPolicy()
-        self.metadata = READ_ONLY_OK_METADATA if read_only_ok else ()
+        self._flags = READ_ONLY_OK_METADATA if read_only_ok else ()
+        self.metadata = self._flags + (self.login.metadata() if self.login else ())
         self.mode_listeners: list[ModeListener] = []
         self._transports = Transports(
             connect or aio_transport.connect,
             channel_credentials(self.tls) if self.tls is not None else None)
         self.stream = stream
         self.randomize_endpoints = randomize_endpoints
-        self._pipelines = Pipelines(self.metadata)
+        self._pipelines = Pipelines(lambda: self.metadata)
         self._prober = Prober(self.ring, self._transports, self.mode_listeners)
         self.sessions: set[AsyncSession] = set()  # live ones, ended when the client closes
         self._closed = False
@@ -117,6 +124,15 @@ class AsyncClient:
     @property
     def endpoints(self) -> tuple[str, ...]:
         return self.ring.endpoints
+
+    def login_arguments(self) -> dict[str, str | None]:
+        """The user=, password=, token= this client was made with (for a copy of it)."""
+        login = self.login
+        if login is None:
+            return {}
+        if login.renewable:
+            return {"user": login.user, "password": login.password}
+        return {"token": login.token}
 
     @property
     def closed(self) -> bool:
@@ -156,10 +172,13 @@ class AsyncClient:
         """`send`, and the endpoint whose member answered."""
         attempts = Attempts(self.policy, len(self.ring), self.timeout)
         field = PIPELINED.get((call.service, call.method)) if self.stream else None
+        logged_in_again = False
         while True:
             index, endpoint = self.ring.current()
             transport = self._transports.get(endpoint)
             try:
+                if self.login is not None and not self.login.token:
+                    await self._log_in(transport, attempts.call_timeout())
                 if not call.safe:
                     await self._ensure_ready(transport, attempts.call_timeout())
                 response = await self._try(call, field, endpoint, transport,
@@ -177,6 +196,9 @@ class AsyncClient:
                 raise closed_error() from None
             if err.reason == "READ_ONLY":
                 self.saw_read_only(err.metadata.get("member", ""))
+            if not logged_in_again and self.token_expired(err):
+                logged_in_again = True  # log in again, and try once more
+                continue
             delay = attempts.next_delay(err, call.safe)
             if delay is None:
                 raise attempts.final(err)
@@ -184,6 +206,31 @@ class AsyncClient:
                       call.service, call.method, endpoint, err.reason)
             self.ring.failed(index)
             await asyncio.sleep(delay)
+
+    async def call_metadata(self, transport: Transport, timeout: float) -> Metadata:
+        """The metadata a call of its own (not through `send`) carries, logged in."""
+        if self.login is not None and not self.login.token:
+            await self._log_in(transport, timeout)
+        return self.metadata
+
+    async def _log_in(self, transport: Transport, timeout: float) -> None:
+        """Log in (etcd's Authenticate, on the member `transport` reaches): every call
+        after carries the token, and the pipelined streams reopen with it."""
+        login = self.login
+        response = await transport.unary("Auth", "Authenticate", login.request(),
+                                         timeout=timeout, metadata=())
+        login.token = response.token
+        self.metadata = self._flags + login.metadata()
+        self._pipelines.reopen()
+
+    def token_expired(self, err: CoordError) -> bool:
+        """Whether `err` says the token ran out on a member and the client can log in
+        again (it forgets the token: the next call logs in)."""
+        if err.reason != INVALID_TOKEN or self.login is None or not self.login.renewable:
+            return False
+        self.login.token = ""
+        self.metadata = self._flags
+        return True
 
     async def _try(self, call: Call[T], field: str | None, endpoint: str,
                    transport: Transport, timeout: float) -> Any:

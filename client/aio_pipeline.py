@@ -16,6 +16,7 @@ cancels it on the member too.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 import grpc
@@ -79,9 +80,9 @@ def _deadline_error(timeout: float) -> CoordError:
 class Pipeline:
     """One stream to one member, opened on first use and again after it fails."""
 
-    def __init__(self, transport: Transport, metadata: Metadata) -> None:
+    def __init__(self, transport: Transport, metadata: Callable[[], Metadata]) -> None:
         self._transport = transport
-        self._metadata = metadata
+        self._metadata = metadata  # read as each stream opens (a new login's token)
         self._calls: TaggedCalls[pb.PipelineOp] = TaggedCalls()
         self._closed = False
 
@@ -112,7 +113,7 @@ class Pipeline:
             self._calls.wake.set()
 
     def _open(self) -> None:
-        call = self._transport.bidi_stream("Pipeline", "Stream", metadata=self._metadata)
+        call = self._transport.bidi_stream("Pipeline", "Stream", metadata=self._metadata())
         self._calls.opened(call, self._write(call), self._read(call))
 
     async def _write(self, call: BidiCall) -> None:
@@ -144,6 +145,14 @@ class Pipeline:
             # what is in flight fails; the next request opens a new stream
             self._calls.ended(call, functools.partial(_stream_error, e))
 
+    def reopen(self) -> None:
+        """End the stream (its metadata is stale): what is in flight fails UNAVAILABLE,
+        to be retried, and the next operation opens a new one."""
+        if self._calls.stream is not None:
+            self._calls.ended(self._calls.stream, lambda: error_for(
+                "UNAVAILABLE", "the stream reopens with a new login",
+                grpc.StatusCode.UNAVAILABLE))
+
     async def close(self) -> None:
         self._closed = True
         if self._calls.stream is not None:
@@ -153,9 +162,13 @@ class Pipeline:
 class Pipelines:
     """One pipeline per member connection, made on first use."""
 
-    def __init__(self, metadata: Metadata) -> None:
+    def __init__(self, metadata: Callable[[], Metadata]) -> None:
         self._metadata = metadata
         self._by_endpoint: dict[str, Pipeline] = {}
+
+    def reopen(self) -> None:
+        for pipeline in self._by_endpoint.values():
+            pipeline.reopen()
 
     def get(self, endpoint: str, transport: Transport) -> Pipeline:
         pipeline = self._by_endpoint.get(endpoint)

@@ -104,14 +104,15 @@ class AsyncStream(Generic[T]):
     async def _open(self) -> None:
         await self._pin()
         self._index, transport = self._client.current()
+        metadata = await self._client.call_metadata(transport, self._client.timeout)
         self._call = transport.server_stream(
             self._cursor.service, self._cursor.method, self._cursor.request(),
-            metadata=self._client.metadata)
+            metadata=metadata)
         if self._cancelled:  # cancelled while pinning
             self._call.cancel()
 
     async def _failed(self, err: CoordError) -> None:
-        if not self._cursor.on_error(err):
+        if not self._cursor.on_error(err) and not self._client.token_expired(err):
             raise err
         self._failures += 1
         if self._failures >= self._client.policy.attempts(len(self._client.ring)):

@@ -135,6 +135,11 @@ class Client:
     whatever the environment says. The files are read here: a missing one, or a key its
     group or others can read, raises `TLSConfigError` (a ValueError).
 
+    `user` and `password` (or `user="NAME:PASSWORD"`, etcdctl's --user), or a `token`:
+    who the calls are made as when the cluster has authentication on (`coord.client.auth`:
+    the client logs in through etcd's Authenticate and logs in again when its token ran
+    out). Without them, a client certificate's common name is the user.
+
     `randomize_endpoints` (default True): start at a random member of `endpoints`, so
     that clients given the same list spread over the cluster (as ZooKeeper's and kazoo's
     clients do); False starts at the first endpoint, for a client that must reach a
@@ -154,11 +159,15 @@ class Client:
         stream: bool = True,
         randomize_endpoints: bool = True,
         tls: TLS | Literal[False] | None = None,
+        user: str | None = None,
+        password: str | None = None,
+        token: str | None = None,
     ) -> None:
         _refuse_if_forked_with_sessions()
         self._aio = AsyncClient(endpoints, timeout, read_only_ok, policy,
                                 connect=thread_transport.connect, stream=stream,
-                                randomize_endpoints=randomize_endpoints, tls=tls)
+                                randomize_endpoints=randomize_endpoints, tls=tls,
+                                user=user, password=password, token=token)
         self.mode_listeners: list[ModeListener] = []
         self._callbacks = CallbackThread("coord-callbacks")
         self._loop = LoopThread("coord-client")
@@ -173,7 +182,7 @@ class Client:
         self._aio = AsyncClient(old.endpoints, old.timeout, old.read_only_ok, old.policy,
                                 connect=thread_transport.connect, stream=old.stream,
                                 randomize_endpoints=old.randomize_endpoints,
-                                tls=old.tls or False)
+                                tls=old.tls or False, **old.login_arguments())
         self._callbacks = CallbackThread("coord-callbacks")
         self._loop = LoopThread("coord-client")
         self._lock = threading.Lock()

@@ -22,6 +22,7 @@ from coord.client.calls import Call
 from coord.client.endpoints import EndpointRing
 from coord.client.errors import CoordError, error_for
 from coord.client.retry import RetryPolicy
+from coord.etcdpb import rpc_pb2_grpc as etcd_grpc
 from coord.v1 import admin_pb2_grpc, history_pb2_grpc
 from coord.v1 import coord_pb2_grpc as pb_grpc
 
@@ -126,6 +127,7 @@ class Stubs:
         self.Pipeline = pb_grpc.PipelineStub(channel)
         self.Admin = admin_pb2_grpc.AdminStub(channel)
         self.History = history_pb2_grpc.HistoryStub(channel)
+        self.Auth = etcd_grpc.AuthStub(channel)  # etcd's: the login both APIs share
 
     def method(self, service: str, method: str) -> Any:
         return getattr(getattr(self, service), method)

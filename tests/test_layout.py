@@ -500,6 +500,8 @@ def test_each_commands_own_parser_is_the_whole_parsers_part():
                "own": ["g", "r"], "release": ["g", "r", "--session", "1"],
                "owners": ["g"], "watch-owners": ["g"], "pid": ["block"],
                "kv": ["get", "k"], "session": ["open"], "defrag": ["--endpoints", "x:1"],
+               "auth": ["enable"], "user": ["add", "u:p"],
+               "role": ["grant-permission", "r", "read", "k", "--kind", "group"],
                "snapshot": ["status", "f"], "certs": ["issue", "n1", "--dir", "d"],
                "chaos": ["--seconds", "5"],
                "history": ["synth", "--commands", "1", "--out", "h"], "audit": ["h"]}

@@ -15,7 +15,8 @@ from typing import Any
 
 SERVER_COMMANDS = ("serve", "dev", "status", "bench", "defrag", "snapshot", "chaos",
                    "tui", "certs")
-CLIENT_COMMANDS = ("own", "release", "owners", "watch-owners", "pid", "kv", "session")
+CLIENT_COMMANDS = ("own", "release", "owners", "watch-owners", "pid", "kv", "session", "auth",
+                   "user", "role")
 """The names `coord.cli.client_commands.register` adds (tests/test_layout.py checks)."""
 PIPELINE_COMMANDS = ("history", "audit")
 """The names `coord.cli.history.register` adds: the history export and its Spark audit."""

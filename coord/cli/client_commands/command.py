@@ -1,5 +1,6 @@
 """What every client command shares: the common flags (`--endpoints`, `--json`,
-`--timeout`, `--read-only-ok`, and TLS's `--cacert --cert --key`), the client they make,
+`--timeout`, `--read-only-ok`, TLS's `--cacert --cert --key`, and etcdctl's `--user`
+with `--password`), the client they make,
 uniform exits (0 ok, 1 `coord: REASON: message` on stderr, 2 bad usage) and Ctrl-C for
 the commands that wait.
 
@@ -12,6 +13,7 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import signal
 import sys
 import threading
@@ -31,6 +33,7 @@ Command = Callable[[argparse.Namespace], int]
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
+ENV_USER, ENV_PASSWORD = "COORD_USER", "COORD_PASSWORD"  # as etcdctl's ETCDCTL_USER...
 
 
 class UsageError(Exception):
@@ -52,7 +55,21 @@ def client_settings(args: argparse.Namespace) -> tuple[list[str], dict[str, Any]
     # lists a member first means that member.
     return endpoints, {"timeout": args.timeout, "read_only_ok": args.read_only_ok,
                        "policy": RetryPolicy(budget_factor=1.0), "randomize_endpoints": False,
-                       "tls": tls_of(args)}
+                       "tls": tls_of(args), **login_of(args)}
+
+
+def login_of(args: argparse.Namespace) -> dict[str, str]:
+    """The client's user= and password= that --user (etcdctl's NAME[:PASSWORD]) and
+    --password ask for, each defaulting to its environment variable; {} without a user."""
+    from coord.client.auth import Login
+
+    user = args.user if args.user is not None else os.environ.get(ENV_USER)
+    password = args.password if args.password is not None else os.environ.get(ENV_PASSWORD)
+    try:
+        login = Login.of(user, password, None)
+    except ValueError as e:
+        raise UsageError(f"--user: {e}") from None
+    return {"user": login.user, "password": login.password} if login else {}
 
 
 def add_tls_flags(p: argparse.ArgumentParser) -> None:
@@ -187,6 +204,10 @@ def _common_flags() -> argparse.ArgumentParser:
                    help="accept read-only service: a member cut off from a quorum keeps "
                         "answering reads (flagged stale); sessions stay usable")
     add_tls_flags(p)
+    p.add_argument("--user", help=f"NAME[:PASSWORD]: who the command acts as when the "
+                   f"cluster has auth on (etcdctl's flag; default ${ENV_USER})")
+    p.add_argument("--password", help=f"the user's password, if not in --user (default "
+                   f"${ENV_PASSWORD})")
     return p
 
 

@@ -56,8 +56,9 @@ def cmd_pid_capacity(args: argparse.Namespace) -> int:
 
     endpoints, settings = client_settings(args)
     cmd = c.SetPidCapacity(args.capacity, request_id=f"cli-{uuid.uuid4().hex}")
-    result = c.decode_result(propose_to_leader(endpoints, c.encode_command(cmd),
-                                               settings["timeout"], settings["tls"]))
+    result = c.decode_result(propose_to_leader(
+        endpoints, c.encode_command(cmd), settings["timeout"], settings["tls"],
+        user=settings.get("user"), password=settings.get("password")))
     if result.error:
         raise error_for(result.error, result.message)
     emit(args, {"capacity": args.capacity, "revision": result.revision},

@@ -1,0 +1,173 @@
+"""The native API under etcd's users and roles, on real `coord serve` processes: users and
+roles made with `coord user`/`coord role`/`coord auth`, then the client library as a user
+with a permission on an ownership group, a producer-id prefix, a KV prefix, its sessions
+and an admin operation is served there and refused elsewhere with PERMISSION_DENIED
+naming the permission; a revoked permission holds from the next call; auth survives a
+leader kill."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+
+import grpc
+import pytest
+
+from coord.cli.main import main as coord_cli
+from coord.client import Client
+from coord.client.admin import AdminClient, propose_to_leader
+from coord.client.errors import CoordError
+from coord.sm import commands as c
+from coord.testing import LocalCluster
+
+pytestmark = [pytest.mark.cluster]
+
+ROOT = ("--user", "root:rootpw")
+
+
+def cli(eps: list[str], *args: str) -> str:
+    """`coord ARGS --endpoints EPS` in this process: its output (SystemExit on a usage
+    error; an error exit fails the test)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = coord_cli([*args, "--endpoints", ",".join(eps)])
+    assert code == 0, err.getvalue()
+    return out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def authed(tmp_path_factory):
+    """A 3-member cluster with root, and alice whose role `pipeline` holds a grant of
+    each kind; auth on."""
+    cluster = LocalCluster(3, data_dir=tmp_path_factory.mktemp("native-auth") / "cluster")
+    try:
+        cluster.start()
+        cluster.wait_for_leader()
+        eps = cluster.endpoints
+        for args in (("user", "add", "root:rootpw"), ("role", "add", "root"),
+                     ("user", "grant-role", "root", "root"), ("user", "add", "alice:alicepw"),
+                     ("role", "add", "pipeline"), ("user", "grant-role", "alice", "pipeline")):
+            cli(eps, *args)
+        for grant in (("readwrite", "orders/", "--prefix", "--kind", "group"),
+                      ("readwrite", "tx-alice-", "--prefix", "--kind", "producer"),
+                      ("readwrite", "a/", "--prefix"),
+                      ("write", "alice-", "--prefix", "--kind", "session"),
+                      ("write", "compact", "--kind", "admin")):
+            cli(eps, "role", "grant-permission", "pipeline", *grant)
+        cli(eps, "auth", "enable")
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def eps(authed):
+    return authed.endpoints
+
+
+def denied(fn) -> str:
+    """The message of the PERMISSION_DENIED `fn()` raises."""
+    with pytest.raises(CoordError) as e:
+        fn()
+    assert e.value.reason == "PERMISSION_DENIED", e.value
+    return e.value.message
+
+
+def test_a_group_permission_owns_there_and_is_refused_elsewhere_naming_it(eps):
+    with Client(eps, user="alice", password="alicepw") as alice:
+        s = alice.open_session("alice-owner", ttl=10)
+        granted = alice.own(s.session_id, "orders/eu", ["p0", "p1"])
+        assert [g.resource for g in granted.grants] == ["p0", "p1"]
+        assert alice.get_owner("orders/eu", "p0").session_id == s.session_id
+        assert denied(lambda: alice.own(s.session_id, "billing", ["p0"])) \
+            == "user 'alice' lacks WRITE on group 'billing'"
+        assert denied(lambda: alice.get_owner("billing", "p0")) \
+            == "user 'alice' lacks READ on group 'billing'"
+        assert denied(lambda: alice.open_session("bob-1", ttl=10)) \
+            == "user 'alice' lacks WRITE on session 'bob-1'"
+
+
+def test_a_producer_prefix_a_kv_prefix_and_an_admin_call(eps):
+    with Client(eps, user="alice:alicepw") as alice:
+        first = alice.init_producer("tx-alice-1")
+        assert alice.init_producer("tx-alice-1").generation == first.generation + 1
+        assert denied(lambda: alice.init_producer("tx-bob-1")) \
+            == "user 'alice' lacks WRITE on producer 'tx-bob-1'"
+        alice.put("a/1", "v")
+        assert alice.get("a/1").value == b"v"
+        assert denied(lambda: alice.put("b/1", "v")) == "user 'alice' lacks WRITE on kv b'b/1'"
+        assert denied(lambda: alice.get("b/1")) == "user 'alice' lacks READ on kv b'b/1'"
+        alice.compact(alice.get("a/1").mod_revision)  # admin "compact" granted
+    with Client(eps) as anonymous:
+        assert denied(lambda: anonymous.put("a/2", "v")) \
+            == "a caller without a user lacks WRITE on kv b'a/2'"
+    cmd = c.SetPidCapacity(70_000, request_id="native-auth-capacity")
+    result = c.decode_result(propose_to_leader(eps, c.encode_command(cmd), user="alice",
+                                               password="alicepw"))
+    assert result.error == "PERMISSION_DENIED", result
+    assert result.message == "user 'alice' lacks WRITE on admin 'pid-capacity'"
+
+
+def test_a_revoked_permission_holds_from_the_next_call(eps):
+    with Client(eps, user="alice", password="alicepw") as alice:
+        s = alice.open_session("alice-revoke", ttl=10)
+        alice.own(s.session_id, "orders/us", ["r0"])
+        cli(eps, "role", "revoke-permission", "pipeline", "orders/", "--prefix",
+            "--kind", "group", *ROOT)
+        try:
+            assert denied(lambda: alice.own(s.session_id, "orders/us", ["r1"])) \
+                == "user 'alice' lacks WRITE on group 'orders/us'"
+        finally:
+            cli(eps, "role", "grant-permission", "pipeline", "readwrite", "orders/",
+                "--prefix", "--kind", "group", *ROOT)
+        assert "group READWRITE [orders/, orders0)" in cli(eps, "role", "get", "pipeline",
+                                                           *ROOT)
+
+
+def test_auth_survives_a_leader_kill(authed, eps):
+    cluster = authed
+    leader = cluster.wait_for_leader()
+    with Client(eps, user="alice", password="alicepw") as alice:
+        s = alice.open_session("alice-kill", ttl=10)
+        alice.own(s.session_id, "orders/kill", ["k0"])
+        cluster.kill(leader)
+        try:
+            cluster.wait_for_leader(among=[n for n in cluster.members if n != leader])
+            alice.own(s.session_id, "orders/kill", ["k1"])
+            assert denied(lambda: alice.own(s.session_id, "billing", ["k0"])) \
+                == "user 'alice' lacks WRITE on group 'billing'"
+        finally:
+            cluster.start_member(leader)
+
+
+def test_membership_and_transfer_need_their_admin_permission(authed):
+    leader = authed.wait_for_leader()
+    other = next(name for name in authed.members if name != leader)
+    for call in (lambda admin: admin.transfer_leader(other),
+                 lambda admin: admin.remove_member(other)):
+        with AdminClient(authed.members[leader].listen, timeout=10, user="alice",
+                         password="alicepw") as admin:
+            with pytest.raises(grpc.RpcError) as e:
+                call(admin)
+        assert e.value.code() is grpc.StatusCode.PERMISSION_DENIED
+        assert "user 'alice' lacks WRITE on admin '" in e.value.details()
+    assert len(authed.statuses()) == 3  # nobody was removed
+
+
+def test_watches_need_read_access(eps):
+    with Client(eps, user="alice", password="alicepw") as alice:
+        assert denied(lambda: next(iter(alice.watch(prefix="b/")))) \
+            == "user 'alice' lacks READ on kv b'b/' to b'b0'"
+        assert denied(lambda: next(iter(alice.watch_owners("billing")))) \
+            == "user 'alice' lacks READ on group 'billing'"
+
+
+def test_a_client_logs_in_again_when_its_token_ends(eps):
+    with Client(eps, user="alice", password="alicepw") as alice:
+        alice.put("a/token", "1")
+        token = alice._aio.login.token
+        cli(eps, "auth", "disable", *ROOT)  # every token ends
+        cli(eps, "auth", "enable")
+        alice.put("a/token", "2")  # INVALID_AUTH_TOKEN, a new login, served
+        assert alice._aio.login.token not in ("", token)
+        assert alice.get("a/token").value == b"2"
