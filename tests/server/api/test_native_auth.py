@@ -171,3 +171,21 @@ def test_a_client_logs_in_again_when_its_token_ends(eps):
         alice.put("a/token", "2")  # INVALID_AUTH_TOKEN, a new login, served
         assert alice._aio.login.token not in ("", token)
         assert alice.get("a/token").value == b"2"
+
+
+def test_etcd_clients_see_etcds_permissions_only(eps):
+    """etcdctl's `role get` lists the kv grant; coord's lists every kind."""
+    from coord.etcdpb import rpc_pb2 as pb
+    from coord.etcdpb import rpc_pb2_grpc as stubs
+
+    with grpc.insecure_channel(eps[0]) as ch:
+        auth = stubs.AuthStub(ch)
+        token = auth.Authenticate(pb.AuthenticateRequest(name="root", password="rootpw"),
+                                  timeout=10).token
+        meta = (("token", token),)
+        etcds = auth.RoleGet(pb.AuthRoleGetRequest(role="pipeline"), timeout=10, metadata=meta)
+        every = auth.RoleGet(pb.AuthRoleGetRequest(role="pipeline", coord_kinds=True),
+                             timeout=10, metadata=meta)
+    assert [(p.key, p.coord_kind) for p in etcds.perm] == [(b"a/", "")]
+    assert sorted(p.coord_kind for p in every.perm) \
+        == ["", "admin", "group", "producer", "session"]
