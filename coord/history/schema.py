@@ -49,8 +49,8 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("mode", "string", "note_quorum_lost: read-only or no-quorum"),
     ("since_ms", "int64", "note_quorum_lost: start of the period (the member's clock)"),
     ("until_ms", "int64", "note_quorum_lost: end of the period"),
-    ("actor", "string", "the etcd user a write or an auth change was made as (none: auth "
-     "off, no user, or the native API)"),
+    ("actor", "string", "the user a write or an auth change was made as, through either "
+     "API (none: auth off, or no user)"),
     ("user", "string", "auth changes: the user changed; authenticate: who logged in"),
     ("role", "string", "auth changes: the role changed or granted"),
     ("perm", "string", "role_grant_permission: READ, WRITE or READWRITE (another number as "
