@@ -9,7 +9,7 @@ import sqlite3
 import pyarrow as pa
 import pytest
 
-from coord.client.recipes.fence import FencedWriteError, Token
+from coord.client.recipes.fence import FencedWriteError, RunFencedError, Token
 from coord.spark.sinks import ParquetDirSink, PublishError, SealError, Sink, SqliteSink
 
 SCHEMA = pa.schema([("id", pa.int64()), ("s", pa.string())])
@@ -139,6 +139,25 @@ def test_publishing_keeps_an_attempt_that_still_holds_the_fence(sink):
     sink.discard("j", {0: OLD})  # its abort drops its own attempt only
     assert sink.publish("j", 2, {0: (NEW, 2), 1: (other, 2)})
     assert ids(sink) == [0, 1, 10, 11]
+
+
+def test_a_later_copy_of_a_sealed_partition_writes_nothing_and_an_older_run_is_refused(sink):
+    """Within run 5, the first attempt to seal wins: a later copy's begin changes nothing
+    and names it. Run 6 takes the partition over; run 5's attempts are then refused."""
+    first, copy, newer = Token(1, 7, 0, 5, 1), Token(2, 7, 1, 5, 1), Token(3, 7, 2, 6, 1)
+    assert sink.begin("j", 0, first) is None
+    sink.append("j", 0, first, 1, batch(0, 3))
+    sink.seal("j", 0, first, 2, 3)
+    sealed = sink.begin("j", 0, copy)
+    assert sealed is not None and (sealed.token, sealed.rows) == (first, 3)
+    assert sink.fence("j", 0).token == first and sink.refusals("j") == []
+    assert sink.begin("j", 0, newer) is None  # a newer run is no copy: it takes over
+    with pytest.raises(FencedWriteError):
+        sink.begin("j", 0, Token(4, 7, 3, 5, 1))  # run 5 again, at a higher generation
+    with pytest.raises(RunFencedError, match="run 5 was superseded by the newer run 6"):
+        sink.publish("j", 1, {0: (first, 3)})
+    sink.seal("j", 0, newer, 1, 0)
+    assert sink.publish("j", 1, {0: (newer, 0)}) and ids(sink) == []
 
 
 def test_discard_drops_unpublished_rows(sink, tmp_path):

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from coord.client.recipes.fence import FenceRow, Token
+from coord.client.recipes.fence import FenceRow, PartitionSealedError, RunFencedError, Token
 
 __all__ = ["PublishError", "Refusal", "SealError", "Sink", "check_winner"]
 
@@ -39,10 +39,13 @@ class Refusal:
 
 def check_winner(job: str, partition: int, stored: FenceRow | None, token: Token,
                  rows: int) -> None:
-    """PublishError unless the fence row shows `token` sealed with `rows` rows."""
+    """PublishError unless the fence row shows `token` sealed with `rows` rows;
+    RunFencedError if a newer run's attempt holds the partition."""
     if stored is None:
         raise PublishError(f"{job!r} partition {partition}: nothing was written")
-    held = Token(stored.generation, stored.pid, stored.epoch)
+    held = stored.token
+    if held.run > token.run:
+        raise RunFencedError(job, token.run, held.run)
     if held != token:
         raise PublishError(f"{job!r} partition {partition}: the sink holds {held}, "
                            f"not the winner {token}")
@@ -61,12 +64,18 @@ class Sink(ABC):
                batch: pa.RecordBatch) -> None:
         """Store one batch, invisible until published; FencedWriteError if refused."""
 
-    def begin(self, job: str, partition: int, token: Token) -> None:
+    def begin(self, job: str, partition: int, token: Token) -> FenceRow | None:
         """A new attempt announces its token (sequence 0, no rows) as soon as coord has
         granted it: from then on the sink refuses every write of an earlier attempt,
         also before the new one sends a row (a straggler woken meanwhile, a speculative
-        copy's original). Its rows follow from sequence 1."""
-        self.append(job, partition, token, 0, pa.record_batch([], schema=pa.schema([])))
+        copy's original). Its rows follow from sequence 1. If an earlier attempt of the
+        same run and version has already sealed the partition, nothing changes and its
+        fence row is returned: that attempt is the winner, this one writes nothing."""
+        try:
+            self.append(job, partition, token, 0, pa.record_batch([], schema=pa.schema([])))
+        except PartitionSealedError as sealed:
+            return sealed.stored
+        return None
 
     @abstractmethod
     def seal(self, job: str, partition: int, token: Token, seq: int, rows: int) -> None:

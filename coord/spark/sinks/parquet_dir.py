@@ -131,7 +131,8 @@ class ParquetDirSink(Sink):
 
     def _admit(self, job: str, partition: int, token: Token, seq: int) -> int | None:
         """Under the partition lock: the rows stored so far by this attempt if the write
-        is accepted (0 for its first), None for a duplicate; refusals logged and raised."""
+        is accepted (0 for its first), None for a duplicate; refusals logged and raised;
+        PartitionSealedError for a later copy of a sealed partition."""
         self._check_job(job)
         stored = self.fence(job, partition)
         verdict = judge(stored, token, seq)
@@ -158,8 +159,8 @@ class ParquetDirSink(Sink):
                 tmp = directory / f".{seq:09d}.{uuid.uuid4().hex}.tmp"
                 pq.write_table(pa.Table.from_batches([batch]), tmp)
                 os.replace(tmp, directory / f"{seq:09d}.parquet")
-            self._save_fence(job, partition, FenceRow(token.generation, token.pid, token.epoch,
-                                                      seq, False, rows + batch.num_rows))
+            self._save_fence(job, partition,
+                             FenceRow.of(token, seq, False, rows + batch.num_rows))
 
     def seal(self, job: str, partition: int, token: Token, seq: int, rows: int) -> None:
         with self._lock("fence", job, f"p{partition}"):
@@ -169,8 +170,7 @@ class ParquetDirSink(Sink):
             if have != rows:
                 raise SealError(f"{job!r} partition {partition}: the attempt sent {rows} "
                                 f"rows, the sink stored {have}")
-            self._save_fence(job, partition, FenceRow(token.generation, token.pid, token.epoch,
-                                                      seq, True, rows))
+            self._save_fence(job, partition, FenceRow.of(token, seq, True, rows))
 
     # -- publishing ---------------------------------------------------------------------
     def _manifests(self, job: str) -> list[Path]:
@@ -236,8 +236,7 @@ class ParquetDirSink(Sink):
                     base = self._coord / "attempts" / job / f"p{partition}"
                     doomed = list(base.glob("g*")) if base.is_dir() else []
                     if stored is not None:
-                        keep = keep | {self._batch_dir(job, partition, Token(
-                            stored.generation, stored.pid, stored.epoch))}
+                        keep = keep | {self._batch_dir(job, partition, stored.token)}
                 for directory in doomed:
                     if directory not in keep:
                         shutil.rmtree(directory, ignore_errors=True)

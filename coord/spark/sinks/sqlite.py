@@ -5,7 +5,7 @@ One database file; for a target table `t`:
   - `t__attempts`: one row per attempt (job, partition, token) and the version that
     published it (NULL until then);
   - `t__fence`: the fence row per (job, partition): (generation, pid, epoch,
-    last_sequence, sealed, rows, attempt);
+    last_sequence, sealed, rows, attempt, run, version);
   - `t__jobs`: the last published version per job (Delta's txnAppId/txnVersion);
   - `t__refusals`: every write the fence refused;
   - `t`: a view of the rows of published attempts: what readers see.
@@ -90,7 +90,8 @@ class SqliteSink(Sink):
                 CREATE TABLE IF NOT EXISTS {self._t('__fence')} (
                     job TEXT, partition INTEGER, generation INTEGER, pid INTEGER,
                     epoch INTEGER, last_sequence INTEGER, sealed INTEGER, rows INTEGER,
-                    attempt INTEGER, PRIMARY KEY (job, partition));
+                    attempt INTEGER, run INTEGER, version INTEGER,
+                    PRIMARY KEY (job, partition));
                 CREATE TABLE IF NOT EXISTS {self._t('__jobs')} (
                     job TEXT PRIMARY KEY, version INTEGER, published_ms INTEGER);
                 CREATE TABLE IF NOT EXISTS {self._t('__refusals')} (
@@ -121,12 +122,13 @@ class SqliteSink(Sink):
     # -- the fence ----------------------------------------------------------------------
     def _fence_row(self, job: str, partition: int) -> tuple[FenceRow | None, int | None]:
         row = self._db.execute(
-            f"SELECT generation, pid, epoch, last_sequence, sealed, rows, attempt "
+            f"SELECT generation, pid, epoch, last_sequence, sealed, rows, run, version, "
+            f"attempt "
             f"FROM {self._t('__fence')} WHERE job = ? AND partition = ?",
             (job, partition)).fetchone()
         if row is None:
             return None, None
-        return FenceRow(row[0], row[1], row[2], row[3], bool(row[4]), row[5]), row[6]
+        return FenceRow(row[0], row[1], row[2], row[3], bool(row[4]), *row[5:8]), row[8]
 
     def fence(self, job: str, partition: int) -> FenceRow | None:
         try:
@@ -138,7 +140,8 @@ class SqliteSink(Sink):
                seq: int) -> tuple[int | None, FencedWriteError | None]:
         """Inside a transaction: judge the write. (attempt id to store under, None) if
         accepted; (None, None) for a duplicate; (None, error) for a refusal, which is
-        logged in this transaction (the caller commits, then raises)."""
+        logged in this transaction (the caller commits, then raises).
+        PartitionSealedError for a later copy of a sealed partition (nothing to log)."""
         stored, attempt = self._fence_row(job, partition)
         verdict = judge(stored, token, seq)
         if refused(verdict):
@@ -156,8 +159,10 @@ class SqliteSink(Sink):
                 (job, partition, token.generation, token.pid, token.epoch))
             attempt = cur.lastrowid
             self._db.execute(
-                f"INSERT OR REPLACE INTO {self._t('__fence')} VALUES (?, ?, ?, ?, ?, ?, 0, 0, ?)",
-                (job, partition, token.generation, token.pid, token.epoch, 0, attempt))
+                f"INSERT OR REPLACE INTO {self._t('__fence')} "
+                f"VALUES (?, ?, ?, ?, ?, 0, 0, 0, ?, ?, ?)",
+                (job, partition, token.generation, token.pid, token.epoch, attempt,
+                 token.run, token.version))
         else:
             self._db.execute(
                 f"UPDATE {self._t('__fence')} SET last_sequence = ? "
