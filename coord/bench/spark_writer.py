@@ -49,7 +49,7 @@ def _write(spark: Any, endpoints: list[str], rows: int, parts: int, sink: str, o
     df = spark.range(0, rows, numPartitions=parts).selectExpr("id", "cast(id as string) s")
     w = (df.write.format("coord-fenced").mode("append").option("sink", sink)
          .option("endpoints", ",".join(endpoints)).option("job", job)
-         .option("fence", "on" if fence else "off"))
+         .option("fence", "on" if fence else "off").option("version", "1"))
     w = (w.option("path", str(out / "out.db")).option("table", "out") if sink == "sqlite"
          else w.option("path", str(out / "dir")))
     start = time.perf_counter()
@@ -59,18 +59,19 @@ def _write(spark: Any, endpoints: list[str], rows: int, parts: int, sink: str, o
 
 def _fence_cost(endpoints: list[str], partitions: int) -> dict[str, dict[str, float]]:
     from coord.client import Client
-    from coord.spark.attempt import claim, is_current
+    from coord.spark.attempt import check_run, claim, start_run
 
     claims: list[float] = []
     checks: list[float] = []
     with Client(endpoints) as client:
+        run = start_run(client, "bench-cost")
         for p in range(partitions):
             start = time.perf_counter()
-            session, attempt = claim(client, "bench-cost", p)
+            session, attempt = claim(client, "bench-cost", p, run=run)
             claims.append(time.perf_counter() - start)
             session.detach()
             start = time.perf_counter()
-            assert is_current(client, "bench-cost", p, attempt.token)
+            check_run(client, "bench-cost", run)
             checks.append(time.perf_counter() - start)
             client.close_session(attempt.session_id)
     return {"claim": latency_ms(claims), "commit_check": latency_ms(checks)}

@@ -10,8 +10,13 @@ whole job — does the same three steps, in this order:
   3. read the owner back: still ours at our generation, or we lost a race and stop.
 Step 3 makes the tokens of attempts that go on to write ordered the same way in both
 fields (a later owner also initialized later), which is what the sink's fence compares.
-The driver checks a winner with `is_current`: coord still shows its generation and its
-producer epoch as the newest.
+The token also carries the driver's run and the job version (coord.client.recipes.fence).
+
+A run is the driver's claim on the job: `start_run` takes the resource `run` in
+`spark/<job>` over (a generation above every earlier run's) and lets it go at once — the
+generation is what identifies the run, not a live lease. Every task of the run checks
+`check_run` before it claims a partition and the driver checks it before publishing, so
+once a newer run has started, an older one fails with RunFencedError naming it.
 """
 
 from __future__ import annotations
@@ -19,11 +24,11 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from coord.client import TLS, Client, OwnedByHigherGenerationError, ProducerFencedError, Session
-from coord.client.recipes.fence import Token
+from coord.client import TLS, Client, OwnedByHigherGenerationError, Session
+from coord.client.recipes.fence import RunFencedError, Token
 
-__all__ = ["Claim", "LostClaimError", "claim", "client_for", "group_of", "is_current",
-           "producer_key", "resource_of"]
+__all__ = ["Claim", "LostClaimError", "check_run", "claim", "client_for", "group_of",
+           "producer_key", "resource_of", "start_run"]
 
 CLAIM_TRIES = 8  # takeovers raced by another attempt before giving up
 
@@ -56,6 +61,9 @@ def producer_key(job: str, partition: int) -> str:
     return f"spark/{job}/{partition}"
 
 
+RUN = "run"  # the resource in group_of(job) whose generation numbers the job's runs
+
+
 class LostClaimError(RuntimeError):
     """Another attempt took the partition while this one was claiming it."""
 
@@ -68,44 +76,53 @@ class Claim:
     token: Token
 
 
-def claim(client: Client, job: str, partition: int,
-          ttl: float = 10.0) -> tuple[Session, Claim]:
-    """Take (job, partition) for a new attempt: a live session (the caller closes or
-    detaches it) and the attempt's token. LostClaimError if it is taken over while
-    claiming, or stays contested for CLAIM_TRIES rounds."""
+def _take_over(client: Client, session: Session, group: str, resource: str) -> int:
+    """Own `resource` in `session`, taking it over from any holder; the granted
+    generation. LostClaimError if it stays contested for CLAIM_TRIES rounds."""
+    for _ in range(CLAIM_TRIES):
+        held = client.get_owner(group, resource)
+        try:
+            result = session.own(group, {resource: max(held.generation, 1)})
+        except OwnedByHigherGenerationError:
+            continue  # someone else took it over meanwhile: look again
+        return next(g.generation for g in result.grants if g.resource == resource)
+    raise LostClaimError(f"{group}/{resource}: still contested after {CLAIM_TRIES} "
+                         f"takeovers")
+
+
+def start_run(client: Client, job: str) -> int:
+    """A new run of `job`: its generation, above every earlier run's (a run still going
+    is fenced by it)."""
+    session = client.session(name=f"spark {job} run")
+    try:
+        return _take_over(client, session, group_of(job), RUN)
+    finally:
+        session.close()  # the slot keeps its generation; the next run takes + 1
+
+
+def check_run(client: Client, job: str, run: int) -> None:
+    """RunFencedError if a newer run of `job` than `run` has started."""
+    newest = client.get_owner(group_of(job), RUN).generation
+    if newest != run:
+        raise RunFencedError(job, run, newest)
+
+
+def claim(client: Client, job: str, partition: int, ttl: float = 10.0, run: int = 0,
+          version: int = 0) -> tuple[Session, Claim]:
+    """Take (job, partition) for a new attempt of `run` writing `version`: a live
+    session (the caller closes or detaches it) and the attempt's token. LostClaimError if
+    it is taken over while claiming, or stays contested for CLAIM_TRIES rounds."""
     group, resource = group_of(job), resource_of(partition)
     session = client.session(name=f"spark {job} p{partition}", ttl=ttl)
     try:
-        for _ in range(CLAIM_TRIES):
-            held = client.get_owner(group, resource)
-            try:
-                result = session.own(group, {resource: max(held.generation, 1)})
-            except OwnedByHigherGenerationError:
-                continue  # someone else took it over meanwhile: look again
-            generation = next(g.generation for g in result.grants if g.resource == resource)
-            producer = client.init_producer(producer_key(job, partition))
-            now = client.get_owner(group, resource)
-            if now.session_id != session.id or now.generation != generation:
-                raise LostClaimError(f"{job!r} partition {partition}: taken over at "
-                                     f"generation {now.generation} while claiming")
-            token = Token(generation, producer.pid, producer.generation)
-            return session, Claim(job, partition, session.id, token)
-        raise LostClaimError(f"{job!r} partition {partition}: still contested after "
-                             f"{CLAIM_TRIES} takeovers")
+        generation = _take_over(client, session, group, resource)
+        producer = client.init_producer(producer_key(job, partition))
+        now = client.get_owner(group, resource)
+        if now.session_id != session.id or now.generation != generation:
+            raise LostClaimError(f"{job!r} partition {partition}: taken over at "
+                                 f"generation {now.generation} while claiming")
+        token = Token(generation, producer.pid, producer.generation, run, version)
+        return session, Claim(job, partition, session.id, token)
     except BaseException:
         session.close()
         raise
-
-
-def is_current(client: Client, job: str, partition: int, token: Token) -> bool:
-    """True iff coord still names this token the partition's latest attempt: nobody
-    claimed it since (same ownership generation, held by it or freed) and its producer
-    epoch is the newest."""
-    owner = client.get_owner(group_of(job), resource_of(partition))
-    if owner.generation != token.generation:
-        return False
-    try:
-        client.check_producer(producer_key(job, partition), token.pid, token.epoch)
-    except ProducerFencedError:
-        return False
-    return True

@@ -1,13 +1,20 @@
 """The `coord-fenced` PySpark data source (Spark 4's `pyspark.sql.datasource` API).
 
-Batch: `writer()` runs on the driver (checks the options, prepares the sink, and decides
-whether this job version is already published: then every task and the commit do
-nothing); `write()` runs once per task attempt on an executor (`write_partition`: claim
-the partition in coord, send each Arrow batch to the sink under the attempt's token with
-sequences 0, 1, ..., seal); `commit()` on the driver publishes the winners coord still
-names current and records the version; `abort()` discards and lets go.
-Streaming: the same per task; `commit(messages, batchId)` publishes with the micro-batch
-id as the version, so a micro-batch replayed after a restart publishes nothing twice.
+Batch: `writer()` runs on the driver: it checks the options, prepares the sink, decides
+whether the job version (option `version`, required) is already published — then every
+task and the commit do nothing — and otherwise starts a run (`attempt.start_run`), which
+fences every older run of the job. `write()` runs once per task attempt on an executor
+(`write_partition`: check the run, claim the partition in coord, send each Arrow batch
+to the sink under the attempt's token with sequences 0, 1, ..., seal; a later copy of a
+partition an attempt of this run has sealed writes nothing and names that attempt).
+`commit()` on the driver checks the run is still the newest, publishes the attempts
+Spark committed and records the version; `abort()` discards and lets go. A run that
+cannot publish its rows — fenced by a newer run, or a higher version published
+meanwhile — raises; it never reports success for rows it dropped.
+Streaming: the same per task, under the key `<job>.<query id>` with the micro-batch id
+as the version (Delta's txnAppId/txnVersion): a micro-batch replayed after a restart
+publishes nothing twice, and a reset checkpoint (a new query id) counts afresh instead
+of being taken for a replay.
 """
 
 from __future__ import annotations
@@ -29,26 +36,36 @@ from pyspark.sql.types import StructType
 
 from coord.client import CoordError
 from coord.client.recipes.fence import Token
-from coord.spark.attempt import LostClaimError, claim, client_for, is_current
+from coord.spark.attempt import check_run, claim, client_for, start_run
 from coord.spark.jobs import committed_version, record_version
 from coord.spark.options import FORMAT, WriteOptions, parse_options
 from coord.spark.reader import CommittedParquetReader, committed_schema
-from coord.spark.sinks import PublishError, SqliteSink, open_sink
+from coord.spark.sinks import PublishError, Sink, SqliteSink, open_sink
 
 __all__ = ["FencedDataSource", "PartitionResult", "prepare_sink", "publish", "write_partition"]
 
 log = logging.getLogger("coord.spark")
 
+VERSION_REQUIRED = (
+    "option version is required for a batch write: the job version this run publishes "
+    "(a date, a sequence number of its input). A version at or below the last one "
+    "published is a no-op, so a re-run never appends the same data twice; coord cannot "
+    "tell a re-run from new data without it")
+MAX_STREAM_JOB = 128 - 37  # stream_key adds '.' and the 36-character query id
+
 
 @dataclass(frozen=True)
 class PartitionResult(WriterCommitMessage):
-    """What a finished attempt tells the driver."""
+    """What a finished attempt tells the driver: the attempt to publish for its
+    partition (its own, or the earlier attempt that had sealed it) and the job key it
+    wrote under."""
 
     partition: int
-    session_id: int = 0
+    session_id: int = 0  # the attempt's session, 0 if it has none to end
     token: Token | None = None
     rows: int = 0
     skipped: bool = False  # the version was already published: nothing was written
+    key: str = ""
 
 
 def prepare_sink(opts: WriteOptions, schema: pa.Schema) -> None:
@@ -61,51 +78,56 @@ def prepare_sink(opts: WriteOptions, schema: pa.Schema) -> None:
         sink.close()
 
 
-def write_partition(opts: WriteOptions, partition: int,
-                    batches: Iterator[pa.RecordBatch]) -> PartitionResult:
-    """One task attempt's whole write, fenced (see the module docstring)."""
+def _write_plain(sink: Sink, partition: int,
+                 batches: Iterator[pa.RecordBatch]) -> PartitionResult:
+    rows = 0
+    for batch in batches:
+        if batch.num_rows:
+            sink.append_plain(batch)
+            rows += batch.num_rows
+    return PartitionResult(partition, rows=rows)
+
+
+def write_partition(opts: WriteOptions, partition: int, batches: Iterator[pa.RecordBatch],
+                    run: int = 0, version: int = 0, key: str = "") -> PartitionResult:
+    """One task attempt's whole write of `version` for `run`, fenced (see the module
+    docstring), under the job key `key` (default: the job)."""
     sink = open_sink(opts.sink)
     try:
         if not opts.fence:
-            rows = 0
-            for batch in batches:
-                if batch.num_rows:
-                    sink.append_plain(batch)
-                    rows += batch.num_rows
-            return PartitionResult(partition, rows=rows)
+            return _write_plain(sink, partition, batches)
+        key = key or opts.job
         client = client_for(opts.endpoints, opts.tls)
-        session, attempt = claim(client, opts.job, partition, opts.ttl)
+        check_run(client, opts.job, run)
+        session, attempt = claim(client, key, partition, opts.ttl, run, version)
         try:
-            sink.begin(opts.job, partition, attempt.token)
+            sealed = sink.begin(key, partition, attempt.token)
+            if sealed is not None:  # an earlier attempt of this run sealed it: it wins
+                session.close()
+                return PartitionResult(partition, 0, sealed.token, sealed.rows, key=key)
             seq, rows = 1, 0
             for batch in batches:
                 if batch.num_rows == 0:
                     continue
-                sink.append(opts.job, partition, attempt.token, seq, batch)
+                sink.append(key, partition, attempt.token, seq, batch)
                 seq += 1
                 rows += batch.num_rows
-            sink.seal(opts.job, partition, attempt.token, seq, rows)
-            # Spark commits the first attempt to finish: one that coord no longer names
-            # (a speculative copy took the partition over meanwhile) must fail here, or
-            # the driver would find it stale and publish nothing.
-            if not is_current(client, opts.job, partition, attempt.token):
-                raise LostClaimError(f"{opts.job!r} partition {partition}: taken over "
-                                     f"by a later attempt before this one finished")
+            sink.seal(key, partition, attempt.token, seq, rows)
         except BaseException:
             session.close()
             raise
         # Keep the claim until the driver publishes (it closes the session) or the TTL.
         session.detach()
-        return PartitionResult(partition, attempt.session_id, attempt.token, rows)
+        return PartitionResult(partition, attempt.session_id, attempt.token, rows, key=key)
     finally:
         sink.close()
 
 
-def _partition() -> int:
+def _context() -> TaskContext:
     context = TaskContext.get()
     if context is None:
         raise RuntimeError("coord-fenced: write() must run inside a Spark task")
-    return context.partitionId()
+    return context
 
 
 def _results(messages: list[WriterCommitMessage | None]) -> list[PartitionResult]:
@@ -124,75 +146,111 @@ def _let_go(opts: WriteOptions, results: list[PartitionResult]) -> None:
                 pass
 
 
-def publish(opts: WriteOptions, version: int, results: list[PartitionResult]) -> bool:
-    """The driver's commit: every winner must still be coord's current attempt, then the
-    sink publishes them and records `version` atomically, then coord records it.
-    False if the version was already published (nothing changes)."""
+def publish(opts: WriteOptions, key: str, run: int, version: int,
+            results: list[PartitionResult]) -> int | None:
+    """The driver's commit: `run` must still be the job's newest run (RunFencedError
+    names the newer one), then the sink publishes the attempts Spark committed and
+    records `version` under `key` atomically, then coord records it. None if published;
+    else the version the sink had already recorded (nothing changed)."""
     client = client_for(opts.endpoints, opts.tls)
+    check_run(client, opts.job, run)
     winners: dict[int, tuple[Token, int]] = {}
     for r in results:
         assert r.token is not None
-        if not is_current(client, opts.job, r.partition, r.token):
-            raise PublishError(f"{opts.job!r} partition {r.partition}: attempt {r.token} is "
-                               f"no longer coord's current attempt; publishing nothing")
         winners[r.partition] = (r.token, r.rows)
     sink = open_sink(opts.sink)
     try:
-        published = sink.publish(opts.job, version, winners)
+        done = None if sink.publish(key, version, winners) else sink.committed_version(key)
     finally:
         sink.close()
-    record_version(client, opts.job, version)
+    record_version(client, key, version if done is None else done)
     _let_go(opts, results)
-    return published
+    return done
 
 
-def _discard(opts: WriteOptions, results: list[PartitionResult]) -> None:
+def _discard(opts: WriteOptions, key: str, results: list[PartitionResult]) -> None:
     sink = open_sink(opts.sink)
     try:
-        sink.discard(opts.job, {r.partition: r.token for r in results if r.token})
+        sink.discard(key, {r.partition: r.token for r in results if r.token})
     finally:
         sink.close()
     _let_go(opts, results)
 
 
 class FencedBatchWriter(DataSourceArrowWriter):
-    def __init__(self, opts: WriteOptions, version: int, skip: bool) -> None:
+    def __init__(self, opts: WriteOptions, version: int, skip: bool, run: int = 0) -> None:
         self.opts = opts
         self.version = version
         self.skip = skip
+        self.run = run
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> PartitionResult:
+        partition = _context().partitionId()
         if self.skip:
-            return PartitionResult(_partition(), skipped=True)
-        return write_partition(self.opts, _partition(), iterator)
+            return PartitionResult(partition, skipped=True)
+        return write_partition(self.opts, partition, iterator, self.run, self.version)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         if self.skip or not self.opts.fence:
             return
-        if not publish(self.opts, self.version, _results(messages)):
-            log.warning("coord-fenced: %s version %d was published meanwhile; nothing more",
-                        self.opts.job, self.version)
+        done = publish(self.opts, self.opts.job, self.run, self.version, _results(messages))
+        if done is None:
+            return
+        if done != self.version:  # a higher version came first: these rows would be lost
+            raise PublishError(f"{self.opts.job!r} version {self.version} was not "
+                               f"published: version {done} was published meanwhile")
+        log.warning("coord-fenced: %s version %d was published meanwhile by another run "
+                    "of it; nothing more", self.opts.job, self.version)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         if self.opts.fence and not self.skip:
-            _discard(self.opts, _results(messages))
+            _discard(self.opts, self.opts.job, _results(messages))
+
+
+QUERY_ID = "sql.streaming.queryId"  # Spark's local properties in a micro-batch's tasks
+BATCH_ID = "streaming.sql.batchId"
+
+
+def stream_key(job: str, query_id: str) -> str:
+    """The job key of a streaming query's output: versions (micro-batch ids) are counted
+    per query, as Delta's txnAppId is the query id, so a new checkpoint (a new query id)
+    or another query under the same job name starts its own count."""
+    return f"{job}.{query_id}"
 
 
 class FencedStreamWriter(DataSourceStreamArrowWriter):
-    def __init__(self, opts: WriteOptions) -> None:
+    def __init__(self, opts: WriteOptions, run: int) -> None:
         self.opts = opts
+        self.run = run
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> PartitionResult:
-        return write_partition(self.opts, _partition(), iterator)
+        context = _context()
+        if not self.opts.fence:
+            return write_partition(self.opts, context.partitionId(), iterator)
+        query, batch = context.getLocalProperty(QUERY_ID), context.getLocalProperty(BATCH_ID)
+        if not query or batch is None:
+            raise RuntimeError(f"coord-fenced: a streaming task without Spark's {QUERY_ID} "
+                               f"and {BATCH_ID}")
+        return write_partition(self.opts, context.partitionId(), iterator, self.run,
+                               int(batch), stream_key(self.opts.job, query))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        if self.opts.fence and not publish(self.opts, batchId, _results(messages)):
-            log.warning("coord-fenced: %s micro-batch %d was already published (a replay "
-                        "after restart); nothing more", self.opts.job, batchId)
+        results = _results(messages)
+        if not self.opts.fence or not results:
+            return
+        keys = {r.key for r in results}
+        if len(keys) != 1:
+            raise PublishError(f"{self.opts.job!r} micro-batch {batchId}: attempts of "
+                               f"several queries {sorted(keys)}; publishing nothing")
+        done = publish(self.opts, keys.pop(), self.run, batchId, results)
+        if done is not None:
+            log.info("coord-fenced: %s micro-batch %d was already published (a replay "
+                     "after restart); nothing more", self.opts.job, batchId)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        if self.opts.fence:
-            _discard(self.opts, _results(messages))
+        results = _results(messages)
+        if self.opts.fence and results:
+            _discard(self.opts, results[0].key, results)
 
 
 class FencedDataSource(DataSource):
@@ -215,6 +273,8 @@ class FencedDataSource(DataSource):
         opts = self._opts(schema)
         if not opts.fence:
             return FencedBatchWriter(opts, 0, skip=False)
+        if opts.version is None:
+            raise ValueError(VERSION_REQUIRED)
         client = client_for(opts.endpoints, opts.tls)
         in_coord = committed_version(client, opts.job)
         sink = open_sink(opts.sink)
@@ -225,20 +285,25 @@ class FencedDataSource(DataSource):
         if in_sink is not None and (in_coord is None or in_sink > in_coord):
             record_version(client, opts.job, in_sink)  # a driver died between the two
         done = max(v for v in (in_coord, in_sink, -1) if v is not None)
-        if opts.version is None:
-            return FencedBatchWriter(opts, done + 1, skip=False)
         if opts.version <= done:
             log.warning("coord-fenced: %s version %d is already published (last: %d); "
                         "this run writes nothing", opts.job, opts.version, done)
             return FencedBatchWriter(opts, opts.version, skip=True)
-        return FencedBatchWriter(opts, opts.version, skip=False)
+        return FencedBatchWriter(opts, opts.version, skip=False,
+                                 run=start_run(client, opts.job))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> FencedStreamWriter:
         opts = self._opts(schema)
         if opts.version is not None:
             raise ValueError("option version does not apply to streaming: the micro-batch "
                              "id is the version")
-        return FencedStreamWriter(opts)
+        if not opts.fence:
+            return FencedStreamWriter(opts, 0)
+        if len(opts.job) > MAX_STREAM_JOB:
+            raise ValueError(f"option job: at most {MAX_STREAM_JOB} characters for a "
+                             f"streaming query (its output key adds the query id)")
+        return FencedStreamWriter(opts, start_run(client_for(opts.endpoints, opts.tls),
+                                                  opts.job))
 
     def schema(self) -> StructType:
         return committed_schema(self.options)

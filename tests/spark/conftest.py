@@ -14,7 +14,7 @@ from coord.testing import LocalCluster
 @pytest.fixture(scope="session")
 def spark(spark_session) -> Iterator[object]:
     """The run's SparkSession (tests/conftest.py) with coord-fenced and the tests'
-    faulty source registered."""
+    faulty and held sources registered."""
     from pyspark import cloudpickle
 
     from coord.spark import register
@@ -23,6 +23,7 @@ def spark(spark_session) -> Iterator[object]:
     register(spark_session)
     cloudpickle.register_pickle_by_value(faults)  # workers need not import tests/
     spark_session.dataSource.register(faults.FaultySource)
+    spark_session.dataSource.register(faults.HeldSource)
     yield spark_session
 
 

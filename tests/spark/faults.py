@@ -10,8 +10,12 @@ handshake through marker files rather than by timing: attempt 0 stores half its 
 and says so; the speculative copy waits for that before it claims the partition, stores
 its first batch and says so; only then does attempt 0 send the rest. However slow either
 attempt starts, the straggler's first half is stored before the takeover and its next
-write comes after it. A wait that times out fails the task and leaves its reason in
-the markers directory.
+write comes after it. With option `straggle=sealed` the straggler instead seals the
+partition and says so; the copy starts only then, and the straggler returns only after
+the copy has either finished (it found the partition sealed) or stored its first batch.
+A wait that times out fails the task and leaves its reason in the markers directory.
+`HeldSource` holds every task before it writes until the test releases it: a run
+planned, then overtaken by a newer run of the same job.
 The test registers this module to be pickled by value, so Spark's workers need not
 import the test tree.
 """
@@ -45,7 +49,7 @@ def fail_midway(batches: Iterator[pa.RecordBatch], after_rows: int) -> Iterator[
 
 class FaultyWriter(FencedBatchWriter):
     def __init__(self, base: FencedBatchWriter, partition: int, after_rows: int) -> None:
-        super().__init__(base.opts, base.version, base.skip)
+        super().__init__(base.opts, base.version, base.skip, base.run)
         self.fail_partition = partition
         self.after_rows = after_rows
 
@@ -71,6 +75,10 @@ class FaultySource(FencedDataSource):
 HANDSHAKE_WAIT_S = 90  # the longest either attempt waits for the other's step
 HALF_STORED = "straggler-half-stored"  # marker files in the `markers` directory
 COPY_STORED = "copy-first-stored"
+SEALED = "straggler-sealed"
+STRAGGLER_DONE = "straggler-done"
+HELD = "held"
+RELEASED = "released"
 TIMED_OUT = "timed-out"
 
 
@@ -115,17 +123,44 @@ def announce_first(batches: Iterator[pa.RecordBatch], markers: Path) -> Iterator
     yield from batches
 
 
+def announce_then_wait(batches: Iterator[pa.RecordBatch],
+                       markers: Path) -> Iterator[pa.RecordBatch]:
+    """A copy that took over a sealed partition (no first-committer rule): say its first
+    batch is stored, then write the rest only once the straggler has returned."""
+    first = next(batches, None)
+    if first is not None:
+        yield first
+    (markers / COPY_STORED).touch()
+    await_marker(markers, STRAGGLER_DONE)
+    yield from batches
+
+
 class SlowFirstWriter(FencedBatchWriter):
     def __init__(self, base: FencedBatchWriter, partition: int, after_rows: int,
-                 markers: Path) -> None:
-        super().__init__(base.opts, base.version, base.skip)
+                 markers: Path, sealed: bool) -> None:
+        super().__init__(base.opts, base.version, base.skip, base.run)
         self.slow_partition = partition
         self.after_rows = after_rows
         self.markers = markers
+        self.sealed = sealed
+
+    def _write_sealed(self, attempt: int, iterator: Iterator[pa.RecordBatch]) -> PartitionResult:
+        if attempt == 0:
+            result = super().write(iterator)
+            (self.markers / SEALED).touch()
+            await_marker(self.markers, COPY_STORED)
+            (self.markers / STRAGGLER_DONE).touch()
+            return result
+        await_marker(self.markers, SEALED)
+        result = super().write(announce_then_wait(iterator, self.markers))
+        (self.markers / COPY_STORED).touch()
+        return result
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> PartitionResult:
         context = TaskContext.get()
         assert context is not None
+        if context.partitionId() == self.slow_partition and self.sealed:
+            return self._write_sealed(context.attemptNumber(), iterator)
         if context.partitionId() == self.slow_partition:
             if context.attemptNumber() == 0:
                 iterator = straggle(iterator, self.after_rows, self.markers)
@@ -146,7 +181,28 @@ class SlowFirstSource(FencedDataSource):
         base = super().writer(schema, overwrite)
         return SlowFirstWriter(base, int(self.options["slow_partition"]),
                                int(self.options["slow_after_rows"]),
-                               Path(self.options["markers"]))
+                               Path(self.options["markers"]),
+                               self.options.get("straggle") == "sealed")
+
+
+class HeldWriter(FencedBatchWriter):
+    def __init__(self, base: FencedBatchWriter, markers: Path) -> None:
+        super().__init__(base.opts, base.version, base.skip, base.run)
+        self.markers = markers
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> PartitionResult:
+        (self.markers / HELD).touch()
+        await_marker(self.markers, RELEASED)
+        return super().write(iterator)
+
+
+class HeldSource(FencedDataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "coord-fenced-held"
+
+    def writer(self, schema, overwrite):  # type: ignore[no-untyped-def]
+        return HeldWriter(super().writer(schema, overwrite), Path(self.options["markers"]))
 
 
 def _batches(lo: int, hi: int, size: int, paused: Path) -> Iterator[pa.RecordBatch]:
@@ -162,15 +218,18 @@ def _batches(lo: int, hi: int, size: int, paused: Path) -> Iterator[pa.RecordBat
 
 def zombie_main(argv: list[str]) -> int:
     """argv: options-json partition lo hi batch-size paused-file. Prints a JSON line."""
+    from coord.spark.attempt import client_for, start_run
     from coord.spark.datasource import prepare_sink, write_partition
 
     options, partition, lo, hi, size, paused = argv
     opts = parse_options(json.loads(options))
     prepare_sink(opts, pa.schema([("id", pa.int64()), ("s", pa.string())]))
+    # its own run, as its driver would have started: the Spark job's run comes after
+    run = start_run(client_for(opts.endpoints, opts.tls), opts.job) if opts.fence else 0
     result: dict[str, object] = {}
     try:
         r = write_partition(opts, int(partition), _batches(int(lo), int(hi), int(size),
-                                                           Path(paused)))
+                                                           Path(paused)), run)
         result = {"rows": r.rows}
     except FencedWriteError as e:
         result = {"refused": str(e.verdict), "sequence": e.sequence}

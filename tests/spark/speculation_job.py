@@ -1,8 +1,9 @@
 """The driver of tests/spark/test_speculation.py, run in a process of its own (one
-SparkContext per process, and the suite's is local): the same write twice on a
-standalone Spark cluster with speculation on — fenced, then plain — with partition 1's
-first attempt a straggler (tests/spark/faults.py SlowFirstSource; its marker files in
-WORKDIR/on and WORKDIR/off). Prints one JSON line.
+SparkContext per process, and the suite's is local): the same write three times on a
+standalone Spark cluster with speculation on — fenced, plain, and fenced with the
+straggler sealing before the copy starts — with partition 1's first attempt a straggler
+(tests/spark/faults.py SlowFirstSource; its marker files in WORKDIR/<run>). Prints one
+JSON line.
 
     python -m tests.spark.speculation_job MASTER ENDPOINTS WORKDIR
 """
@@ -15,6 +16,7 @@ import sys
 from pathlib import Path
 
 ROWS, PARTS = 4000, 2
+RUNS = (("on", "on", "half"), ("off", "off", "half"), ("sealed", "on", "sealed"))
 
 
 def main(argv: list[str]) -> int:
@@ -48,23 +50,26 @@ def main(argv: list[str]) -> int:
     spark.dataSource.register(faults.SlowFirstSource)
     df = spark.range(0, ROWS, numPartitions=PARTS).selectExpr("id", "cast(id as string) as s")
     out: dict[str, object] = {}
-    for fence in ("on", "off"):
-        db, markers = work / f"{fence}.db", work / fence
+    for run, fence, straggle in RUNS:
+        db, markers = work / f"{run}.db", work / run
         markers.mkdir()
         (df.write.format("coord-fenced-slow-first").mode("append")
-         .option("endpoints", endpoints).option("job", f"speculation-{fence}")
+         .option("endpoints", endpoints).option("job", f"speculation-{run}")
          .option("sink", "sqlite").option("path", str(db)).option("table", "out")
-         .option("fence", fence).option("slow_partition", "1")
-         .option("slow_after_rows", str(ROWS // PARTS // 2))
+         .option("fence", fence).option("version", "1").option("slow_partition", "1")
+         .option("slow_after_rows", str(ROWS // PARTS // 2)).option("straggle", straggle)
          .option("markers", str(markers)).save())
         sink = SqliteSink(str(db), "out")
         table = sink.read()
         ids = sorted(table.column("id").to_pylist()) if table.num_rows else []
-        out[fence] = {"rows": len(ids), "unique": len(set(ids)),
-                      "all": ids == list(range(ROWS)),
-                      "refusals": [[r.partition, r.sequence, str(r.verdict)]
-                                   for r in sink.refusals(f"speculation-{fence}")],
-                      "second_attempt": (markers / faults.COPY_STORED).exists()}
+        out[run] = {"rows": len(ids), "unique": len(set(ids)),
+                    "all": ids == list(range(ROWS)),
+                    "refusals": [[r.partition, r.sequence, str(r.verdict)]
+                                 for r in sink.refusals(f"speculation-{run}")],
+                    "second_attempt": (markers / faults.COPY_STORED).exists(),
+                    "published_epochs": dict(sink._db.execute(
+                        "SELECT partition, epoch FROM out__attempts WHERE "
+                        "published_version = 1").fetchall()) if fence == "on" else {}}
         sink.close()
     spark.stop()
     print(json.dumps(out), flush=True)

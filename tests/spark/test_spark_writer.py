@@ -1,7 +1,8 @@
 """The coord-fenced writer under real Spark (local[2]) against a real 3-member coord
 cluster: a task killed mid-write, a zombie attempt woken after its replacement committed,
-whole-job re-runs, coord's leader killed mid-job, a restarted streaming query, and a job
-over TLS (a member that requires client certificates). Each
+whole-job re-runs, two overlapping runs of one job, coord's leader killed mid-job, a
+restarted streaming query and one whose checkpoint was reset, and a job over TLS (a
+member that requires client certificates). Each
 fault is also run against the plain (unfenced) write to the same sink, and both counts
 are printed: what the fence prevents, measured in the same run."""
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -19,8 +21,10 @@ from pathlib import Path
 import pytest
 
 from coord.client import Client
+from coord.spark.attempt import RUN, group_of
 from coord.spark.jobs import committed_version, version_key
 from coord.spark.sinks import ParquetDirSink, SqliteSink
+from tests.spark.faults import HELD, RELEASED
 
 pytestmark = [pytest.mark.spark, pytest.mark.cluster]
 
@@ -143,6 +147,50 @@ def test_rerunning_a_published_version_is_a_no_op(spark, coord3, tmp_path):
                path=str(tmp_path / "out")).save()
         assert ids(sink) == sorted(list(range(4000)) * 2)
     assert sink.committed_version("rerun") == 8
+    # without a version coord could not tell this re-run from new data: refused
+    with pytest.raises(Exception, match="option version is required"):
+        fenced(df, coord3, "rerun", sink="parquet", path=str(tmp_path / "out")).save()
+    assert ids(sink) == sorted(list(range(4000)) * 2)
+
+
+def test_an_older_run_overtaken_by_a_newer_one_fails_naming_it(spark, coord3, tmp_path):
+    """Run A is planned (its run started) and its task held before it writes; run B of
+    the same job and version starts, writes and publishes; A is released. A must fail
+    naming B, not report success: B's rows are published once."""
+    db, markers = str(tmp_path / "f.db"), tmp_path / "markers"
+    markers.mkdir()
+    older = fenced(frame(spark, 2000, 1), coord3, "overlap", format="coord-fenced-held",
+                   version="1", sink="sqlite", path=db, table="out", markers=str(markers))
+    failure: list[str] = []
+
+    def run_older() -> None:
+        # Spark looks a Python data source up in the calling JVM thread's session
+        type(spark)._get_j_spark_session_class(spark._jvm).setActiveSession(
+            spark._jsparkSession)
+        try:
+            older.save()
+        except Exception as e:  # reported by the test below
+            failure.append(str(e))
+
+    thread = threading.Thread(target=run_older)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 120
+        while not (markers / HELD).exists():
+            assert thread.is_alive(), f"the older run ended before it was held: {failure}"
+            assert time.monotonic() < deadline, "the older run's task was never held"
+            time.sleep(0.05)
+        fenced(frame(spark, 2000, 2), coord3, "overlap", version="1", sink="sqlite",
+               path=db, table="out").save()
+    finally:
+        (markers / RELEASED).touch()
+        thread.join(240)
+    assert not thread.is_alive()
+    with Client(coord3.endpoints) as client:
+        newer = client.get_owner(group_of("overlap"), RUN).generation
+    assert failure, "the older run reported success"
+    assert f"run {newer - 1} was superseded by the newer run {newer}" in failure[0]
+    assert ids(SqliteSink(db, "out")) == list(range(2000))
 
 
 def test_streaming_restart_neither_drops_nor_repeats_a_batch(spark, coord3, tmp_path):
@@ -188,6 +236,39 @@ def test_streaming_restart_neither_drops_nor_repeats_a_batch(spark, coord3, tmp_
         range(twice[0], twice[0] + 100))
 
 
+def test_a_reset_checkpoint_under_the_same_job_name_drops_no_batch(spark, coord3, tmp_path):
+    """A query writes micro-batches 0 and 1; its checkpoint is deleted and the query
+    started again under the same job name with one more file: the new query (a new query
+    id) reads all three files as its batches 0, 1 and 2 and publishes each — a reset
+    checkpoint reprocesses its input, as with any sink — instead of taking batches 0 and
+    1 for replays of the old query's and dropping them."""
+    source, ck, db = tmp_path / "in", tmp_path / "ck", str(tmp_path / "f.db")
+    source.mkdir()
+
+    def add_file(i: int) -> None:
+        tmp = tmp_path / f".{i}.json"
+        tmp.write_text("".join(json.dumps({"id": i * 100 + k, "s": f"f{i}"}) + "\n"
+                               for k in range(100)))
+        tmp.rename(source / f"{i}.json")
+
+    def run() -> None:
+        q = (spark.readStream.schema("id long, s string").option("maxFilesPerTrigger", 1)
+             .json(str(source)).writeStream.format("coord-fenced")
+             .option("endpoints", ",".join(coord3.endpoints)).option("job", "stream-reset")
+             .option("sink", "sqlite").option("path", db).option("table", "out")
+             .option("checkpointLocation", str(ck)).trigger(availableNow=True).start())
+        assert q.awaitTermination(120)
+        assert q.exception() is None
+
+    for i in range(2):
+        add_file(i)
+    run()
+    shutil.rmtree(ck)
+    add_file(2)
+    run()
+    assert ids(SqliteSink(db, "out")) == sorted(list(range(200)) * 2 + list(range(200, 300)))
+
+
 def test_a_job_over_tls_takes_the_cacert_cert_and_key_options(spark, tls_member, tmp_path):
     """Against a member that requires client certificates: the options reach the
     driver's client and each executor's, and the version is published; without the CA
@@ -200,7 +281,7 @@ def test_a_job_over_tls_takes_the_cacert_cert_and_key_options(spark, tls_member,
     with Client(tls_member.endpoints, tls=tls) as client:
         assert committed_version(client, "tls") == 1
     with pytest.raises(Exception, match="CERTIFICATE_VERIFY_FAILED"):
-        fenced(df, tls_member, "tls-no-ca", sink="sqlite", path=str(tmp_path / "n.db"),
+        fenced(df, tls_member, "tls-no-ca", version="1", sink="sqlite", path=str(tmp_path / "n.db"),
                table="out", cert=tls.cert, key=tls.key).save()
     assert ids(SqliteSink(str(tmp_path / "n.db"), "out")) == []
 

@@ -6,7 +6,10 @@ straggler has stored half its rows before the copy claims, and writes again afte
 copy's first batch, however loaded the machine). Fenced: the copy takes the partition
 over, the straggler's next write is refused by the sink, the output is exactly once. The
 plain write beside it shows what speculation does without the fence: the straggler's
-rows stay."""
+rows stay. A third write has the straggler seal its partition before the copy starts:
+first committer wins, the copy writes nothing, the job succeeds with the straggler's
+rows (where a copy that took over would leave the driver a straggler it cannot
+publish)."""
 
 from __future__ import annotations
 
@@ -94,9 +97,9 @@ def test_a_speculative_copy_fences_the_straggler_and_the_output_is_exactly_once(
         [sys.executable, "-m", "tests.spark.speculation_job", standalone,
          ",".join(etcd_cluster3.endpoints), str(tmp_path)],
         cwd=ROOT, capture_output=True, text=True, timeout=280)
-    for fence in ("on", "off"):
-        timed_out = tmp_path / fence / TIMED_OUT
-        assert not timed_out.exists(), f"fence {fence}: {timed_out.read_text()}"
+    for run in ("on", "off", "sealed"):
+        timed_out = tmp_path / run / TIMED_OUT
+        assert not timed_out.exists(), f"{run}: {timed_out.read_text()}"
     assert proc.returncode == 0, proc.stderr[-4000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     fenced, plain = out["on"], out["off"]
@@ -109,3 +112,9 @@ def test_a_speculative_copy_fences_the_straggler_and_the_output_is_exactly_once(
     assert fenced["refusals"] and {r[0] for r in fenced["refusals"]} == {1}
     assert all(r[2].startswith("FENCED") for r in fenced["refusals"]), fenced["refusals"]
     assert plain["unique"] == 4000 and plain["rows"] > 4000  # the straggler's rows stay
+    sealed = out["sealed"]
+    print(f"speculation after the straggler sealed: {sealed['rows']} rows, published "
+          f"attempts (partition: producer epoch) {sealed['published_epochs']}")
+    assert sealed["second_attempt"] and sealed["all"] and sealed["rows"] == 4000
+    assert sealed["refusals"] == []
+    assert sealed["published_epochs"] == {"0": 0, "1": 0}  # the straggler's own rows
