@@ -8,12 +8,14 @@
        .option("sink", "sqlite").option("path", "/data/out.db").option("table", "orders")
        .mode("append").save())
 
-Each task attempt claims (job, partition) in coord (`attempt`), writes its batches to a
-sink that judges every write against a fence row (`fence`, `sinks`), and the driver
-publishes only the attempts coord still names as current, recording the job version so a
-re-run of it is a no-op (`jobs`). `datasource` is the Spark side: the batch writer and
-the Structured Streaming writer (micro-batch id = version); `reader` reads a Parquet
-sink's committed rows back (`spark.read.format("coord-fenced")`).
+The driver starts a run of the job in coord, which fences every older run; each task
+attempt of it claims (job, partition) in coord (`attempt`) and writes its batches to a
+sink that judges every write against a fence row (`fence`, `sinks`) — the first attempt
+to seal a partition wins, later copies write nothing — and the driver publishes the
+attempts Spark committed, recording the job version (required) so a re-run of it is a
+no-op (`jobs`). `datasource` is the Spark side: the batch writer and the Structured
+Streaming writer (key `<job>.<query id>`, micro-batch id = version); `reader` reads a
+Parquet sink's committed rows back (`spark.read.format("coord-fenced")`).
 """
 
 from __future__ import annotations
