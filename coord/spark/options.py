@@ -25,7 +25,7 @@ _JOB = re.compile(r"^[A-Za-z0-9_.\-]{1,128}$")
 class WriteOptions:
     endpoints: tuple[str, ...]
     job: str
-    version: int | None  # None: the next version after the last published one
+    version: int | None  # None: refused for a fenced batch write; streaming: batch ids
     ttl: float  # session TTL of each task attempt, seconds
     fence: bool  # False: the plain, unfenced baseline (tests and benchmarks)
     sink: dict[str, str] = field(default_factory=dict)
