@@ -14,11 +14,21 @@ commands add their typed resources:
     reads the transactional id;
   - opening a session writes its name; closing one through the native API writes the
     session's name (so revoking another's session needs a grant on its name), besides
-    the keys attached to it, as an etcd lease revoke needs;
+    the keys attached to it, as an etcd lease revoke needs. Using a session — its
+    keepalives and its event stream — needs the same (`session_use`): the model records
+    no opener, a session's name is what a user is granted, so "the session's own user"
+    is whoever may write its name. A member-local session (opened on a read-only
+    member, which proposes nothing) is checked by that member when opened and closed;
   - the administrative operations write `admin` keys (`ADMIN_OPS`): compaction through
     the native API and the PID capacity are commands and are checked here; membership
     and leader transfer change no state this machine holds and are checked by the member
-    that takes them, after a read barrier.
+    that takes them, after a read barrier;
+  - the Admin service's inspection reads — ListSessions, ListProducers and the
+    console's table streams (WatchOwnership, WatchSessions, WatchProducers) — read the
+    `admin` key `inspect` (`INSPECTION`): each shows a whole table (every session with
+    the groups and keys it holds, every producer), which no grant on single names
+    covers, so it is one permission of its own. Member status (Status, WatchStatus)
+    needs none, as etcd's Status.
 
 Writes are checked where they apply, so a permission revoked before a command commits
 holds; reads by the member that serves them, after their read barrier. A command made as
@@ -37,6 +47,7 @@ from coord.sm.auth_checks import key_checks, permitted
 from coord.sm.sessions import SessionTable
 
 ADMIN_OPS = ("membership", "transfer", "compact", "pid-capacity")
+INSPECT = "inspect"
 """The `admin` keys: add/remove members, transfer leadership, compact (native API), set
 the PID capacity. Defragmenting (etcd's Maintenance service) needs the root role, as in
 etcd, and so does a raw proposal of a command apply does not check."""
@@ -62,6 +73,15 @@ def resource(kind: str, name: object, write: bool) -> Iterator[Need]:
     command is refused as invalid when it applies)."""
     if type(name) is str:
         yield Need(kind, name.encode("utf-8", "surrogatepass"), b"", write)
+
+
+INSPECTION = Need(ADMIN, INSPECT.encode(), b"", False)
+"""What the Admin service's inspection reads need (see the module doc)."""
+
+
+def session_use(name: str) -> Need:
+    """What a session's keepalives and its event stream need: what opening it needed."""
+    return next(resource(SESSION, name, True))
 
 
 def needs(cmd: object, sessions: SessionTable) -> Iterator[Need]:
@@ -95,12 +115,16 @@ def needs(cmd: object, sessions: SessionTable) -> Iterator[Need]:
         yield Need(KV, cmd.key, cmd.range_end, False)
 
 
+def holds(auth: AuthStore, user: str, need: Need) -> bool:
+    """Whether `user` has `need` (always, while auth is off)."""
+    return permitted(auth, user, need.key, need.range_end, need.write, need.kind)
+
+
 def lacking(auth: AuthStore, sessions: SessionTable, user: str, cmd: object) -> Need | None:
     """The first access `cmd` needs that `user` lacks (None: none, or auth is off)."""
     if not auth.enabled:
         return None
-    return next((n for n in needs(cmd, sessions)
-                 if not permitted(auth, user, n.key, n.range_end, n.write, n.kind)), None)
+    return next((n for n in needs(cmd, sessions) if not holds(auth, user, n)), None)
 
 
 def denial_message(user: str, need: Need) -> str:

@@ -3,7 +3,10 @@
 While auth is on, membership changes and leader transfer need their `admin` permission
 (`coord.sm.access.ADMIN_OPS`), checked here after a read barrier (they change nothing the
 state machine holds). A raw proposal is made as the caller: a command apply checks
-(`coord.sm.machine.CHECKED`) is checked there like any; any other needs the root role."""
+(`coord.sm.machine.CHECKED`) is checked there like any; any other needs the root role.
+The inspection reads (ListSessions, ListProducers, the table streams) need READ on the
+`admin` key `inspect` (`coord.sm.access.INSPECTION`), checked on the member's applied
+state without a barrier, so a console still inspects a read-only member."""
 
 from __future__ import annotations
 
@@ -28,9 +31,8 @@ from coord.server.requests.local_sessions import LocalSessions
 from coord.server.upkeep.mode import ModeMonitor
 from coord.server.upkeep.session_tracker import SessionTracker
 from coord.sm import commands as c
-from coord.sm.access import Need, resource
+from coord.sm.access import INSPECTION, Need, holds, resource
 from coord.sm.auth import ADMIN
-from coord.sm.auth_checks import permitted
 from coord.sm.machine import CHECKED, CoordMachine
 from coord.v1 import admin_pb2, admin_pb2_grpc
 from coord.wire import ApiError
@@ -139,14 +141,16 @@ class AdminService(admin_pb2_grpc.AdminServicer):
             await abort_node_error(context, e)
         return admin_pb2.ReadIndexResponse(index=index)
 
-    async def _caller(self, context) -> str | None:
-        """The caller's user once this member has caught up; None while auth is off."""
+    async def _caller(self, context, catch_up: bool = True) -> str | None:
+        """The caller's user once this member has caught up (`catch_up`; else as this
+        member knows users now); None while auth is off."""
         callers = self.callers
         if callers is None or not callers.auth.enabled:
             return None
         timeout = call_timeout(context)
         try:
-            await callers.barrier(timeout)
+            if catch_up:
+                await callers.barrier(timeout)
             return await callers.user(context, timeout)
         except NodeError as e:
             await abort_node_error(context, e)
@@ -154,11 +158,10 @@ class AdminService(admin_pb2_grpc.AdminServicer):
             await e.abort(context)
         raise AssertionError("abort raises")
 
-    async def _allowed(self, context, need: Need) -> None:
+    async def _allowed(self, context, need: Need, catch_up: bool = True) -> None:
         """Refuse a caller without `need` (nothing while auth is off)."""
-        user = await self._caller(context)
-        if user is not None and not permitted(self.callers.auth, user, need.key,
-                                              need.range_end, need.write, need.kind):
+        user = await self._caller(context, catch_up)
+        if user is not None and not holds(self.callers.auth, user, need):
             await denied(user, need).abort(context)
 
     async def _proposed_as_caller(self, context, data: bytes) -> bytes:
@@ -271,6 +274,8 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         return machine, self.hub
 
     async def _coord_machine(self, context) -> CoordMachine:
+        """The machine the inspection reads show, to a caller allowed to inspect."""
+        await self._allowed(context, INSPECTION, catch_up=False)
         if not isinstance(self.machine, CoordMachine):
             await abort(context, grpc.StatusCode.UNIMPLEMENTED, "NOT_SUPPORTED",
                         "this member does not replicate coord's state machine")

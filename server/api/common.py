@@ -26,7 +26,7 @@ import grpc
 from coord.server.node.errors import NodeError
 from coord.server.requests.coordinator import Coordinator, call_timeout
 from coord.server.upkeep.mode import Refused
-from coord.sm.access import Need, denial_message, lacking
+from coord.sm.access import Need, denial_message, holds, lacking
 from coord.sm.errors import PERMISSION_DENIED
 from coord.wire import ApiError, result_code
 
@@ -114,6 +114,16 @@ async def check_read(coord: Coordinator, caller: Caller, cmd: Any) -> None:
         user = await caller.user(coord)
         need = lacking(coord.machine.auth, coord.machine.sessions, user, cmd)
         if need is not None:
+            raise denied(user, need)
+
+
+async def require(coord: Coordinator, caller: Caller, need: Need) -> None:
+    """Refuse the caller what needs `need` while auth is on: what a member serves on its
+    own (an inspection read, a session's keepalives and events, a member-local
+    session), with no command that apply would check."""
+    if coord.machine.auth.enabled:
+        user = await caller.user(coord)
+        if not holds(coord.machine.auth, user, need):
             raise denied(user, need)
 
 

@@ -1,7 +1,12 @@
 """The Sessions service: open/close, keepalive (to the leader, never replicated) and
 each session's event stream. On a read-only member, a client that accepts read-only
 service gets a member-local session instead (server/requests/local_sessions.py): this
-member opens, renews and closes it, and its stream says what became of it."""
+member opens, renews and closes it, and its stream says what became of it.
+
+While auth is on, using a session (its keepalives, its event stream) and opening or
+closing a member-local one need WRITE on the session's name (`coord.sm.access.
+session_use`), as opening it through the log does; a refusal ends the call with
+PERMISSION_DENIED naming the permission."""
 
 from __future__ import annotations
 
@@ -10,7 +15,7 @@ import logging
 
 import grpc
 
-from coord.server.api.common import admit_reader, write
+from coord.server.api.common import Caller, admit_reader, require, write
 from coord.server.api.errors import abort, abort_node_error
 from coord.server.node.errors import NodeError
 from coord.server.requests import liveness
@@ -21,12 +26,13 @@ from coord.server.requests.local_sessions import ENDS, REGISTERED, LocalOutcome,
 from coord.server.upkeep.mode import READ_WRITE, ModeChange
 from coord.server.upkeep.session_tracker import SessionTracker
 from coord.sm import commands as c
+from coord.sm.access import session_use
 from coord.sm.errors import CommandError
 from coord.sm.records import SessionEvent
 from coord.sm.sessions import is_local_session_id
 from coord.v1 import coord_pb2 as pb
 from coord.v1 import coord_pb2_grpc
-from coord.wire import result_code
+from coord.wire import ApiError, result_code
 
 log = logging.getLogger(__name__)
 
@@ -133,6 +139,7 @@ class SessionsService(coord_pb2_grpc.SessionsServicer):
         return request.read_only_ok and self.coord.mode.read_only
 
     async def _open_local(self, request, context) -> pb.OpenSessionResponse:
+        await self._may_use(context, request.name)
         try:
             session = self.local.open(request.name, request.ttl_ms, request.request_id)
         except CommandError as e:
@@ -141,6 +148,9 @@ class SessionsService(coord_pb2_grpc.SessionsServicer):
                                       ttl_ms=session.ttl_ms, local=True)
 
     async def CloseSession(self, request, context):  # noqa: N802
+        local = self.local.get(request.session_id)
+        if local is not None:
+            await self._may_use(context, local.name)
         if await self.local.close(request.session_id) in ENDS:
             return pb.CloseSessionResponse(header=self.coord.header())
         res = await write(context, self.coord, c.CloseSession(request.session_id))
@@ -154,9 +164,11 @@ class SessionsService(coord_pb2_grpc.SessionsServicer):
         keepalives on one stream would otherwise get one leader round trip per
         keepalive), their answers written as they come back."""
         out = _Answers(context)
+        caller = Caller.of(context)  # its user is found once, for every keepalive
         try:
             async for req in request_iterator:
                 sid = req.session_id
+                await self._may_use(context, self._name_of(sid), caller)
                 answer = await self._answer_here(sid, context)
                 if answer is not None:
                     await out.write(answer)
@@ -187,6 +199,21 @@ class SessionsService(coord_pb2_grpc.SessionsServicer):
             return _renewed(sid, self.tracker.keepalive(sid))
         return None
 
+    def _name_of(self, sid: int) -> str | None:
+        """The name of session `sid` as this member knows it (None: it knows none)."""
+        session = self.local.get(sid) or self.coord.machine.sessions.get(sid)
+        return session.name if session is not None else None
+
+    async def _may_use(self, context, name: str | None, caller: Caller | None = None) -> None:
+        """Abort the call unless its caller may use a session named `name` (None: a
+        session this member does not know; what answers for it says so)."""
+        if name is None or not self.coord.machine.auth.enabled:
+            return
+        try:
+            await require(self.coord, caller or Caller.of(context), session_use(name))
+        except ApiError as e:
+            await e.abort(context)
+
     def _lost_local(self, sid: int) -> bool:
         """A local session this member dropped or closed (a member that restarted knows
         nothing of its local sessions: the leader, or the event stream, says they are
@@ -196,6 +223,8 @@ class SessionsService(coord_pb2_grpc.SessionsServicer):
 
     async def Events(self, request, context):  # noqa: N802
         sid = request.session_id
+        caller = Caller.of(context)
+        await self._may_use(context, self._name_of(sid), caller)  # a session known here
         sub = self.hub.watch_session(sid)
         try:
             # A live local session here, or one whose fate this member knows: say so.
@@ -221,6 +250,7 @@ class SessionsService(coord_pb2_grpc.SessionsServicer):
             if self.local.get(sid) is None and sid not in self.coord.machine.sessions:
                 await abort(context, grpc.StatusCode.NOT_FOUND, "UNKNOWN_SESSION",
                             self._unknown(sid))
+            await self._may_use(context, self._name_of(sid), caller)  # known once caught up
             told_registered = told is not None and told.type == REGISTERED
             while True:
                 event = await sub.queue.get()

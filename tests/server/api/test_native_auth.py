@@ -3,7 +3,10 @@ roles made with `coord user`/`coord role`/`coord auth`, then the client library 
 with a permission on an ownership group, a producer-id prefix, a KV prefix, its sessions
 and an admin operation is served there and refused elsewhere with PERMISSION_DENIED
 naming the permission; a revoked permission holds from the next call; auth survives a
-leader kill."""
+leader kill. A session's keepalives and event stream serve only a user who may write its
+name (root included), a member-local session on a read-only member is checked as one
+opened through the log, and the Admin service's inspection reads need `admin` READ on
+`inspect`."""
 
 from __future__ import annotations
 
@@ -19,6 +22,8 @@ from coord.client.admin import AdminClient, propose_to_leader
 from coord.client.errors import CoordError
 from coord.sm import commands as c
 from coord.testing import LocalCluster
+from coord.v1 import admin_pb2, admin_pb2_grpc, coord_pb2, coord_pb2_grpc
+from tests.cut_off import mode_of, resume_paused, wait_until
 
 pytestmark = [pytest.mark.cluster]
 
@@ -37,8 +42,9 @@ def cli(eps: list[str], *args: str) -> str:
 
 @pytest.fixture(scope="module")
 def authed(tmp_path_factory):
-    """A 3-member cluster with root, and alice whose role `pipeline` holds a grant of
-    each kind; auth on."""
+    """A 3-member cluster with root, alice whose role `pipeline` holds a grant of each
+    kind (inspection included), and bob who may use sessions named bob-* only; auth
+    on."""
     cluster = LocalCluster(3, data_dir=tmp_path_factory.mktemp("native-auth") / "cluster")
     try:
         cluster.start()
@@ -46,13 +52,18 @@ def authed(tmp_path_factory):
         eps = cluster.endpoints
         for args in (("user", "add", "root:rootpw"), ("role", "add", "root"),
                      ("user", "grant-role", "root", "root"), ("user", "add", "alice:alicepw"),
-                     ("role", "add", "pipeline"), ("user", "grant-role", "alice", "pipeline")):
+                     ("role", "add", "pipeline"), ("user", "grant-role", "alice", "pipeline"),
+                     ("user", "add", "bob:bobpw"), ("role", "add", "sessions-only"),
+                     ("user", "grant-role", "bob", "sessions-only"),
+                     ("role", "grant-permission", "sessions-only", "write", "bob-", "--prefix",
+                      "--kind", "session")):
             cli(eps, *args)
         for grant in (("readwrite", "orders/", "--prefix", "--kind", "group"),
                       ("readwrite", "tx-alice-", "--prefix", "--kind", "producer"),
                       ("readwrite", "a/", "--prefix"),
                       ("write", "alice-", "--prefix", "--kind", "session"),
-                      ("write", "compact", "--kind", "admin")):
+                      ("write", "compact", "--kind", "admin"),
+                      ("read", "inspect", "--kind", "admin")):
             cli(eps, "role", "grant-permission", "pipeline", *grant)
         cli(eps, "auth", "enable")
         yield cluster
@@ -192,4 +203,122 @@ def test_etcd_clients_see_etcds_permissions_only(eps):
                              timeout=10, metadata=meta)
     assert [(p.key, p.coord_kind) for p in etcds.perm] == [(b"a/", "")]
     assert sorted(p.coord_kind for p in every.perm) \
-        == ["", "admin", "group", "producer", "session"]
+        == ["", "admin", "admin", "group", "producer", "session"]
+
+
+def token_of(endpoint: str, user: str, password: str) -> tuple[tuple[str, str], ...]:
+    """The call metadata of a login as `user` on the member at `endpoint`."""
+    from coord.etcdpb import rpc_pb2 as pb
+    from coord.etcdpb import rpc_pb2_grpc as stubs
+
+    with grpc.insecure_channel(endpoint) as ch:
+        token = stubs.AuthStub(ch).Authenticate(
+            pb.AuthenticateRequest(name=user, password=password), timeout=10).token
+    return (("token", token),)
+
+
+def rpc_denied(call) -> str:
+    """The details of the PERMISSION_DENIED that `call()` fails with."""
+    with pytest.raises(grpc.RpcError) as e:
+        call()
+    assert e.value.code() is grpc.StatusCode.PERMISSION_DENIED, e.value
+    return e.value.details()
+
+
+def keepalive(channel: grpc.Channel, sid: int, metadata) -> coord_pb2.KeepAliveResponse:
+    stream = coord_pb2_grpc.SessionsStub(channel).KeepAlive(
+        iter([coord_pb2.KeepAliveRequest(session_id=sid)]), timeout=10, metadata=metadata)
+    return next(iter(stream))
+
+
+def first_event(channel: grpc.Channel, sid: int, metadata) -> coord_pb2.SessionEvent:
+    stream = coord_pb2_grpc.SessionsStub(channel).Events(
+        coord_pb2.SessionEventsRequest(session_id=sid), timeout=10, metadata=metadata)
+    try:
+        return next(iter(stream))
+    finally:
+        stream.cancel()
+
+
+def test_a_sessions_keepalives_and_events_serve_only_who_may_write_its_name(authed, eps):
+    leader = authed.members[authed.wait_for_leader()].listen
+    with Client(eps, user="alice", password="alicepw") as alice:
+        sid = alice.open_session("alice-kept", ttl=10).session_id
+        bob, root = token_of(leader, "bob", "bobpw"), token_of(leader, "root", "rootpw")
+        with grpc.insecure_channel(leader) as ch:
+            assert rpc_denied(lambda: keepalive(ch, sid, bob)) \
+                == "user 'bob' lacks WRITE on session 'alice-kept'"
+            assert rpc_denied(lambda: first_event(ch, sid, bob)) \
+                == "user 'bob' lacks WRITE on session 'alice-kept'"
+            assert keepalive(ch, sid, root).ttl_ms > 0  # root may use any session
+            assert keepalive(ch, sid, token_of(leader, "alice", "alicepw")).ttl_ms > 0
+            assert rpc_denied(lambda: keepalive(ch, sid, ())) \
+                == "a caller without a user lacks WRITE on session 'alice-kept'"
+            # served: her stream waits for the session's news (none) until its deadline
+            events = coord_pb2_grpc.SessionsStub(ch).Events(
+                coord_pb2.SessionEventsRequest(session_id=sid), timeout=2,
+                metadata=token_of(leader, "alice", "alicepw"))
+            with pytest.raises(grpc.RpcError) as e:
+                next(iter(events))
+            assert e.value.code() is grpc.StatusCode.DEADLINE_EXCEEDED, e.value
+
+
+def test_the_inspection_reads_need_admin_read_on_inspect(authed, eps):
+    leader = authed.members[authed.wait_for_leader()].listen
+    alice, bob = token_of(leader, "alice", "alicepw"), token_of(leader, "bob", "bobpw")
+    with grpc.insecure_channel(leader) as ch:
+        admin = admin_pb2_grpc.AdminStub(ch)
+        reads = {
+            "ListSessions": lambda m: admin.ListSessions(admin_pb2.ListSessionsRequest(),
+                                                         timeout=10, metadata=m),
+            "ListProducers": lambda m: admin.ListProducers(admin_pb2.ListProducersRequest(),
+                                                           timeout=10, metadata=m),
+            "WatchOwnership": lambda m: next(iter(admin.WatchOwnership(
+                admin_pb2.WatchOwnershipRequest(), timeout=10, metadata=m))),
+            "WatchSessions": lambda m: next(iter(admin.WatchSessions(
+                admin_pb2.WatchSessionsRequest(), timeout=10, metadata=m))),
+            "WatchProducers": lambda m: next(iter(admin.WatchProducers(
+                admin_pb2.WatchProducersRequest(), timeout=10, metadata=m))),
+        }
+        for name, read in reads.items():
+            assert rpc_denied(lambda read=read: read(bob)) \
+                == "user 'bob' lacks READ on admin 'inspect'", name
+            read(alice)  # served
+        assert admin.Status(admin_pb2.StatusRequest(), timeout=10).name  # status: no need
+
+
+def test_a_member_local_session_is_checked_as_one_opened_through_the_log(authed):
+    """Two members paused: the one left goes read-only and opens member-local sessions
+    for read-only clients, only under names their user may write."""
+    kept = authed.wait_for_leader()
+    others = [n for n in authed.members if n != kept]
+    endpoint = authed.members[kept].listen
+    alice, bob = token_of(endpoint, "alice", "alicepw"), token_of(endpoint, "bob", "bobpw")
+    ro = (("coord-read-only-ok", "1"),)
+    try:
+        for n in others:
+            authed.pause(n)
+        wait_until(f"{kept} read-only", lambda: mode_of(authed, kept) == "read-only", 30)
+        with grpc.insecure_channel(endpoint) as ch:
+            sessions = coord_pb2_grpc.SessionsStub(ch)
+
+            def open_as(name: str, metadata) -> coord_pb2.OpenSessionResponse:
+                return sessions.OpenSession(coord_pb2.OpenSessionRequest(
+                    name=name, ttl_ms=10_000, read_only_ok=True), timeout=10,
+                    metadata=metadata + ro)
+
+            assert rpc_denied(lambda: open_as("alice-local", bob)) \
+                == "user 'bob' lacks WRITE on session 'alice-local'"
+            opened = open_as("alice-local", alice)
+            assert opened.local
+            assert keepalive(ch, opened.session_id, alice + ro).local
+            assert rpc_denied(lambda: keepalive(ch, opened.session_id, bob + ro)) \
+                == "user 'bob' lacks WRITE on session 'alice-local'"
+            assert rpc_denied(lambda: sessions.CloseSession(coord_pb2.CloseSessionRequest(
+                session_id=opened.session_id), timeout=10, metadata=bob + ro)) \
+                == "user 'bob' lacks WRITE on session 'alice-local'"
+            sessions.CloseSession(coord_pb2.CloseSessionRequest(
+                session_id=opened.session_id), timeout=10, metadata=alice + ro)
+    finally:
+        resume_paused(authed, others)
+    authed.wait_for_leader()
