@@ -6,10 +6,13 @@ name the endpoint; the inspection reads fail over like any read; `watch_ownershi
 `AsyncStream` that reopens itself on the next member (with a fresh listing), as do
 `watch_sessions` and `watch_producers` (client/admin_streams.py). Membership
 changes and leadership transfer go to the endpoint the caller names (the leader).
+`users` and `roles` read etcd's Auth service (on the member the client uses now), with
+every permission kind coord has; etcd lets only the root role list them.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
@@ -29,11 +32,44 @@ from coord.client.errors import CoordError, from_rpc_error
 from coord.client.results import OwnerChange, owner_change
 from coord.client.retry import stream_may_resume
 from coord.client.transport import StreamCall
+from coord.etcdpb import auth_pb2, rpc_pb2
 from coord.v1 import admin_pb2
 
-__all__ = ["AsyncAdmin", "OwnershipCursor"]
+__all__ = ["AsyncAdmin", "OwnershipCursor", "Permission", "RoleInfo", "UserInfo"]
+
+@dataclass(frozen=True, slots=True)
+class UserInfo:
+    name: str
+    roles: tuple[str, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class Permission:
+    """One grant of a role: `kind` is "kv" (etcd's keys) or a native resource kind."""
+
+    kind: str
+    type: str  # READ | WRITE | READWRITE
+    key: bytes
+    range_end: bytes
+
+    @property
+    def where(self) -> str:
+        """The key, or the range as etcdctl prints it."""
+        k = self.key.decode("utf-8", "replace")
+        if not self.range_end:
+            return k
+        if self.range_end == b"\0":
+            return f"[{k}, <open ended>"
+        return f"[{k}, {self.range_end.decode('utf-8', 'replace')})"
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.type} {self.where}"
+
+
+@dataclass(frozen=True, slots=True)
+class RoleInfo:
+    name: str
+    perms: tuple[Permission, ...]
 
 
 class OwnershipCursor(Unpinned):
@@ -68,14 +104,44 @@ class AsyncAdmin:
         self.timeout = timeout
 
     async def _unary(self, endpoint: str, method: str, request: Any,
-                     timeout: float | None = None) -> Any:
+                     timeout: float | None = None, service: str = "Admin") -> Any:
         try:
             transport = self.client.transport(endpoint)
             metadata = await self.client.call_metadata(transport, self.timeout)
             return await transport.unary(
-                "Admin", method, request, timeout=timeout or self.timeout, metadata=metadata)
+                service, method, request, timeout=timeout or self.timeout, metadata=metadata)
         except grpc.RpcError as e:
             raise from_rpc_error(e) from None
+
+    async def _auth_read(self, method: str, request: Any) -> Any:
+        """An Auth read on the member the client uses now; a token that member no longer
+        knows is renewed once (a console stays up longer than a token lives)."""
+        endpoint = self.client.ring.current()[1]
+        try:
+            return await self._unary(endpoint, method, request, service="Auth")
+        except CoordError as e:
+            if not self.client.token_expired(e):
+                raise
+        return await self._unary(endpoint, method, request, service="Auth")
+
+    async def users(self) -> list[UserInfo]:
+        """Every user and its roles, by name (PERMISSION_DENIED without the root role
+        while auth is on, as etcd)."""
+        names = (await self._auth_read("UserList", rpc_pb2.AuthUserListRequest())).users
+        return [UserInfo(name, tuple((await self._auth_read(
+            "UserGet", rpc_pb2.AuthUserGetRequest(name=name))).roles)) for name in names]
+
+    async def roles(self) -> list[RoleInfo]:
+        """Every role and its permissions of every kind, by name (as `users`)."""
+        names = (await self._auth_read("RoleList", rpc_pb2.AuthRoleListRequest())).roles
+        roles = []
+        for name in names:
+            got = await self._auth_read("RoleGet", rpc_pb2.AuthRoleGetRequest(
+                role=name, coord_kinds=True))
+            roles.append(RoleInfo(name, tuple(
+                Permission(p.coord_kind or "kv", auth_pb2.Permission.Type.Name(p.permType),
+                           p.key, p.range_end) for p in got.perm)))
+        return roles
 
     async def status(self, endpoint: str) -> admin_pb2.StatusResponse:
         return await self._unary(endpoint, "Status", admin_pb2.StatusRequest())

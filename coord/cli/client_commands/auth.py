@@ -148,25 +148,16 @@ def cmd_role_add(args: argparse.Namespace) -> int:
     return _done(args, f"Role {args.role} created", role=args.role)
 
 
-def _range_text(key: bytes, end: bytes) -> str:
-    k = key.decode("utf-8", "replace")
-    if not end:
-        return k
-    if end == b"\0":
-        return f"[{k}, <open ended>"
-    return f"[{k}, {end.decode('utf-8', 'replace')})"
-
-
 @command
 def cmd_role_get(args: argparse.Namespace) -> int:
     """A role's permissions, of every kind."""
+    from coord.client.admin_aio import Permission
+
     perms = [{"kind": p.coord_kind or "kv", "type": PERM_NAMES.get(p.permType, p.permType),
               "key": p.key, "range_end": p.range_end}
              for p in _call(args, "RoleGet", role=args.role, coord_kinds=True).perm]
     emit(args, {"role": args.role, "permissions": perms},
-         lambda: [f"Role {args.role}"] + [
-             f"{p['kind']} {p['type']} {_range_text(p['key'], p['range_end'])}"
-             for p in perms])
+         lambda: [f"Role {args.role}"] + [str(Permission(**p)) for p in perms])
     return 0
 
 
@@ -214,12 +205,15 @@ def cmd_role_grant_permission(args: argparse.Namespace) -> int:
 @command
 def cmd_role_revoke_permission(args: argparse.Namespace) -> int:
     """Revoke a permission (the same kind, key and range end) from a role."""
+    from coord.client.admin_aio import Permission
+
     key, end = _range(args)
     kind = "" if args.kind == "kv" else args.kind
     _call(args, "RoleRevokePermission", role=args.role, key=key, range_end=end,
           coord_kind=kind)
-    return _done(args, f"Permission of {_range_text(key, end)} is revoked from role "
-                 f"{args.role}", role=args.role)
+    where = Permission(args.kind, "", key, end).where
+    return _done(args, f"Permission of {where} is revoked from role {args.role}",
+                 role=args.role)
 
 
 def _permission_args(p: argparse.ArgumentParser, typed: bool) -> None:

@@ -84,6 +84,15 @@ def add_tls_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--key", dest="tls_key", help=f"TLS: its private key (default ${ENV_KEY})")
 
 
+def add_user_flags(p: argparse.ArgumentParser) -> None:
+    """etcdctl's --user (and --password), each defaulting to its environment variable;
+    `login_of` reads them."""
+    p.add_argument("--user", help=f"NAME[:PASSWORD]: who the command acts as when the "
+                   f"cluster has auth on (etcdctl's flag; default ${ENV_USER})")
+    p.add_argument("--password", help=f"the user's password, if not in --user (default "
+                   f"${ENV_PASSWORD})")
+
+
 def tls_of(args: argparse.Namespace) -> TLS | Literal[False]:
     """The TLS that --cacert, --cert and --key ask for, each flag not given taken from
     its environment variable (as etcdctl does); False (plaintext) if none is set."""
@@ -204,10 +213,7 @@ def _common_flags() -> argparse.ArgumentParser:
                    help="accept read-only service: a member cut off from a quorum keeps "
                         "answering reads (flagged stale); sessions stay usable")
     add_tls_flags(p)
-    p.add_argument("--user", help=f"NAME[:PASSWORD]: who the command acts as when the "
-                   f"cluster has auth on (etcdctl's flag; default ${ENV_USER})")
-    p.add_argument("--password", help=f"the user's password, if not in --user (default "
-                   f"${ENV_PASSWORD})")
+    add_user_flags(p)
     return p
 
 
