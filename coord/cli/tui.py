@@ -1,5 +1,6 @@
 """`coord tui`: the operator's console (coord/tui), live on a cluster's watch streams;
-over TLS with `--cacert --cert --key` (or $COORD_CACERT...), as every client command."""
+over TLS with `--cacert --cert --key` (or $COORD_CACERT...) and as `--user NAME[:PASSWORD]`
+(or $COORD_USER, $COORD_PASSWORD) on a cluster with auth on, as every client command."""
 
 from __future__ import annotations
 
@@ -7,7 +8,13 @@ import argparse
 import asyncio
 import sys
 
-from coord.cli.client_commands.command import add_tls_flags, command, tls_of
+from coord.cli.client_commands.command import (
+    add_tls_flags,
+    add_user_flags,
+    command,
+    login_of,
+    tls_of,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -17,6 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--read-only", action="store_true",
                    help="never change the cluster: every action is disabled")
     add_tls_flags(p)
+    add_user_flags(p)
     p.set_defaults(func=cmd_tui)
 
 
@@ -31,5 +39,5 @@ def cmd_tui(args: argparse.Namespace) -> int:
     if not endpoints:
         print("coord tui: --endpoints names no endpoint", file=sys.stderr)
         return 2
-    asyncio.run(run(endpoints, read_only=args.read_only, tls=tls_of(args)))
+    asyncio.run(run(endpoints, read_only=args.read_only, tls=tls_of(args), **login_of(args)))
     return 0

@@ -1,11 +1,14 @@
 """`CoordApp`: the console. One screen of views (members, sessions, owners, producers,
-keys, events) switched with `:` (k9s aliases), a header saying where the console looks,
-and a banner across the app while the member it talks to is read-only or the cluster has
-no quorum. Keys follow k9s: `/` filters (`/!` inverts), `?` lists every key, `esc` goes
-back, `enter` drills down, `d`/`y` describe, space/ctrl+space/`*` mark rows, `q` quits.
+keys, events, and the read-only users and roles) switched with `:` (k9s aliases), a
+header saying where the console looks, and a banner across the app while the member it
+talks to is read-only or the cluster has no quorum. Keys follow k9s: `/` filters (`/!`
+inverts), `?` lists every key, `esc` goes back, `enter` drills down, `d`/`y` describe,
+space/ctrl+space/`*` mark rows, `q` quits.
 
 The model is drawn from the feeds every 100 ms (only what changed, only the view shown);
-every change to the cluster goes through the `ActionGate` (actions.py).
+every change to the cluster goes through the `ActionGate` (actions.py). On a cluster with
+auth on, whatever the console's user may not see or do is said, with the permission
+the cluster named, in the flash line (and a refused view's title), never a crash.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from coord.client import TLS, AsyncClient
 from coord.client.errors import CompactedError, CoordError
 from coord.tui import commands
 from coord.tui.actions import Action, ActionGate, ActionRefused, Writer
+from coord.tui.auth_views import RolesView, UsersView
 from coord.tui.feeds import Feeds
 from coord.tui.format import Filter, key_text, short_value
 from coord.tui.keys_view import KeysView
@@ -36,7 +40,8 @@ TICK_S = 1.0
 HISTORY_ITEM_S = 2.0
 
 COMMON_KEYS = (
-    (":", "command mode: :members :sessions :owners :pids :keys :events, :q quits"),
+    (":", "command mode: :members :sessions :owners :pids :keys :events :users :roles,"
+          " :q quits"),
     ("/", "filter the view (/!text keeps rows without text); esc clears"),
     ("?", "this help"), ("esc", "back: clear the filter, the drill-down, marks, or go back"),
     ("enter", "drill down"), ("d", "describe the row"), ("y", "the row as JSON"),
@@ -107,7 +112,8 @@ class CoordApp(App):
         self.gate = ActionGate(writer, self.model.has_quorum)
         self.views = {v.view: v for v in (MembersView(self.model), SessionsView(self.model),
                                           OwnersView(self.model), ProducersView(self.model),
-                                          KeysView(self.model), EventsView(self.model))}
+                                          KeysView(self.model), EventsView(self.model),
+                                          UsersView(self.model), RolesView(self.model))}
         self.start_view = start_view
         self.back_stack: list[str] = []
         self.prompt_kind = ""
@@ -115,6 +121,7 @@ class CoordApp(App):
         self.header = Static("", id="header")
         self.banner = Static("", id="banner")
         self._drawn = ("", "")
+        self._denials = 0  # the model's refusals already flashed
 
     def _leader_endpoint(self) -> str | None:
         leader = self.model.leader()
@@ -176,6 +183,11 @@ class CoordApp(App):
             self.header.update(header)
             self.banner.update(escape(trouble))
             self.banner.set_class(bool(trouble), "shown")
+        if m.denials != self._denials:
+            self._denials = m.denials
+            newest = next((e.text for e in m.events if e.kind == "denied"), "")
+            self.say(f"refused: {newest}", error=True)
+            self.view.update_title()
 
     def tick(self) -> None:
         if self.is_running and self.header.is_attached:
@@ -194,6 +206,9 @@ class CoordApp(App):
             self.back_stack.append(self.view_name)
         self.query_one("#switcher", ContentSwitcher).current = f"view-{name}"
         self.view.sync()
+        self.view.update_title()
+        if name in ("users", "roles"):
+            self.read_auth(name)
         self.draw()
         self.focus_view()
 
@@ -201,7 +216,8 @@ class CoordApp(App):
         prompt = self.query_one("#prompt", Input)
         self.prompt_kind = kind
         prompt.value = "" if kind == "command" else str(self.view.filter)
-        prompt.placeholder = (":view (members sessions owners pids keys events) or :q"
+        prompt.placeholder = (":view (members sessions owners pids keys events users roles)"
+                              " or :q"
                               if kind == "command" else "/filter  (/!text inverts)")
         prompt.add_class("shown")
         prompt.focus()
@@ -293,9 +309,16 @@ class CoordApp(App):
             self.action_act("promote")
         elif key == "v" and isinstance(view, KeysView):
             view.cycle_value_mode()
+        elif key == "r" and isinstance(view, UsersView | RolesView):
+            self.read_auth(view.view)
         elif key == "r" and self.feeds is not None:
             self.feeds.relist()
             self.feeds.kick_status()
+
+    def read_auth(self, view: str) -> None:
+        """Read the users or the roles again (their views show them; no stream does)."""
+        if self.feeds is not None:
+            self.run_worker(self.feeds.read_auth(view), group="auth", exclusive=True)
 
     # -- actions --------------------------------------------------------------------------
     def action_act(self, kind: str) -> None:
@@ -327,7 +350,9 @@ class CoordApp(App):
             self.say(f"refused: {e}", error=True)
             return
         except CoordError as e:
-            self.say(f"failed: {e.reason}: {e}", error=True)
+            # PERMISSION_DENIED's message names the permission the user lacks
+            verb = "refused" if e.reason == "PERMISSION_DENIED" else "failed"
+            self.say(f"{verb}: {e.reason}: {e.message or e}", error=True)
             return
         self.say(message)
         view = self.view
@@ -412,10 +437,12 @@ class CoordApp(App):
 
 
 async def run(endpoints: list[str], read_only: bool = False,
-              tls: TLS | Literal[False] | None = None) -> None:
+              tls: TLS | Literal[False] | None = None, user: str | None = None,
+              password: str | None = None) -> None:
     """`coord tui`: the console on a client of `endpoints` until the operator quits; `tls`
-    as the client library's (None: $COORD_CACERT...)."""
+    as the client library's (None: $COORD_CACERT...), logged in as `user` (with
+    `password`) on a cluster with auth on."""
     # One operator, one client: the member listed first is the one asked first.
     async with AsyncClient(endpoints, read_only_ok=True, randomize_endpoints=False,
-                           tls=tls) as client:
+                           tls=tls, user=user, password=password) as client:
         await CoordApp(client=client, read_only=read_only).run_async()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-VIEWS = ("members", "sessions", "owners", "producers", "keys", "events")
+VIEWS = ("members", "sessions", "owners", "producers", "keys", "events", "users", "roles")
 
 ALIASES = {
     "members": ("members", "member", "mem", "m", "nodes", "no"),
@@ -11,6 +11,8 @@ ALIASES = {
     "producers": ("producers", "producer", "pids", "pid", "prod", "p"),
     "keys": ("keys", "key", "kv", "k"),
     "events": ("events", "event", "ev", "e"),
+    "users": ("users", "user", "usr"),
+    "roles": ("roles", "role", "rol"),
 }
 QUIT = ("q", "q!", "quit", "exit", "qa")
 

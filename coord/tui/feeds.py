@@ -9,7 +9,12 @@ current from a watch stream and reconnects by itself through failover.
 - sessions: `WatchSessions` (each session's row, then every change: opened, what it
   holds, ended and why), opened at the leader, the only member that knows how long a
   session has left;
-- producers: `WatchProducers` (pid blocks, leases, producer epochs, then changes).
+- producers: `WatchProducers` (pid blocks, leases, producer epochs, then changes);
+- users and roles: read when their view is shown or `r` asks (no stream tells of
+  changes to them; etcd lets only the root role list them).
+A feed the cluster refuses (PERMISSION_DENIED: the console's user lacks a permission)
+says so in the model (`ClusterModel.refused`, which the app flashes and the view's title
+shows) and is tried again, as any failed feed, in case the permission is granted.
 A reopened table stream resumes from the log index it reached and lists again; the
 model keeps what the listing names. Member status is also re-read every `RECONCILE_S`
 (a slow reconciliation); nothing else is read on a timer.
@@ -27,7 +32,7 @@ from coord.client import AsyncClient
 from coord.client.admin_aio import AsyncAdmin
 from coord.client.aio_stream import AsyncStream
 from coord.client.errors import CoordError
-from coord.tui.model import ClusterModel, KeyRow, MemberRow
+from coord.tui.model import ClusterModel, KeyRow, MemberRow, RoleRow, UserRow
 
 log = logging.getLogger("coord.tui")
 
@@ -62,9 +67,10 @@ class Feeds:
         self.model.serving = self.client.ring.current()[1]
         for endpoint in self.client.endpoints:
             self._watch_member(endpoint)
-        for job in (self._statuses, self._ownership, self._keys, self._sessions,
-                    self._producers):
-            self._spawn(job)
+        for job, view in ((self._statuses, "members"), (self._ownership, "owners"),
+                          (self._keys, "keys"), (self._sessions, "sessions"),
+                          (self._producers, "producers")):
+            self._spawn(job, view)
 
     async def stop(self) -> None:
         self._closed = True
@@ -82,11 +88,12 @@ class Feeds:
         for stream in self._streams.values():
             stream.cancel()
 
-    def _spawn(self, job: Callable[[], Awaitable[None]]) -> None:
-        self._tasks.append(asyncio.get_running_loop().create_task(self._forever(job)))
+    def _spawn(self, job: Callable[[], Awaitable[None]], view: str) -> None:
+        self._tasks.append(asyncio.get_running_loop().create_task(self._forever(job, view)))
 
-    async def _forever(self, job: Callable[[], Awaitable[None]]) -> None:
-        """Run `job` again after it fails, with a growing pause, until stopped."""
+    async def _forever(self, job: Callable[[], Awaitable[None]], view: str) -> None:
+        """Run `job` (which keeps `view` current) again after it fails, with a growing
+        pause, until stopped."""
         failures = 0
         while not self._closed:
             try:
@@ -94,6 +101,11 @@ class Feeds:
                 failures = 0
             except asyncio.CancelledError:
                 raise
+            except CoordError as e:
+                if e.reason == "PERMISSION_DENIED":
+                    self.model.refused(view, e.message)
+                log.debug("feed %s failed: %s", getattr(job, "__name__", job), e)
+                failures += 1
             except Exception as e:  # noqa: BLE001  (a feed never takes the console down)
                 log.debug("feed %s failed: %s", getattr(job, "__name__", job), e)
                 failures += 1
@@ -107,7 +119,7 @@ class Feeds:
             async def watch() -> None:
                 await self._member_stream(endpoint)
             watch.__name__ = f"status {endpoint}"
-            self._spawn(watch)
+            self._spawn(watch, "members")
 
     async def _member_stream(self, endpoint: str) -> None:
         stream = self.admin.watch_status(endpoint)
@@ -207,6 +219,7 @@ class Feeds:
             async for change in stream:
                 if change.kind == "listed":
                     model.loading.discard("owners")
+                    model.served("owners")
                     for key in [k for k in model.owners if listing is None or k not in listing]:
                         model.owners.remove(key)
                     listing = None
@@ -236,6 +249,7 @@ class Feeds:
         rows = {kv.key: KeyRow(kv.key, kv.value, kv.create_revision, kv.mod_revision,
                                kv.version, kv.session_id) for kv in listed.kvs}
         model.keys.replace_all(rows)
+        model.served("keys")
         revision = listed.header.revision
         model.revision = max(model.revision, revision)
         stream = self.client.watch(prefix="", from_revision=revision + 1)
@@ -248,6 +262,27 @@ class Feeds:
                 self._wrote()
         finally:
             stream.cancel()
+
+    # -- users and roles ------------------------------------------------------------------
+    async def read_auth(self, view: str) -> None:
+        """Read the users or the roles (`view`) again."""
+        try:
+            await (self._users() if view == "users" else self._roles())
+            self.model.served(view)
+        except CoordError as e:
+            if e.reason != "PERMISSION_DENIED":
+                raise
+            self.model.refused(view, f"{e.message} (etcd lets only the root role list "
+                               f"{view})")
+
+    async def _users(self) -> None:
+        users = await self.admin.users()
+        self.model.users.replace_all({u.name: UserRow(u.name, u.roles) for u in users})
+
+    async def _roles(self) -> None:
+        roles = await self.admin.roles()
+        self.model.roles.replace_all({r.name: RoleRow(r.name, tuple(map(str, r.perms)))
+                                      for r in roles})
 
     # -- sessions and producers -----------------------------------------------------------
     async def _sessions(self) -> None:

@@ -16,6 +16,7 @@ from textual.widgets._tree import TreeNode
 from coord.tui.actions import Action, Writer
 from coord.tui.format import VALUE_MODES, Filter, key_text, value_text
 from coord.tui.model import ClusterModel, KeyRow
+from coord.tui.tables import refusal
 
 DIR, KEY = "dir", "key"
 
@@ -124,6 +125,7 @@ class KeysView(Horizontal):
         parts = [f"Keys [{len(self._texts)}/{len(self.model.keys)}]  rev {self.model.revision}"]
         if self.filter:
             parts.append(f"/{self.filter}")
+        parts += refusal(self.model, "keys")
         self.query_one("#title-keys", Static).update("  ".join(parts))
 
     def on_tree_node_expanded(self, event: Tree.NodeExpanded) -> None:

@@ -142,6 +142,18 @@ class EventRow:
     text: str
 
 
+@dataclass(frozen=True)
+class UserRow:
+    name: str
+    roles: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RoleRow:
+    name: str
+    perms: tuple[str, ...]  # each as `coord role get` prints it: kind TYPE key-or-range
+
+
 @dataclass
 class Producers:
     """The pid tables: blocks by (requester, start) as (requester, start, size,
@@ -178,6 +190,12 @@ class ClusterModel:
         self.sessions: Table[int, SessionRow] = Table()
         self.keys: Table[bytes, KeyRow] = Table()
         self.producers = Producers()
+        self.users: Table[str, UserRow] = Table()
+        self.roles: Table[str, RoleRow] = Table()
+        # what the cluster refused the console's user (PERMISSION_DENIED), by the view
+        # it leaves empty; `denials` counts refusals, so the app flashes each new one
+        self.denied: dict[str, str] = {}
+        self.denials = 0
         self.events: collections.deque[EventRow] = collections.deque(maxlen=EVENTS_KEPT)
         self.events_seq = 0
         self.revision = 0
@@ -234,6 +252,18 @@ class ClusterModel:
         return not self.trouble() and any(
             m.reachable and m.has_quorum for m in self.members.rows.values())
 
+    # -- what the console's user may not see ----------------------------------------------
+    def refused(self, view: str, message: str) -> None:
+        """The cluster refused what `view` shows (PERMISSION_DENIED, `message` naming the
+        permission): told once, until it is served again."""
+        if self.denied.get(view) != message:
+            self.denied[view] = message
+            self.denials += 1
+            self.event("denied", f":{view}: {message}")
+
+    def served(self, view: str) -> None:
+        self.denied.pop(view, None)
+
     # -- events ---------------------------------------------------------------------------
     def event(self, kind: str, text: str) -> EventRow:
         self.events_seq += 1
@@ -277,6 +307,7 @@ class ClusterModel:
     def _listed_now(self, name: str) -> set:
         """The listing is complete: what it named (the caller drops the rest)."""
         self.loading.discard(name)
+        self.served(name)
         named = self._listing.pop(name, set())
         self._listed.add(name)
         return named

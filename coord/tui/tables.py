@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
+from rich.markup import escape
 from rich.text import Text
 from textual.containers import Vertical
 from textual.coordinate import Coordinate
@@ -56,6 +57,12 @@ def update(table: DataTable, source: Table, ids: dict[str, Hashable],
             ids[rid] = key
             table.add_row(*cells, key=rid)
     return removed
+
+
+def refusal(model: ClusterModel, view: str) -> list[str]:
+    """What a view's title says while the cluster refuses the console what it shows."""
+    denied = model.denied.get(view)
+    return [f"[b red]PERMISSION_DENIED[/]: {escape(denied)}"] if denied else []
 
 
 class TableView(Vertical):
@@ -158,6 +165,7 @@ class TableView(Vertical):
             parts.append(f"/{self.filter}")
         if self.marked:
             parts.append(f"{len(self.marked)} marked")
+        parts += refusal(self.model, self.view)
         self.query_one(f"#title-{self.view}", Static).update("  ".join(parts))
 
     def set_filter(self, f: Filter) -> None:

@@ -23,7 +23,7 @@ from coord.tui.model import (
     SessionRow,
     Table,
 )
-from coord.tui.tables import TableView, fill, update
+from coord.tui.tables import TableView, fill, refusal, update
 
 Request = Action | str | None  # an action, or why not (shown), or nothing to do
 
@@ -325,4 +325,5 @@ class ProducersView(TableView):
         self.query_one(f"#title-{self.view}").update(
             f"Producers [{len(p.producers)}]   pid leases [{len(p.leases)}]   blocks "
             f"[{len(p.blocks)}]   next pid {p.next_pid}   at revision {p.revision}"
-            + (f"  /{self.filter}" if self.filter else ""))
+            + (f"  /{self.filter}" if self.filter else "")
+            + "".join(f"  {r}" for r in refusal(self.model, self.view)))

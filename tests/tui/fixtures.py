@@ -9,7 +9,9 @@ from coord.tui.model import (
     ClusterModel,
     MemberRow,
     Producers,
+    RoleRow,
     SessionRow,
+    UserRow,
 )
 
 WALL = 1_764_028_800.0  # 2025-11-25 00:00:00 UTC
@@ -55,6 +57,14 @@ def picture(read_only: bool = False) -> ClusterModel:
         m.producers.leases.put(lease[0], lease)
     for producer in (("tx-orders-0", 3001, 2), ("tx-orders-1", 3002, 0)):
         m.producers.producers.put(producer[0], producer)
+    for name, roles in (("root", ("root",)), ("spark", ("pipeline", "inspector")),
+                        ("viewer", ("inspector",))):
+        m.users.put(name, UserRow(name, roles))
+    for name, perms in (("root", ()), ("inspector", ("admin READ inspect",)),
+                        ("pipeline", ("group READWRITE [jobs/, jobs0)",
+                                      "producer WRITE [tx-orders-, tx-orders.)",
+                                      "session WRITE [spark-, spark.)", "kv READ cfg/app.json"))):
+        m.roles.put(name, RoleRow(name, perms))
     m.event("leader", "n2: leader is now n2 (term 7)")
     m.event("grant", "jobs/ingest-1 → session 12 (generation 1, revision 1102)")
     m.event("sever", "jobs/ingest-0 → session 11 (generation 3, revision 1101)")

@@ -14,7 +14,7 @@ import pytest
 from coord.client import AsyncClient
 from coord.tui.app import CoordApp
 from coord.tui.views import OwnersView
-from tests.tui.pilot import until
+from tests.tui.pilot import command, confirm, until
 
 pytestmark = pytest.mark.cluster
 
@@ -22,27 +22,11 @@ TEST_LIMIT_S = 120.0
 SEEN_S = 10.0  # the longest a change may take to show: a bound for a loaded machine
 
 
-async def command(pilot, app: CoordApp, line: str) -> None:
-    await pilot.press("colon")
-    app.query_one("#prompt").value = line
-    await pilot.press("enter")
-    await pilot.pause(0.05)
-
-
 async def filter_view(pilot, app: CoordApp, text: str) -> None:
     await pilot.press("slash")
     app.query_one("#prompt").value = text
     await pilot.press("enter")
     await pilot.pause(0.05)
-
-
-async def confirm(pilot, app: CoordApp, key: str) -> str:
-    """Press an action's key, check the dialog names it, answer yes; the dialog text."""
-    await pilot.press(key)
-    await pilot.pause(0.1)
-    question = str(app.screen.query_one("#question").render())
-    await pilot.press("y")
-    return question
 
 
 def shown(app: CoordApp, view: str) -> set:

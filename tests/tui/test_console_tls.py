@@ -11,25 +11,11 @@ import pytest
 from coord.cli.main import main
 from coord.tui.app import CoordApp
 from tests.pki import cli_flags, without_tls_variables
-from tests.tui.pilot import until
+from tests.tui.pilot import drive, until
 
 pytestmark = pytest.mark.cluster
 
 SEEN_S = 20.0  # the longest the first picture may take: a bound for a loaded machine
-
-
-def drive(monkeypatch, check) -> list[CoordApp]:
-    """`coord tui` runs `check(pilot, app)` under textual's pilot instead of a terminal;
-    the apps it ran."""
-    apps: list[CoordApp] = []
-
-    async def run_async(app: CoordApp) -> None:
-        apps.append(app)
-        async with app.run_test(size=(140, 40)) as pilot:
-            await check(pilot, app)
-
-    monkeypatch.setattr(CoordApp, "run_async", run_async)
-    return apps
 
 
 def test_coord_tui_over_tls_shows_the_member(tls_member, monkeypatch):

@@ -46,6 +46,8 @@ def test_filters_commands_and_values():
     assert commands.parse(":pids") == ("view", "producers")
     assert commands.parse("q") == ("quit", "")
     assert commands.parse("bogus")[0] == "error"
+    assert commands.parse(":users") == ("view", "users")
+    assert commands.parse("role") == ("view", "roles")
     assert value_text(b'{"a":1}', "json") == '{\n  "a": 1\n}'
     assert value_text(b"\x00A", "hex").startswith("00000000  00 41")
 

@@ -13,9 +13,15 @@ SIZE = (120, 32)
 
 
 @pytest.mark.parametrize("view", ["members", "sessions", "owners", "producers", "keys",
-                                  "events"])
+                                  "events", "users", "roles"])
 def test_view(snap_compare, view: str):
     assert snap_compare(CoordApp(picture(), start_view=view), terminal_size=SIZE)
+
+
+def test_a_refused_view_says_which_permission(snap_compare):
+    model = picture()
+    model.refused("sessions", "user 'viewer' lacks READ on admin 'inspect'")
+    assert snap_compare(CoordApp(model, start_view="sessions"), terminal_size=SIZE)
 
 
 def test_read_only_banner(snap_compare):

@@ -99,3 +99,14 @@ def test_producer_tables():
     m.producer_change(change("producer", ProducerDetail("tx", 12, 1), snapshot=True))
     m.producer_change(change("listed", None, snapshot=True))
     assert not p.blocks.rows and set(p.producers.rows) == {"tx"}
+
+
+def test_a_refusal_is_told_once_until_served_again():
+    m = ClusterModel()
+    for _ in range(3):  # a refused feed is tried again and again
+        m.refused("sessions", "user 'x' lacks READ on admin 'inspect'")
+    assert m.denials == 1 and [e.kind for e in m.events] == ["denied"]
+    m.served("sessions")
+    assert m.denied == {}
+    m.refused("sessions", "user 'x' lacks READ on admin 'inspect'")
+    assert m.denials == 2
