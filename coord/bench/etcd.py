@@ -9,8 +9,12 @@ per claim, coord's own claim), each beside etcd's etcd-API figure. Last, the sam
 runs against the gRPC floor (`coord.bench.grpc_floor`: a Python server answering each
 call at once), the most any Python unary server does here. The clusters run one after the
 other, never together, so each has both cores; the ratio column is what carries over
-to other machines. `--tls`: coord's cluster serves TLS with client certificates on both
-ports, and its clients speak TLS. Prints figures; asserts nothing."""
+to other machines. coord runs plaintext first; `--tls` runs it again serving TLS with
+client certificates on both ports (its clients speaking TLS), and `--auth` again with
+authentication on (plaintext; its clients logged in as a user that is not root, so each
+call is checked: `coord.bench.bench_auth`), each in the same run, and prints every coord
+row beside the plaintext one with the ratio: what TLS and auth cost. Prints figures;
+asserts nothing."""
 
 from __future__ import annotations
 
@@ -25,7 +29,7 @@ from pathlib import Path
 
 import grpc
 
-from coord.bench import log
+from coord.bench import bench_auth, log
 from coord.bench.api import bench_kv, metered, timed_level
 from coord.bench.flame import Profiler
 from coord.bench.grpc_floor import floor_server
@@ -44,11 +48,12 @@ MAX_TRIES = 100
 
 async def etcd_ops(endpoint: str, system: str, levels: list[int], seconds: float,
                    claims: int, phases: Phases, meter: Meter | None = None,
-                   tls: TLS | None = None) -> list[dict]:
+                   tls: TLS | None = None, token: str = "") -> list[dict]:
     """The same driver for both systems: the etcd v3 API on `endpoint` (claims only
-    if `claims`: the gRPC floor serves no leases), over TLS with `tls`."""
+    if `claims`: the gRPC floor serves no leases), over TLS with `tls`, as `token`'s
+    user."""
     rows: list[dict] = []
-    async with _channel(endpoint, tls) as channel:
+    async with _channel(endpoint, tls, token) as channel:
         kv, lease = erpc.KVStub(channel), erpc.LeaseStub(channel)
         for n in levels:
 
@@ -112,14 +117,16 @@ async def _claims(kv: erpc.KVStub, lease_id: int, prefix: str, total: int, clien
                          lambda: {"succeeded": won, "unavailable": unavailable})
 
 
-def _channel(endpoint: str, tls: TLS | None) -> grpc.aio.Channel:
+def _channel(endpoint: str, tls: TLS | None, token: str = "") -> grpc.aio.Channel:
+    if token:
+        return bench_auth.token_channel(endpoint, token)
     return aio_channel(endpoint, channel_credentials(tls) if tls is not None else None)
 
 
 async def coord_native(endpoint: str, levels: list[int], seconds: float,
                        phases: Phases, meter: Meter | None = None,
-                       tls: TLS | None = None) -> list[dict]:
-    async with _channel(endpoint, tls) as channel:
+                       tls: TLS | None = None, token: str = "") -> list[dict]:
+    async with _channel(endpoint, tls, token) as channel:
         rows = await bench_kv(channel, levels, seconds, phases, meter)
     return [{"system": "coord", "api": "native", **r} for r in rows]
 
@@ -127,14 +134,16 @@ async def coord_native(endpoint: str, levels: list[int], seconds: float,
 async def coord_stream(endpoint: str, levels: list[int], seconds: float,
                        claims: int, phases: Phases, meter: Meter | None = None,
                        profile: Callable[[str], Profiler] | None = None,
-                       tls: TLS | None = None) -> list[dict]:
+                       tls: TLS | None = None, auth: bool = False) -> list[dict]:
     """coord's client library on its pipelined stream (one stream to the leader, every
     worker's requests on it): puts, linearizable gets, and `claims` single-resource
     `own` calls of one session (coord's claim; etcd needs a Txn on a lease for it).
-    `profile(name)`: what records the members during the put at the most clients."""
+    `profile(name)`: what records the members during the put at the most clients.
+    `auth`: logged in as the bench user."""
     rows: list[dict] = []
     row = {"system": "coord", "api": "stream"}
-    async with AsyncClient([endpoint], stream=True, tls=tls or False) as client:
+    login = {"user": bench_auth.USER, "password": bench_auth.PASSWORD} if auth else {}
+    async with AsyncClient([endpoint], stream=True, tls=tls or False, **login) as client:
         for n in levels:
 
             async def put(w: int, i: int) -> None:
@@ -224,6 +233,7 @@ def run_etcd_bench(args: argparse.Namespace) -> int:
     levels = [int(x) for x in args.concurrency.split(",") if x]
     rows: list[dict] = []
     n = args.members
+    variants = ["plain"] + ["tls"] * args.tls + ["auth"] * args.auth
     with Phases(on_terminal(args)) as phases:
         log(f"starting a {n}-member etcd on 127.0.0.1 ...")
         with EtcdCluster(n) as etcd:
@@ -232,21 +242,9 @@ def run_etcd_bench(args: argparse.Namespace) -> int:
             meter = member_meter({m: p.pid for m, p in etcd.procs.items()}, name)
             rows += asyncio.run(etcd_ops(endpoint, "etcd", levels, args.seconds, args.claims,
                                          phases, meter))
-        log(f"starting a {n}-member coord on 127.0.0.1 ...")
-        with LocalCluster(n, tls=args.tls) as cluster:
-            tls = cluster.client_tls
-            name = cluster.wait_for_leader(timeout=15)
-            leader = cluster.members[name].listen
-            pids = {m: member.proc.pid for m, member in cluster.members.items() if member.proc}
-            logs = {m: member.log_path for m, member in cluster.members.items()}
-            meter = member_meter(pids, name, logs)
-            profile = (partial(Profiler, Path(args.profile), pids, name, seconds=args.seconds)
-                       if args.profile else None)
-            rows += asyncio.run(etcd_ops(leader, "coord", levels, args.seconds, args.claims,
-                                         phases, meter, tls))
-            rows += asyncio.run(coord_native(leader, levels, args.seconds, phases, meter, tls))
-            rows += asyncio.run(coord_stream(leader, levels, args.seconds, args.claims,
-                                             phases, meter, profile, tls))
+        for variant in variants:
+            rows += [{**r, "variant": variant}
+                     for r in _coord_rows(args, variant, levels, phases)]
         log("starting the gRPC floor (a Python server answering at once) ...")
         with floor_server() as (address, pid):
             rows += asyncio.run(etcd_ops(address, "floor", levels, args.seconds, 0, phases,
@@ -254,8 +252,7 @@ def run_etcd_bench(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    print(f"coord{' over TLS (mTLS on both ports)' if args.tls else ''} vs etcd 3.4, {n}"
-          " member(s) each on 127.0.0.1, one client process, "
+    print(f"coord vs etcd 3.4, {n} member(s) each on 127.0.0.1, one client process, "
           f"{args.seconds:g} s per put/get level, {args.claims} claims per level; CPU: "
           "each member's from /proc over the measurement, per op (followers: their mean)")
     print("  api floor: not coord but a Python gRPC server that answers each call at once "
@@ -263,6 +260,61 @@ def run_etcd_bench(args: argparse.Namespace) -> int:
           "Python unary server pays per call here")
     print("  snapshots: coord's members' snapshots that ended during the row, how many and "
           "their seconds in all (each costs that member CPU: a row one lands in runs slower)")
-    for line in table(rows):
+    for line in table([r for r in rows if r.get("variant", "plain") == "plain"]):
         print("  " + line)
+    if len(variants) > 1:
+        print("coord plaintext beside " + " and ".join(
+            {"tls": "TLS (mTLS on both ports)", "auth": "auth on (a user that is not root, "
+             "every call checked)"}[v] for v in variants[1:]) + ", the same run:")
+        for line in cost_table(rows, variants):
+            print("  " + line)
     return 0
+
+
+def _coord_rows(args: argparse.Namespace, variant: str, levels: list[int],
+                phases: Phases) -> list[dict]:
+    """Every coord row on a fresh cluster: plaintext, over TLS, or with auth on."""
+    n = args.members
+    log(f"starting a {n}-member coord on 127.0.0.1 ({variant}) ...")
+    with LocalCluster(n, tls=variant == "tls") as cluster:
+        tls = cluster.client_tls
+        name = cluster.wait_for_leader(timeout=15)
+        leader = cluster.members[name].listen
+        token = ""
+        if variant == "auth":
+            bench_auth.enable_auth(leader)
+            token = bench_auth.log_in(leader)
+        pids = {m: member.proc.pid for m, member in cluster.members.items() if member.proc}
+        logs = {m: member.log_path for m, member in cluster.members.items()}
+        meter = member_meter(pids, name, logs)
+        profile = (partial(Profiler, Path(args.profile) / variant, pids, name,
+                           seconds=args.seconds) if args.profile else None)
+        rows = asyncio.run(etcd_ops(leader, "coord", levels, args.seconds, args.claims,
+                                    phases, meter, tls, token))
+        rows += asyncio.run(coord_native(leader, levels, args.seconds, phases, meter, tls,
+                                         token))
+        rows += asyncio.run(coord_stream(leader, levels, args.seconds, args.claims,
+                                         phases, meter, profile, tls, variant == "auth"))
+    return rows
+
+
+def cost_table(rows: list[dict], variants: list[str]) -> list[str]:
+    """One line per coord (op, api, clients): ops/s and p50 of each variant, and each
+    variant's ops/s over plaintext's."""
+    by = {(r["variant"], r["op"], r["api"], r["clients"]): r
+          for r in rows if r["system"] == "coord"}
+    others = variants[1:]
+    head = f"{'op':6} {'api':7} {'clients':>7} {'plain/s':>9} {'p50 ms':>7}"
+    for v in others:
+        head += f" {v + '/s':>9} {'p50 ms':>7} {v + '/plain':>11}"
+    lines = [head]
+    for (variant, op, api, clients), r in by.items():
+        if variant != "plain":
+            continue
+        line = f"{op:6} {api:7} {clients:7d} {r['per_s']:9.0f} {r['p50_ms']:7.2f}"
+        for v in others:
+            o = by.get((v, op, api, clients))
+            line += (f" {o['per_s']:9.0f} {o['p50_ms']:7.2f} {o['per_s'] / r['per_s']:11.2f}"
+                     if o else f" {'-':>9} {'-':>7} {'-':>11}")
+        lines.append(line)
+    return lines

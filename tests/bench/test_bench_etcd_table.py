@@ -1,4 +1,4 @@
-from coord.bench.etcd import table
+from coord.bench.etcd import cost_table, table
 
 
 def _row(system: str, api: str, op: str, clients: int, per_s: float) -> dict:
@@ -86,3 +86,18 @@ def test_the_snapshots_coords_members_took_during_a_row_end_it():
     assert header.split()[-1] == "snapshots"
     assert [line.split()[1] for line in lines] == ["etcd", "stream", "floor"]
     assert [line.split()[-1] for line in lines] == ["0", "3/0.91s", "-"]
+
+
+def test_the_cost_table_sets_each_variant_beside_plaintext_with_the_ratio():
+    rows = [{**_row("coord", "etcd", "put", 64, 1000.0), "variant": "plain"},
+            {**_row("coord", "etcd", "put", 64, 800.0), "variant": "tls"},
+            {**_row("coord", "etcd", "put", 64, 900.0), "variant": "auth"},
+            {**_row("coord", "stream", "get", 1, 500.0), "variant": "plain"},
+            {**_row("coord", "stream", "get", 1, 250.0), "variant": "tls"},
+            {**_row("etcd", "etcd", "put", 64, 4000.0), "variant": "plain"}]  # not coord
+    header, *lines = cost_table(rows, ["plain", "tls", "auth"])
+    assert "tls/plain" in header and "auth/plain" in header
+    assert [line.split()[:3] for line in lines] == [["put", "etcd", "64"],
+                                                    ["get", "stream", "1"]]
+    assert lines[0].split()[7] == "0.80" and lines[0].split()[-1] == "0.90"
+    assert lines[1].split()[7] == "0.50" and lines[1].split()[-1] == "-"  # no auth row
