@@ -52,7 +52,7 @@ java-runtime:
 # Generated protobuf/gRPC code is not committed; this target reproduces it from proto/
 # (coord/v1 and coord/etcdpb).
 coord/v1/.generated: $(PROTOS) $(STAMP)
-	$(PY) -m grpc_tools.protoc -Iproto --python_out=. --pyi_out=. --grpc_python_out=. $(PROTOS)
+	$(PY) proto/generate.py .
 	touch $@ coord/etcdpb/.generated
 
 proto: $(STAMP)

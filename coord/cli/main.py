@@ -13,6 +13,8 @@ from collections.abc import Callable
 from importlib import import_module
 from typing import Any
 
+from coord.version import coord_version
+
 SERVER_COMMANDS = ("serve", "dev", "status", "bench", "defrag", "snapshot", "chaos",
                    "tui", "certs")
 CLIENT_COMMANDS = ("own", "release", "owners", "watch-owners", "pid", "kv", "session", "auth",
@@ -55,6 +57,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     part of it (see `_register`). An unknown command gets the whole parser, so its error
     lists every command."""
     p = argparse.ArgumentParser(prog="coord", description=__doc__.split("\n\n")[0])
+    p.add_argument("--version", action="version", version=f"coord {coord_version()}")
     sub = p.add_subparsers(dest="command", required=True)
     known = command in (*SERVER_COMMANDS, *CLIENT_COMMANDS, *PIPELINE_COMMANDS)
     _register(sub, command if known else None)

@@ -35,10 +35,11 @@ from coord.sm.access import INSPECTION, Need, holds, resource
 from coord.sm.auth import ADMIN
 from coord.sm.machine import CHECKED, CoordMachine
 from coord.v1 import admin_pb2, admin_pb2_grpc
+from coord.version import coord_version
 from coord.wire import ApiError
 
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
-VERSION = console_views.coord_version()
+VERSION = coord_version()
 MAX_PROPOSAL_BYTES = 1 << 20
 
 

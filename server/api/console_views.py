@@ -10,7 +10,6 @@ the time a session has left.
 from __future__ import annotations
 
 import contextlib
-import importlib.metadata
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -29,13 +28,6 @@ from coord.v1 import admin_pb2
 from coord.v1 import coord_pb2 as pb
 
 UNKNOWN = -1
-
-
-def coord_version() -> str:
-    try:
-        return importlib.metadata.version("coord")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
 
 
 def storage_bytes(path: Path | None) -> int:
