@@ -8,7 +8,7 @@ SEEDS  ?= 10000
 NODES  ?= 3
 TLS    ?=
 
-.PHONY: all venv proto run test lint soak diff etcd3-suite bench bench-readonly bench-scale clean etcd-tools zookeeper-server bench-tui chaos bench-audit java-runtime bench-spark fuzz
+.PHONY: all venv proto run test lint docs soak diff etcd3-suite bench bench-readonly bench-scale clean etcd-tools zookeeper-server bench-tui chaos bench-audit java-runtime bench-spark fuzz
 
 all: test
 
@@ -69,6 +69,11 @@ test: venv
 
 lint: venv
 	$(VENV)/bin/ruff check .
+
+# The manual (docs/, a MkDocs site) into build/docs; --strict: a broken link, a page
+# missing from the nav or a reference to no object fails (tests/docs builds it too).
+docs: venv
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict -f docs/mkdocs.yml
 
 soak: venv
 	$(PY) -m coord.rafttest --seeds $(SEEDS) --nodes both --jobs 2
