@@ -1,0 +1,58 @@
+"""What the manual promises about itself, as checks over its text: the README stays a
+newcomer's page, and neither it nor docs/ carries a lab notebook's marks (a commit hash,
+an issue number, a load average, a dated run). History lives in git, not in the manual."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+README_BUDGET = 250
+"""The README's line budget: what a newcomer reads before being sent into docs/."""
+
+RULES: dict[str, re.Pattern[str]] = {
+    # 7 to 40 lowercase hex digits with a digit and a letter among them, standing alone:
+    # how a commit is named in prose ("at 94a4ce2"); words and numbers never match.
+    "commit hash": re.compile(
+        r"(?<![\w/.#-])(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}(?![\w/.-])"),
+    "issue number": re.compile(r"\bissues?\s+#?\d+|(?<![\w&])#\d+\b", re.IGNORECASE),
+    "load average": re.compile(r"\bload\s+average|\bload\s+(?:of\s+)?~?\d|\buptime\b",
+                               re.IGNORECASE),
+    "dated run": re.compile(r"\b20\d\d-[01]\d-[0-3]\d\b"),
+}
+"""Name -> what a line carrying it looks like."""
+
+
+@dataclass(frozen=True)
+class Violation:
+    path: str
+    line: int
+    rule: str
+    text: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.rule}: {self.text.strip()}"
+
+
+def violations(path: str, text: str) -> Iterator[Violation]:
+    """Every line of `text` that breaks a rule, once per rule."""
+    for number, line in enumerate(text.splitlines(), 1):
+        for rule, pattern in RULES.items():
+            if pattern.search(line):
+                yield Violation(path, number, rule, line)
+
+
+def manual_files(root: Path = ROOT) -> Iterable[Path]:
+    """The README and every page and data file of the manual (docs/, hooks included)."""
+    yield root / "README.md"
+    for path in sorted((root / "docs").rglob("*")):
+        if path.is_file() and path.suffix in {".md", ".yml", ".py", ".json", ".csv"}:
+            yield path
+
+
+def over_budget(readme: str) -> int:
+    """How many lines the README has beyond its budget (0: within it)."""
+    return max(0, len(readme.splitlines()) - README_BUDGET)
