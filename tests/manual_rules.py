@@ -5,6 +5,7 @@ an issue number, a load average, a dated run). History lives in git, not in the 
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,3 +57,39 @@ def manual_files(root: Path = ROOT) -> Iterable[Path]:
 def over_budget(readme: str) -> int:
     """How many lines the README has beyond its budget (0: within it)."""
     return max(0, len(readme.splitlines()) - README_BUDGET)
+
+
+FENCE = re.compile(r"^```(?P<info>[^\n]*)\n(?P<body>.*?)^```$", re.MULTILINE | re.DOTALL)
+
+
+def blocks(text: str, info: str) -> list[tuple[int, str]]:
+    """(line, body) of each fenced block whose info string is exactly `info`."""
+    return [(text.count("\n", 0, m.start()) + 2, m.group("body"))
+            for m in FENCE.finditer(text) if m.group("info").strip() == info]
+
+
+def coord_commands(text: str) -> list[tuple[int, list[str]]]:
+    """(line, argv after `coord`) of each `coord ...` command in the ```sh blocks:
+    comments dropped, continued lines joined, and commands chained with && or written
+    side by side (two spaces or more apart) taken one by one."""
+    out = []
+    for first, body in blocks(text, "sh"):
+        rows = body.splitlines()
+        number = 0
+        while number < len(rows):
+            line, row = first + number, rows[number].split(" #", 1)[0].rstrip()
+            while row.endswith("\\") and number + 1 < len(rows):
+                number += 1
+                row = row[:-1] + " " + rows[number].split(" #", 1)[0].strip()
+            number += 1
+            for command in re.split(r"\s*&&\s*|\s{2,}(?=coord )", row.strip()):
+                if command.startswith("coord "):
+                    out.append((line, _without_elisions(shlex.split(command)[1:])))
+    return out
+
+
+def _without_elisions(argv: list[str]) -> list[str]:
+    """`coord serve ... --cert-file F`: a "..." that is no flag's value stands for flags
+    shown before, and is dropped; `--endpoints ...` keeps it as the flag's value."""
+    return [a for i, a in enumerate(argv)
+            if a != "..." or (i > 0 and argv[i - 1].startswith("-"))]

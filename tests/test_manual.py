@@ -1,15 +1,18 @@
 """The manual keeps its promises (tests/manual_rules.py): the README stays within its
-line budget, and no line of the README or of docs/ carries a commit hash, an issue
-number, a load average or a dated run. Each rule is shown to catch a planted line."""
+line budget, no line of the README or of docs/ carries a commit hash, an issue number, a
+load average or a dated run, and every `coord` command the pages show parses with the
+CLI's own parser. Each rule is shown to catch a planted line."""
 
 from __future__ import annotations
 
 import pytest
 
+from coord.cli.main import build_parser
 from tests.manual_rules import (
     README_BUDGET,
     ROOT,
     RULES,
+    coord_commands,
     manual_files,
     over_budget,
     violations,
@@ -62,3 +65,26 @@ def test_each_rule_catches_its_planted_line(rule: str) -> None:
 @pytest.mark.parametrize("line", CLEAN)
 def test_no_rule_takes_a_clean_line(line: str) -> None:
     assert not list(violations("clean.md", line))
+
+
+def test_every_coord_command_in_the_docs_parses() -> None:
+    pages = [p for p in manual_files() if p.suffix == ".md" and p.name != "README.md"]
+    commands = [(page, line, argv) for page in pages
+                for line, argv in coord_commands(page.read_text())]
+    assert len(commands) > 30  # the pages' commands were found: the check is live
+    bad = []
+    for page, line, argv in commands:
+        try:
+            build_parser(argv[0]).parse_args(argv)
+        except SystemExit:
+            bad.append(f"{page.relative_to(ROOT)}:{line}: coord {' '.join(argv)}")
+    assert not bad, "\n".join(bad)
+
+
+def test_continued_and_chained_commands_are_each_checked() -> None:
+    planted = "```sh\ncoord kv put a 1 && coord kv get a \\\n    --no-such-flag\n```\n"
+    (_, first), (_, second) = coord_commands(planted)
+    assert first == ["kv", "put", "a", "1"] and second == ["kv", "get", "a", "--no-such-flag"]
+    build_parser("kv").parse_args(first)
+    with pytest.raises(SystemExit):
+        build_parser("kv").parse_args(second)

@@ -1,41 +1,22 @@
 """The README's samples are real: every ```python block runs against a coord cluster
 (the client's endpoints come from $COORD_ENDPOINTS, as the README says), every
 `coord ...` command in its ```sh blocks parses with the CLI's own parser, and every
-relative link names a file of the tree (GitHub shows the README, not the built site). A block fenced
-```python no-run (the Spark writer, which needs a SparkSession) is left out, by name."""
+relative link names a file of the tree (GitHub shows the README, not the built site).
+A block fenced ```python no-run (the Spark writer, which needs a SparkSession) is left
+out, by name."""
 
 from __future__ import annotations
 
 import re
-import shlex
 from pathlib import Path
 
 import pytest
 
 from coord.cli.main import build_parser
+from tests.manual_rules import blocks, coord_commands
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 LINK = re.compile(r"\]\((?!https?://|#)(?P<target>[^)#\s]+)")
-FENCE = re.compile(r"^```(?P<info>[^\n]*)\n(?P<body>.*?)^```$", re.MULTILINE | re.DOTALL)
-
-
-def blocks(text: str, info: str) -> list[tuple[int, str]]:
-    """(line, body) of each fenced block whose info string is exactly `info`."""
-    return [(text.count("\n", 0, m.start()) + 2, m.group("body"))
-            for m in FENCE.finditer(text) if m.group("info").strip() == info]
-
-
-def coord_commands(text: str) -> list[tuple[int, list[str]]]:
-    """Each `coord ...` command of the ```sh blocks, as argv (comments dropped; two
-    commands side by side on one line are two)."""
-    out = []
-    for line, body in blocks(text, "sh"):
-        for offset, row in enumerate(body.splitlines()):
-            row = row.split(" #", 1)[0]
-            for command in re.split(r"\s{2,}(?=coord )", row.strip()):
-                if command.startswith("coord "):
-                    out.append((line + offset, shlex.split(command)[1:]))
-    return out
 
 
 def test_every_coord_command_in_the_readme_parses() -> None:
