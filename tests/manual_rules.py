@@ -1,6 +1,8 @@
 """What the manual promises about itself, as checks over its text: the README stays a
 newcomer's page, and neither it nor docs/ carries a lab notebook's marks (a commit hash,
-an issue number, a load average, a dated run). History lives in git, not in the manual."""
+an issue number, a load average, a dated run); history lives in git, not in the manual.
+Also where the pages' samples are (fenced blocks, the `coord` commands in them), for the
+tests that run or parse them."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ README_BUDGET = 250
 
 RULES: dict[str, re.Pattern[str]] = {
     # 7 to 40 lowercase hex digits with a digit and a letter among them, standing alone:
-    # how a commit is named in prose ("at 94a4ce2"); words and numbers never match.
+    # how prose names a commit; words and plain numbers never match.
     "commit hash": re.compile(
         r"(?<![\w/.#-])(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}(?![\w/.-])"),
     "issue number": re.compile(r"\bissues?\s+#?\d+|(?<![\w&])#\d+\b", re.IGNORECASE),
