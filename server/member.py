@@ -327,6 +327,9 @@ class Member:
         code = 0
         if self.node.failed.done():
             code = 1
+            log.critical("%s: stopped serving, it cannot go on safely (%s); restarted, it "
+                         "recovers from what is on disk", self.config.name,
+                         self.node.failed.exception())
         else:
             log.info("%s: stopping", self.config.name)
         stopper.cancel()

@@ -45,6 +45,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # The server itself is imported here, not at the top, so `coord serve --help` and the
     # whole parser (`coord --help`) stay light.
     from coord import event_loop as loop
+    from coord.server import failpoints
     from coord.server.member import Member
     from coord.server.node.errors import NodeError
     from coord.server.storage.log_store import StorageError
@@ -54,8 +55,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         try:
             config = member_config(args)
+            armed = failpoints.arm_from_environment()
         except ValueError as e:
             raise SystemExit(f"coord serve: {e}") from None
+
+        if armed:
+            logging.getLogger("coord").warning("%s: failpoints armed (%s): %s", args.name,
+                                               failpoints.ENV_VAR, ", ".join(armed))
 
         async def run() -> int:
             return await Member(config).serve_until_signalled()

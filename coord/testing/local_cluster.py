@@ -24,6 +24,7 @@ from typing import IO, TYPE_CHECKING, Any
 import grpc
 
 from coord.client.admin import AdminClient
+from coord.server.failpoints import ENV_VAR as FAILPOINTS_VAR
 from coord.testing.netfault import TcpGate
 from coord.testing.ports import free_port, free_ports
 from coord.testing.processes import stop_processes
@@ -227,14 +228,22 @@ class LocalCluster:
                 self.wait_serving(name, timeout)
         return self
 
-    def start_member(self, name: str, wait: bool = True, timeout: float = 20.0) -> None:
+    def start_member(self, name: str, wait: bool = True, timeout: float = 20.0,
+                     failpoints: str = "") -> None:
+        """`failpoints`: the member's crash points armed (``COORD_FAILPOINTS``'s value,
+        coord.server.failpoints), for this start only; processes only."""
         m = self.members[name]
         if m.running:
             raise ClusterError(f"{name} is already running")
         if self._loop is not None:
+            if failpoints:
+                raise ClusterError("failpoints arm a process: not with in_process=True")
             self._start_embedded(m, timeout)
             return
         env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env.pop(FAILPOINTS_VAR, None)
+        if failpoints:
+            env[FAILPOINTS_VAR] = failpoints
         if self.echo is None:
             out: IO | int = open(m.log_path, "ab")  # noqa: SIM115 - owned by the child
             m.proc = subprocess.Popen(
@@ -408,9 +417,11 @@ class LocalCluster:
         if gate is not None:
             gate.heal()
 
-    def restart(self, name: str, timeout: float = 20.0) -> None:
+    def restart(self, name: str, timeout: float = 20.0, failpoints: str = "",
+                wait: bool = True) -> None:
+        """kill -9 and start again (`failpoints`: armed for the new start)."""
         self.kill(name)
-        self.start_member(name, wait=True, timeout=timeout)
+        self.start_member(name, wait=wait, timeout=timeout, failpoints=failpoints)
 
     def restart_all(self, wait: bool = True, timeout: float = 20.0) -> float:
         """kill -9 of every member, then all started again together (a power cut): the

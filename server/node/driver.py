@@ -38,6 +38,7 @@ from coord.raft import (
     conf_change_of,
 )
 from coord.raft.quorum import quorum_size
+from coord.server import failpoints
 from coord.server.node.errors import (
     NodeError,
     NoLeader,
@@ -549,6 +550,7 @@ class Node:
         if not early and rd.messages:
             self._transport.send(rd.messages)
         if rd.snapshot is not None:
+            failpoints.hit("snapshot-install")
             started = time.monotonic()
             log.info("%s: restoring a snapshot of %d bytes at index %d", self.me.name,
                      len(rd.snapshot.data), rd.snapshot.meta.index)
@@ -582,6 +584,7 @@ class Node:
             snaps.log_bytes += len(e.data)
         if entries:
             self.applied_index = entries[-1].index
+            failpoints.hit("apply-before-answer")  # the answers go out once the loop runs
         if entries or restored:
             for listener in self.apply_listeners:
                 listener()
@@ -590,6 +593,7 @@ class Node:
         result: Answer | None = None
         if e.type is EntryType.CONF_CHANGE:
             cc = conf_change_of(e)
+            failpoints.hit("membership-change")
             self._raw.apply_conf_change(cc)
             self._apply_membership(cc)
         elif e.data:

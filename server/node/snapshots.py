@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
 
 from coord.raft import ConfState, RawNode
+from coord.server import failpoints
 from coord.server.storage.log_store import LogStore
 
 log = logging.getLogger(__name__)
@@ -98,8 +99,10 @@ class Snapshots:
         task, self._task = self._task, None
         assert task is not None
         index, conf, data = self._index, self._conf, await task
+        failpoints.hit("snapshot-capture")
         snap = self._raw.compact(index, data, conf)
         await asyncio.get_running_loop().run_in_executor(self._io, self._store.compact, snap)
+        failpoints.hit("snapshot-compact")
         # `coord bench scale` and `coord bench etcd` read this line
         # (coord/bench/footprint.py): keep its shape.
         log.info("%s: took a snapshot of %d bytes at index %d in %.2fs", self.name,

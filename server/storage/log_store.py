@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from coord.raft.types import Entry, HardState, Snapshot
+from coord.server import failpoints
 from coord.server.storage import log_format as fmt
 from coord.server.storage.log_format import StorageError
 
@@ -220,8 +221,9 @@ class LogStore:
             try:
                 conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
                 conn.execute("VACUUM")
+                failpoints.hit("defrag")
                 conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            except sqlite3.Error as e:
+            except (sqlite3.Error, OSError) as e:
                 raise StorageError(self.path, f"defrag failed: {e}") from e
         return before, self.space()
 
@@ -350,7 +352,7 @@ class LogStore:
         `sync` is false: then it is only written)."""
         conn = self._connection()
         if sync:
-            with self._transaction(conn, what):
+            with self._transaction(conn, what, fsync=True):
                 yield conn
             return
         # No checkpoint in an unsynced commit either: an unsynced checkpoint could let the
@@ -366,7 +368,9 @@ class LogStore:
             conn.execute(f"PRAGMA wal_autocheckpoint = {int(checkpoint)}")
 
     @contextmanager
-    def _transaction(self, conn: sqlite3.Connection, what: str) -> Iterator[None]:
+    def _transaction(self, conn: sqlite3.Connection, what: str,
+                     fsync: bool = False) -> Iterator[None]:
+        """`fsync`: the COMMIT fsyncs, and passes the log's failpoints either side."""
         try:
             # IMMEDIATE takes the write lock up front, so the batch cannot fail half way
             # through for want of it.
@@ -375,12 +379,16 @@ class LogStore:
             raise StorageError(self.path, f"{what}: cannot begin a transaction: {e}") from e
         try:
             yield
+            if fsync:
+                failpoints.hit("log-before-fsync")
             conn.execute("COMMIT")
+            if fsync:
+                failpoints.hit("log-after-fsync")
         except BaseException as e:
             if conn.in_transaction:  # a failed COMMIT may already have rolled back
                 with suppress(sqlite3.Error):
                     conn.execute("ROLLBACK")
-            if isinstance(e, sqlite3.Error):
+            if isinstance(e, sqlite3.Error | OSError):
                 raise StorageError(self.path, f"{what} failed: {e}") from e
             raise
 

@@ -29,6 +29,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 
 from coord.raft.types import LOCAL_MESSAGES, Message, MessageType
+from coord.server import failpoints
 from coord.server.transport import snapshot_pieces
 from coord.server.transport.auth import PeerAuth
 from coord.server.transport.connection import ConnectionEnded, Inbound, Outbound
@@ -324,6 +325,8 @@ class PeerTransport:
             link.send(batch.SerializeToString(), snapshot)
             peer.sent += n
             peer.batches += 1
+            if snapshot:
+                failpoints.hit("snapshot-send")
 
     def _fill_batch(self, peer: _Peer, batch: raft_pb2.MessageBatch) -> tuple[int, bool]:
         """Move queued messages into `batch` (up to BATCH_SOFT_BYTES); return how many,
