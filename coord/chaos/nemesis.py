@@ -17,6 +17,10 @@ at its own end.
 - member: membership churn (a member replaced, as etcd's robustness suite does): a
   follower is removed, killed, wiped, added back as a learner and started; after the
   fault's duration it is promoted to a voter again.
+- crash: a member restarted armed at a crash point drawn from the seed
+  (coord.server.failpoints: inside a log write, after apply, in a snapshot, a membership
+  change, a defrag): it kills itself (kill -9) when it gets there. At the fault's end it
+  is started again unarmed, whether it got there (noted) or not.
 - skew: every member's wall clock off at once, each by its own amount (up to 10 min
   either way), members run as coord.chaos.skewed_member --skew-file; put back at the
   end. A member restarted during the fault keeps its skew.
@@ -40,10 +44,11 @@ from typing import NamedTuple
 from coord.chaos.netns import Network
 from coord.chaos.skew_file import write_skew
 from coord.testing import LocalCluster
+from coord.testing.local_cluster import CRASH_POINTS
 from coord.testing.netfault import TcpGate
 
 DEFAULT_NEMESES = ("kill", "pause", "partition", "member", "slow")
-NEMESES = (*DEFAULT_NEMESES, "delay", "skew")
+NEMESES = (*DEFAULT_NEMESES, "delay", "skew", "crash")
 """Every kind; a run without --nemesis takes the default ones, whose partitions run in
 network namespaces where this machine allows (delay needs the gates instead; skew
 members that run coord.chaos.skewed_member)."""
@@ -147,6 +152,7 @@ class Nemesis:
         self._thread = threading.Thread(target=self._run, name="nemesis", daemon=True)
         self._throttle: tuple[str, threading.Thread, threading.Event] | None = None
         self._learners: set[str] = set()  # re-added by membership churn, not yet promoted
+        self._armed: set[str] = set()  # running with a crash point armed
 
     def start(self) -> None:
         self._thread.start()
@@ -298,6 +304,8 @@ class Nemesis:
                 self._start_throttle(member, pick)
             elif kind == "skew":
                 fault.note = self._skew(pick)
+            elif kind == "crash":
+                fault.note = self._arm(member, pick)
             elif kind == "delay":
                 delay = random.Random(pick).uniform(0.05, 0.4)
                 self._gate(member).delay_s = delay
@@ -324,6 +332,8 @@ class Nemesis:
                 self._stop_throttle()
             elif fault.kind == "skew":
                 self._unskew()
+            elif fault.kind == "crash":
+                fault.note += self._disarm(fault.member)
             elif fault.kind == "delay":
                 self._gate(fault.member).delay_s = 0.0
             elif self.network is not None:
@@ -377,6 +387,22 @@ class Nemesis:
             for name in self.cluster.members:
                 write_skew(self.skew_dir / name, 0)
 
+    def _arm(self, member: str, pick: float) -> str:
+        """Restart `member` armed at a crash point drawn from `pick`; says which."""
+        points = sorted(CRASH_POINTS)
+        point = points[int(pick * len(points)) % len(points)]
+        self._armed.add(member)
+        self.cluster.restart(member, failpoints=f"{point}=panic", wait=False)
+        return f"armed at {point}"
+
+    def _disarm(self, member: str) -> str:
+        """Start `member` again unarmed (killing it first if it never reached its point);
+        says whether it got there."""
+        self._armed.discard(member)
+        died = not self.cluster.members[member].running
+        self.cluster.restart(member, timeout=30)
+        return ", died there" if died else ", not reached"
+
     def _promote(self, member: str) -> None:
         self.cluster.promote(member)
         self._learners.discard(member)
@@ -388,6 +414,8 @@ class Nemesis:
         self._unskew()
         if self.network is not None:
             self.network.heal()
+        for name in sorted(self._armed):
+            self._disarm(name)
         for name, m in self.cluster.members.items():
             if m.paused:
                 self.cluster.resume(name)

@@ -25,6 +25,7 @@ import grpc
 
 from coord.client.admin import AdminClient
 from coord.server.failpoints import ENV_VAR as FAILPOINTS_VAR
+from coord.server.failpoints import POINTS as CRASH_POINTS
 from coord.testing.netfault import TcpGate
 from coord.testing.ports import free_port, free_ports
 from coord.testing.processes import stop_processes
@@ -60,6 +61,11 @@ class MemberProcess:
         if self.embedded is not None:
             return self.embedded.running
         return self.proc is not None and self.proc.poll() is None
+
+
+__all__ = ["CRASH_POINTS", "ClusterError", "LocalCluster", "MemberProcess", "cluster"]
+"""CRASH_POINTS: the named points a member can be started armed at (`start_member`'s
+`failpoints`), each with the moment it marks."""
 
 
 class ClusterError(RuntimeError):

@@ -1,0 +1,49 @@
+"""The crash nemesis on a real cluster: a member restarted armed at a crash point dies
+there when it gets there, is started again unarmed at the fault's end (also when it
+never got there), and nothing the cluster acknowledged meanwhile is lost."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from coord.chaos.nemesis import Nemesis, Planned, Schedule
+from coord.testing import LocalCluster
+from coord.testing.local_cluster import CRASH_POINTS
+from tests.server.crash_rig import Writer, check_nothing_lost, member_log
+
+pytestmark = pytest.mark.cluster
+
+
+def _pick(point: str, member: int) -> float:
+    """The `pick` that arms member n<member> (of three running) at `point`."""
+    points = sorted(CRASH_POINTS)
+    at = (points.index(point) + 0.5) / len(points)
+    assert int(at * 3) == member - 1, "no pick arms both: choose another member"
+    return at
+
+
+def test_a_crash_fault_dies_at_its_point_and_comes_back_unarmed(tmp_path):
+    died, missed = _pick("log-after-fsync", 1), _pick("defrag", 1)  # defrag: never asked
+    schedule = Schedule([Planned(0.0, "crash", 6.0, died), Planned(7.0, "crash", 1.0, missed)])
+    with LocalCluster(3, data_dir=tmp_path / "c") as c, Writer(c) as w:
+        w.wait_for(50)
+        nemesis = Nemesis(c, schedule, t0=time.monotonic())
+        nemesis.start()
+        nemesis._thread.join(timeout=120)
+        nemesis.stop()
+        w.wait_for(30)
+        w.stop()
+        first, second = nemesis.faults
+        assert (first.member, first.note, first.error) == (
+            "n1", "armed at log-after-fsync, died there", "")
+        assert (second.member, second.note, second.error) == (
+            "n1", "armed at defrag, not reached", "")
+        assert all(m.running for m in c.members.values())
+        log = member_log(c, "n1")
+        assert log.count("failpoints armed") == 2
+        after_last_arming = log.rpartition("failpoints armed")[2]
+        assert after_last_arming.count("serving clients") == 2  # armed, then unarmed
+        assert log.count("failpoint log-after-fsync: panic") == 1
+        check_nothing_lost(c, w.acked, c.members)
