@@ -111,11 +111,11 @@ chaos: venv
 	    --out chaos-runs/seed$$s-$(CHAOS_SECONDS)s || exit 1; \
 	done
 
-# Every named crash point (coord.server.failpoints) on a real cluster;
+# Every named crash point (coord.server.failpoints) and disk fault on a real cluster;
 # `make test` runs a few of them.
 .PHONY: crash-points
 crash-points: venv
-	COORD_CRASH_SWEEP=1 $(PY) -m pytest -q -p no:cacheprovider tests/server/test_crash_points.py
+	COORD_CRASH_SWEEP=1 $(PY) -m pytest -q -p no:cacheprovider tests/server/test_crash_points.py tests/server/test_disk_faults.py
 
 bench: venv
 	$(VENV)/bin/coord bench raft

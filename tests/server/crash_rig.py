@@ -65,6 +65,24 @@ class Writer:
                 self.acked[key] = value
 
 
+def a_follower(cluster: LocalCluster) -> str:
+    leader = cluster.wait_for_leader()
+    return next(n for n in cluster.members if n != leader)
+
+
+def make_leader(cluster: LocalCluster, name: str, timeout: float = 20.0) -> None:
+    """Move leadership to `name` (again after a refusal, until `timeout`)."""
+    def leads() -> bool:
+        try:
+            with cluster.client(cluster.wait_for_leader()) as admin:
+                admin.transfer_leader(name, timeout=3)
+            return cluster.wait_for_leader() == name
+        except Exception:  # noqa: BLE001 - not caught up yet, or an election: again
+            return False
+
+    wait_until(f"leadership to move to {name}", leads, timeout)
+
+
 def wait_exited(cluster: LocalCluster, name: str, timeout: float = 20.0) -> int:
     """Wait for member `name`'s process to end (a failpoint's doing); its exit code."""
     proc = cluster.members[name].proc

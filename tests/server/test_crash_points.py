@@ -15,11 +15,12 @@ import pytest
 from coord.cli.defrag import defrag_one
 from coord.server.failpoints import POINTS
 from coord.testing import LocalCluster
-from tests.cut_off import wait_until
 from tests.server.crash_rig import (
     SNAPSHOT_ARGS,
     Writer,
+    a_follower,
     check_nothing_lost,
+    make_leader,
     member_log,
     wait_exited,
 )
@@ -35,21 +36,16 @@ on members that take none in a case, so the one restarted rebuilds its state fro
 own log rather than being sent the leader's snapshot."""
 
 
-def _a_follower(c: LocalCluster) -> str:
-    leader = c.wait_for_leader()
-    return next(n for n in c.members if n != leader)
-
-
 def _on_traffic(c: LocalCluster, w: Writer, spec: str) -> str:
     """Points every member passes as writes go on: a follower restarted armed."""
-    target = _a_follower(c)
+    target = a_follower(c)
     c.restart(target, failpoints=spec, wait=False)
     return target
 
 
 def _on_snapshot_install(c: LocalCluster, w: Writer, spec: str) -> str:
     """A follower that slept through a compaction gets the leader's snapshot."""
-    target = _a_follower(c)
+    target = a_follower(c)
     c.kill(target)
     w.wait_for(100)  # the others snapshot every few dozen: past where it stopped
     c.start_member(target, wait=False, failpoints=spec)
@@ -58,18 +54,9 @@ def _on_snapshot_install(c: LocalCluster, w: Writer, spec: str) -> str:
 
 def _on_snapshot_send(c: LocalCluster, w: Writer, spec: str) -> str:
     """The armed member made leader, and a follower that slept through a compaction."""
-    target = _a_follower(c)
+    target = a_follower(c)
     c.restart(target, failpoints=spec)
-
-    def moved() -> bool:
-        try:
-            with c.client(c.wait_for_leader()) as admin:
-                admin.transfer_leader(target, timeout=3)
-            return c.wait_for_leader() == target
-        except Exception:  # noqa: BLE001 - not caught up yet, or an election: again
-            return False
-
-    wait_until(f"leadership to move to {target}", moved, timeout=20)
+    make_leader(c, target)
     lagging = next(n for n in c.members if n != target and c.members[n].running)
     c.kill(lagging)
     w.wait_for(100)
@@ -78,14 +65,14 @@ def _on_snapshot_send(c: LocalCluster, w: Writer, spec: str) -> str:
 
 
 def _on_membership_change(c: LocalCluster, w: Writer, spec: str) -> str:
-    target = _a_follower(c)
+    target = a_follower(c)
     c.restart(target, failpoints=spec)
     c.add_member("n4")
     return target
 
 
 def _on_defrag(c: LocalCluster, w: Writer, spec: str) -> str:
-    target = _a_follower(c)
+    target = a_follower(c)
     c.restart(target, failpoints=spec)
     answer = defrag_one(c.members[target].listen, timeout=10)
     assert "FAILED" in answer, answer  # it died answering
