@@ -115,7 +115,7 @@ chaos: venv
 # `make test` runs a few of them.
 .PHONY: crash-points
 crash-points: venv
-	COORD_CRASH_SWEEP=1 $(PY) -m pytest -q -p no:cacheprovider tests/server/test_crash_points.py tests/server/test_disk_faults.py
+	COORD_CRASH_SWEEP=1 $(PY) -m pytest -q -p no:cacheprovider tests/server/test_crash_points.py tests/server/test_disk_faults.py tests/server/test_full_disk.py
 
 bench: venv
 	$(VENV)/bin/coord bench raft

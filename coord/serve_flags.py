@@ -30,7 +30,7 @@ from coord.server.requests.request_limits import (
 )
 from coord.server.requests.tokens import DEFAULT_TTL_S
 from coord.server.upkeep.compaction import DEFAULT_MODE, DEFAULT_RETENTION, MODES, CompactionPolicy
-from coord.server.upkeep.quota import DEFAULT_QUOTA_BYTES
+from coord.server.upkeep.quota import DEFAULT_DISK_RESERVE_BYTES, DEFAULT_QUOTA_BYTES
 from coord.sm.limits import DEFAULT_MAX_TXN_OPS, MAX_TXN_OPS
 from coord.tls.files import (
     TLS_VERSIONS,
@@ -126,6 +126,14 @@ def add_serve_flags(s: argparse.ArgumentParser) -> argparse.ArgumentParser:
         help="etcd's: over this many bytes (state, or the store's log and snapshot), the"
         " member raises NOSPACE and writes that add state are refused until space is freed"
         " (default 2 GiB; 0: no quota)",
+    )
+    s.add_argument(
+        "--disk-reserve-bytes",
+        type=int,
+        default=DEFAULT_DISK_RESERVE_BYTES,
+        help="with less than this many bytes free on the data dir's file system, the member"
+        " raises NOSPACE as over its quota, before a full disk fails a log write (which"
+        " stops the member) (default 32 MiB; 0: not watched)",
     )
     add_tls_flags(s)
     s.add_argument(
@@ -270,8 +278,8 @@ def member_config(args: argparse.Namespace) -> MemberConfig:
         validate_address(address)
     if args.snapshot_bytes < 1 or args.snapshot_every < 1:
         raise ValueError("--snapshot-every and --snapshot-bytes must be positive")
-    if args.quota_backend_bytes < 0:
-        raise ValueError("--quota-backend-bytes must be >= 0 (0: no quota)")
+    if args.quota_backend_bytes < 0 or args.disk_reserve_bytes < 0:
+        raise ValueError("--quota-backend-bytes and --disk-reserve-bytes must be >= 0")
     client_tls, peer_tls = tls_configs(args)
     if args.auth_token_ttl < 1:
         raise ValueError("--auth-token-ttl must be at least 1 (seconds)")
@@ -297,6 +305,7 @@ def member_config(args: argparse.Namespace) -> MemberConfig:
         etcd_progress_notify_s=args.etcd_progress_notify_ms / 1000,
         etcd_only=args.etcd_only,
         quota_bytes=args.quota_backend_bytes,
+        disk_reserve_bytes=args.disk_reserve_bytes,
         compaction=CompactionPolicy.parse(args.auto_compaction_mode,
                                           args.auto_compaction_retention),
         client_tls=client_tls,

@@ -12,7 +12,7 @@ from coord.server.node.members import MemberInfo
 from coord.server.requests.request_limits import RequestLimits
 from coord.server.requests.tokens import DEFAULT_TTL_S
 from coord.server.upkeep.compaction import DEFAULT_MODE, DEFAULT_RETENTION, CompactionPolicy
-from coord.server.upkeep.quota import DEFAULT_QUOTA_BYTES
+from coord.server.upkeep.quota import DEFAULT_DISK_RESERVE_BYTES, DEFAULT_QUOTA_BYTES
 from coord.tls.files import ServerTLS, is_loopback
 
 
@@ -32,6 +32,7 @@ class MemberConfig:
     etcd_progress_notify_s: float = DEFAULT_PROGRESS_NOTIFY_S
     etcd_only: bool = False  # clients get the etcd v3 API only (no native or Admin API)
     quota_bytes: int = DEFAULT_QUOTA_BYTES  # 0: no space quota
+    disk_reserve_bytes: int = DEFAULT_DISK_RESERVE_BYTES  # 0: free space not watched
     compaction: CompactionPolicy = field(
         default_factory=lambda: CompactionPolicy.parse(DEFAULT_MODE, DEFAULT_RETENTION))
     client_tls: ServerTLS | None = None  # TLS on `listen` and `etcd_listen`

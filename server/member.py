@@ -59,7 +59,7 @@ from coord.server.transport.peer import PeerTransport
 from coord.server.upkeep.compaction import AutoCompactor
 from coord.server.upkeep.leader_note import LeaderNote
 from coord.server.upkeep.quorum_notes import QuorumNotes
-from coord.server.upkeep.quota import SpaceGuard
+from coord.server.upkeep.quota import SpaceGuard, free_bytes
 from coord.server.upkeep.session_tracker import SessionTracker
 from coord.sm.machine import CoordMachine
 from coord.tls.credentials import (
@@ -191,6 +191,8 @@ class Member:
             propose=self.coordinator.write,
             request_snapshot=self.node.request_snapshot,
             name=config.name,
+            free_bytes=lambda: asyncio.to_thread(free_bytes, config.data_dir),
+            reserve_bytes=config.disk_reserve_bytes,
         )
         self.mode = self.coordinator.mode
         self.mode.enabled = config.read_only_mode

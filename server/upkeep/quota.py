@@ -13,6 +13,13 @@ When the state is small again but the store is not, the log is what holds the sp
 the member asks its node for a snapshot now, which truncates the log, and its free
 pages are reused (`coord defrag` gives them back to the file system).
 
+The disk it writes to can fill before any quota is reached (other files, a small
+volume). So the member also measures the free space of its data dir's file system and
+raises the same alarm when less than `--disk-reserve-bytes` is left, lowering it once
+the free space is back over the reserve by a tenth: writes stop while the member can
+still write its log (the alarm itself, deletes, compaction), rather than at ENOSPC, where
+a log write fails and the member must stop (it cannot go on after a failed write).
+
 The decision to refuse is the log's, never a member's clock or disk read inside apply:
 a write is refused whole or applied whole, the same on every member.
 """
@@ -20,6 +27,7 @@ a write is refused whole or applied whole, the same on every member.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -31,14 +39,22 @@ from coord.sm.machine import CoordMachine
 log = logging.getLogger(__name__)
 
 DEFAULT_QUOTA_BYTES = 2 << 30  # etcd's default
+DEFAULT_DISK_RESERVE_BYTES = 32 << 20
 CHECK_INTERVAL_S = 1.0
 LOW_WATER = 0.9  # lowered below this share of the quota, so it does not flap
+
+
+def free_bytes(path: str | os.PathLike[str]) -> int:
+    """Bytes an unprivileged writer may still add to `path`'s file system."""
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize
 
 
 @dataclass(frozen=True, slots=True)
 class Usage:
     state_bytes: int
     disk_bytes: int
+    free_bytes: int | None = None  # on the data dir's file system; None: not measured
 
     @property
     def used(self) -> int:
@@ -55,10 +71,13 @@ class SpaceGuard:
         propose: Callable[[Alarm], Awaitable[object]],
         request_snapshot: Callable[[], None],
         name: str = "",
+        free_bytes: Callable[[], Awaitable[int]] | None = None,
+        reserve_bytes: int = 0,
     ) -> None:
         """`disk_bytes()`: the store's bytes in use; `propose`: commit a command;
-        `request_snapshot()`: ask the node to snapshot (and truncate its log) now.
-        A quota of 0 turns the guard off."""
+        `request_snapshot()`: ask the node to snapshot (and truncate its log) now;
+        `free_bytes()`: the free space where the store is, held against `reserve_bytes`.
+        A quota of 0 turns the quota off, a reserve of 0 the free-space check."""
         self.quota_bytes = quota_bytes
         self.member_id = member_id
         self.machine = machine
@@ -66,10 +85,12 @@ class SpaceGuard:
         self.propose = propose
         self.request_snapshot = request_snapshot
         self.name = name
+        self.free_bytes = free_bytes
+        self.reserve_bytes = reserve_bytes if free_bytes is not None else 0
         self.usage = Usage(0, 0)
         self._loop = Periodic("space-guard", CHECK_INTERVAL_S,
                               deferring(self.step, name, "space alarm change"),
-                              enabled=quota_bytes > 0)
+                              enabled=quota_bytes > 0 or self.reserve_bytes > 0)
 
     def start(self) -> None:
         self._loop.start()
@@ -79,22 +100,30 @@ class SpaceGuard:
 
     async def step(self) -> str | None:
         """One measurement; the alarm action proposed, if any."""
-        self.usage = usage = Usage(self.machine.state_bytes(), await self.disk_bytes())
+        free = await self.free_bytes() if self.free_bytes and self.reserve_bytes else None
+        self.usage = usage = Usage(self.machine.state_bytes(), await self.disk_bytes(), free)
         raised = self.machine.alarms.has(self.member_id, NOSPACE)
-        low = self.quota_bytes * LOW_WATER
-        if usage.state_bytes <= low < usage.disk_bytes:
+        quota, low = self.quota_bytes, self.quota_bytes * LOW_WATER
+        if quota and usage.state_bytes <= low < usage.disk_bytes:
             self.request_snapshot()  # the log holds the space: truncate it
         if not raised:
-            if usage.used <= self.quota_bytes:
+            over = bool(quota) and usage.used > quota
+            short = free is not None and free < self.reserve_bytes
+            if not (over or short):
                 return None
-            log.warning("%s: over its space quota (state %d bytes, store %d bytes in use; "
-                        "quota %d): raising NOSPACE, writes that add state are refused",
-                        self.name, usage.state_bytes, usage.disk_bytes, self.quota_bytes)
+            why = (f"over its space quota (state {usage.state_bytes} bytes, store "
+                   f"{usage.disk_bytes} bytes in use; quota {quota})" if over else
+                   f"short of disk ({free} bytes free, under the reserve of "
+                   f"{self.reserve_bytes})")
+            log.warning("%s: %s: raising NOSPACE, writes that add state are refused",
+                        self.name, why)
             await self.propose(Alarm(ACTIVATE, self.member_id, NOSPACE))
             return ACTIVATE
-        if usage.used > low:
+        if (quota and usage.used > low) or (free is not None
+                                            and free * LOW_WATER < self.reserve_bytes):
             return None
-        log.info("%s: back under its space quota (%d of %d bytes): lowering NOSPACE",
-                 self.name, usage.used, self.quota_bytes)
+        log.info("%s: back under its space quota (%d of %d bytes) with %s bytes free: "
+                 "lowering NOSPACE", self.name, usage.used, quota,
+                 "unmeasured" if free is None else free)
         await self.propose(Alarm(DEACTIVATE, self.member_id, NOSPACE))
         return DEACTIVATE

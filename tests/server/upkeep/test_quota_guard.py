@@ -51,3 +51,29 @@ def test_the_disk_alone_raises_it_and_quota_0_is_off():
     assert asyncio.run(guard.step()) == "activate"
     off, _, _ = _guard(0, disk)
     assert not off._loop.enabled
+
+
+def test_free_space_under_the_reserve_raises_it_and_over_by_a_tenth_lowers_it():
+    m, free = CoordMachine(), [50_000]
+    proposed: list = []
+
+    async def measured(values: list[int]) -> int:
+        return values[0]
+
+    async def propose(cmd):
+        proposed.append(cmd.action)
+        return m.execute(cmd)
+
+    guard = SpaceGuard(0, 5, m, lambda: measured([0]), propose, lambda: None,
+                       free_bytes=lambda: measured(free), reserve_bytes=40_000)
+    assert guard._loop.enabled  # no quota, but the free space is watched
+    assert asyncio.run(guard.step()) is None
+    free[0] = 39_000
+    assert asyncio.run(guard.step()) == "activate"
+    assert m.execute(c.Put(b"n", b"v")).error == "NO_SPACE"
+    free[0] = 43_000  # over the reserve, not by a tenth: held
+    assert asyncio.run(guard.step()) is None
+    free[0] = 45_000
+    assert asyncio.run(guard.step()) == "deactivate" and m.execute(c.Put(b"n", b"v")).ok
+    assert proposed == ["activate", "deactivate"]
+    assert guard.usage.free_bytes == 45_000
