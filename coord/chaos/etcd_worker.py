@@ -1,6 +1,7 @@
 """The register workload through etcd's v3 API (linearizable and serializable reads,
 puts, deletes, compare-and-swap txns, compactions; and txns of two puts on keys of
-their own), with watchers of its keys (coord.chaos.etcd_watchers), driven by the
+their own), with watchers of its keys (coord.chaos.etcd_watchers), and
+Kubernetes-shaped informers and controllers (coord.chaos.etcd_k8s), driven by the
 `etcd3` package (a client nobody here wrote), in a process of its own: etcd3 0.12
 needs the pure-Python protobuf runtime, and its generated code registers the
 etcdserverpb names coord's own code also registers (the runner starts it with
@@ -23,6 +24,7 @@ import sys
 import threading
 from pathlib import Path
 
+from coord.chaos import etcd_k8s
 from coord.chaos.etcd_watchers import WATCH_OPTIONS, watch
 from coord.chaos.keys import RotatingKeys
 from coord.chaos.recorder import Process, Recorder
@@ -36,6 +38,10 @@ WATCHER_PROCESSES = 500_000
 """The watchers' process ids start this far above --process-base (the writers' below)."""
 COMPACTOR_PROCESSES = 900_000
 """The compactor's process ids start here (above the watchers', below the final reads')."""
+INFORMER_PROCESSES = 700_000
+"""The Kubernetes-shaped informers' process ids start here, the controllers' at
+CONTROLLER_PROCESSES (coord.chaos.etcd_k8s)."""
+CONTROLLER_PROCESSES = 800_000
 COMPACT_KEEP = 30
 """Revisions the compactor keeps behind the head."""
 
@@ -184,6 +190,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--endpoints", required=True)
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--watchers", type=int, default=len(WATCH_OPTIONS))
+    p.add_argument("--informers", type=int, default=2)
+    p.add_argument("--controllers", type=int, default=2)
+    p.add_argument("--plant", default="", help=f"{etcd_k8s.BLIND}: controllers update "
+                   "without their compare")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--process-base", type=int, default=1_000_000)
     p.add_argument("--out", type=Path, required=True)
@@ -199,6 +209,14 @@ def main(argv: list[str] | None = None) -> int:
         j, reg.connect, Process(recorder, args.process_base + WATCHER_PROCESSES + j,
                                 args.watchers),
         stop, args.seed, first, KEY_PREFIX)) for j in range(args.watchers)]
+    base = args.process_base
+    threads += [threading.Thread(target=etcd_k8s.informer, daemon=True, args=(
+        j, reg.connect, Process(recorder, base + INFORMER_PROCESSES + j, args.informers),
+        stop, args.seed)) for j in range(args.informers)]
+    values = itertools.count(1)
+    threads += [threading.Thread(target=etcd_k8s.controller, daemon=True, args=(
+        j, reg.connect, Process(recorder, base + CONTROLLER_PROCESSES + j, args.controllers),
+        stop, args.seed, values, args.plant)) for j in range(args.controllers)]
     threads.append(threading.Thread(target=_compactor, daemon=True, args=(
         reg, Process(recorder, args.process_base + COMPACTOR_PROCESSES, 1), stop,
         args.seed)))

@@ -279,11 +279,12 @@ class EtcdProcess:
                  tls: TLS | None = None) -> None:
         env = {k: v for k, v in os.environ.items() if k not in (ENV_CACERT, ENV_CERT, ENV_KEY)}
         env.update(tls.env() if tls else {}, PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION="python")
+        plant = ["--plant", cfg.plant] if cfg.plant == "blind-updates" else []
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "coord.chaos.etcd_worker", "--endpoints",
              ",".join(endpoints), "--workers", str(max(2, cfg.workers // 4)), "--seed",
              str(cfg.seed), "--process-base", str(cfg.workers * 2_000_000), "--out",
-             str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+             str(path), *plant], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=open(path.with_suffix(".log"), "w"), text=True, env=env)  # noqa: SIM115
         line = self.proc.stdout.readline()
         if line.strip() != "ready":

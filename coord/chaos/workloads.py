@@ -277,8 +277,9 @@ WORKLOADS = ("register", "set", "own", "pid", "etcd")
 """etcd: the register workload through the etcd3 package (coord.chaos.etcd_worker)."""
 
 
-PLANTS = ("serializable-reads", "unfenced-sink")
-"""Known-bad settings a run can plant, to show the checkers catch what they cause."""
+PLANTS = ("serializable-reads", "unfenced-sink", "blind-updates")
+"""Known-bad settings a run can plant, to show the checkers catch what they cause
+(blind-updates: the etcd worker's, coord.chaos.etcd_k8s)."""
 
 
 def make_workloads(names: list[str], sink: FencedSink, plant: str = "") -> list[Workload]:

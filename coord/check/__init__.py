@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from coord.check.informers import check_informer_cache, check_k8s_cas
 from coord.check.linearizable import LinearizabilityResult, check_key
 from coord.check.lost_writes import check_lost_writes
 from coord.check.ownership import check_ownership
@@ -41,6 +42,8 @@ CHECKERS: dict[str, tuple[tuple[str, ...], Callable[[list[dict]], CheckResult]]]
     "watch-prev-kv": (("watch",), check_watch_prev_kv),
     "watch-filters": (("watch",), check_watch_filters),
     "watch-history": (("watch",), check_watch_history),
+    "informer-cache": (("list",), check_informer_cache),
+    "k8s-cas": (("create", "update", "remove"), check_k8s_cas),
 }
 """Checker name -> (the functions it reads, the checker)."""
 

@@ -14,9 +14,10 @@ Rows (coord.check.oplog): a `watch` op is one watch stream.
 - completion: ok (the client canceled it), info (the stream broke), fail (never
   created); `compacted`, when the server said so: the compact revision (events before
   it are gone, and the watch is not owed them).
-Writes are `write` (value; null = a delete), `cas` ([old, new]) and `txn_put` ([[key,
-value], ...], one txn: one revision) ops; an ok may carry `revision`, the write's
-revision when the client reported it. Values are compared as
+Writes are `write` (value; null = a delete), `cas` ([old, new]), `txn_put` ([[key,
+value], ...], one txn: one revision) ops, and coord.chaos.etcd_k8s's `create` (value),
+`update` ([mod_revision, new]) and `remove` ([mod_revision, null]); an ok may carry
+`revision`, the write's revision when the client reported it. Values are compared as
 text (a watch event's value is bytes on the wire). A `compact` op (value: the revision)
 that did not fail may have removed the history before its revision from its invoke on."""
 
@@ -32,7 +33,9 @@ T = TypeVar("T")
 K = TypeVar("K")
 
 PUT, DELETE = "put", "delete"
-WRITES = ("write", "cas", "txn_put")
+WRITES = ("write", "cas", "txn_put", "create", "update", "remove")
+SWAPS = ("cas", "update", "remove")
+"""The writes whose value is [what they compare against, what they write]."""
 EVERY_KEY = "\0"
 
 
@@ -164,7 +167,7 @@ def _writes(op: Op) -> list[Write]:
         return [Write(op, k, _text(x), revision) for k, x in v]
     if op.invoke.get("key") is None:
         return []
-    return [Write(op, op.invoke["key"], _text(v[1] if op.f == "cas" else v), revision)]
+    return [Write(op, op.invoke["key"], _text(v[1] if op.f in SWAPS else v), revision)]
 
 
 def read_watches(rows: Iterable[dict[str, Any]]) -> WatchHistory:

@@ -63,7 +63,7 @@ def test_a_short_chaos_run_finds_no_violation(tmp_path):
     verdict = json.loads((tmp_path / "run" / "verdict.json").read_text())
     checks = {c["checker"]: c for c in verdict["checks"]}
     assert set(checks) == {"linearizable", "stale-reads", "lost-writes", "ownership", "producers",
-                           "sessions", *WATCH_CHECKS}
+                           "sessions", *WATCH_CHECKS, "informer-cache", "k8s-cas"}
     assert result.verdict == "ok", [v for c in checks.values() for v in c["violations"]]
     kinds = {f.kind for f in result.faults if not f.error}
     assert kinds == set(DEFAULT_NEMESES), result.faults
@@ -77,6 +77,9 @@ def test_a_short_chaos_run_finds_no_violation(tmp_path):
     # the etcd3 watchers' events went through every watch check, across restarts
     assert all(checks[n]["stats"]["events"] > 0 for n in WATCH_CHECKS)
     assert checks["watch-resumable"]["stats"]["restarts"] > 0
+    # the Kubernetes-shaped informers' lists and caches, the controllers' swaps
+    assert checks["informer-cache"]["stats"]["caches"] > 0
+    assert checks["k8s-cas"]["stats"]["succeeded"] > 0
     rows = read_jsonl(tmp_path / "run" / "oplog.jsonl")
     assert any(r["type"] == "ok" and (r["key"] or "").startswith("chaos/etcd/")
                for r in rows)  # the etcd3 workers' oplog was merged in
@@ -145,6 +148,20 @@ def test_a_planted_client_bug_is_caught_end_to_end(tmp_path):
     assert "--plant serializable-reads" in (tmp_path / "run" / "command.txt").read_text()
     first = result.faults[0]
     assert first.kind == "delay" and first.note.endswith(" ms") and "leader" not in first.note
+
+
+@pytest.mark.cluster
+def test_controllers_that_update_without_their_compare_are_caught(tmp_path):
+    """--plant blind-updates: the Kubernetes-shaped controllers put and delete without
+    comparing mod_revision (recorded as if they had); with two controllers on six
+    objects, one overwrites a revision it never saw and k8s-cas says so."""
+    cfg = RunConfig(seconds=4, seed=1, workers=4, workloads=["etcd"], nemeses=[],
+                    plant="blind-updates", out=tmp_path / "run")
+    result = run(cfg)
+    (cas,) = [c for c in result.checks if c.checker == "k8s-cas"]
+    assert result.verdict == "illegal" and cas.verdict == "illegal"
+    assert "in between" in cas.violations[0]["message"]
+    assert "--plant blind-updates" in (tmp_path / "run" / "command.txt").read_text()
 
 
 @pytest.mark.cluster
