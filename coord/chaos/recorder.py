@@ -41,7 +41,9 @@ class Recorder:
 
 
 class Process:
-    """One logical client process: `invoke()` then exactly one of `ok/fail/info()`."""
+    """One logical client process: `invoke()` then exactly one of `ok/fail/info()`.
+    Every row names its `worker` (the id it started with), which stays when the process
+    id moves on after an unknown outcome: the report draws a worker's ops on one lane."""
 
     def __init__(self, recorder: Recorder, worker: int, workers: int) -> None:
         self.recorder = recorder
@@ -55,7 +57,7 @@ class Process:
         assert self._pending is None, "one outstanding op per process"
         self._pending = {"process": self.id, "type": "invoke", "f": f, "key": key,
                          "value": value, "time_ns": time.monotonic_ns(), "error": None,
-                         **fields}
+                         "worker": self.worker, **fields}
         self.recorder.record(self._pending)
 
     def _record(self, inv: dict[str, Any], kind: str, value: Any, fields: dict) -> None:

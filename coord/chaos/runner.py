@@ -4,7 +4,8 @@ schedule, then heal, final reads, and every checker over the recorded oplog.
 
 The run directory keeps everything: `oplog.jsonl` (the client operations),
 `faults.jsonl`, `verdict.json`, the members' logs (`cluster/n*.log`) and `command.txt`
-(the command that replays the run's seeds). With `tls`, the cluster serves both ports
+(the command that replays the run's seeds), and `report.html` with its timeline
+(coord.chaos.report). With `tls`, the cluster serves both ports
 over TLS with client certificates required (coord.testing's CA) and every client of the
 run, the etcd3 workers too, speaks TLS."""
 
@@ -32,6 +33,7 @@ from coord.chaos import netns
 from coord.chaos.nemesis import DEFAULT_NEMESES, NEMESES, Fault, Nemesis, Schedule
 from coord.chaos.netns import Network
 from coord.chaos.recorder import Process, Recorder
+from coord.chaos.report import write_report
 from coord.chaos.sink import FencedSink
 from coord.chaos.workloads import WORKLOADS, Workload, make_workloads
 from coord.check import CheckResult, check_all
@@ -191,6 +193,12 @@ def run(cfg: RunConfig, console: Console | None = None) -> RunResult:
         "checks": [c.to_json() for c in checks]}, indent=2, default=str))
     _report(console, cfg, result)
     console.print(f"checked {len(rows):,} oplog rows in {check_s:.1f} s")
+    page = write_report(out, result.verdict, cfg.seed, cfg.command(), rows,
+                        [f.to_json() for f in result.faults], checks)
+    console.print(f"report: {page}")
+    if result.verdict != "ok":
+        console.print(f"[bold red]{result.verdict}[/] with seed {cfg.seed}; replay it with:\n"
+                      f"  {cfg.command()}", soft_wrap=True)
     return result
 
 

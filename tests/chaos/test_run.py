@@ -4,10 +4,13 @@ ends with faults injected, thousands of ops and every checker's verdict ok."""
 
 from __future__ import annotations
 
+import html
+import io
 import json
 import os
 
 import pytest
+from rich.console import Console
 
 from coord.chaos import netns
 from coord.chaos.nemesis import DEFAULT_NEMESES, PARTITIONS, Schedule
@@ -157,11 +160,16 @@ def test_controllers_that_update_without_their_compare_are_caught(tmp_path):
     objects, one overwrites a revision it never saw and k8s-cas says so."""
     cfg = RunConfig(seconds=4, seed=1, workers=4, workloads=["etcd"], nemeses=[],
                     plant="blind-updates", out=tmp_path / "run")
-    result = run(cfg)
+    printed = io.StringIO()
+    result = run(cfg, Console(file=printed, width=300))
     (cas,) = [c for c in result.checks if c.checker == "k8s-cas"]
     assert result.verdict == "illegal" and cas.verdict == "illegal"
     assert "in between" in cas.violations[0]["message"]
     assert "--plant blind-updates" in (tmp_path / "run" / "command.txt").read_text()
+    # the failing run says how to replay it, and its report names the violation
+    assert f"illegal with seed 1; replay it with:\n  {cfg.command()}" in printed.getvalue()
+    page = (tmp_path / "run" / "report.html").read_text()
+    assert html.escape(cas.violations[0]["message"]) in page and cfg.command() in page
 
 
 @pytest.mark.cluster
