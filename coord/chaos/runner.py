@@ -32,10 +32,11 @@ from rich.table import Table
 from coord.chaos import netns
 from coord.chaos.nemesis import DEFAULT_NEMESES, NEMESES, Fault, Nemesis, Schedule
 from coord.chaos.netns import Network
+from coord.chaos.owner_watch import watch_owners
 from coord.chaos.recorder import Process, Recorder
 from coord.chaos.report import write_report
 from coord.chaos.sink import FencedSink
-from coord.chaos.workloads import WORKLOADS, Workload, make_workloads
+from coord.chaos.workloads import WORKLOADS, Ownership, Workload, make_workloads
 from coord.check import CheckResult, check_all
 from coord.check.oplog import read_jsonl
 from coord.check.sessions import fault_windows
@@ -43,6 +44,9 @@ from coord.client import Client
 from coord.testing import LocalCluster
 from coord.tls.files import ENV_CACERT, ENV_CERT, ENV_KEY, TLS
 
+OWNER_WATCHERS = 2
+"""Watchers of the own workload's ownership changes (coord.chaos.owner_watch), when it
+runs; their process ids start at workers * 3,000,000."""
 JOIN_S = 30.0
 """How long stopping workers may take (a worker finishes its op: at most the client's
 timeout and a session TTL stall)."""
@@ -135,6 +139,12 @@ def run(cfg: RunConfig, console: Console | None = None) -> RunResult:
                                           workloads[i % len(workloads)], recorder,
                                           cluster.endpoints, cluster.client_tls, stop))
                    for i in range(cfg.workers if workloads else 0)]
+        if "own" in cfg.workloads:
+            threads += [threading.Thread(
+                target=watch_owners, name=f"chaos-owners-watch-{j}", daemon=True,
+                args=(j, cluster.endpoints, cluster.client_tls,
+                      Process(recorder, cfg.workers * 3_000_000 + j, OWNER_WATCHERS), stop,
+                      cfg.seed, Ownership.group)) for j in range(OWNER_WATCHERS)]
         for t in threads:
             t.start()
         if "etcd" in cfg.workloads:

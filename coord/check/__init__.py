@@ -10,6 +10,12 @@ from typing import Any
 from coord.check.informers import check_informer_cache, check_k8s_cas
 from coord.check.linearizable import LinearizabilityResult, check_key
 from coord.check.lost_writes import check_lost_writes
+from coord.check.owner_stream import (
+    check_owners_history,
+    check_owners_ordered,
+    check_owners_reliable,
+    check_owners_unique,
+)
 from coord.check.ownership import check_ownership
 from coord.check.producers import check_producers
 from coord.check.registers import check_registers
@@ -44,6 +50,10 @@ CHECKERS: dict[str, tuple[tuple[str, ...], Callable[[list[dict]], CheckResult]]]
     "watch-history": (("watch",), check_watch_history),
     "informer-cache": (("list",), check_informer_cache),
     "k8s-cas": (("create", "update", "remove"), check_k8s_cas),
+    "owners-ordered": (("watch_owners",), check_owners_ordered),
+    "owners-unique": (("watch_owners",), check_owners_unique),
+    "owners-reliable": (("watch_owners",), check_owners_reliable),
+    "owners-history": (("watch_owners",), check_owners_history),
 }
 """Checker name -> (the functions it reads, the checker)."""
 

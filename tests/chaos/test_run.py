@@ -19,6 +19,7 @@ from coord.chaos.runner import RunConfig, run
 from coord.chaos.sink import FencedSink
 from coord.check.oplog import pair, read_jsonl
 
+OWNERS_CHECKS = ("owners-ordered", "owners-unique", "owners-reliable", "owners-history")
 WATCH_CHECKS = ("watch-ordered", "watch-unique", "watch-atomic", "watch-reliable",
                 "watch-resumable", "watch-prev-kv", "watch-filters", "watch-history")
 
@@ -66,7 +67,8 @@ def test_a_short_chaos_run_finds_no_violation(tmp_path):
     verdict = json.loads((tmp_path / "run" / "verdict.json").read_text())
     checks = {c["checker"]: c for c in verdict["checks"]}
     assert set(checks) == {"linearizable", "stale-reads", "lost-writes", "ownership", "producers",
-                           "sessions", *WATCH_CHECKS, "informer-cache", "k8s-cas"}
+                           "sessions", *WATCH_CHECKS, "informer-cache", "k8s-cas",
+                           *OWNERS_CHECKS}
     assert result.verdict == "ok", [v for c in checks.values() for v in c["violations"]]
     kinds = {f.kind for f in result.faults if not f.error}
     assert kinds == set(DEFAULT_NEMESES), result.faults
@@ -83,6 +85,8 @@ def test_a_short_chaos_run_finds_no_violation(tmp_path):
     # the Kubernetes-shaped informers' lists and caches, the controllers' swaps
     assert checks["informer-cache"]["stats"]["caches"] > 0
     assert checks["k8s-cas"]["stats"]["succeeded"] > 0
+    # the native ownership stream's changes, through members killed and partitioned
+    assert all(checks[n]["stats"]["changes"] > 0 for n in OWNERS_CHECKS)
     rows = read_jsonl(tmp_path / "run" / "oplog.jsonl")
     assert any(r["type"] == "ok" and (r["key"] or "").startswith("chaos/etcd/")
                for r in rows)  # the etcd3 workers' oplog was merged in
