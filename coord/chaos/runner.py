@@ -35,6 +35,7 @@ from coord.chaos.netns import Network
 from coord.chaos.owner_watch import watch_owners
 from coord.chaos.recorder import Process, Recorder
 from coord.chaos.report import write_report
+from coord.chaos.session_watch import watch_sessions
 from coord.chaos.sink import FencedSink
 from coord.chaos.workloads import WORKLOADS, Ownership, Workload, make_workloads
 from coord.check import CheckResult, check_all
@@ -47,6 +48,9 @@ from coord.tls.files import ENV_CACERT, ENV_CERT, ENV_KEY, TLS
 OWNER_WATCHERS = 2
 """Watchers of the own workload's ownership changes (coord.chaos.owner_watch), when it
 runs; their process ids start at workers * 3,000,000."""
+SESSION_WATCHERS = 1
+"""Kept-alive sessions whose event streams are recorded (coord.chaos.session_watch),
+when the own workload runs: streams from workers * 4,000,000, their ops from 5,000,000."""
 JOIN_S = 30.0
 """How long stopping workers may take (a worker finishes its op: at most the client's
 timeout and a session TTL stall)."""
@@ -145,6 +149,12 @@ def run(cfg: RunConfig, console: Console | None = None) -> RunResult:
                 args=(j, cluster.endpoints, cluster.client_tls,
                       Process(recorder, cfg.workers * 3_000_000 + j, OWNER_WATCHERS), stop,
                       cfg.seed, Ownership.group)) for j in range(OWNER_WATCHERS)]
+            threads += [threading.Thread(
+                target=watch_sessions, name=f"chaos-session-watch-{j}", daemon=True,
+                args=(j, cluster.endpoints, cluster.client_tls,
+                      Process(recorder, cfg.workers * 4_000_000 + j, SESSION_WATCHERS),
+                      Process(recorder, cfg.workers * 5_000_000 + j, SESSION_WATCHERS), stop,
+                      cfg.seed, Ownership.group)) for j in range(SESSION_WATCHERS)]
         for t in threads:
             t.start()
         if "etcd" in cfg.workloads:

@@ -20,6 +20,7 @@ from coord.check.ownership import check_ownership
 from coord.check.producers import check_producers
 from coord.check.registers import check_registers
 from coord.check.result import CheckResult
+from coord.check.session_stream import check_session_events
 from coord.check.sessions import check_sessions
 from coord.check.stale_reads import check_stale_reads
 from coord.check.watch_coverage import check_watch_reliable, check_watch_resumable
@@ -54,6 +55,7 @@ CHECKERS: dict[str, tuple[tuple[str, ...], Callable[[list[dict]], CheckResult]]]
     "owners-unique": (("watch_owners",), check_owners_unique),
     "owners-reliable": (("watch_owners",), check_owners_reliable),
     "owners-history": (("watch_owners",), check_owners_history),
+    "session-events": (("session_events",), check_session_events),
 }
 """Checker name -> (the functions it reads, the checker)."""
 

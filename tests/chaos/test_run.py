@@ -68,7 +68,7 @@ def test_a_short_chaos_run_finds_no_violation(tmp_path):
     checks = {c["checker"]: c for c in verdict["checks"]}
     assert set(checks) == {"linearizable", "stale-reads", "lost-writes", "ownership", "producers",
                            "sessions", *WATCH_CHECKS, "informer-cache", "k8s-cas",
-                           *OWNERS_CHECKS}
+                           *OWNERS_CHECKS, "session-events"}
     assert result.verdict == "ok", [v for c in checks.values() for v in c["violations"]]
     kinds = {f.kind for f in result.faults if not f.error}
     assert kinds == set(DEFAULT_NEMESES), result.faults
@@ -87,6 +87,7 @@ def test_a_short_chaos_run_finds_no_violation(tmp_path):
     assert checks["k8s-cas"]["stats"]["succeeded"] > 0
     # the native ownership stream's changes, through members killed and partitioned
     assert all(checks[n]["stats"]["changes"] > 0 for n in OWNERS_CHECKS)
+    assert checks["session-events"]["stats"]["ends"] > 0  # sessions closed and severed
     rows = read_jsonl(tmp_path / "run" / "oplog.jsonl")
     assert any(r["type"] == "ok" and (r["key"] or "").startswith("chaos/etcd/")
                for r in rows)  # the etcd3 workers' oplog was merged in

@@ -28,6 +28,21 @@ class H:
             self.rows.append(done)
         return self
 
+    def stream(self, process: int, f: str, t0: int, responses: list[tuple[int, list[dict]]],
+               end: int, **fields: Any) -> H:
+        """A streaming op: its invoke at t0, a `response` row per (time, items), each
+        with the revision of its last item, and its ok at `end`."""
+        base = {"process": process, "f": f, "error": None, **fields}
+        self.rows.append({**base, "index": len(self.rows), "type": "invoke", "value": None,
+                          "time_ns": t0})
+        for t, items in responses:
+            self.rows.append({**base, "index": len(self.rows), "type": "response",
+                              "value": items, "revision": items[-1]["revision"],
+                              "time_ns": t})
+        self.rows.append({**base, "index": len(self.rows), "type": "ok", "value": None,
+                          "time_ns": end})
+        return self
+
     def sorted(self) -> list[dict[str, Any]]:
         """Rows in time order, as a recorder would have written them."""
         rows = sorted(self.rows, key=lambda r: (r["time_ns"], r["index"]))

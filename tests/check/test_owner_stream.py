@@ -26,14 +26,8 @@ def change(kind: str, resource: str, session: int, generation: int, rev: int) ->
 
 def stream(h: H, process: int, start: int, t0: int, changes: list[tuple[int, dict]],
            end: int) -> None:
-    base = {"process": process, "f": "watch_owners", "key": "g", "from_revision": start,
-            "watcher": "owners-0", "error": None}
-    h.rows.append({**base, "index": len(h.rows), "type": "invoke", "value": None,
-                   "time_ns": t0})
-    for t, c in changes:
-        h.rows.append({**base, "index": len(h.rows), "type": "response", "value": [c],
-                       "revision": c["revision"], "time_ns": t})
-    h.rows.append({**base, "index": len(h.rows), "type": "ok", "value": None, "time_ns": end})
+    h.stream(process, "watch_owners", t0, [(t, [c]) for t, c in changes], end, key="g",
+             from_revision=start, watcher="owners-0")
 
 
 def own(h: H, process: int, t: int, resource: str, session: int, generation: int | None,

@@ -1,0 +1,90 @@
+"""Sessions whose event streams are recorded (coord's native `Client.session`, kept
+alive), for coord.check.session_stream.
+
+Each round: open a kept-alive session, own a resource of its own (ev<j>) in the own
+workload's group, hold it a little, then end it one of two ways: close it (its stream
+owes a `released` event at the revision its resources were freed) or have a second
+session take the resource over at a higher generation (its stream owes a `severed`
+event naming the new owner, at the takeover's revision). The stream's events are
+drained once the session ended (the client ends the iterator after the end event).
+
+Rows: `session_events` (invoke: `key` the group, `resource`, `session`, `ending`:
+close | sever; a `response` row per event {"type", "revision", "resource",
+"generation", "new_owner"}; ok when the stream ended), and on a second process the
+`own` ops (a takeover's invoke carries the `generation` it claims) and `close_session`."""
+
+from __future__ import annotations
+
+import random
+import threading
+
+from coord.chaos.recorder import Process
+from coord.client import Client, CoordError
+from coord.tls.files import TLS
+
+TTL_S = 2.0
+DRAIN_S = 5.0
+"""How long the stream may take to deliver the end event once the session ended."""
+
+
+def _own(proc: Process, client: Client, session: int, group: str, resource: str,
+         generation: int | None = None):
+    """An `own` op; the grant, or None."""
+    extra = {} if generation is None else {"generation": generation}
+    proc.invoke("own", None, None, group=group, resource=resource, session=session, **extra)
+    try:
+        result = client.own(session, group, {resource: generation} if generation else resource)
+    except CoordError as e:
+        proc.info(getattr(e, "reason", "") or type(e).__name__)
+        return None
+    grant = next((g for g in result.grants if g.resource == resource), None)
+    if grant is None:
+        proc.fail("not granted")
+        return None
+    proc.ok(None, generation=grant.generation, revision=grant.revision)
+    return grant
+
+
+def _close(proc: Process, client: Client, session: int) -> None:
+    proc.invoke("close_session", None, None, session=session)
+    try:
+        revision = client.close_session(session).revision
+    except CoordError as e:
+        proc.info(getattr(e, "reason", "") or type(e).__name__)
+    else:
+        proc.ok(revision=revision)
+
+
+def watch_sessions(j: int, endpoints: list[str], tls: TLS | None, stream: Process,
+                   ops: Process, stop: threading.Event, seed: int, group: str) -> None:
+    rng = random.Random(f"{seed}-session-watch-{j}")
+    resource = f"ev{j}"
+    ordered = endpoints[j % len(endpoints):] + endpoints[:j % len(endpoints)]
+    with Client(ordered, timeout=3.0, randomize_endpoints=False, tls=tls or False) as client:
+        while not stop.is_set():
+            try:
+                session = client.session("chaos-events", ttl=TTL_S)
+            except CoordError:
+                stop.wait(0.5)
+                continue
+            ending = rng.choice(("close", "sever"))
+            stream.invoke("session_events", group, None, resource=resource,
+                          session=session.id, ending=ending)
+            grant = _own(ops, client, session.id, group, resource)
+            stop.wait(rng.uniform(0.2, 1.5))
+            if grant is not None and ending == "sever":
+                try:
+                    other = client.open_session("chaos-events-takeover", TTL_S).session_id
+                except CoordError:
+                    other = None
+                if other is not None:
+                    _own(ops, client, other, group, resource, grant.generation + 1)
+                    _close(ops, client, other)  # frees the resource for the next round
+            if ending == "close" or grant is None:
+                _close(ops, client, session.id)
+            for event in session.events(timeout=DRAIN_S):
+                stream.respond([{"type": event.type, "revision": event.revision,
+                                 "resource": event.resource, "generation": event.generation,
+                                 "new_owner": event.new_owner}], revision=event.revision)
+            stream.ok()
+            session.detach()
