@@ -8,7 +8,7 @@ SEEDS  ?= 10000
 NODES  ?= 3
 TLS    ?=
 
-.PHONY: all venv proto run test lint docs soak diff etcd3-suite bench bench-readonly bench-scale clean etcd-tools zookeeper-server bench-tui chaos bench-audit java-runtime bench-spark fuzz
+.PHONY: all venv proto run test lint docs soak diff etcd3-suite bench bench-readonly bench-scale clean etcd-tools zookeeper-server bench-tui chaos chaos-long bench-audit java-runtime bench-spark fuzz
 
 all: test
 
@@ -116,6 +116,14 @@ chaos: venv
 .PHONY: crash-points
 crash-points: venv
 	COORD_CRASH_SWEEP=1 $(PY) -m pytest -q -p no:cacheprovider tests/server/test_crash_points.py tests/server/test_disk_faults.py tests/server/test_full_disk.py
+
+# One long run outside CI (30 minutes by default): every nemesis kind, faults in
+# overlapping pairs, every workload; the run directory keeps its history and report.html.
+CHAOS_LONG_SECONDS ?= 1800
+CHAOS_LONG_SEED    ?= 1
+chaos-long: venv
+	$(VENV)/bin/coord chaos --seconds $(CHAOS_LONG_SECONDS) --seed $(CHAOS_LONG_SEED) \
+	  --nemesis all --overlap --out chaos-runs/long-seed$(CHAOS_LONG_SEED)-$(CHAOS_LONG_SECONDS)s
 
 bench: venv
 	$(VENV)/bin/coord bench raft

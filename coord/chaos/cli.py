@@ -22,7 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seconds", type=float, default=60.0, help="how long the faults run")
     p.add_argument("--seed", type=int, default=0, help="seeds the schedule and workers")
     p.add_argument("--nemesis", default=",".join(DEFAULT_NEMESES),
-                   help=f"comma-separated: {', '.join(NEMESES)} (or none; default: "
+                   help=f"comma-separated: {', '.join(NEMESES)} (or all, or none; default: "
                    f"{', '.join(DEFAULT_NEMESES)}; delay runs partitions on TCP gates; skew runs "
                    "members as coord.chaos.skewed_member)")
     p.add_argument("--workload", default=",".join(WORKLOADS),
@@ -62,7 +62,8 @@ def main(args: argparse.Namespace) -> int:
     # members stopped, network namespaces removed).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     cfg = RunConfig(seconds=args.seconds, seed=args.seed, workloads=_names(args.workload),
-                    nemeses=_names(args.nemesis), workers=args.workers,
+                    nemeses=list(NEMESES) if args.nemesis == "all" else _names(args.nemesis),
+                    workers=args.workers,
                     members=args.members, out=args.out, netns=args.netns,
                     plant=args.plant, tls=args.tls, overlap=args.overlap)
     try:

@@ -38,3 +38,12 @@ def test_check_only_re_checks_an_oplog(tmp_path, capsys):
     (tmp_path / "broken.jsonl").write_text("{not json\n")
     assert main(["chaos", "--check", str(tmp_path / "broken.jsonl")]) == 2
     assert "broken.jsonl:1: not JSON" in _text(capsys)
+
+
+def test_nemesis_all_names_every_kind(tmp_path, capsys):
+    """`--nemesis all` is every kind: delay among them, which cannot run with partitions
+    forced into network namespaces, so the run refuses before any member starts."""
+    assert main(["chaos", "--nemesis", "all", "--netns", "on", "--out",
+                 str(tmp_path / "a")]) == 2
+    assert "--nemesis delay holds messages in the TCP gates" in _text(capsys)
+    assert not (tmp_path / "a" / "cluster").exists()
