@@ -19,9 +19,9 @@ revision R is its latest known write at or below R.
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from coord.check.oplog import Op, pair
@@ -34,19 +34,20 @@ SWAPS = ("update", "remove")
 @dataclass
 class KeyHistory:
     """One key's known writes: revision -> value (None: deleted), and where each was
-    first learned (a row, for the violation's evidence)."""
+    first learned (a row, for the violation's evidence). `revisions` is the sorted keys
+    of `values` once known_writes has read everything."""
 
     values: dict[int, str | None]
     rows: dict[int, dict[str, Any]]
+    revisions: list[int] = field(default_factory=list)
 
     def at(self, revision: int) -> tuple[int, str | None] | None:
         """(revision, value) of the latest known write at or below `revision`."""
-        revs = sorted(self.values)
-        i = bisect_right(revs, revision)
-        return (revs[i - 1], self.values[revs[i - 1]]) if i else None
+        i = bisect_right(self.revisions, revision)
+        return (self.revisions[i - 1], self.values[self.revisions[i - 1]]) if i else None
 
     def between(self, lo: int, hi: int) -> list[int]:
-        return sorted(r for r in self.values if lo < r < hi)
+        return self.revisions[bisect_right(self.revisions, lo):bisect_left(self.revisions, hi)]
 
 
 @dataclass
@@ -83,17 +84,24 @@ def known_writes(h: WatchHistory, lists: list[Op]) -> dict[str, KeyHistory]:
     for op in lists:
         for key, value, mod in op.completion["value"]:
             learn(key, mod, _text(value), op.completion)
+    for kh in out.values():
+        kh.revisions = sorted(kh.values)
     return out
 
 
-def _maybe_deleted(h: WatchHistory, key: str, by_ns: int) -> bool:
-    """Whether a delete of `key` sent by `by_ns` has no known revision (it may have
-    happened where no watch saw it)."""
-    return any(w.type == DELETE and w.revision is None and w.op.status != "fail"
-               and w.op.start <= by_ns for w in h.writes.get(key, ()))
+def unseen_deletes(h: WatchHistory) -> dict[str, int]:
+    """Key -> when the first delete of it with no known revision was sent (it may have
+    happened where no watch saw it, any time after)."""
+    out: dict[str, int] = {}
+    for key, writes in h.writes.items():
+        starts = [w.op.start for w in writes
+                  if w.type == DELETE and w.revision is None and w.op.status != "fail"]
+        if starts:
+            out[key] = min(starts)
+    return out
 
 
-def _compare(s: Snapshot, known: dict[str, KeyHistory], h: WatchHistory,
+def _compare(s: Snapshot, known: dict[str, KeyHistory], unseen: dict[str, int],
              res: CheckResult) -> None:
     keys = {k for k in known if k.startswith(s.prefix)} | set(s.objects)
     for key in sorted(keys):
@@ -115,7 +123,7 @@ def _compare(s: Snapshot, known: dict[str, KeyHistory], h: WatchHistory,
                               f"mod_revision {mod}, but the history has {truth[1]!r} there",
                               rows=[s.row, kh.rows[truth[0]]])
         elif truth is not None and truth[1] is not None \
-                and not _maybe_deleted(h, key, s.by_ns):
+                and unseen.get(key, s.by_ns + 1) > s.by_ns:
             res.violation(f"{s.what} at revision {s.revision}: no {key!r}, but it was set "
                           f"to {truth[1]!r} at revision {truth[0]} and never deleted",
                           rows=[s.row, kh.rows[truth[0]]])
@@ -160,8 +168,9 @@ def check_informer_cache(rows: Iterable[dict[str, Any]]) -> CheckResult:
         return res
     known = known_writes(h, lists)
     caches = _caches(h, lists)
+    unseen = unseen_deletes(h)
     for s in [_list_snapshot(o) for o in lists] + caches:
-        _compare(s, known, h, res)
+        _compare(s, known, unseen, res)
     res.stats["caches"] = len(caches)
     return res
 
