@@ -90,7 +90,7 @@ def plot_timeline(rows: list[dict[str, Any]], faults: list[dict[str, Any]],
     for f in faults:
         if not f.get("start_ns"):
             continue
-        end = f.get("end_ns") or max(r["time_ns"] for r in rows)
+        end = f.get("end_ns") or max((r["time_ns"] for r in rows), default=f["start_ns"])
         colour = FAULT_COLOURS[kinds.index(f["kind"]) % len(FAULT_COLOURS)]
         for ax in (top, bottom):
             ax.axvspan((f["start_ns"] - t0) / 1e9, (end - t0) / 1e9, color=colour, alpha=0.35,
@@ -110,7 +110,8 @@ def plot_timeline(rows: list[dict[str, Any]], faults: list[dict[str, Any]],
     for op in ops:
         doing[op.invoke.get("worker", op.process)][op.f] += 1
     top.set_yticklabels([f"{c} {doing[c].most_common(1)[0][0]}" for c in lanes], fontsize=6)
-    top.legend(loc="upper right", fontsize=8)
+    if ops:
+        top.legend(loc="upper right", fontsize=8)
     bottom.set_yscale("log")
     bottom.set_ylabel("latency (ms)")
     bottom.set_xlabel("seconds into the run")

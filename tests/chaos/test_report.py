@@ -45,3 +45,13 @@ def test_a_violation_is_placed_at_its_earliest_row_however_deeply_nested():
     c.violation("m", ops=[[{"time_ns": 30}, {"time_ns": 40}]], anomaly={"op": [{"time_ns": 20}]})
     c.violation("no rows")
     assert list(violation_marks([c])) == [("x", "m", 20), ("x", "no rows", None)]
+
+
+def test_a_run_that_recorded_nothing_still_gets_its_report(tmp_path):
+    """A run whose cluster never served (no oplog rows) and whose one fault never healed:
+    the page says so rather than the run failing after its checks."""
+    fault = {"kind": "pause", "member": "n1", "start_s": 0.5, "end_s": None, "note": "",
+             "error": "", "start_ns": 5, "end_ns": 0}
+    text = write_report(tmp_path, "unknown", 3, "coord chaos --seed 3", [], [fault],
+                        []).read_text()
+    assert "seed 3" in text and "<td>pause</td><td>n1</td>" in text
