@@ -14,8 +14,9 @@ revision R is its latest known write at or below R.
   outcome is unknown (it may have happened unseen).
 - k8s-cas: an update or delete that succeeded against mod_revision M at revision N had
   no known write of its key between M and N; a create that succeeded found its key
-  absent; a compare the server said failed did not hold (the txn's failure branch read
-  the key in the same revision)."""
+  absent (or a delete of it whose outcome is unknown was sent before it completed); a
+  compare the server said failed did not hold (the txn's failure branch read the key in
+  the same revision)."""
 
 from __future__ import annotations
 
@@ -180,6 +181,7 @@ def check_k8s_cas(rows: Iterable[dict[str, Any]]) -> CheckResult:
     h = read_watches(rows)
     lists = [o for o in pair(r for r in rows if r.get("f") == "list") if o.status == "ok"]
     known = known_writes(h, lists)
+    unseen = unseen_deletes(h)
     ops = pair(r for r in rows if r.get("f") in ("create", *SWAPS))
     res = CheckResult("k8s-cas", stats={"succeeded": 0, "refused": 0})
     for op in ops:
@@ -199,7 +201,8 @@ def check_k8s_cas(rows: Iterable[dict[str, Any]]) -> CheckResult:
         res.stats["succeeded"] += 1
         before = kh.at(revision - 1)
         if op.f == "create":
-            if before is not None and before[1] is not None:
+            if before is not None and before[1] is not None \
+                    and unseen.get(key, op.end + 1) > op.end:  # not a delete unseen
                 res.violation(f"create of {key!r} at revision {revision} succeeded, but the "
                               f"key was set at revision {before[0]}",
                               ops=[op.rows()], rows=[kh.rows[before[0]]])

@@ -2,7 +2,8 @@
 watch guarantees and to the history: ordered (revisions never go back), unique (no
 event twice), one end (released, expired or severed: exactly one once the session was
 ended, and nothing after it), reliable (a session whose close was acknowledged hears
-`released`, one a takeover severed hears `severed`), and true to the history (the end
+`released`, one a takeover severed hears `severed`, unless the client said `gone`: it
+learned of the end without the event, its stream broken), and true to the history (the end
 is the one its ending caused, at the revision the close or the takeover's answer gave,
 naming the new owner and its generation; and, if it held its resource, every owners
 stream that covers that revision shows the resource freed or taken there)."""
@@ -53,7 +54,7 @@ def check_session_events(rows: Iterable[dict[str, Any]]) -> CheckResult:
     owners, _ = read_streams(rows)
     streams = [o for o in ops if o.f == "session_events"]
     res = CheckResult("session-events", stats={"streams": len(streams), "events": 0,
-                                                "ends": 0})
+                                                "ends": 0, "gone": 0})
     for op in streams:
         name = f"session {op.invoke['session']}'s events"
         events = _events(op)
@@ -80,6 +81,10 @@ def check_session_events(rows: Iterable[dict[str, Any]]) -> CheckResult:
         if ender is None or op.status != "ok":
             continue
         want = _expected(ender)
+        if not ends and any(e["type"] == "gone" for r in op.responses
+                            for e in r.get("value") or ()):
+            res.stats["gone"] += 1  # the client said it learned the end without its why
+            continue
         if not ends:
             res.violation(f"{name}: no {want['type']} event, though its "
                           f"{ender.f.replace('_', ' ')} was acknowledged",
