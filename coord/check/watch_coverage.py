@@ -6,7 +6,9 @@ the client's chain of watches leaves no revision out).
 
 What is owed: every revision of the revision log (coord.check.watch_log: what any
 watch delivered) in the watch's range and filters, and every acknowledged write whose
-answer gave its revision, even one no watch delivered."""
+answer gave its revision, even one no watch delivered; but not a delete at the very
+revision a watch starts from when a compaction at that revision came first (etcd drops
+a compacted key's tombstone)."""
 
 from __future__ import annotations
 
@@ -15,8 +17,17 @@ from collections.abc import Iterable
 from typing import Any
 
 from coord.check.result import CheckResult
-from coord.check.watch_log import Watch, read_watches
+from coord.check.watch_log import DELETE, Watch, WatchHistory, read_watches
 from coord.check.watches import watch_result
+
+
+def _tombstone(h: WatchHistory, w: Watch, r: int, types: list[str]) -> bool:
+    """Whether revision `r`, where `w` starts, holds only deletes that a compaction at
+    `r` sent before `w` may have removed: compacting at R keeps each key's latest
+    version at or below R unless that is a delete (etcd drops the tombstone), so a watch
+    from R is owed no delete at R."""
+    return r == w.owed_from() and all(t == DELETE for t in types) and any(
+        c.invoke["value"] == r and c.start <= w.op.start for c in h.compactions)
 
 
 def check_watch_reliable(rows: Iterable[dict[str, Any]]) -> CheckResult:
@@ -34,13 +45,14 @@ def check_watch_reliable(rows: Iterable[dict[str, Any]]) -> CheckResult:
         got = w.by_revision()
         for r in revisions[bisect_left(revisions, lo):bisect_right(revisions, hi)]:
             owed = [e for e in h.log[r] if w.wants(e)]
-            if owed and r not in got:
+            if owed and r not in got and not _tombstone(h, w, r, [e.type for e in owed]):
                 res.violation(f"{w.name()}: missed revision {r} ({owed[0].type} of "
                               f"{owed[0].key!r}) before its last event at {hi}",
                               rows=[owed[0].row])
         for r, key, write in acked[bisect_left(acked_revisions, lo):
                                    bisect_right(acked_revisions, hi)]:
-            if r in h.log or not w.covers(key) or f"no{write.type}" in w.filters:
+            if r in h.log or not w.covers(key) or f"no{write.type}" in w.filters \
+                    or _tombstone(h, w, r, [write.type]):
                 continue  # a revision some watch delivered is checked above
             res.violation(f"{w.name()}: the acknowledged {write.type} of {key!r} at "
                           f"revision {r} never came, though events up to {hi} did",

@@ -153,6 +153,20 @@ def test_reliable_excuses_what_the_server_said_was_compacted():
     assert check_watch_reliable(h.sorted()).ok
 
 
+def test_reliable_owes_no_delete_a_compaction_at_the_watch_start_removed():
+    """w/b deleted at 5, the history compacted at 5, then watch D from 5: etcd drops a
+    compacted key's tombstone, so D is not owed that delete; a put at its start is."""
+    h = clean()
+    h.op(4, "compact", 141, 142, 5, key=None)
+    watch(h, 14, "D", 5, 150, [(160, [put("a", 4, 6), put("c", 5, 7), put("d", 6, 7)])],
+          END)
+    assert check_watch_reliable(h.sorted()).ok
+    h.rows = [r for r in h.rows if r["f"] != "compact"]  # no compaction: owed
+    r = check_watch_reliable(h.sorted())
+    assert r.count == 1 and "watch D" in _messages(r)[0] and \
+        "missed revision 5 (delete of 'w/b')" in _messages(r)[0]
+
+
 def test_resumable_catches_a_restart_that_repeats_and_one_that_skips():
     a2 = [(65, [put("b", 2, 3), put("a", 3, 4, prev=1)]), (85, [delete("b", 5, prev=2)]),
           (105, [put("a", 4, 6, prev=3)])]
