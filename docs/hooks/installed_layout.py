@@ -16,6 +16,7 @@ import shutil
 from pathlib import Path
 
 from mkdocs.config.defaults import MkDocsConfig
+from mkdocs.plugins import event_priority
 
 ROOT = Path(__file__).resolve().parents[2]
 MIRROR = ROOT / "build/docs-src/coord"
@@ -39,6 +40,10 @@ def mirror_installed_layout() -> Path:
     return MIRROR.parent
 
 
+@event_priority(100)
 def on_config(config: MkDocsConfig) -> MkDocsConfig:
+    """Before mkdocstrings' own on_config: its Python handler keeps only the `paths`
+    that exist when it starts (it expands them as globs), so on a fresh clone a mirror
+    made after it would be ignored and no reference page would build."""
     mirror_installed_layout()
     return config
