@@ -34,6 +34,7 @@ from coord.bench.api import bench_kv, metered, timed_level
 from coord.bench.flame import Profiler
 from coord.bench.grpc_floor import floor_server
 from coord.bench.member_cpu import Meter, member_meter
+from coord.bench.round_table import legend, round_table
 from coord.client import AsyncClient
 from coord.etcdpb import rpc_pb2 as epb
 from coord.etcdpb import rpc_pb2_grpc as erpc
@@ -268,6 +269,12 @@ def run_etcd_bench(args: argparse.Namespace) -> int:
              "every call checked)"}[v] for v in variants[1:]) + ", the same run:")
         for line in cost_table(rows, variants):
             print("  " + line)
+    print("what one op cost each member in steps (per op; followers: their mean; CPU's "
+          "ratio to the floor's and etcd's same op and clients in this run):")
+    for line in legend():
+        print("  " + line)
+    for line in round_table([r for r in rows if r.get("variant", "plain") == "plain"]):
+        print("  " + line)
     return 0
 
 
@@ -286,7 +293,8 @@ def _coord_rows(args: argparse.Namespace, variant: str, levels: list[int],
             token = bench_auth.log_in(leader)
         pids = {m: member.proc.pid for m, member in cluster.members.items() if member.proc}
         logs = {m: member.log_path for m, member in cluster.members.items()}
-        meter = member_meter(pids, name, logs)
+        counters = {m: partial(_round_counts, cluster, m) for m in pids}
+        meter = member_meter(pids, name, logs, counters)
         profile = (partial(Profiler, Path(args.profile) / variant, pids, name,
                            seconds=args.seconds) if args.profile else None)
         rows = asyncio.run(etcd_ops(leader, "coord", levels, args.seconds, args.claims,
@@ -318,3 +326,8 @@ def cost_table(rows: list[dict], variants: list[str]) -> list[str]:
                      if o else f" {'-':>9} {'-':>7} {'-':>11}")
         lines.append(line)
     return lines
+
+
+def _round_counts(cluster: LocalCluster, member: str) -> dict[str, int]:
+    """A coord member's round counts so far, from its Status."""
+    return dict(cluster.status(member).round_counts)

@@ -56,6 +56,30 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def context_switches(pid: int) -> tuple[int, int, int]:
+    """Process `pid`'s context switches so far, from /proc: voluntary and involuntary
+    summed over its threads, and the voluntary ones of its main thread alone (a server's
+    event loop: each one a time it slept and had to be woken, for I/O, the GIL or the
+    disk). Threads that ended are not counted; (0, 0, 0) if the process is gone."""
+    voluntary = involuntary = main = 0
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except (FileNotFoundError, ProcessLookupError):
+        return 0, 0, 0
+    for tid in tids:
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+            with open(f"/proc/{pid}/task/{tid}/status") as f:
+                for line in f:
+                    if line.startswith("voluntary_ctxt_switches:"):
+                        v = int(line.split()[1])
+                        voluntary += v
+                        if tid == str(pid):
+                            main = v
+                    elif line.startswith("nonvoluntary_ctxt_switches:"):
+                        involuntary += int(line.split()[1])
+    return voluntary, involuntary, main
+
+
 SNAPSHOT_LINE = re.compile(r"took a snapshot of (\d+) bytes at index (\d+) in ([\d.]+)s")
 """The line a coord member logs for each snapshot it takes (server/node/snapshots.py)."""
 

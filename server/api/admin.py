@@ -81,6 +81,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
             local_sessions=len(self.local) if self.local is not None else 0,
             version=VERSION,
             data_bytes=console_views.storage_bytes(self.data_path),
+            round_counts=node.round_counts.as_dict(),
         )
         for mid, m in sorted(node.members.items(), key=lambda kv: kv[1].name):
             resp.members.add(

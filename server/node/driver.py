@@ -13,7 +13,6 @@ import itertools
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from coord.raft import (
@@ -50,6 +49,7 @@ from coord.server.node.errors import (
 )
 from coord.server.node.members import MemberInfo
 from coord.server.node.read_convoy import ReadConvoy
+from coord.server.node.round_counts import CountingExecutor, RoundCounts
 from coord.server.node.snapshots import Snapshots
 from coord.server.node.statemachine import StateMachine
 from coord.server.node.ticker import tick_every
@@ -191,7 +191,9 @@ class Node:
         self._transport = transport
         self.members: dict[int, MemberInfo] = {}
         self._known_addresses = {m.id: m for m in initial_cluster}
-        self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"store-{me.name}")
+        self.round_counts = RoundCounts()
+        self._io = CountingExecutor(self.round_counts, max_workers=1,
+                                    thread_name_prefix=f"store-{me.name}")
         self._wake = asyncio.Event()
         self._raw = self._open(initial_cluster, join)
         self._snaps = Snapshots(me.name, self._raw, store, self._io, self._capture_snapshot,
@@ -394,9 +396,11 @@ class Node:
     # -- the loop -------------------------------------------------------------------------
     async def _run(self) -> None:
         raw = self._raw
+        counts = self.round_counts
         while True:
             await self._wake.wait()
             self._wake.clear()
+            counts.driver_turns += 1
             if self._inbox:
                 inbox, self._inbox = self._inbox, []
                 for m in inbox:
@@ -521,6 +525,7 @@ class Node:
             self._batch_term, self._batch_last = term, first + len(batch) - 1
 
     async def _handle_ready(self, rd: Ready) -> None:
+        self.round_counts.readies += 1
         if rd.snapshot is not None and self._snaps.running:
             self._snaps.discard()  # the leader's snapshot supersedes ours
         hard = rd.hard_state
@@ -541,6 +546,7 @@ class Node:
                 # (sqlite releases the GIL for the fsync) rather than handed to the
                 # storage thread and back, a wake-up each way (~80 us) on every
                 # follower's critical path.
+                self.round_counts.inline_saves += 1
                 self._store.save(hard, rd.entries, rd.snapshot)
         elif hard is not None:
             # Only the commit index moved: written, not fsync'd (see Ready.must_sync), in

@@ -1,4 +1,5 @@
 from coord.bench.etcd import cost_table, table
+from coord.bench.round_table import round_table
 
 
 def _row(system: str, api: str, op: str, clients: int, per_s: float) -> dict:
@@ -101,3 +102,28 @@ def test_the_cost_table_sets_each_variant_beside_plaintext_with_the_ratio():
                                                     ["get", "stream", "1"]]
     assert lines[0].split()[7] == "0.80" and lines[0].split()[-1] == "0.90"
     assert lines[1].split()[7] == "0.50" and lines[1].split()[-1] == "-"  # no auth row
+
+
+def test_round_table_gives_each_role_its_counts_and_cpu_ratios():
+    def metered(system: str, api: str, cpu: dict, counts: dict) -> dict:
+        return {**_row(system, api, "put", 1, 1000.0), "cpu_us_per_op": cpu,
+                "counts_per_op": counts}
+
+    rows = [
+        metered("etcd", "etcd", {"leader": 400.0, "follower": 200.0},
+                {"leader": {"vcsw": 10.0}, "follower": {"vcsw": 5.0}}),
+        metered("coord", "etcd", {"leader": 1200.0, "follower": 600.0},
+                {"leader": {"vcsw": 16.0, "readies": 2.0},
+                 "follower": {"vcsw": 8.0, "readies": 2.0}}),
+        metered("floor", "etcd", {"leader": 300.0}, {"leader": {"vcsw": 10.0}}),
+    ]
+    header, *lines = round_table(rows)
+    assert "readies" in header and "/floor" in header
+    coord_leader = next(ln.split() for ln in lines if ln.startswith("coord") and "leader" in ln)
+    coord_follower = next(ln.split() for ln in lines if "follower" in ln and ln.startswith("coord"))
+    # CPU, then its ratio to the floor's (one process: its "leader") and to etcd's same role
+    assert coord_leader[5:8] == ["1200", "4.00", "3.00"]
+    assert coord_follower[5:8] == ["600", "2.00", "3.00"]
+    assert "16.00" in coord_leader and "2.00" in coord_leader
+    etcd_leader = next(ln.split() for ln in lines if ln.startswith("etcd"))
+    assert etcd_leader[6:8] == ["1.33", "-"] and "-" in etcd_leader[8:]  # no round counts

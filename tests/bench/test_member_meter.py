@@ -1,10 +1,13 @@
-"""`member_meter` and `measured`: CPU per op by role, and coord's snapshots counted from
-the members' log lines between two readings."""
+"""`member_meter` and `measured`: CPU, context switches and a member's own counts per op
+by role, and coord's snapshots counted from the members' log lines between two readings."""
 
 from __future__ import annotations
 
 import os
+import threading
+import time
 
+from coord.bench.footprint import context_switches
 from coord.bench.member_cpu import measured, member_meter
 
 LINE = "12:00:00.000 INFO  n1: took a snapshot of 771209 bytes at index 20037 in {:.2f}s\n"
@@ -36,3 +39,34 @@ def test_without_logs_nothing_is_said_about_snapshots():
     assert set(fields["cpu_us_per_op"]) == {"leader", "follower"}
     one = member_meter({"floor": pid}, "floor")
     assert set(measured(one(), one(), 10)["cpu_us_per_op"]) == {"leader"}
+
+
+def test_context_switches_and_member_counts_come_per_op():
+    pid = os.getpid()
+    counts = {"a": 0, "b": 0}
+
+    def counter(name: str):
+        return lambda: {"readies": counts[name]}
+
+    meter = member_meter({"a": pid, "b": pid}, "a", counters={n: counter(n) for n in counts})
+    before = meter()
+    counts["a"], counts["b"] = 30, 10
+    fields = measured(before, meter(), 10)
+    per_op = fields["counts_per_op"]
+    assert per_op["leader"]["readies"] == 3.0 and per_op["follower"]["readies"] == 1.0
+    assert {"vcsw", "ivcsw", "loop_vcsw"} <= set(per_op["leader"])
+    assert all(per_op["leader"][k] >= 0 for k in ("vcsw", "ivcsw", "loop_vcsw"))
+
+
+def test_context_switches_count_a_thread_that_slept():
+    pid = os.getpid()
+    before = context_switches(pid)
+    done = threading.Event()
+    worker = threading.Thread(target=lambda: (time.sleep(0.01), done.set()))
+    worker.start()
+    done.wait(5)
+    after = context_switches(pid)
+    # the main thread slept waiting for the worker: at least one voluntary switch of it
+    assert after[2] > before[2]
+    assert after[0] > before[0]
+    worker.join(5)
