@@ -71,6 +71,13 @@ INLINE_SAVE_BYTES = 1 << 20
 persisted on the event loop; bigger ones (catching up) go to the storage thread, so the
 loop keeps serving while they are written."""
 
+LEADER_INLINE_ENTRIES = 4
+"""A leader's Ready of at most this many new entries is persisted on the event loop too:
+so few means no caller is waiting behind this batch, and the storage thread's round trip
+(a wake-up there, another back here, and their share of the GIL) is all cost. A bigger
+batch means callers keep arriving, and the loop takes them in while the storage thread
+waits for the disk."""
+
 
 def seed_from_state(store: LogStore, initial_cluster: list[MemberInfo], state: bytes) -> None:
     """Make an empty store start from a backup of the state machine (`state`, as its
@@ -139,8 +146,9 @@ def _nothing() -> None:
     pass
 
 
-def _small(entries: list[Entry]) -> bool:
-    if len(entries) > INLINE_SAVE_ENTRIES:
+def _small(entries: list[Entry], leader: bool) -> bool:
+    """Is `entries` persisted on the loop rather than in the storage thread?"""
+    if len(entries) > (LEADER_INLINE_ENTRIES if leader else INLINE_SAVE_ENTRIES):
         return False
     return sum(len(e.data) for e in entries) <= INLINE_SAVE_BYTES
 
@@ -536,16 +544,15 @@ class Node:
         if early and rd.messages:
             self._transport.send(rd.messages, at_once=_waited_on(rd))
         if rd.must_sync:
-            if early or rd.snapshot is not None or not _small(rd.entries):
+            if rd.snapshot is not None or not _small(rd.entries, early):
                 await asyncio.get_running_loop().run_in_executor(
                     self._io, self._store.save, hard, rd.entries, rd.snapshot
                 )
             else:
-                # Not a leader sending as it writes: nothing of this member's Raft work
-                # can go on until the batch is durable, so a small one is written here
-                # (sqlite releases the GIL for the fsync) rather than handed to the
-                # storage thread and back, a wake-up each way (~80 us) on every
-                # follower's critical path.
+                # A small batch is written here (sqlite releases the GIL for the fsync)
+                # rather than handed to the storage thread and back, a wake-up each way
+                # on the critical path: a follower's Raft work cannot go on until it is
+                # durable, and a leader's few entries have sent their appends already.
                 self.round_counts.inline_saves += 1
                 self._store.save(hard, rd.entries, rd.snapshot)
         elif hard is not None:
