@@ -561,7 +561,11 @@ class Node:
             # here than a round trip to the storage thread (idle: Readies go one by one).
             self._store.save(hard, [], sync=False)
         if not early and rd.messages:
-            self._transport.send(rd.messages)
+            # Persisted first, so sent now: an append's ack (or a vote) is what the leader
+            # waits on, and left to the transport's next turn it cost this member a turn
+            # of its own per round. A follower sends one batch per Ready, to one leader:
+            # nothing later would have shared its write.
+            self._transport.send(rd.messages, at_once=True)
         if rd.snapshot is not None:
             failpoints.hit("snapshot-install")
             started = time.monotonic()
