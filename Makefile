@@ -8,7 +8,7 @@ SEEDS  ?= 10000
 NODES  ?= 3
 TLS    ?=
 
-.PHONY: all venv proto run test lint docs soak diff etcd3-suite bench bench-readonly bench-scale clean etcd-tools zookeeper-server bench-tui chaos chaos-long bench-audit java-runtime bench-spark fuzz
+.PHONY: all venv proto run test lint docs soak diff etcd3-suite bench bench-readonly bench-scale clean etcd-tools zookeeper-server bench-tui chaos chaos-long bench-audit java-runtime bench-spark fuzz prometheus
 
 all: test
 
@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-venv: $(STAMP) coord/v1/.generated etcd-tools java-runtime
+venv: $(STAMP) coord/v1/.generated etcd-tools java-runtime prometheus
 
 # etcdctl and etcd (Debian's etcd-client/etcd-server, 3.4): the etcd-compatibility tests
 # drive coord with clients nobody here wrote. Installed when missing and we are root with
@@ -32,6 +32,21 @@ etcd-tools:
 	      || echo "warning: could not install etcd-client/etcd-server"; \
 	  else \
 	    echo "note: etcdctl or etcd is missing (apt-get install etcd-client etcd-server as root)"; \
+	  fi; \
+	fi
+
+# Prometheus and promtool (Debian's prometheus): the metrics tests lint a member's /metrics
+# and the alert rules with promtool and scrape a real cluster with a real Prometheus.
+# Installed when missing, as etcd-tools above.
+prometheus:
+	@if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing prometheus (Debian)"; \
+	    (apt-get install -y -q prometheus >/dev/null 2>&1 || \
+	     (apt-get update -q >/dev/null && apt-get install -y -q prometheus >/dev/null)) \
+	      || echo "warning: could not install prometheus"; \
+	  else \
+	    echo "note: promtool or prometheus is missing (apt-get install prometheus as root)"; \
 	  fi; \
 	fi
 
@@ -60,8 +75,9 @@ proto: $(STAMP)
 	$(MAKE) coord/v1/.generated
 
 # `make run TLS=1`: TLS and client certificates on both ports (it prints the client flags).
+# Each member serves /metrics and /health on 127.0.0.1:7301.. (--listen-metrics-urls).
 run: venv
-	$(VENV)/bin/coord dev --nodes $(NODES)$(if $(TLS), --tls)
+	$(VENV)/bin/coord dev --nodes $(NODES) --metrics$(if $(TLS), --tls)
 
 test: venv
 	$(VENV)/bin/ruff check .

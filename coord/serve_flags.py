@@ -21,6 +21,7 @@ from pathlib import Path
 
 from coord.event_loop import EVENT_LOOPS
 from coord.server.config import MemberConfig
+from coord.server.metrics.endpoint import parse_metrics_url
 from coord.server.node.driver import NodeOptions
 from coord.server.node.members import parse_initial_cluster, validate_address
 from coord.server.requests.request_limits import (
@@ -163,6 +164,12 @@ def add_serve_flags(s: argparse.ArgumentParser) -> argparse.ArgumentParser:
         default=int(DEFAULT_TTL_S),
         help="etcd's: seconds an etcd auth token lives on a member after its last use there"
         f" (default {int(DEFAULT_TTL_S)})",
+    )
+    s.add_argument(
+        "--listen-metrics-urls",
+        default="",
+        help="etcd's: http://HOST:PORT,... serving /metrics (Prometheus), /health,"
+        " /livez and /readyz (default: none)",
     )
     s.add_argument("--log-level", default="info", choices=LOG_LEVELS)
     s.add_argument(
@@ -313,7 +320,16 @@ def member_config(args: argparse.Namespace) -> MemberConfig:
         limits=RequestLimits(args.max_request_bytes, args.max_txn_ops,
                              args.max_concurrent_streams),
         auth_token_ttl_s=float(args.auth_token_ttl),
+        listen_metrics_urls=metrics_urls(args.listen_metrics_urls),
     )
+
+
+def metrics_urls(flag: str) -> list[str]:
+    """--listen-metrics-urls' URLs, each checked (ValueError naming the flag)."""
+    urls = [u.strip() for u in flag.split(",") if u.strip()]
+    for url in urls:
+        parse_metrics_url(url)
+    return urls
 
 
 def parse_serve_args(argv: list[str]) -> argparse.Namespace:

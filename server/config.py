@@ -39,6 +39,8 @@ class MemberConfig:
     peer_tls: ServerTLS | None = None  # TLS on `peer_listen`, both ways
     limits: RequestLimits = field(default_factory=RequestLimits)  # on client requests
     auth_token_ttl_s: float = DEFAULT_TTL_S  # etcd's --auth-token-ttl: an idle token's life
+    # etcd's --listen-metrics-urls: http://HOST:PORT for /metrics and the health checks
+    listen_metrics_urls: list[str] = field(default_factory=list)
 
 
 def plaintext_exposures(config: MemberConfig) -> list[str]:

@@ -39,6 +39,7 @@ from coord.server.etcd.maintenance import EtcdMaintenanceService
 from coord.server.etcd.watch import EtcdWatchService
 from coord.server.forward.link import LeaderLink
 from coord.server.forward.service import ForwardService
+from coord.server.metrics.member_metrics import MemberMetrics
 from coord.server.node.driver import Node, NodeOptions
 from coord.server.node.identity import claim_data_dir
 from coord.server.node.members import MemberInfo
@@ -204,6 +205,10 @@ class Member:
         self.quorum_notes = QuorumNotes(self.node, self.store.entries, self.coordinator.write)
         self.mode.listeners.append(self.quorum_notes.changed)
         self.health = health.aio.HealthServicer()
+        self.metrics = MemberMetrics(
+            config.listen_metrics_urls, node=self.node, machine=self.machine, mode=self.mode,
+            hub=self.hub, store=self.store, link=self.link, quota_bytes=config.quota_bytes,
+        ) if config.listen_metrics_urls else None
         self._servers: list[grpc.aio.Server] = []
         self.peer_port: PeerPort | None = None
 
@@ -219,7 +224,8 @@ class Member:
         limits = self.config.limits
         client_server = grpc.aio.server(options=client_server_options(
             limits.max_request_bytes, limits.max_concurrent_streams))
-        serves = Registrar(client_server, OWN_REQUEST_SERVICES)
+        serves = Registrar(client_server, OWN_REQUEST_SERVICES,
+                           wrap=self.metrics.grpc.wrap if self.metrics else None)
         services = [] if self.config.etcd_only else self._add_coord_services(serves)
         self._add_etcd_services(serves)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, serves)
@@ -235,6 +241,12 @@ class Member:
             listen(client_server, self.config.etcd_listen, "--etcd-listen", creds)
         # Bound before anything starts: a taken port fails the start with nothing running.
         await self.peer_port.start(self.config.peer_listen, "--peer-listen")
+        if self.metrics is not None:
+            try:
+                await self.metrics.start()
+            except OSError:
+                await self.peer_port.close()
+                raise
         self._servers = [peer_server, client_server]
         for s in self._servers:
             await s.start()
@@ -256,6 +268,9 @@ class Member:
             _describe(self.config.peer_tls, "peer"),
             self.config.data_dir,
         )
+        if self.metrics is not None:
+            log.info("%s: metrics and health on %s", self.config.name,
+                     ", ".join(self.config.listen_metrics_urls))
         for warning in plaintext_exposures(self.config):
             log.warning("%s", warning)
 
@@ -274,7 +289,10 @@ class Member:
         coord_pb2_grpc.add_OwnershipServicer_to_server(OwnershipService(coord, hub), server)
         coord_pb2_grpc.add_ProducersServicer_to_server(ProducersService(coord), server)
         coord_pb2_grpc.add_KVServicer_to_server(KVService(coord, hub), server)
-        coord_pb2_grpc.add_PipelineServicer_to_server(PipelineService(coord), server)
+        pipeline = PipelineService(coord)
+        if self.metrics is not None:
+            pipeline.on_message = self.metrics.pipeline_ops.observe
+        coord_pb2_grpc.add_PipelineServicer_to_server(pipeline, server)
         history = HistoryService(coord, self.config.data_dir)
         self.node.apply_listeners.append(history.applied)
         self.mode.listeners.append(history.mode_changed)
@@ -310,6 +328,8 @@ class Member:
         await self.space.stop()
         await self.mode.stop()
         await self.quorum_notes.stop()
+        if self.metrics is not None:
+            await self.metrics.stop()
         if self.peer_port is not None:
             await self.peer_port.close()
         for s in self._servers:

@@ -17,8 +17,8 @@ def cluster3(tmp_path):
         c.stop()
 
 
-def _module_cluster(tmp_path_factory, name: str, members: int = 3, tls: bool = False):
-    c = LocalCluster(members, data_dir=tmp_path_factory.mktemp(name) / "cluster", tls=tls)
+def _module_cluster(tmp_path_factory, name: str, members: int = 3, **kwargs):
+    c = LocalCluster(members, data_dir=tmp_path_factory.mktemp(name) / "cluster", **kwargs)
     try:
         c.start()
         c.wait_for_leader()
@@ -47,6 +47,13 @@ def shared_cluster3(tmp_path_factory):
     """A 3-member cluster shared by one module's tests that break nothing (each uses its
     own keys)."""
     yield from _module_cluster(tmp_path_factory, "shared")
+
+
+@pytest.fixture(scope="module")
+def metrics_cluster3(tmp_path_factory):
+    """A 3-member cluster serving /metrics and the health checks (`metrics_url` of each
+    member), shared by one module's tests that break nothing."""
+    yield from _module_cluster(tmp_path_factory, "metrics", metrics=True)
 
 
 @pytest.fixture(scope="module")

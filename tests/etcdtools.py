@@ -16,13 +16,16 @@ import time
 
 import pytest
 
+ETCD_HINT = ("`make venv` installs Debian's etcd-client and etcd-server (as root), or run"
+             " apt-get install etcd-client etcd-server")
 
-def require(binary: str) -> str:
-    """The path of etcdctl or etcd; a missing one skips the test, or fails it under CI."""
+
+def require(binary: str, hint: str = ETCD_HINT) -> str:
+    """The path of `binary` (etcdctl, etcd, promtool...); a missing one skips the test, or
+    fails it under CI, where `make venv` installs it (`hint` says how)."""
     path = shutil.which(binary)
     if path is None:
-        message = (f"{binary} is not installed: `make venv` installs Debian's etcd-client "
-                   "and etcd-server (as root), or run apt-get install etcd-client etcd-server")
+        message = f"{binary} is not installed: {hint}"
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(message)
         pytest.skip(message)

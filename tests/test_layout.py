@@ -629,6 +629,7 @@ def test_the_run_time_check_catches_a_module_that_loads_the_server():
 SERVER_LAYERS: tuple[tuple[str, ...], ...] = (
     ("member",),  # one member, wired: every part below
     ("config",),  # its configuration (defaults from the parts it configures)
+    ("metrics",),  # what it tells Prometheus and load balancers: reads every part below
     ("api", "etcd"),  # the two client APIs: siblings, neither imports the other
     ("requests",),  # the request path both APIs share
     # the member's own jobs (the mode, deadlines, notes, compaction, quota); what the

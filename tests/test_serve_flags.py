@@ -59,3 +59,13 @@ def test_a_cluster_secret_its_group_or_others_can_read_is_refused(tmp_path):
         member_config(args)
     secret.chmod(0o600)
     assert member_config(args).cluster_secret == b"0123456789abcdef0123456789abcdef"
+
+
+def test_listen_metrics_urls_off_by_default_and_checked(monkeypatch):
+    monkeypatch.setenv("COORD_CLUSTER_SECRET", "s" * 32)
+    assert member_config(parse_serve_args(BASE)).listen_metrics_urls == []
+    config = member_config(parse_serve_args(
+        [*BASE, "--listen-metrics-urls", "http://127.0.0.1:2381, http://127.0.0.1:2382"]))
+    assert config.listen_metrics_urls == ["http://127.0.0.1:2381", "http://127.0.0.1:2382"]
+    with pytest.raises(ValueError, match="--listen-metrics-urls 'https://"):
+        member_config(parse_serve_args([*BASE, "--listen-metrics-urls", "https://h:1"]))

@@ -26,6 +26,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--tls", action="store_true",
                    help="TLS on both ports, client certificates required: a CA and"
                    " certificates in DATA_DIR/tls (made once, then reused)")
+    d.add_argument("--metrics", action="store_true",
+                   help="each member serves /metrics, /health, /livez and /readyz"
+                   " (--listen-metrics-urls) on http://127.0.0.1:BASE+200..")
     d.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     d.set_defaults(func=cmd_dev)
 
@@ -51,6 +54,7 @@ def cmd_dev(args: argparse.Namespace) -> int:
         echo=_echo,
         extra_args=["--log-level", args.log_level],
         tls=args.tls,
+        metrics=args.metrics,
     )
     stop = False
 
@@ -77,6 +81,8 @@ def cmd_dev(args: argparse.Namespace) -> int:
         + (f"  TLS: clients give{flags} (etcdctl's flags too), or\n"
            f"  export COORD_CACERT={tls.cacert} COORD_CERT={tls.cert} COORD_KEY={tls.key}\n"
            if tls else "")
+        + (f"  metrics: {' '.join(m.metrics_url + '/metrics' for m in cluster.members.values())}\n"
+           if args.metrics else "")
         + "  Ctrl-C stops the cluster (data is kept; --fresh starts over).",
         flush=True,
     )

@@ -253,6 +253,12 @@ class OwnershipTable:
     def owned_count(self) -> int:
         return sum(1 for slots in self._groups.values() for s in slots.values() if s.owner)
 
+    def owned_per_group(self) -> dict[str, int]:
+        """Owned resources in each group that has a slot (0 when all are free): for a
+        member's metrics, not a replicated command."""
+        return {group: sum(1 for s in slots.values() if s.owner)
+                for group, slots in self._groups.items()}
+
     def _free(self, group: str, resource: str, slot: _Slot, revision: int, kind: str) -> None:
         self._groups[group][resource] = _Slot(0, slot.generation, revision)
         self._changed(OwnershipEvent(group, resource, 0, slot.generation, revision, kind))

@@ -46,6 +46,7 @@ class MemberProcess:
     embedded: EmbeddedMember | None = field(default=None, repr=False)  # in_process
     paused: bool = False
     gate: TcpGate | None = field(default=None, repr=False)  # in front of peer_listen
+    metrics_url: str = ""  # http://HOST:PORT of /metrics and /health (LocalCluster(metrics=))
     _pump: threading.Thread | None = field(default=None, repr=False)
 
     @property
@@ -92,6 +93,7 @@ class LocalCluster:
         in_process: bool = False,
         member_command: Callable[[str], list[str]] | None = None,
         tls: bool = False,
+        metrics: bool = False,
     ) -> None:
         """`partitionable`: members reach each other through TCP gates, so `cut_off()`
         and `heal()` can partition a member (coord.testing.netfault). `in_process`: members run in
@@ -105,7 +107,11 @@ class LocalCluster:
         certificate signed by the CA on both (--client-cert-auth,
         --peer-client-cert-auth). `client_tls` is the clients' TLS (its certificate's
         common name is "root": with auth on, the root user) and `client()` uses it;
-        `issue_client(name)` makes another."""
+        `issue_client(name)` makes another.
+
+        `metrics`: each member serves /metrics and the health checks
+        (--listen-metrics-urls) on a port of its own, its `metrics_url` (with a
+        `base_port`, BASE+200 and up)."""
         if not 1 <= members <= 9:
             raise ValueError("members must be 1..9")
         if in_process and member_command is not None:
@@ -138,23 +144,27 @@ class LocalCluster:
             from coord.testing.embedded import EmbeddedLoop
 
             self._loop = EmbeddedLoop.shared()
-        ports = free_ports(3 * members) if base_port is None else []
+        per = 4 if metrics else 3  # client, peer, gate (and metrics) ports of a member
+        ports = free_ports(per * members) if base_port is None else []
         for i in range(members):
             name = f"n{i + 1}"
             if base_port is None:
-                client, peer = ports[3 * i], ports[3 * i + 1]
+                client, peer = ports[per * i], ports[per * i + 1]
+                metrics_port = ports[per * i + 3] if metrics else 0
             else:
                 client, peer = base_port + i, base_port + 100 + i
+                metrics_port = base_port + 200 + i
             self.members[name] = MemberProcess(
                 name,
                 f"127.0.0.1:{client}",
                 f"127.0.0.1:{peer}",
                 self.root / name,
                 self.root / f"{name}.log",
+                metrics_url=f"http://127.0.0.1:{metrics_port}" if metrics else "",
             )
             if partitionable:
                 host, port = self.members[name].peer_listen.rsplit(":", 1)
-                gate_port = ports[3 * i + 2] if ports else free_port()
+                gate_port = ports[per * i + 2] if ports else free_port()
                 self.members[name].gate = TcpGate(gate_port, (host, int(port)))
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -223,6 +233,7 @@ class LocalCluster:
             str(self.secret_file),
             *(["--initial-cluster-state", "existing"] if name in self._joined else []),
             *self._tls_args(m),
+            *(["--listen-metrics-urls", m.metrics_url] if m.metrics_url else []),
             *self.extra_args,
         ]
 

@@ -15,7 +15,7 @@ is read while MAX_BATCH operations are in flight."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import grpc
@@ -37,6 +37,7 @@ def error_result(op_id: int, err: ApiError) -> pb.PipelineResult:
 class PipelineService(coord_pb2_grpc.PipelineServicer):
     def __init__(self, coord: Coordinator) -> None:
         self.coord = coord
+        self.on_message: Callable[[int], None] | None = None  # told each message's op count
 
     async def Stream(self, request_iterator, context):  # noqa: N802
         await context.send_initial_metadata(())  # the client writes once it has these
@@ -53,6 +54,8 @@ class PipelineService(coord_pb2_grpc.PipelineServicer):
                                f"a message of {len(request.ops)} operations; the limit is "
                                f"{MAX_BATCH} to a message", {"limit": "ops-per-message",
                                                                "max": str(MAX_BATCH)})
+            if self.on_message is not None:
+                self.on_message(len(request.ops))
             for op in request.ops:
                 if op.cancel:
                     stream.cancel(op.id)

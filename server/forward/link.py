@@ -104,11 +104,13 @@ class LeaderLink:
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._streams: dict[str, ProposeStream] = {}
         self._asks: dict[tuple[str, str], SessionAsks] = {}
+        self.forwarded = 0  # proposals forwarded to a leader (the member's metrics)
 
     async def propose(self, leader: MemberInfo, payload: bytes,
                       timeout: float) -> tuple[bytes, int]:
         """Forward an encoded command to `leader`: its encoded result and log index.
         Raises the leader's answer, or the stream's failure, as an ApiError."""
+        self.forwarded += 1
         stream = self._streams.get(leader.peer_address)
         if stream is None:
             stream = self._streams[leader.peer_address] = ProposeStream(

@@ -208,6 +208,7 @@ class Node:
                                 self._wake.set, self.options.snapshot_every,
                                 self.options.snapshot_bytes)
         transport.receive_with(self._on_messages, self._on_unreachable)
+        self.snapshot_listeners = self._snaps.listeners  # told (bytes, seconds) of each taken
         self._peer_addresses: dict[int, str] = {}
         self._inbox: list[Message] = []
         self._unreachable: set[int] = set()
@@ -233,6 +234,7 @@ class Node:
         # have missed keepalives: see SessionTracker)
         self._stopped = False
         self.applied_index = self._raw.applied
+        self.proposals_failed = 0  # proposals whose caller got an error (etcd's metric)
 
     # -- start-up -------------------------------------------------------------------------
     def _open(self, initial_cluster: list[MemberInfo], join: bool) -> RawNode:
@@ -337,7 +339,11 @@ class Node:
         fut = self._armed(timeout, "proposal")
         self._proposals.append(_Proposal(command, fut))
         self._wake.set()
-        return await fut
+        try:
+            return await fut
+        except NodeError:
+            self.proposals_failed += 1
+            raise
 
     async def read_index(self, timeout: float = 5.0) -> int:
         """A linearizable read barrier: returns once this member has applied everything
@@ -753,6 +759,11 @@ class Node:
     @property
     def is_leader(self) -> bool:
         return self._raw.is_leader
+
+    @property
+    def pending_proposals(self) -> int:
+        """Proposals waiting to be proposed or, proposed, to be applied."""
+        return len(self._proposals) + len(self._pending)
 
     @property
     def caught_up_leader(self) -> bool:

@@ -61,6 +61,7 @@ class Snapshots:
         self._started = 0.0  # monotonic: when the snapshot being taken began
         self.asked = False  # snapshot at the next chance (`Node.request_snapshot`)
         self.log_bytes = 0  # of entries applied since the last snapshot started
+        self.listeners: list[Callable[[int, float], None]] = []  # (bytes, seconds) taken
 
     @property
     def running(self) -> bool:
@@ -105,8 +106,11 @@ class Snapshots:
         failpoints.hit("snapshot-compact")
         # `coord bench scale` and `coord bench etcd` read this line
         # (coord/bench/footprint.py): keep its shape.
+        took = time.monotonic() - self._started
         log.info("%s: took a snapshot of %d bytes at index %d in %.2fs", self.name,
-                 len(data), index, time.monotonic() - self._started)
+                 len(data), index, took)
+        for listener in self.listeners:
+            listener(len(data), took)
 
     def discard(self) -> None:
         """Drop the snapshot being taken: one from the leader is about to replace it."""

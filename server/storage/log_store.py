@@ -21,7 +21,8 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,6 +65,10 @@ class LogStore:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self._lock = threading.Lock()
+        self.on_commit: Callable[[float, float, bool], None] | None = None
+        """Told of every write transaction, under the store's lock: (seconds from BEGIN to
+        the end of COMMIT, seconds of the COMMIT alone, whether it fsync'd): the member's
+        disk metrics (coord.server.metrics)."""
         self._conn: sqlite3.Connection | None = None
         if self.path.is_dir():
             raise StorageError(self.path, "is a directory, not a storage file")
@@ -371,6 +376,7 @@ class LogStore:
     def _transaction(self, conn: sqlite3.Connection, what: str,
                      fsync: bool = False) -> Iterator[None]:
         """`fsync`: the COMMIT fsyncs, and passes the log's failpoints either side."""
+        began = time.perf_counter()
         try:
             # IMMEDIATE takes the write lock up front, so the batch cannot fail half way
             # through for want of it.
@@ -381,9 +387,13 @@ class LogStore:
             yield
             if fsync:
                 failpoints.hit("log-before-fsync")
+            committing = time.perf_counter()
             conn.execute("COMMIT")
             if fsync:
                 failpoints.hit("log-after-fsync")
+            if self.on_commit is not None:
+                done = time.perf_counter()
+                self.on_commit(done - began, done - committing, fsync)
         except BaseException as e:
             if conn.in_transaction:  # a failed COMMIT may already have rolled back
                 with suppress(sqlite3.Error):

@@ -7,13 +7,13 @@ forwards to its leader do, over the peer port.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import grpc
 
 from coord.server.transport.peer import MAX_MESSAGE_BYTES
 
-__all__ = ["CHANNEL_OPTIONS", "EXCLUSIVE_BIND", "SERVER_OPTIONS", "Registrar",
+__all__ = ["CHANNEL_OPTIONS", "EXCLUSIVE_BIND", "SERVER_OPTIONS", "HandlerWrap", "Registrar",
            "client_server_options"]
 
 BACKOFF_MIN_MS = 50
@@ -104,17 +104,59 @@ class Registrar:
     driver, 2 alternated pairs of 6 s at 64 clients, every service registered / none /
     etcd KV and Lease only: puts 2,851-2,862 / 3,071-3,224 / 2,836-3,243 per s; gets
     5,182-5,910 / 5,672-6,364 / 6,039-6,221; half puts and half gets 3,888-4,106 /
-    3,238-3,307 / 3,795-4,212."""
+    3,238-3,307 / 3,795-4,212.
 
-    def __init__(self, server: grpc.aio.Server, registered: Sequence[str] = ()) -> None:
+    `wrap` (the member's metrics, when on): every method is served through
+    `wrap(method, handler)`, made once per method when it is registered or first called,
+    so nothing is added per call but what the wrapper itself does."""
+
+    def __init__(self, server: grpc.aio.Server, registered: Sequence[str] = (),
+                 wrap: HandlerWrap | None = None) -> None:
         self.server = server
         self.registered = frozenset(registered)
+        self.wrap = wrap
+        self._wrapped: dict[str, grpc.RpcMethodHandler] = {}
 
     def add_generic_rpc_handlers(self, handlers: Sequence[grpc.GenericRpcHandler]) -> None:
+        if self.wrap is not None:
+            handlers = [_WrappedGeneric(h, self._wrapped_handler) for h in handlers]
         self.server.add_generic_rpc_handlers(handlers)
 
     def add_registered_method_handlers(self, service: str, handlers: dict) -> None:
         """Registered only for a service in `registered`; any other is served by the
         generic handler added with these."""
         if service in self.registered:
+            if self.wrap is not None:
+                handlers = {name: self._wrapped_handler(f"/{service}/{name}", h)
+                            for name, h in handlers.items()}
             self.server.add_registered_method_handlers(service, handlers)
+
+    def _wrapped_handler(self, method: str, handler: grpc.RpcMethodHandler
+                         ) -> grpc.RpcMethodHandler:
+        """`wrap(method, handler)`, made once per method: a registered method and the
+        generic path to it share one wrapper."""
+        assert self.wrap is not None
+        wrapped = self._wrapped.get(method)
+        if wrapped is None:
+            wrapped = self._wrapped[method] = self.wrap(method, handler)
+        return wrapped
+
+
+HandlerWrap = Callable[[str, grpc.RpcMethodHandler], grpc.RpcMethodHandler]
+"""(full method name "/package.Service/Method", its handler) -> the handler to serve."""
+
+
+class _WrappedGeneric(grpc.GenericRpcHandler):
+    """A service's generic handler whose method handlers are wrapped (once each)."""
+
+    def __init__(self, inner: grpc.GenericRpcHandler,
+                 wrapped: Callable[[str, grpc.RpcMethodHandler], grpc.RpcMethodHandler]) -> None:
+        self._inner = inner
+        self._wrapped = wrapped
+
+    def service(self, handler_call_details: grpc.HandlerCallDetails
+                ) -> grpc.RpcMethodHandler | None:
+        handler = self._inner.service(handler_call_details)
+        if handler is None:
+            return None
+        return self._wrapped(handler_call_details.method, handler)
