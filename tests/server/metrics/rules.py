@@ -4,7 +4,9 @@ the ones of those a member does not export."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
+RULES = Path(__file__).resolve().parents[3] / "deploy" / "prometheus" / "alerts.yml"
 METRIC = re.compile(r"\b(?:etcd|coord|grpc)_[a-z0-9_]*[a-z0-9]\b")
 
 

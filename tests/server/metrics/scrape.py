@@ -16,12 +16,15 @@ Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
 def get(url: str, timeout: float = 5.0) -> tuple[int, bytes]:
-    """(HTTP status, body) of a GET; an error status is returned, not raised."""
+    """(HTTP status, body) of a GET; an error status is returned, not raised, and so is
+    a connection refused or cut (status 0, the reason as the body)."""
     try:
         with urllib.request.urlopen(url, timeout=timeout) as r:
             return r.status, r.read()
     except urllib.error.HTTPError as e:
         return e.code, e.read()
+    except (urllib.error.URLError, ConnectionError) as e:
+        return 0, str(e).encode()
 
 
 def samples(metrics_url: str) -> Samples:

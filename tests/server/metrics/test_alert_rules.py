@@ -4,16 +4,13 @@ by a running member (a rule on a metric nobody exports never fires)."""
 from __future__ import annotations
 
 import subprocess
-from pathlib import Path
 
 import pytest
 
 from coord.testing import LocalCluster
 from tests.etcdtools import require
-from tests.server.metrics.rules import named_metrics, unexported
+from tests.server.metrics.rules import RULES, named_metrics, unexported
 from tests.server.metrics.scrape import PROMETHEUS_HINT, names, samples
-
-RULES = Path(__file__).resolve().parents[3] / "deploy" / "prometheus" / "alerts.yml"
 
 
 def test_promtool_accepts_the_alert_rules():
