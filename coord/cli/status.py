@@ -14,7 +14,13 @@ import grpc
 from google.protobuf.json_format import MessageToDict
 from rich.text import Text
 
-from coord.cli.client_commands.command import UsageError, add_tls_flags, tls_of
+from coord.cli.client_commands.command import (
+    UsageError,
+    add_endpoints_flag,
+    add_tls_flags,
+    endpoints_of,
+    tls_of,
+)
 from coord.cli.tables import print_table
 from coord.client.admin import AdminClient
 from coord.tls.files import TLS, TLSConfigError, is_loopback
@@ -25,7 +31,7 @@ HEADER = ("ENDPOINT", "NAME", "ROLE", "TERM", "LEADER", "COMMIT", "APPLIED", "QU
 
 def register(sub: argparse._SubParsersAction) -> None:
     st = sub.add_parser("status", help="each member's role, term, leader, indexes, quorum view")
-    st.add_argument("--endpoints", required=True)
+    add_endpoints_flag(st)
     st.add_argument("--json", action="store_true")
     st.add_argument("--timeout", type=float, default=2.0)
     add_tls_flags(st)
@@ -109,8 +115,8 @@ def alarm_lines(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    endpoints = [e.strip() for e in args.endpoints.split(",") if e.strip()]
     try:
+        endpoints = endpoints_of(args)
         tls = tls_of(args)
         rows = [status_row(e, args.timeout, tls) for e in endpoints]
     except (UsageError, TLSConfigError) as e:

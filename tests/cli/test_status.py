@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
+from coord.cli import main as cli
+from coord.cli.client_commands.command import endpoints_of
 from coord.cli.status import HEADER, plaintext_lines, table_rows
+from coord.client.endpoints import DEFAULT_ENDPOINTS, ENDPOINTS_ENV
 
 ROW = {"endpoint": "127.0.0.1:7101", "name": "n3", "role": "follower", "term": 2,
        "leader_name": "", "commit_index": 5, "applied_index": 5, "has_quorum": False,
@@ -24,3 +29,15 @@ def test_status_says_which_client_ports_are_tls_and_warns_of_plaintext_beyond_lo
     [line] = plaintext_lines([ROW, exposed, tls])
     assert line.startswith("WARNING: n3 serves clients on 10.1.2.3:7101 without TLS")
     assert "--cert-file/--key-file" in line
+
+
+def test_status_takes_its_endpoints_as_every_command_does(monkeypatch, capsys):
+    """No --endpoints: $COORD_ENDPOINTS (here, two addresses nobody serves), else the dev
+    cluster's, like every client command."""
+    monkeypatch.setenv(ENDPOINTS_ENV, "127.0.0.1:1,127.0.0.1:2")
+    assert cli.main(["status", "--json", "--timeout", "0.5"]) == 1
+    assert [r["endpoint"] for r in json.loads(capsys.readouterr().out)] == [
+        "127.0.0.1:1", "127.0.0.1:2"]
+    args = cli.build_parser("status").parse_args(["status"])
+    monkeypatch.delenv(ENDPOINTS_ENV)
+    assert endpoints_of(args) == list(DEFAULT_ENDPOINTS)

@@ -40,14 +40,20 @@ class UsageError(Exception):
     """Bad command-line input found after argparse (exit 2)."""
 
 
+def endpoints_of(args: argparse.Namespace) -> list[str]:
+    """--endpoints, or its default ($COORD_ENDPOINTS, else `coord dev`'s); UsageError if
+    it lists none."""
+    try:
+        return parse_endpoints(args.endpoints)
+    except ValueError as e:
+        raise UsageError(f"--endpoints: {e}") from None
+
+
 def client_settings(args: argparse.Namespace) -> tuple[list[str], dict[str, Any]]:
     """The endpoints and client keywords the common flags ask for (UsageError if bad)."""
     from coord.client.retry import RetryPolicy
 
-    try:
-        endpoints = parse_endpoints(args.endpoints)
-    except ValueError as e:
-        raise UsageError(f"--endpoints: {e}") from None
+    endpoints = endpoints_of(args)
     if args.timeout <= 0:
         raise UsageError(f"--timeout must be positive, not {args.timeout}")
     # --timeout bounds each command, failover included (etcdctl's --command-timeout).
@@ -199,12 +205,17 @@ def watch_loop(args: argparse.Namespace, stream: Any, line: Callable[[Any], str]
     return 0
 
 
-def _common_flags() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(add_help=False)
+def add_endpoints_flag(p: argparse.ArgumentParser) -> None:
+    """--endpoints, defaulting as every command's does (`parse_endpoints(None)`)."""
     p.add_argument(
         "--endpoints", default=None,
         help=f"client endpoints HOST:PORT,... (default ${ENDPOINTS_ENV}, else "
              f"{','.join(DEFAULT_ENDPOINTS)})")
+
+
+def _common_flags() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(add_help=False)
+    add_endpoints_flag(p)
     p.add_argument("--json", action="store_true", help="print results as JSON")
     p.add_argument("--timeout", type=float, default=5.0,
                    help="seconds for the whole command, failover to other members included "
