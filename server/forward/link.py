@@ -131,6 +131,16 @@ class LeaderLink:
             asks = self._asks[key] = SessionAsks(call)
         return asks
 
+    async def client_address(self, member: MemberInfo, timeout: float) -> str:
+        """Where `member` serves clients, asked of it over the peer port ("" if it does
+        not answer within `timeout`, or answers for another name)."""
+        try:
+            resp = await self.stub(member).Describe(
+                pb.ForwardDescribeRequest(), metadata=self.metadata(member), timeout=timeout)
+        except grpc.aio.AioRpcError:
+            return ""
+        return resp.client_address if resp.name == member.name else ""
+
     def stub(self, member: MemberInfo) -> coord_pb2_grpc.ForwardStub:
         channel = self._channels.get(member.peer_address)
         if channel is None:

@@ -71,6 +71,11 @@ class ForwardService(coord_pb2_grpc.ForwardServicer):
     async def Remaining(self, request, context):  # noqa: N802
         return await self._ask(request, context, self.tracker.remaining)
 
+    async def Describe(self, request, context):  # noqa: N802
+        await self.auth.authenticate(context)
+        me = self.node.me
+        return pb.ForwardDescribeResponse(name=me.name, client_address=me.client_address)
+
     async def _ask(self, request: pb.ForwardKeepAliveRequest, context: Any,
                    answer: Callable[[int], int | None]) -> pb.ForwardKeepAliveResponse:
         await self.auth.authenticate(context)

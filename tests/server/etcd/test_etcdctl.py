@@ -215,6 +215,17 @@ def test_member_list_and_endpoint_status(eps, etcd_cluster3):
     assert table.count("true") >= 1  # one member is leader
 
 
+def test_member_list_gives_every_members_client_url_whichever_member_answers(etcd_cluster3):
+    """Clients that sync their endpoints from MemberList find every member, not only the
+    one they asked (--initial-cluster names peer addresses alone)."""
+    require_etcdctl()
+    listens = {n: f"http://{m.listen}" for n, m in etcd_cluster3.members.items()}
+    for asked in etcd_cluster3.etcd_endpoints:
+        members = js(asked, "member", "list")["members"]
+        assert {m["name"]: m.get("clientURLs") for m in members} == {
+            n: [url] for n, url in listens.items()}, asked
+
+
 def first_to_print(procs: list[Background], timeout: float) -> Background:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
