@@ -54,7 +54,12 @@ class GrpcCalls:
         self.methods: list[MethodTally] = []
 
     def wrap(self, full_method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
-        """`handler` counting and timing its calls."""
+        """`handler` counting and timing its calls; one whose behaviour is not a coroutine
+        or async generator function (gRPC would run it in a thread) is left as it is."""
+        behavior = (handler.unary_unary or handler.unary_stream or handler.stream_unary
+                    or handler.stream_stream)
+        if not (inspect.iscoroutinefunction(behavior) or inspect.isasyncgenfunction(behavior)):
+            return handler
         kind = KINDS[(bool(handler.request_streaming), bool(handler.response_streaming))]
         tally = MethodTally(full_method, kind)
         self.methods.append(tally)
@@ -62,8 +67,6 @@ class GrpcCalls:
                 "server_stream": grpc.unary_stream_rpc_method_handler,
                 "client_stream": grpc.stream_unary_rpc_method_handler,
                 "bidi_stream": grpc.stream_stream_rpc_method_handler}[kind]
-        behavior = (handler.unary_unary or handler.unary_stream or handler.stream_unary
-                    or handler.stream_stream)
         return make(_timed(behavior, tally), request_deserializer=handler.request_deserializer,
                     response_serializer=handler.response_serializer)
 
