@@ -131,15 +131,21 @@ class LeaderLink:
             asks = self._asks[key] = SessionAsks(call)
         return asks
 
-    async def client_address(self, member: MemberInfo, timeout: float) -> str:
-        """Where `member` serves clients, asked of it over the peer port ("" if it does
-        not answer within `timeout`, or answers for another name)."""
+    async def describe(self, member: MemberInfo,
+                       timeout: float) -> pb.ForwardDescribeResponse | None:
+        """`member`'s answer to Describe over the peer port (None if it does not answer
+        within `timeout`, or answers for another name)."""
         try:
             resp = await self.stub(member).Describe(
                 pb.ForwardDescribeRequest(), metadata=self.metadata(member), timeout=timeout)
         except grpc.aio.AioRpcError:
-            return ""
-        return resp.client_address if resp.name == member.name else ""
+            return None
+        return resp if resp.name == member.name else None
+
+    async def client_address(self, member: MemberInfo, timeout: float) -> str:
+        """Where `member` serves clients ("" if it does not say: see `describe`)."""
+        resp = await self.describe(member, timeout)
+        return resp.client_address if resp is not None else ""
 
     def stub(self, member: MemberInfo) -> coord_pb2_grpc.ForwardStub:
         channel = self._channels.get(member.peer_address)

@@ -8,8 +8,6 @@ member's parts offer, set here only while metrics are on."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,6 +24,7 @@ from coord.server.metrics import health
 from coord.server.metrics.endpoint import JSON, TEXT, Answer, HttpEndpoint
 from coord.server.metrics.events import EventCounts
 from coord.server.metrics.grpc_calls import GrpcCalls
+from coord.server.metrics.peer_probe import PeerProbe
 from coord.server.metrics.tally import (
     BATCH_BUCKETS,
     ETCD_DISK_BUCKETS,
@@ -37,6 +36,7 @@ from coord.server.node.driver import Node
 from coord.server.requests.events import EventHub
 from coord.server.storage.log_store import LogStore
 from coord.server.upkeep.mode import NO_QUORUM, READ_ONLY, READ_WRITE, ModeChange, ModeMonitor
+from coord.server.upkeep.periodic import Background
 from coord.sm.machine import CoordMachine
 
 MODES = (READ_WRITE, READ_ONLY, NO_QUORUM)
@@ -70,19 +70,18 @@ class MemberMetrics:
             collector(registry=self.registry)
         self.endpoint = HttpEndpoint(urls, {"/metrics": self._metrics, "/health": self._health,
                                             "/livez": self._livez, "/readyz": self._readyz})
-        self._watching: asyncio.Task | None = None
+        self.peers = PeerProbe(node, link)
+        self._leaders = Background(f"leader-changes-{node.me.name}", self._count_leader_changes)
 
     async def start(self) -> None:
         await self.endpoint.start()
-        self._watching = asyncio.get_running_loop().create_task(
-            self._count_leader_changes(), name=f"metrics-{self.node.me.name}")
+        self._leaders.start()
+        self.peers.loop.start()
 
     async def stop(self) -> None:
         await self.endpoint.stop()
-        if self._watching is not None:
-            self._watching.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._watching
+        await self._leaders.stop()
+        await self.peers.loop.stop()
 
     # -- what is tallied as it happens ------------------------------------------------------
     def _committed(self, transaction_s: float, commit_s: float, synced: bool) -> None:
@@ -128,6 +127,7 @@ class MemberMetrics:
     # -- what is read when scraped -------------------------------------------------------
     def collect(self) -> Iterator[Metric]:
         yield from self._etcd_metrics()
+        yield from self.peers.collect()
         yield from self.grpc.collect()
         yield from self._coord_metrics()
 

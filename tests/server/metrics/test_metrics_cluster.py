@@ -130,3 +130,17 @@ def test_promtool_catches_a_planted_lint_violation():
     lint = subprocess.run([promtool, "check", "metrics"], input=planted, capture_output=True,
                           timeout=30)
     assert lint.returncode != 0 and b"_total" in lint.stdout + lint.stderr
+
+
+def test_round_trips_to_each_peer_are_timed(metrics_cluster3):
+    c = metrics_cluster3
+    ids = {name: f"{c.status(name).id:x}" for name in c.members}
+    url = c.members["n1"].metrics_url
+    rtt = "etcd_network_peer_round_trip_time_seconds_count"
+
+    def timed_both() -> bool:
+        found = samples(url)
+        return all(value(found, rtt, To=ids[n]) >= 1 for n in ("n2", "n3"))
+
+    wait_until("a round trip timed to n2 and n3", timed_both, timeout=20.0)
+    assert value(samples(url), rtt, To=ids["n1"]) == 0  # not to itself
