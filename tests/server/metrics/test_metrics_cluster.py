@@ -144,3 +144,31 @@ def test_round_trips_to_each_peer_are_timed(metrics_cluster3):
 
     wait_until("a round trip timed to n2 and n3", timed_both, timeout=20.0)
     assert value(samples(url), rtt, To=ids["n1"]) == 0  # not to itself
+
+
+def test_a_followers_writes_are_forwarded_and_its_stream_messages_counted(metrics_cluster3):
+    c = metrics_cluster3
+    follower = next(n for n in c.members if n != c.wait_for_leader())
+    url = c.members[follower].metrics_url
+    before = samples(url)
+    with Client([c.members[follower].listen]) as client:
+        for i in range(4):
+            client.put(b"forwarded/k%d" % i, b"v")
+    after = samples(url)
+    forwarded = "coord_forwarded_proposals_total"
+    assert value(after, forwarded) - value(before, forwarded) >= 4
+    ops = "coord_pipeline_message_ops_count"
+    assert value(after, ops) - value(before, ops) >= 4
+
+
+def test_snapshots_are_timed_and_counted(tmp_path):
+    with LocalCluster(1, data_dir=tmp_path / "cluster", metrics=True, in_process=True,
+                      extra_args=["--snapshot-every", "5"]) as c:
+        c.wait_for_leader()
+        url = c.members["n1"].metrics_url
+        with Client(c.endpoints) as client:
+            for i in range(40):
+                client.put(b"snap/k%d" % i, b"v" * 100)
+        wait_until("a snapshot taken", lambda: value(
+            samples(url), "coord_snapshot_duration_seconds_count") >= 1, timeout=20.0)
+        assert value(samples(url), "coord_snapshot_bytes_total") > 0
