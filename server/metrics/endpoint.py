@@ -25,7 +25,7 @@ Answer = tuple[int, str, bytes]
 """(HTTP status, content type, body)."""
 Route = Callable[[], Awaitable[Answer]]
 REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
-           503: "Service Unavailable"}
+           500: "Internal Server Error", 503: "Service Unavailable"}
 
 
 def parse_metrics_url(url: str) -> tuple[str, int]:
@@ -103,5 +103,9 @@ class HttpEndpoint:
         route = self.routes.get(target.split("?", 1)[0])
         if route is None:
             return 404, TEXT, b"not found\n", method == "GET"
-        status, kind, body = await route()
+        try:
+            status, kind, body = await route()
+        except Exception:  # a bug in an answer: the scraper is told, the member goes on
+            log.exception("GET %s failed", target)
+            return 500, TEXT, b"internal error\n", method == "GET"
         return status, kind, body, method == "GET"

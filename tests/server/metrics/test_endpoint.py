@@ -24,9 +24,13 @@ async def _ok():
     return 200, "text/plain", b"fine\n"
 
 
+async def _broken():
+    raise RuntimeError("a bug in an answer")
+
+
 def _served(requests: list[bytes]) -> list[bytes]:
     async def run() -> list[bytes]:
-        endpoint = HttpEndpoint(["http://127.0.0.1:0"], {"/here": _ok})
+        endpoint = HttpEndpoint(["http://127.0.0.1:0"], {"/here": _ok, "/broken": _broken})
         await endpoint.start()
         try:
             return [await _exchange(endpoint.ports[0], r) for r in requests]
@@ -36,13 +40,14 @@ def _served(requests: list[bytes]) -> list[bytes]:
 
 
 def test_routes_and_refusals():
-    get, head, post, missing, query, junk = _served([
+    get, head, post, missing, query, junk, broken = _served([
         b"GET /here HTTP/1.1\r\nHost: x\r\n\r\n",
         b"HEAD /here HTTP/1.1\r\n\r\n",
         b"POST /here HTTP/1.1\r\n\r\n",
         b"GET /elsewhere HTTP/1.1\r\n\r\n",
         b"GET /here?x=1 HTTP/1.1\r\n\r\n",
         b"nonsense\r\n\r\n",
+        b"GET /broken HTTP/1.1\r\n\r\n",
     ])
     assert get.startswith(b"HTTP/1.1 200 OK\r\n") and get.endswith(b"\r\n\r\nfine\n")
     assert b"Content-Length: 5\r\n" in get and b"Connection: close\r\n" in get
@@ -51,6 +56,7 @@ def test_routes_and_refusals():
     assert missing.startswith(b"HTTP/1.1 404 ")
     assert query.endswith(b"fine\n")
     assert junk.startswith(b"HTTP/1.1 400 ")
+    assert broken.startswith(b"HTTP/1.1 500 ")
 
 
 def test_a_request_that_never_ends_its_headers_gets_no_answer():
