@@ -15,6 +15,7 @@ import signal
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -39,7 +40,6 @@ from coord.server.etcd.maintenance import EtcdMaintenanceService
 from coord.server.etcd.watch import EtcdWatchService
 from coord.server.forward.link import LeaderLink
 from coord.server.forward.service import ForwardService
-from coord.server.metrics.member_metrics import MemberMetrics
 from coord.server.node.driver import Node, NodeOptions
 from coord.server.node.identity import claim_data_dir
 from coord.server.node.members import MemberInfo
@@ -79,6 +79,9 @@ from coord.v1 import (
     history_pb2,
     history_pb2_grpc,
 )
+
+if TYPE_CHECKING:
+    from coord.server.metrics.member_metrics import MemberMetrics
 
 log = logging.getLogger(__name__)
 
@@ -205,10 +208,15 @@ class Member:
         self.quorum_notes = QuorumNotes(self.node, self.store.entries, self.coordinator.write)
         self.mode.listeners.append(self.quorum_notes.changed)
         self.health = health.aio.HealthServicer()
-        self.metrics = MemberMetrics(
-            config.listen_metrics_urls, node=self.node, machine=self.machine, mode=self.mode,
-            hub=self.hub, store=self.store, link=self.link, quota_bytes=config.quota_bytes,
-        ) if config.listen_metrics_urls else None
+        self.metrics: MemberMetrics | None = None
+        if config.listen_metrics_urls:
+            # imported only when asked for: prometheus_client is tens of ms of every start
+            from coord.server.metrics.member_metrics import MemberMetrics
+
+            self.metrics = MemberMetrics(
+                config.listen_metrics_urls, node=self.node, machine=self.machine,
+                mode=self.mode, hub=self.hub, store=self.store, link=self.link,
+                quota_bytes=config.quota_bytes)
         self._servers: list[grpc.aio.Server] = []
         self.peer_port: PeerPort | None = None
 
