@@ -1,6 +1,7 @@
 """A real Prometheus (Debian's) scrapes a real 3-member cluster every second; a PromQL query
-over its HTTP API sees the etcd API's Put counter move by the puts done, and the alert
-rules load and evaluate against the cluster's series."""
+over its HTTP API sees the etcd API's Put counter move by the puts done, the alert rules
+load and evaluate against the cluster's series, and every query of the Grafana dashboard
+evaluates."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from coord.etcdpb import rpc_pb2 as etcd_pb
 from coord.etcdpb import rpc_pb2_grpc as etcd_grpc
 from coord.testing.ports import free_port
 from tests.etcdtools import require
-from tests.server.metrics.rules import RULES
+from tests.server.metrics.rules import RULES, dashboard_queries
 from tests.server.metrics.scrape import PROMETHEUS_HINT, get
 
 pytestmark = pytest.mark.cluster
@@ -99,6 +100,8 @@ def test_prometheus_scrapes_the_cluster_and_sees_the_puts(metrics_cluster3, tmp_
                                        and r["health"] == "ok" for r in rs) and rs)
         assert len(rules) == 6
         assert all(r["state"] == "inactive" for r in rules), rules  # a healthy cluster
+        for query in dashboard_queries():  # the Grafana dashboard's, each evaluated
+            _query(api, query)
     finally:
         proc.terminate()
         try:
