@@ -5,12 +5,13 @@ operations done, promtool lints the exposition, the health checks answer as etcd
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 
 import grpc
 import pytest
 
-from coord.client import Client
+from coord.client import Client, NoSpaceError
 from coord.etcdpb import rpc_pb2 as etcd_pb
 from coord.etcdpb import rpc_pb2_grpc as etcd_grpc
 from coord.testing import LocalCluster
@@ -172,3 +173,20 @@ def test_snapshots_are_timed_and_counted(tmp_path):
         wait_until("a snapshot taken", lambda: value(
             samples(url), "coord_snapshot_duration_seconds_count") >= 1, timeout=20.0)
         assert value(samples(url), "coord_snapshot_bytes_total") > 0
+
+
+def test_nospace_shows_in_health_and_the_alarm_gauge(tmp_path):
+    quota, value_bytes = 1_000_000, 8 * 1024
+    with LocalCluster(1, data_dir=tmp_path / "cluster", metrics=True, in_process=True,
+                      extra_args=["--quota-backend-bytes", str(quota),
+                                  "--auto-compaction-retention", "0"]) as c:
+        c.wait_for_leader()
+        url = c.members["n1"].metrics_url
+        assert value(samples(url), "coord_alarms", alarm="NOSPACE") == 0
+        with Client(c.endpoints) as client, pytest.raises(NoSpaceError):
+            for i in range(2_000):  # the quota is ~120 of these: bounded either way
+                client.put(f"big/{i:05d}", os.urandom(value_bytes))
+        assert value(samples(url), "coord_alarms", alarm="NOSPACE") == 1
+        status, body = get(url + "/health")
+        assert (status, json.loads(body)) == (503, {"health": "false",
+                                                    "reason": "ALARM NOSPACE"})
