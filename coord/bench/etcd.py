@@ -13,8 +13,9 @@ to other machines. coord runs plaintext first; `--tls` runs it again serving TLS
 client certificates on both ports (its clients speaking TLS), and `--auth` again with
 authentication on (plaintext; its clients logged in as a user that is not root, so each
 call is checked: `coord.bench.bench_auth`), each in the same run, and prints every coord
-row beside the plaintext one with the ratio: what TLS and auth cost. Prints figures;
-asserts nothing."""
+row beside the plaintext one with the ratio: what TLS and auth cost. `--metrics` does
+the same with every member serving /metrics (--listen-metrics-urls), each scraped every
+second as Prometheus would. Prints figures; asserts nothing."""
 
 from __future__ import annotations
 
@@ -22,8 +23,10 @@ import argparse
 import asyncio
 import contextlib
 import json
+import threading
 import time
-from collections.abc import Callable
+import urllib.request
+from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
 
@@ -230,11 +233,37 @@ def table(rows: list[dict]) -> list[str]:
     return lines
 
 
+SCRAPE_INTERVAL_S = 1.0
+
+
+@contextlib.contextmanager
+def scraped(cluster: LocalCluster) -> Iterator[None]:
+    """Every member's /metrics read every SCRAPE_INTERVAL_S, as Prometheus would (more
+    often than its default 15 s), from a thread, while the block runs."""
+    stop = threading.Event()
+
+    def scrape() -> None:
+        while not stop.wait(SCRAPE_INTERVAL_S):
+            for m in cluster.members.values():
+                with contextlib.suppress(OSError):
+                    with urllib.request.urlopen(m.metrics_url + "/metrics", timeout=5) as r:
+                        r.read()
+
+    thread = threading.Thread(target=scrape, name="metrics-scraper", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(10)
+
+
 def run_etcd_bench(args: argparse.Namespace) -> int:
     levels = [int(x) for x in args.concurrency.split(",") if x]
     rows: list[dict] = []
     n = args.members
-    variants = ["plain"] + ["tls"] * args.tls + ["auth"] * args.auth
+    variants = (["plain"] + ["tls"] * args.tls + ["auth"] * args.auth
+                + ["metrics"] * args.metrics)
     with Phases(on_terminal(args)) as phases:
         log(f"starting a {n}-member etcd on 127.0.0.1 ...")
         with EtcdCluster(n) as etcd:
@@ -266,7 +295,8 @@ def run_etcd_bench(args: argparse.Namespace) -> int:
     if len(variants) > 1:
         print("coord plaintext beside " + " and ".join(
             {"tls": "TLS (mTLS on both ports)", "auth": "auth on (a user that is not root, "
-             "every call checked)"}[v] for v in variants[1:]) + ", the same run:")
+             "every call checked)", "metrics": "metrics served (each member scraped "
+             "every second)"}[v] for v in variants[1:]) + ", the same run:")
         for line in cost_table(rows, variants):
             print("  " + line)
     print("what one op cost each member in steps (per op; followers: their mean; CPU's "
@@ -280,10 +310,13 @@ def run_etcd_bench(args: argparse.Namespace) -> int:
 
 def _coord_rows(args: argparse.Namespace, variant: str, levels: list[int],
                 phases: Phases) -> list[dict]:
-    """Every coord row on a fresh cluster: plaintext, over TLS, or with auth on."""
+    """Every coord row on a fresh cluster: plaintext, over TLS, with auth on, or serving
+    metrics that are scraped all along."""
     n = args.members
     log(f"starting a {n}-member coord on 127.0.0.1 ({variant}) ...")
-    with LocalCluster(n, tls=variant == "tls") as cluster:
+    metrics = variant == "metrics"
+    with LocalCluster(n, tls=variant == "tls", metrics=metrics) as cluster, \
+            (scraped(cluster) if metrics else contextlib.nullcontext()):
         tls = cluster.client_tls
         name = cluster.wait_for_leader(timeout=15)
         leader = cluster.members[name].listen

@@ -32,6 +32,10 @@ FLAGS: dict[str, dict[str, Any]] = {
     "--auth": {"action": "store_true",
                "help": "also run coord with auth on, its clients logged in as a user that"
                        " is not root, and print each row beside plaintext's with the ratio"},
+    "--metrics": {"action": "store_true",
+                  "help": "also run coord with every member serving --listen-metrics-urls,"
+                  " each scraped every second, and print each row beside plaintext's with"
+                  " the ratio"},
     "--profile": {"metavar": "DIR", "default": "",
                   "help": "py-spy flame graphs (SVG) of every coord member during the stream "
                   "put at the most clients, written to DIR (the bench extra)"},
@@ -102,7 +106,7 @@ TARGETS: dict[str, tuple[str, tuple[str, ...]]] = {
     "pid": ("client-API pid leases: throughput and latency", _API),
     "kv": ("client-API puts and gets: throughput and latency", _API),
     "etcd": ("coord and a real etcd 3.4 side by side (put, get, claim txns)",
-             ("--claims", "--members", "--profile", "--tls", "--auth", *_API)),
+             ("--claims", "--members", "--profile", "--tls", "--auth", "--metrics", *_API)),
     "startup": ("a fresh member's time to first served request, coord and etcd",
                 ("--trials", "--json")),
     "readonly": ("read-only mode vs ZooKeeper 3.8",
