@@ -59,7 +59,7 @@ class MemberMetrics:
         self.snapshot_bytes = 0
         self.pipeline_ops = Tally(BATCH_BUCKETS)
         self.leader_changes = 0
-        self.mode_changes: dict[str, int] = {}
+        self.mode_changes: dict[str, int] = dict.fromkeys(MODES, 0)  # 0s: increase() works
         self.events = hub.watch_tables(EventCounts())
         store.on_commit = self._committed
         node.snapshot_listeners.append(self._snapshot_taken)
