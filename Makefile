@@ -8,7 +8,7 @@ SEEDS  ?= 10000
 NODES  ?= 3
 TLS    ?=
 
-.PHONY: all venv proto run test lint docs soak diff etcd3-suite bench bench-readonly bench-scale clean etcd-tools zookeeper-server bench-tui chaos chaos-long bench-audit java-runtime bench-spark fuzz prometheus
+.PHONY: all venv proto run test lint docs soak diff etcd3-suite bench bench-readonly bench-scale clean etcd-tools zookeeper-server bench-tui chaos chaos-long bench-audit java-runtime database-servers bench-spark bench-spark-full fuzz prometheus
 
 all: test
 
@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-venv: $(STAMP) coord/v1/.generated etcd-tools java-runtime prometheus
+venv: $(STAMP) coord/v1/.generated etcd-tools java-runtime prometheus database-servers
 
 # etcdctl and etcd (Debian's etcd-client/etcd-server, 3.4): the etcd-compatibility tests
 # drive coord with clients nobody here wrote. Installed when missing and we are root with
@@ -61,6 +61,24 @@ java-runtime:
 	      || echo "warning: could not install default-jre-headless"; \
 	  else \
 	    echo "note: java is missing (apt-get install default-jre-headless as root)"; \
+	  fi; \
+	fi
+
+# The Spark writer's databases (tests/spark): Debian's PostgreSQL server (15: binaries
+# under /usr/lib/postgresql/15/bin; the tests run initdb and postgres as the postgres
+# user, since both refuse root) and the JDBC drivers Spark's own df.write.jdbc baseline
+# loads from /usr/share/java. Installed when missing, as etcd-tools above.
+DB_PACKAGES := postgresql libpostgresql-jdbc-java libxerial-sqlite-jdbc-java
+database-servers:
+	@if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
+	    [ ! -e /usr/share/java/postgresql.jar ] || [ ! -e /usr/share/java/sqlite-jdbc.jar ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing $(DB_PACKAGES) (Debian)"; \
+	    (apt-get install -y -q $(DB_PACKAGES) >/dev/null 2>&1 || \
+	     (apt-get update -q >/dev/null && apt-get install -y -q $(DB_PACKAGES) >/dev/null)) \
+	      || echo "warning: could not install $(DB_PACKAGES)"; \
+	  else \
+	    echo "note: PostgreSQL or a JDBC driver is missing (apt-get install $(DB_PACKAGES) as root)"; \
 	  fi; \
 	fi
 

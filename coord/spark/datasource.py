@@ -40,7 +40,7 @@ from coord.spark.attempt import check_run, claim, client_for, start_run
 from coord.spark.jobs import committed_version, record_version
 from coord.spark.options import FORMAT, WriteOptions, parse_options
 from coord.spark.reader import CommittedParquetReader, committed_schema
-from coord.spark.sinks import PublishError, Sink, SqliteSink, open_sink
+from coord.spark.sinks import PublishError, Sink, SqlSink, open_sink
 
 __all__ = ["FencedDataSource", "PartitionResult", "prepare_sink", "publish", "write_partition"]
 
@@ -72,7 +72,7 @@ def prepare_sink(opts: WriteOptions, schema: pa.Schema) -> None:
     """Create the sink's tables for `schema` if missing (the driver does, once per job)."""
     sink = open_sink(opts.sink)
     try:
-        if isinstance(sink, SqliteSink):
+        if isinstance(sink, SqlSink):
             sink.prepare(schema, plain=not opts.fence)
     finally:
         sink.close()

@@ -35,7 +35,7 @@ class WriteOptions:
 def sink_options(options: Mapping[str, str]) -> dict[str, str]:
     """The options that name the sink (`coord.spark.sinks.open_sink`'s), any case."""
     opts = {k.lower(): v for k, v in options.items()}
-    return {k: opts[k] for k in ("sink", "path", "table") if k in opts}
+    return {k: opts[k] for k in ("sink", "path", "url", "table") if k in opts}
 
 
 def parse_options(options: Mapping[str, str]) -> WriteOptions:

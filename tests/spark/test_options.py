@@ -58,6 +58,10 @@ def test_open_sink_checks_its_options(tmp_path):
         open_sink({"sink": "sqlite", "path": str(tmp_path / "x.db")})
     with pytest.raises(ValueError, match="table"):
         open_sink({"sink": "sqlite", "path": str(tmp_path / "x.db"), "table": "a; drop"})
+    with pytest.raises(ValueError, match="option url is required for the postgres sink"):
+        open_sink({"sink": "postgres", "path": str(tmp_path / "x.db"), "table": "t"})
+    with pytest.raises(ValueError, match="table"):
+        open_sink({"sink": "postgres", "url": "postgresql://127.0.0.1:1/x"})
     assert isinstance(open_sink({"sink": "parquet", "path": str(tmp_path / "d")}),
                       ParquetDirSink)
     sink = open_sink({"sink": "sqlite", "path": str(tmp_path / "new" / "x.db"), "table": "t"})

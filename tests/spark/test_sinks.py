@@ -1,16 +1,17 @@
-"""Both fenced sinks (SQLite table, Parquet directory), without Spark: the same planted
-zombie writes, duplicate and out-of-order sends, publishing and re-publishing."""
+"""Every fenced sink (SQLite table, PostgreSQL table on a real server, Parquet
+directory), without Spark: the same planted zombie writes, duplicate and out-of-order
+sends, publishing and re-publishing."""
 
 from __future__ import annotations
 
 import multiprocessing
-import sqlite3
+import uuid
 
 import pyarrow as pa
 import pytest
 
 from coord.client.recipes.fence import FencedWriteError, RunFencedError, Token
-from coord.spark.sinks import ParquetDirSink, PublishError, SealError, Sink, SqliteSink
+from coord.spark.sinks import PublishError, SealError, Sink, SqlSink, open_sink
 
 SCHEMA = pa.schema([("id", pa.int64()), ("s", pa.string())])
 OLD = Token(1, 7, 0)
@@ -23,17 +24,30 @@ def batch(lo: int, hi: int) -> pa.RecordBatch:
                            schema=SCHEMA)
 
 
-def open_kind(kind: str, tmp_path) -> Sink:
+KINDS = ["sqlite", "postgres", "parquet"]
+
+
+def sink_spec(kind: str, request, tmp_path) -> dict[str, str]:
+    """The options naming a fresh sink of `kind` (open it with `open_kind`, in any
+    process): a PostgreSQL sink is a table of its own on the run's server."""
+    if kind == "postgres":
+        server = request.getfixturevalue("postgres")
+        return {"sink": kind, "url": server.url, "table": f"t_{uuid.uuid4().hex[:12]}"}
     if kind == "sqlite":
-        sink = SqliteSink(str(tmp_path / "out.db"), "out")
+        return {"sink": kind, "path": str(tmp_path / "out.db"), "table": "out"}
+    return {"sink": kind, "path": str(tmp_path / "out")}
+
+
+def open_kind(spec: dict[str, str]) -> Sink:
+    sink = open_sink(spec)
+    if isinstance(sink, SqlSink):
         sink.prepare(SCHEMA)
-        return sink
-    return ParquetDirSink(str(tmp_path / "out"))
+    return sink
 
 
-@pytest.fixture(params=["sqlite", "parquet"])
+@pytest.fixture(params=KINDS)
 def sink(request, tmp_path):
-    s = open_kind(request.param, tmp_path)
+    s = open_kind(sink_spec(request.param, request, tmp_path))
     yield s
     s.close()
 
@@ -164,17 +178,16 @@ def test_discard_drops_unpublished_rows(sink, tmp_path):
     sink.append("j", 0, OLD, 0, batch(0, 3))
     sink.seal("j", 0, OLD, 1, 3)
     sink.discard("j", {0: OLD})
-    if isinstance(sink, SqliteSink):
-        db = sqlite3.connect(sink.path)
-        assert db.execute("SELECT count(*) FROM out__rows").fetchone() == (0,)
+    if isinstance(sink, SqlSink):
+        assert sink._execute(f"SELECT count(*) FROM {sink.table}__rows").fetchone() == (0,)
     else:
         assert not list((tmp_path / "out" / "_coord" / "attempts").rglob("*.parquet"))
 
 
-def _racer(kind: str, tmp_path, token: Token, n: int, out, started, wait_for) -> None:
+def _racer(spec: dict[str, str], token: Token, n: int, out, started, wait_for) -> None:
     if wait_for is not None:
         assert wait_for.wait(30)
-    sink = open_kind(kind, tmp_path)
+    sink = open_kind(spec)
     accepted = 0
     for seq in range(n):
         try:
@@ -187,25 +200,27 @@ def _racer(kind: str, tmp_path, token: Token, n: int, out, started, wait_for) ->
     out.put((token.epoch, accepted))
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "parquet"])
-def test_two_processes_racing_cannot_both_land_rows_after_the_takeover(kind, tmp_path):
+@pytest.mark.parametrize("kind", KINDS)
+def test_two_processes_racing_cannot_both_land_rows_after_the_takeover(kind, request,
+                                                                        tmp_path):
     """The zombie is writing from one process when its replacement starts in another:
     the zombie is cut off at its first write after the takeover, and only the
     replacement's rows are published."""
-    open_kind(kind, tmp_path).close()
+    spec = sink_spec(kind, request, tmp_path)
+    open_kind(spec).close()
     ctx = multiprocessing.get_context("fork")
     out, started, unused = ctx.Queue(), ctx.Event(), ctx.Event()
-    zombie = ctx.Process(target=_racer, args=(kind, tmp_path, OLD, 20_000, out, started, None))
+    zombie = ctx.Process(target=_racer, args=(spec, OLD, 20_000, out, started, None))
     zombie.start()
     replacement = ctx.Process(target=_racer,
-                              args=(kind, tmp_path, NEW, 50, out, unused, started))
+                              args=(spec, NEW, 50, out, unused, started))
     replacement.start()
     for p in (zombie, replacement):
         p.join(120)
         assert p.exitcode == 0
     got = dict(out.get(timeout=5) for _ in range(2))
     assert got[NEW.epoch] == 50 and 5 <= got[OLD.epoch] < 20_000
-    sink = open_kind(kind, tmp_path)
+    sink = open_kind(spec)
     assert [(r.token, r.sequence) for r in sink.refusals("j")] == [(OLD, got[OLD.epoch])]
     sink.seal("j", 0, NEW, 50, 50)
     assert sink.publish("j", 1, {0: (NEW, 50)})
