@@ -81,9 +81,11 @@ def spark_session():
     both, so it is set up here for what each needs). local[2,4]: 2 cores, a task may
     fail 3 times; Python workers run this interpreter (they import coord); one shuffle
     partition and no adaptive planning, since on a few thousand rows tasks and
-    re-planning cost more than the work they would split."""
+    re-planning cost more than the work they would split. The JDBC drivers installed
+    (coord.testing.jdbc) are on its class path, for Spark's own df.write.jdbc."""
     require_java()
     from coord.audit.spark import session
+    from coord.testing.jdbc import jars_conf
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
     s = session("local[2,4]", "coord-tests", shuffle_partitions=1, progress=False, conf={
@@ -92,6 +94,7 @@ def spark_session():
         "spark.driver.bindAddress": "127.0.0.1",
         "spark.sql.execution.arrow.maxRecordsPerBatch": "500",
         "spark.pyspark.python": sys.executable,
+        **jars_conf(),
     })
     try:
         yield s

@@ -15,7 +15,11 @@ partition and says so; the copy starts only then, and the straggler returns only
 the copy has either finished (it found the partition sealed) or stored its first batch.
 A wait that times out fails the task and leaves its reason in the markers directory.
 `HeldSource` holds every task before it writes until the test releases it: a run
-planned, then overtaken by a newer run of the same job.
+planned, then overtaken by a newer run of the same job. `failing_upstream` plants the
+same killed-task fault for a writer that runs in the JVM (Spark's own `df.write.jdbc`):
+attempt 0 of one partition feeds its writer some rows, then fails. (A Python writer
+downstream of it runs in another Python worker, which may not have stored those rows
+when the task fails: coord-fenced gets the fault inside its own worker, FaultySource.)
 The test registers this module to be pickled by value, so Spark's workers need not
 import the test tree.
 """
@@ -38,26 +42,34 @@ from coord.spark.datasource import FencedBatchWriter, FencedDataSource, Partitio
 from coord.spark.options import parse_options
 
 
-def fail_midway(batches: Iterator[pa.RecordBatch], after_rows: int) -> Iterator[pa.RecordBatch]:
+def fail_midway(batches: Iterator[pa.RecordBatch], after_rows: int,
+                marker: Path | None = None) -> Iterator[pa.RecordBatch]:
+    """The batches until `after_rows` rows are sent, then (having touched `marker`) an
+    error."""
     sent = 0
     for batch in batches:
         yield batch
         sent += batch.num_rows
         if sent >= after_rows:
+            if marker is not None:
+                marker.touch()
             raise RuntimeError(f"planted failure after {sent} rows")
 
 
 class FaultyWriter(FencedBatchWriter):
-    def __init__(self, base: FencedBatchWriter, partition: int, after_rows: int) -> None:
+    def __init__(self, base: FencedBatchWriter, partition: int, after_rows: int,
+                 markers: Path | None = None) -> None:
         super().__init__(base.opts, base.version, base.skip, base.run)
         self.fail_partition = partition
         self.after_rows = after_rows
+        self.markers = markers
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> PartitionResult:
         context = TaskContext.get()
         assert context is not None
         if context.partitionId() == self.fail_partition and context.attemptNumber() == 0:
-            iterator = fail_midway(iterator, self.after_rows)
+            marker = self.markers / f"failed-{self.fail_partition}" if self.markers else None
+            iterator = fail_midway(iterator, self.after_rows, marker)
         return super().write(iterator)
 
 
@@ -68,8 +80,10 @@ class FaultySource(FencedDataSource):
 
     def writer(self, schema, overwrite):  # type: ignore[no-untyped-def]
         base = super().writer(schema, overwrite)
+        markers = self.options.get("markers")
         return FaultyWriter(base, int(self.options["fail_partition"]),
-                            int(self.options["fail_after_rows"]))
+                            int(self.options["fail_after_rows"]),
+                            Path(markers) if markers else None)
 
 
 HANDSHAKE_WAIT_S = 90  # the longest either attempt waits for the other's step
@@ -203,6 +217,24 @@ class HeldSource(FencedDataSource):
 
     def writer(self, schema, overwrite):  # type: ignore[no-untyped-def]
         return HeldWriter(super().writer(schema, overwrite), Path(self.options["markers"]))
+
+
+def failing_upstream(df, partition: int, after_rows: int, markers: Path):  # type: ignore[no-untyped-def]
+    """`df` through a Python step (mapInArrow, in the write's own task) whose attempt 0
+    of `partition` passes `after_rows` rows on to the writer, touches
+    `markers/failed-<partition>` and raises. A JVM writer pulls each row from this step
+    and the error comes after those rows in the worker's stream, so it has consumed
+    them when its task fails and is retried."""
+
+    def step(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        context = TaskContext.get()
+        assert context is not None
+        if context.partitionId() != partition or context.attemptNumber() != 0:
+            yield from batches
+            return
+        yield from fail_midway(batches, after_rows, markers / f"failed-{partition}")
+
+    return df.mapInArrow(step, df.schema)
 
 
 def _batches(lo: int, hi: int, size: int, paused: Path) -> Iterator[pa.RecordBatch]:
