@@ -200,7 +200,8 @@ bench-audit: venv
 	$(VENV)/bin/coord bench audit --commands $(COMMANDS) --masters '$(MASTERS)' \
 		--history-dir '$(HISTORY_DIR)'
 
-# The fenced Spark writer vs a plain write: 1M rows, 8 partitions, local[2] (minutes).
+# The fenced Spark writer vs Spark's own JDBC writer and a plain write, on SQLite,
+# PostgreSQL and Parquet: 1M rows, 8 partitions, local[2] (many minutes).
 bench-spark: venv
 	$(VENV)/bin/coord bench spark
 

@@ -1,14 +1,19 @@
-"""`coord bench spark`: the fenced Spark writer against a plain write to the same sink.
+"""`coord bench spark`: the fenced Spark writer against Spark's own JDBC writer and a
+plain write, on the same databases.
 
-Real Spark (local[2]) and a real 3-member coord cluster. Per run, the same DataFrame
-(`--rows` rows: id, its decimal string) is written by a plain, unfenced `coord-fenced`
-write (fence=off: each batch straight into the visible table, as any simple Python data
-source would) and by the fenced writer, alternating, to fresh sinks; rows/s are the row
-count over `save()`'s wall time, and the ratio is of the medians. Then the fence's own
+Real Spark (local[2]), a real 3-member coord cluster and a real PostgreSQL server
+(coord.testing.peer_postgres). Per run, the same DataFrame (`--rows` rows: id, its
+decimal string) is written to fresh tables of each sink — SQLite, PostgreSQL, a Parquet
+directory — by each writer, alternating: `plain` (coord-fenced with fence=off: each batch
+straight into the visible table, as any simple Python data source would), `fenced`, and,
+on the two databases, `jdbc` (Spark's own `df.write.jdbc` through Debian's JDBC drivers,
+coord.testing.jdbc: what a Spark user writes to a database with). Rows/s are the row
+count over the write's wall time; the ratios are of the medians. Then the fence's own
 cost per partition: the claim (session + own + InitProducer + owner read-back) and the
-commit-time check (owner + CheckProducer), timed alone; and the same write with
+commit-time check (owner + CheckProducer), timed alone; and the same SQLite write with
 `--many-partitions` partitions. The machine's load (`os.getloadavg`) is printed before
-and after: on a shared machine it moves every figure.
+and after: on a shared machine it moves every figure. Without PostgreSQL or the JDBC
+drivers (`make database-servers` installs them) their rows are left out, saying so.
 """
 
 from __future__ import annotations
@@ -19,42 +24,100 @@ import os
 import sys
 import tempfile
 import time
+import uuid
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 from coord.bench.stats import latency_ms, ratio, summarize
 
-SINKS = ("sqlite", "parquet")
+SINKS = ("sqlite", "postgres", "parquet")
+JDBC_DRIVERS = {"sqlite": "org.sqlite.JDBC", "postgres": "org.postgresql.Driver"}
 
 
 def _session() -> Any:
     from pyspark.sql import SparkSession
 
     from coord.spark import register
+    from coord.testing.jdbc import jars_conf
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
-    spark = (SparkSession.builder.master("local[2]").appName("coord-bench-spark")
-             .config("spark.ui.enabled", "false")
-             .config("spark.driver.host", "127.0.0.1")
-             .config("spark.driver.bindAddress", "127.0.0.1")
-             .config("spark.pyspark.python", sys.executable).getOrCreate())
+    builder = (SparkSession.builder.master("local[2]").appName("coord-bench-spark")
+               .config("spark.ui.enabled", "false")
+               .config("spark.driver.host", "127.0.0.1")
+               .config("spark.driver.bindAddress", "127.0.0.1")
+               .config("spark.pyspark.python", sys.executable))
+    for key, value in jars_conf().items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     return spark
 
 
-def _write(spark: Any, endpoints: list[str], rows: int, parts: int, sink: str, out: Path,
-           fence: bool, job: str) -> float:
-    """Rows per second of one save() into a fresh sink."""
+def _target(sink: str, out: Path, postgres: Any) -> dict[str, str]:
+    """The options naming a fresh sink (and, for a database, its JDBC URL as `jdbc`)."""
+    from coord.testing.jdbc import sqlite_jdbc_url
+
+    if sink == "sqlite":
+        path = str(out / "out.db")
+        return {"sink": sink, "path": path, "table": "out", "jdbc": sqlite_jdbc_url(path)}
+    if sink == "postgres":
+        return {"sink": sink, "url": postgres.url, "table": f"out_{uuid.uuid4().hex[:12]}",
+                "jdbc": postgres.jdbc_url}
+    return {"sink": sink, "path": str(out / "dir")}
+
+
+def _write(spark: Any, endpoints: list[str], rows: int, parts: int, target: dict[str, str],
+           writer: str, job: str) -> float:
+    """Rows per second of one write by `writer` (plain, fenced, jdbc) into `target`."""
     df = spark.range(0, rows, numPartitions=parts).selectExpr("id", "cast(id as string) s")
-    w = (df.write.format("coord-fenced").mode("append").option("sink", sink)
+    if writer == "jdbc":
+        import pyarrow as pa
+
+        from coord.spark.sinks import SqlSink, open_sink
+
+        table = open_sink({k: v for k, v in target.items() if k != "jdbc"})
+        assert isinstance(table, SqlSink)
+        try:  # the table exists, as a user's does (Spark 4 cannot create one in SQLite)
+            table.prepare(pa.schema([("id", pa.int64()), ("s", pa.string())]), plain=True)
+        finally:
+            table.close()
+        start = time.perf_counter()
+        df.write.jdbc(target["jdbc"], target["table"], mode="append",
+                      properties={"driver": JDBC_DRIVERS[target["sink"]]})
+        return rows / (time.perf_counter() - start)
+    w = (df.write.format("coord-fenced").mode("append")
          .option("endpoints", ",".join(endpoints)).option("job", job)
-         .option("fence", "on" if fence else "off").option("version", "1"))
-    w = (w.option("path", str(out / "out.db")).option("table", "out") if sink == "sqlite"
-         else w.option("path", str(out / "dir")))
+         .option("fence", "on" if writer == "fenced" else "off").option("version", "1"))
+    for key, value in target.items():
+        if key != "jdbc":
+            w = w.option(key, value)
     start = time.perf_counter()
     w.save()
     return rows / (time.perf_counter() - start)
+
+
+def _available(stack: ExitStack) -> tuple[dict[str, tuple[str, ...]], Any, list[str]]:
+    """Each sink's writers, the PostgreSQL server (None without one), and what was left
+    out and why."""
+    from coord.testing.jdbc import missing_jars
+    from coord.testing.peer_postgres import PostgresMissing, PostgresServer
+
+    notes: list[str] = []
+    jdbc: tuple[str, ...] = ("jdbc",)
+    if missing_jars():
+        notes.append(f"no jdbc rows: {', '.join(missing_jars())} missing")
+        jdbc = ()
+    writers = {"sqlite": ("plain", "fenced", *jdbc), "postgres": ("plain", "fenced", *jdbc),
+               "parquet": ("plain", "fenced")}
+    try:
+        postgres = stack.enter_context(PostgresServer())
+    except PostgresMissing as e:
+        notes.append(f"no postgres rows: {e}")
+        postgres = None
+        del writers["postgres"]
+    return writers, postgres, notes
 
 
 def _fence_cost(endpoints: list[str], partitions: int) -> dict[str, dict[str, float]]:
@@ -85,25 +148,33 @@ def run_spark_bench(args: argparse.Namespace) -> int:
                                "runs": args.runs, "load_before": load_before}
     spark = _session()
     try:
-        with cluster(members=3) as c, tempfile.TemporaryDirectory() as tmp:
-            _write(spark, c.endpoints, 10_000, 2, "sqlite", Path(tmp) / "warm", True, "warm")
-            for sink in SINKS:
-                rates: dict[str, list[float | None]] = {"plain": [], "fenced": []}
+        with ExitStack() as stack:
+            writers, postgres, results["notes"] = _available(stack)
+            c = stack.enter_context(cluster(members=3))
+            tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+            for writer in ("fenced", *writers["sqlite"][2:]):  # load Spark's code paths
+                _write(spark, c.endpoints, 10_000, 2, _target("sqlite", tmp / f"warm-{writer}",
+                                                               postgres), writer, "warm")
+            for sink, kinds in writers.items():
+                rates: dict[str, list[float | None]] = {k: [] for k in kinds}
                 for run in range(args.runs):
-                    for kind in ("plain", "fenced"):
-                        out = Path(tmp) / f"{sink}-{kind}-{run}"
-                        rate = _write(spark, c.endpoints, args.rows, args.partitions, sink,
-                                      out, kind == "fenced", f"bench-{sink}-{run}")
+                    for kind in kinds:
+                        target = _target(sink, tmp / f"{sink}-{kind}-{run}", postgres)
+                        rate = _write(spark, c.endpoints, args.rows, args.partitions, target,
+                                      kind, f"bench-{sink}-{run}")
                         rates[kind].append(rate)
                         print(f"{sink} {kind} run {run}: {rate:,.0f} rows/s", flush=True)
-                plain, fenced = summarize(rates["plain"]), summarize(rates["fenced"])
-                results[sink] = {"plain": plain, "fenced": fenced,
-                                 "fenced_over_plain": ratio(fenced["median"], plain["median"])}
+                r: dict[str, Any] = {k: summarize(v) for k, v in rates.items()}
+                for base in kinds:
+                    if base != "fenced":
+                        r[f"fenced_over_{base}"] = ratio(r["fenced"]["median"],
+                                                         r[base]["median"])
+                results[sink] = r
             results["fence_cost"] = _fence_cost(c.endpoints, args.cost_partitions)
             many = {}
             for kind in ("plain", "fenced"):
                 many[kind] = _write(spark, c.endpoints, args.rows, args.many_partitions,
-                                    "sqlite", Path(tmp) / f"many-{kind}", kind == "fenced",
+                                    _target("sqlite", tmp / f"many-{kind}", postgres), kind,
                                     "bench-many")
             results["many_partitions"] = {
                 "partitions": args.many_partitions, "plain_rows_s": many["plain"],
@@ -116,11 +187,16 @@ def run_spark_bench(args: argparse.Namespace) -> int:
         print(json.dumps(results, indent=2))
         return 0
     print(f"\nload average before {load_before[0]:.1f}, after {results['load_after'][0]:.1f}")
-    for sink in SINKS:
+    for note in results["notes"]:
+        print(f"note: {note}")
+    for sink in (s for s in SINKS if s in results):
         r = results[sink]
+        medians = ", ".join(f"{k} {r[k]['median']:,.0f} rows/s" for k in r
+                            if not k.startswith("fenced_over_"))
+        ratios = ", ".join(f"fenced/{k.removeprefix('fenced_over_')} {v:.2f}"
+                           for k, v in r.items() if k.startswith("fenced_over_") and v)
         print(f"{sink}: {args.rows:,} rows, {args.partitions} partitions, {args.runs} runs: "
-              f"plain {r['plain']['median']:,.0f} rows/s, fenced {r['fenced']['median']:,.0f}"
-              f" rows/s (medians); fenced/plain {r['fenced_over_plain']:.2f}")
+              f"{medians} (medians); {ratios}")
     cost = results["fence_cost"]
     print(f"fence cost per partition ({args.cost_partitions} sequential claims): claim "
           f"p50 {cost['claim']['p50_ms']:.1f} ms p99 {cost['claim']['p99_ms']:.1f} ms; "

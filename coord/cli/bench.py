@@ -119,7 +119,7 @@ TARGETS: dict[str, tuple[str, tuple[str, ...]]] = {
                "--auto-compaction-mode", "--auto-compaction-retention", "--etcd", *_API)),
     "audit": ("history synth, export and the PySpark audit, rows/s",
               ("--commands", "--masters", "--export-entries", "--history-dir")),
-    "spark": ("the fenced Spark writer vs a plain write to the same sink",
+    "spark": ("the fenced Spark writer vs Spark's JDBC writer and a plain write",
               ("--rows", "--partitions", "--runs", "--cost-partitions", "--many-partitions",
                "--json")),
 }
