@@ -100,3 +100,21 @@ def spark_session():
         yield s
     finally:
         s.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """A real PostgreSQL server (coord.testing.peer_postgres) for the run, on a free
+    loopback port, stopped and removed at the end; each test uses tables of its own.
+    Missing binaries skip the test, or fail it under CI (CI=true), where `make venv`
+    installs them (`make database-servers`)."""
+    from coord.testing.peer_postgres import PostgresMissing, PostgresServer
+
+    try:
+        server = PostgresServer()
+    except PostgresMissing as e:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(str(e))
+        pytest.skip(str(e))
+    with server:
+        yield server

@@ -1,10 +1,9 @@
 """The run's one SparkSession (tests/conftest.py, starting Spark costs seconds on this
-machine) with coord-fenced registered, one 3-member coord cluster of real processes
-per module, and one real PostgreSQL server for the run."""
+machine) with coord-fenced registered, and one 3-member coord cluster of real processes
+per module."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
@@ -34,20 +33,3 @@ def coord3(etcd_cluster3: LocalCluster) -> LocalCluster:
     use their own job names)."""
     return etcd_cluster3
 
-
-@pytest.fixture(scope="session")
-def postgres() -> Iterator[object]:
-    """A real PostgreSQL server (coord.testing.peer_postgres) for the run, on a free
-    loopback port, stopped and removed at the end; each test uses tables of its own.
-    Missing binaries skip the test, or fail it under CI (CI=true), where `make venv`
-    installs them (`make database-servers`)."""
-    from coord.testing.peer_postgres import PostgresMissing, PostgresServer
-
-    try:
-        server = PostgresServer()
-    except PostgresMissing as e:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(str(e))
-        pytest.skip(str(e))
-    with server:
-        yield server
