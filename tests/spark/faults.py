@@ -1,8 +1,10 @@
 """Faults planted inside real Spark write tasks, for tests/spark/test_spark_writer.py.
 
 `FaultySource` is the `coord-fenced` data source whose task attempt 0 of one partition
-raises after it has sent some rows (option `fail_partition`, `fail_after_rows`): a task
-killed mid-write, in the writer's own Python worker. `zombie_main` is a task attempt of
+raises after it has sent some rows (option `fail_partition`, `fail_after_rows`), or with
+option `fail_by=kill` kill -9s its own Python worker: a task killed mid-write, in the
+writer's own Python worker (each batch is stored before the next is asked for, so the
+rows before the fault are in the sink). `zombie_main` is a task attempt of
 the writer run outside Spark (`python -m tests.spark.faults ...`): it claims a partition,
 sends half its rows, stops itself (SIGSTOP) and, once continued, sends the rest.
 `SlowFirstSource` makes attempt 0 of one partition a straggler for speculation, by a
@@ -43,9 +45,9 @@ from coord.spark.options import parse_options
 
 
 def fail_midway(batches: Iterator[pa.RecordBatch], after_rows: int,
-                marker: Path | None = None) -> Iterator[pa.RecordBatch]:
+                marker: Path | None = None, kill: bool = False) -> Iterator[pa.RecordBatch]:
     """The batches until `after_rows` rows are sent, then (having touched `marker`) an
-    error."""
+    error, or with `kill` a kill -9 of this process (the task's Python worker)."""
     sent = 0
     for batch in batches:
         yield batch
@@ -53,23 +55,26 @@ def fail_midway(batches: Iterator[pa.RecordBatch], after_rows: int,
         if sent >= after_rows:
             if marker is not None:
                 marker.touch()
+            if kill:
+                os.kill(os.getpid(), signal.SIGKILL)
             raise RuntimeError(f"planted failure after {sent} rows")
 
 
 class FaultyWriter(FencedBatchWriter):
     def __init__(self, base: FencedBatchWriter, partition: int, after_rows: int,
-                 markers: Path | None = None) -> None:
+                 markers: Path | None = None, kill: bool = False) -> None:
         super().__init__(base.opts, base.version, base.skip, base.run)
         self.fail_partition = partition
         self.after_rows = after_rows
         self.markers = markers
+        self.kill = kill
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> PartitionResult:
         context = TaskContext.get()
         assert context is not None
         if context.partitionId() == self.fail_partition and context.attemptNumber() == 0:
             marker = self.markers / f"failed-{self.fail_partition}" if self.markers else None
-            iterator = fail_midway(iterator, self.after_rows, marker)
+            iterator = fail_midway(iterator, self.after_rows, marker, self.kill)
         return super().write(iterator)
 
 
@@ -83,7 +88,8 @@ class FaultySource(FencedDataSource):
         markers = self.options.get("markers")
         return FaultyWriter(base, int(self.options["fail_partition"]),
                             int(self.options["fail_after_rows"]),
-                            Path(markers) if markers else None)
+                            Path(markers) if markers else None,
+                            self.options.get("fail_by") == "kill")
 
 
 HANDSHAKE_WAIT_S = 90  # the longest either attempt waits for the other's step

@@ -2,10 +2,12 @@
 through Debian's xerial driver, a real PostgreSQL server through Debian's pgjdbc), under
 the same faults, in the same run:
 
-- a task whose attempt 0 hands its writer 1,000 of its 2,000 rows and then fails,
-  retried by Spark (tests/spark/faults.py: `FaultySource` inside the fenced writer's
-  Python worker, `failing_upstream` in the DataFrame that Spark's JVM writer pulls rows
-  from; each touches a marker when it fires). Spark's JDBC writer by default writes a
+- a task whose attempt 0 hands its writer 1,000 of its 2,000 rows and then dies,
+  retried by Spark (tests/spark/faults.py: the fenced writer's Python worker kill -9s
+  itself, `FaultySource`; Spark's JDBC writer runs in the JVM, so its task fails by an
+  error raised in the DataFrame it pulls rows from, `failing_upstream` — a kill -9 there
+  could lose the rows still buffered in the worker's output, and the fault would not be
+  the same; each touches a marker when it fires). Spark's JDBC writer by default writes a
   partition in one database transaction, which the failure rolls back: 0 duplicates,
   as for the fence — the fence adds nothing there. With `isolationLevel=NONE`
   (autocommit: what a database without transactions or a bulk load gets) the dead
@@ -99,7 +101,7 @@ def test_a_task_dying_mid_write_then_a_job_rerun_fenced_vs_spark_jdbc(
     def fenced() -> None:
         w = (df.write.format("coord-fenced-faulty").mode("append")
              .option("fail_partition", str(FAIL_PARTITION))
-             .option("fail_after_rows", str(AFTER_ROWS))
+             .option("fail_after_rows", str(AFTER_ROWS)).option("fail_by", "kill")
              .option("markers", str(markers["fenced"]))
              .option("endpoints", ",".join(coord3.endpoints)).option("job", f"jdbc-{tag}")
              .option("version", "1").option("table", tables["fenced"]))
