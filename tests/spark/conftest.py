@@ -32,4 +32,3 @@ def coord3(etcd_cluster3: LocalCluster) -> LocalCluster:
     """The module's 3-member cluster of real processes (tests/conftest.py's; its tests
     use their own job names)."""
     return etcd_cluster3
-
