@@ -44,6 +44,7 @@ def _session() -> Any:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     builder = (SparkSession.builder.master("local[2]").appName("coord-bench-spark")
                .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")  # the rows printed are the output
                .config("spark.driver.host", "127.0.0.1")
                .config("spark.driver.bindAddress", "127.0.0.1")
                .config("spark.pyspark.python", sys.executable))
