@@ -43,6 +43,6 @@ def test_the_reader_returns_exactly_the_committed_rows(spark, tmp_path):
         .option("path", str(root)).load()
     assert df.columns == ["id", "s"]
     assert sorted((r.id, r.s) for r in df.collect()) == [(i, str(i)) for i in want]
-    # Spark's own Parquet reader, given the committed listing (the README's route):
+    # Spark's own Parquet reader, given the committed listing (the route the manual gives):
     files = [str(f) for f in ParquetDirSink(str(root)).committed_files()]
     assert sorted(r.id for r in spark.read.parquet(*files).collect()) == want

@@ -1,6 +1,6 @@
 """SVG snapshots (pytest-textual-snapshot) of each view at 120x32 over a fixed picture of
 a cluster, and of the read-only banner. `pytest --snapshot-update` rewrites them after a
-deliberate change to the look; the SVGs are the README's screenshots."""
+deliberate change to the look; the SVGs are the manual's console screenshots."""
 
 from __future__ import annotations
 
