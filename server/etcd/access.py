@@ -10,7 +10,9 @@ A call without a user ("" here) is refused, while auth is on, whatever needs a u
 What a named user may do with keys is checked where the command applies (the command
 carries the user: `coord.sm.auth_checks`), so a permission revoked before the command
 commits holds; reads and watches, served from this member's state, are checked here,
-after the read barrier. Auth administration needs the root role, but for a user's own
+after the read barrier, and so are the lease calls that never become a command: a
+keepalive (which renews the lease on the leader's clock) and a TimeToLive that lists
+the lease's keys. Auth administration needs the root role, but for a user's own
 record and the roles it holds, which it may read.
 """
 
@@ -50,9 +52,33 @@ class EtcdAccess:
         user = await self.user(context)
         if user:
             return dataclasses.replace(cmd, actor=user)
-        if self.auth.enabled and any(key_checks(cmd, self.coord.machine.sessions)):
-            raise err.USER_EMPTY
+        self.check_now("", cmd)
         return cmd
+
+    def check_now(self, user: str, cmd: Any) -> None:
+        """Refuse now, as apply would refuse `cmd` made as `user` (etcd's errors), what
+        is served without a command: a lease keepalive is checked as the revoke of its
+        lease, for whoever may end the lease's keys may keep them."""
+        if not self.auth.enabled:
+            return
+        for key, range_end, write in key_checks(cmd, self.coord.machine.sessions):
+            if not user:
+                raise err.USER_EMPTY
+            if not permitted(self.auth, user, key, range_end, write):
+                raise err.PERMISSION_DENIED
+
+    def check_lease_keys_read(self, user: str, lease_id: int) -> None:
+        """Refuse, as etcd 3.4.26 on, a TimeToLive listing lease `lease_id`'s keys to
+        `user` unless it may read every one (a lease without keys, or none at all,
+        still needs a user while auth is on)."""
+        if not self.auth.enabled:
+            return
+        if not user:
+            raise err.USER_EMPTY
+        session = self.coord.machine.sessions.get(lease_id)
+        for key in session.keys if session is not None else ():
+            if not permitted(self.auth, user, key, b"", False):
+                raise err.PERMISSION_DENIED
 
     def check_read(self, user: str, key: bytes, range_end: bytes) -> None:
         """Refuse, as etcd, a read of `key` (or [key, range_end)) by `user`."""

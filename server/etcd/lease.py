@@ -7,7 +7,11 @@ through the leader's session tracker exactly as a native keepalive does, and a l
 expires when the leader proposes its expiry — with the same rule that a failover never
 expires a live lease (a new leader restarts every deadline at the full TTL). As in
 etcd, a grant checks only a token sent along, and a revoke is made as the caller, who
-must be able to write every key attached.
+must be able to write every key attached. While auth is on, a keepalive needs what the
+revoke of its lease needs (etcd 3.6 checks the same writes; 3.4 checks none, which let
+anyone keep another's keys alive), a refusal ending the stream with etcd's error as
+etcd's does; a TimeToLive listing a lease's keys needs a user who may read every one
+(etcd 3.4.26 on), one without keys is not checked.
 """
 
 from __future__ import annotations
@@ -67,7 +71,15 @@ class EtcdLeaseService(rpc_pb2_grpc.LeaseServicer):
         """One response per request once the leader renewed the lease (TTL 0: the lease
         is gone). While no leader can say, the request goes unanswered and the client
         sends again, as with native keepalives."""
+        user: str | None = None  # the caller's, found once a keepalive needs it
         async for req in request_iterator:
+            if req.ID > 0 and self.access.auth.enabled:
+                try:
+                    if user is None:
+                        user = await self.access.user(context)
+                    self.access.check_now(user, c.CloseSession(req.ID))
+                except err.EtcdError as e:
+                    await context.abort(e.code, e.message)
             # The header is taken before renewing (etcd's rule): a lease revoked at
             # revision r is never reported renewed at a revision above r.
             head = conv.header(self.coord)
@@ -82,6 +94,8 @@ class EtcdLeaseService(rpc_pb2_grpc.LeaseServicer):
     async def LeaseTimeToLive(self, request, context):  # noqa: N802
         """A lease that does not exist answers TTL -1, not an error (etcd does so)."""
         await self.coord.barrier(call_timeout(context))
+        if request.keys:
+            self.access.check_lease_keys_read(await self.access.user(context), request.ID)
         session = self.coord.machine.sessions.get(request.ID)
         left = None if session is None else \
             await liveness.remaining(self.coord, self.tracker, request.ID)

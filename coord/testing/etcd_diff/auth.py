@@ -12,7 +12,9 @@ roles, auth off) and `AuthPlayer.cleanup` leaves none behind.
 Not generated, because etcd 3.4.23 does not check them (coord does; README, "Where coord
 knowingly differs from etcd"): nested txns, and puts with prev_kv or a lease inside a
 txn, made as a user; watches of every key from a key on (etcd checks the first key
-only). Nor a permission grant without a permission, which crashes etcd 3.4.
+only); lease keepalives and TimeToLives listing keys (etcd 3.4.23 checks neither;
+tests/server/etcd/test_etcd_lease_auth.py compares the rest of those calls). Nor a
+permission grant without a permission, which crashes etcd 3.4.
 """
 
 from __future__ import annotations
