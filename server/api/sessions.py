@@ -6,7 +6,8 @@ member opens, renews and closes it, and its stream says what became of it.
 While auth is on, using a session (its keepalives, its event stream) and opening or
 closing a member-local one need WRITE on the session's name (`coord.sm.access.
 session_use`), as opening it through the log does; a refusal ends the call with
-PERMISSION_DENIED naming the permission."""
+PERMISSION_DENIED naming the permission. A follower catches up before it forwards a
+keepalive for a session it does not know, so that one is checked too."""
 
 from __future__ import annotations
 
@@ -168,8 +169,11 @@ class SessionsService(coord_pb2_grpc.SessionsServicer):
         try:
             async for req in request_iterator:
                 sid = req.session_id
-                await self._may_use(context, self._name_of(sid), caller)
+                name = self._name_of(sid)
+                await self._may_use(context, name, caller)
                 answer = await self._answer_here(sid, context)
+                if answer is None and name is None and self.coord.machine.auth.enabled:
+                    answer = await self._unknown_here(sid, context, caller)
                 if answer is not None:
                     await out.write(answer)
                     continue
@@ -197,6 +201,23 @@ class SessionsService(coord_pb2_grpc.SessionsServicer):
                                         read_only=True, header=self.coord.header())
         if self.coord.node.is_leader:
             return _renewed(sid, self.tracker.keepalive(sid))
+        return None
+
+    async def _unknown_here(self, sid: int, context, caller: Caller) -> pb.KeepAliveResponse | None:
+        """While auth is on, a session this follower does not know (it may lag behind
+        the open) is not forwarded unchecked: the leader renews by id alone. Caught up,
+        the member checks it as a known one (None: forward it), or answers it gone, as
+        the leader would (its open, acknowledged only once committed, is applied here
+        by then); a member that cannot catch up in time answers pending, as when no
+        leader answers, and the client sends again."""
+        try:
+            await self.coord.barrier(KEEPALIVE_FORWARD_TIMEOUT_S)
+        except NodeError:
+            return _renewed(sid, None)
+        name = self._name_of(sid)
+        if name is None:
+            return pb.KeepAliveResponse(session_id=sid, gone=True)
+        await self._may_use(context, name, caller)
         return None
 
     def _name_of(self, sid: int) -> str | None:

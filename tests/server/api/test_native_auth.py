@@ -40,32 +40,35 @@ def cli(eps: list[str], *args: str) -> str:
     return out.getvalue()
 
 
+def set_up_users(eps: list[str]) -> None:
+    """root, alice whose role `pipeline` holds a grant of each kind (inspection
+    included), and bob who may use sessions named bob-* only; auth on."""
+    for args in (("user", "add", "root:rootpw"), ("role", "add", "root"),
+                 ("user", "grant-role", "root", "root"), ("user", "add", "alice:alicepw"),
+                 ("role", "add", "pipeline"), ("user", "grant-role", "alice", "pipeline"),
+                 ("user", "add", "bob:bobpw"), ("role", "add", "sessions-only"),
+                 ("user", "grant-role", "bob", "sessions-only"),
+                 ("role", "grant-permission", "sessions-only", "write", "bob-", "--prefix",
+                  "--kind", "session")):
+        cli(eps, *args)
+    for grant in (("readwrite", "orders/", "--prefix", "--kind", "group"),
+                  ("readwrite", "tx-alice-", "--prefix", "--kind", "producer"),
+                  ("readwrite", "a/", "--prefix"),
+                  ("write", "alice-", "--prefix", "--kind", "session"),
+                  ("write", "compact", "--kind", "admin"),
+                  ("read", "inspect", "--kind", "admin")):
+        cli(eps, "role", "grant-permission", "pipeline", *grant)
+    cli(eps, "auth", "enable")
+
+
 @pytest.fixture(scope="module")
 def authed(tmp_path_factory):
-    """A 3-member cluster with root, alice whose role `pipeline` holds a grant of each
-    kind (inspection included), and bob who may use sessions named bob-* only; auth
-    on."""
+    """A 3-member cluster with `set_up_users`' users and roles, auth on."""
     cluster = LocalCluster(3, data_dir=tmp_path_factory.mktemp("native-auth") / "cluster")
     try:
         cluster.start()
         cluster.wait_for_leader()
-        eps = cluster.endpoints
-        for args in (("user", "add", "root:rootpw"), ("role", "add", "root"),
-                     ("user", "grant-role", "root", "root"), ("user", "add", "alice:alicepw"),
-                     ("role", "add", "pipeline"), ("user", "grant-role", "alice", "pipeline"),
-                     ("user", "add", "bob:bobpw"), ("role", "add", "sessions-only"),
-                     ("user", "grant-role", "bob", "sessions-only"),
-                     ("role", "grant-permission", "sessions-only", "write", "bob-", "--prefix",
-                      "--kind", "session")):
-            cli(eps, *args)
-        for grant in (("readwrite", "orders/", "--prefix", "--kind", "group"),
-                      ("readwrite", "tx-alice-", "--prefix", "--kind", "producer"),
-                      ("readwrite", "a/", "--prefix"),
-                      ("write", "alice-", "--prefix", "--kind", "session"),
-                      ("write", "compact", "--kind", "admin"),
-                      ("read", "inspect", "--kind", "admin")):
-            cli(eps, "role", "grant-permission", "pipeline", *grant)
-        cli(eps, "auth", "enable")
+        set_up_users(cluster.endpoints)
         yield cluster
     finally:
         cluster.stop()
@@ -261,6 +264,42 @@ def test_a_sessions_keepalives_and_events_serve_only_who_may_write_its_name(auth
             with pytest.raises(grpc.RpcError) as e:
                 next(iter(events))
             assert e.value.code() is grpc.StatusCode.DEADLINE_EXCEEDED, e.value
+
+
+LAG_S = 1.5  # how late the follower hears the leader: under its election timeout
+
+
+def test_a_keepalive_a_lagging_follower_cannot_place_is_checked_before_it_is_forwarded(
+        tmp_path):
+    """A follower that has not yet applied a session's open does not forward a keepalive
+    for it to the leader (who renews by id alone): it catches up first, and answers
+    pending meanwhile; caught up, it refuses the user who may not use the session.
+    Everything the leader sends the follower arrives LAG_S late, heartbeats too, within
+    an election timeout of 3 to 6 s, so the follower keeps its leader."""
+    with LocalCluster(3, data_dir=tmp_path / "c", partitionable=True, election_ticks=60) as c:
+        set_up_users(c.endpoints)
+        leader = c.wait_for_leader()
+        follower = next(n for n in c.members if n != leader)
+        on_follower = c.members[follower].listen
+        bob = token_of(on_follower, "bob", "bobpw")
+        alice_md = token_of(on_follower, "alice", "alicepw")  # known there before the lag
+        with grpc.insecure_channel(on_follower) as ch:
+            gate = c.members[follower].gate
+            gate.delay_s = LAG_S
+            try:
+                with Client([c.members[leader].listen], user="alice",
+                            password="alicepw") as alice:
+                    sid = alice.open_session("alice-lagged", ttl=10).session_id
+                    early = keepalive(ch, sid, bob)
+                    assert early.pending and not early.ttl_ms, early  # not renewed
+                    wait_until("the follower renews alice's session for her",
+                               lambda: keepalive(ch, sid, alice_md).ttl_ms > 0, 30)
+                    assert rpc_denied(lambda: keepalive(ch, sid, bob)) \
+                        == "user 'bob' lacks WRITE on session 'alice-lagged'"
+            finally:
+                gate.delay_s = 0.0
+            wait_until("caught up, a session nobody opened is gone",
+                       lambda: keepalive(ch, sid + 1000, bob).gone, 30)
 
 
 def test_the_inspection_reads_need_admin_read_on_inspect(authed, eps):
