@@ -108,19 +108,28 @@ async def bench_pid(channel: grpc.aio.Channel, levels: list[int], seconds: float
     return rows
 
 
-async def bench_own(channel: grpc.aio.Channel, resources: int, levels: list[int],
-                    phases: Phases) -> list[dict]:
+async def own_in_one_request(channel: grpc.aio.Channel, resources: int,
+                             group: str = "batched", session: str = "bench-batched") -> float:
+    """Seconds one Own request takes to claim `resources` resources of `group` (fresh,
+    for a session of its own named `session`): the pipeline's start, every partition
+    at once."""
     sessions, own = rpc.SessionsStub(channel), rpc.OwnershipStub(channel)
-    rows = []
-    s = await sessions.OpenSession(pb.OpenSessionRequest(name="bench-batched", ttl_ms=60_000))
+    s = await sessions.OpenSession(pb.OpenSessionRequest(name=session, ttl_ms=60_000))
     claims = [pb.Claim(resource=f"p{i}") for i in range(resources)]
     log(f"own: {resources} resources in one request ...")
     t0 = time.perf_counter()
-    await own.Own(pb.OwnRequest(session_id=s.session_id, group="batched", claims=claims))
+    await own.Own(pb.OwnRequest(session_id=s.session_id, group=group, claims=claims))
     dt = time.perf_counter() - t0
-    rows.append({"op": "own-batched", "resources": resources, "seconds": dt,
-                 "claims_per_s": resources / dt})
     log(f"  {resources / dt:.0f} claims/s ({dt * 1000:.0f} ms)")
+    return dt
+
+
+async def bench_own(channel: grpc.aio.Channel, resources: int, levels: list[int],
+                    phases: Phases) -> list[dict]:
+    sessions, own = rpc.SessionsStub(channel), rpc.OwnershipStub(channel)
+    dt = await own_in_one_request(channel, resources)
+    rows = [{"op": "own-batched", "resources": resources, "seconds": dt,
+             "claims_per_s": resources / dt}]
     for n in levels:
         s = await sessions.OpenSession(pb.OpenSessionRequest(name=f"bench-{n}", ttl_ms=60_000))
         group = f"single-{n}"

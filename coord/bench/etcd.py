@@ -5,7 +5,9 @@ driver over the etcd v3 API, talking to the leader: puts, linearizable gets, and
 claims (a Txn per key, 10,000 keys bound to one lease — the partition-lease pattern).
 coord's native KV API is measured in the same run too: unary calls (`native`), and the
 client library on its pipelined stream (`stream`: put, get, and a single-resource `own`
-per claim, coord's own claim), each beside etcd's etcd-API figure. Last, the same driver
+per claim, coord's own claim), each beside etcd's etcd-API figure, and one native own
+of `--resources` (10,000) resources in a single request (`ownall`, coord's alone: etcd
+has no such call). Last, the same driver
 runs against the gRPC floor (`coord.bench.grpc_floor`: a Python server answering each
 call at once), the most any Python unary server does here. The clusters run one after the
 other, never together, so each has both cores; the ratio column is what carries over
@@ -23,6 +25,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import statistics
 import threading
 import time
 import urllib.request
@@ -33,7 +36,7 @@ from pathlib import Path
 import grpc
 
 from coord.bench import bench_auth, log
-from coord.bench.api import bench_kv, metered, timed_level
+from coord.bench.api import bench_kv, metered, own_in_one_request, timed_level
 from coord.bench.flame import Profiler
 from coord.bench.grpc_floor import floor_server
 from coord.bench.member_cpu import Meter, member_meter
@@ -48,6 +51,7 @@ from coord.tls.credentials import aio_channel, channel_credentials
 from coord.tls.files import TLS
 
 MAX_TRIES = 100
+OWN_ALL_TIMES = 3  # one-request owns per variant: one request alone is one sample
 
 
 async def etcd_ops(endpoint: str, system: str, levels: list[int], seconds: float,
@@ -129,10 +133,30 @@ def _channel(endpoint: str, tls: TLS | None, token: str = "") -> grpc.aio.Channe
 
 async def coord_native(endpoint: str, levels: list[int], seconds: float,
                        phases: Phases, meter: Meter | None = None,
-                       tls: TLS | None = None, token: str = "") -> list[dict]:
+                       tls: TLS | None = None, token: str = "",
+                       resources: int = 0) -> list[dict]:
+    """coord's native KV API, unary calls; with `resources`, also `own_all`."""
     async with _channel(endpoint, tls, token) as channel:
         rows = await bench_kv(channel, levels, seconds, phases, meter)
+        if resources:
+            rows.append(await own_all(channel, resources, phases))
     return [{"system": "coord", "api": "native", **r} for r in rows]
+
+
+async def own_all(channel: grpc.aio.Channel, resources: int, phases: Phases) -> dict:
+    """The one-request own of `resources` resources, OWN_ALL_TIMES times (each a fresh
+    group of a fresh session): a row of op "ownall" whose rate is claims per second at
+    the median request, its p50/p99 that request's and the slowest one's ms."""
+    seconds: list[float] = []
+    with phases.phase(f"own {resources} resources in one request", OWN_ALL_TIMES,
+                      "requests") as step:
+        for i in range(OWN_ALL_TIMES):
+            seconds.append(await own_in_one_request(channel, resources, f"claims-all-{i}",
+                                                    f"bench-own-all-{i}"))
+            step()
+    median = statistics.median(seconds)
+    return {"op": "ownall", "clients": 1, "ops": len(seconds), "resources": resources,
+            "per_s": resources / median, "p50_ms": median * 1000, "p99_ms": max(seconds) * 1000}
 
 
 async def coord_stream(endpoint: str, levels: list[int], seconds: float,
@@ -213,7 +237,7 @@ def table(rows: list[dict]) -> list[str]:
     lines = [f"{'op':6} {'api':7} {'clients':>7} {'coord/s':>9} {'p50 ms':>7} {'p99 ms':>7}"
              f" {'etcd/s':>9} {'p50 ms':>7} {'p99 ms':>7} {'coord/etcd':>10}"
              f"  {'CPU us/op leader/follower: coord':>32} {'etcd':>11} {'snapshots':>10}"]
-    ops, apis = ["put", "get", "claim"], ["etcd", "native", "stream", "floor"]
+    ops, apis = ["put", "get", "claim", "ownall"], ["etcd", "native", "stream", "floor"]
 
     def order(r: dict) -> tuple:
         return (ops.index(r["op"]) if r["op"] in ops else len(ops), r["clients"],
@@ -290,6 +314,9 @@ def run_etcd_bench(args: argparse.Namespace) -> int:
           "Python unary server pays per call here")
     print("  snapshots: coord's members' snapshots that ended during the row, how many and "
           "their seconds in all (each costs that member CPU: a row one lands in runs slower)")
+    print(f"  ownall: one native Own request of {args.resources} resources, {OWN_ALL_TIMES} "
+          "times: claims/s at the median request, p50/p99 the median and slowest request's "
+          "ms (etcd has no one-request claim of many keys)")
     for line in table([r for r in rows if r.get("variant", "plain") == "plain"]):
         print("  " + line)
     if len(variants) > 1:
@@ -333,7 +360,7 @@ def _coord_rows(args: argparse.Namespace, variant: str, levels: list[int],
         rows = asyncio.run(etcd_ops(leader, "coord", levels, args.seconds, args.claims,
                                     phases, meter, tls, token))
         rows += asyncio.run(coord_native(leader, levels, args.seconds, phases, meter, tls,
-                                         token))
+                                         token, args.resources))
         rows += asyncio.run(coord_stream(leader, levels, args.seconds, args.claims,
                                          phases, meter, profile, tls, variant == "auth"))
     return rows

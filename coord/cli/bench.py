@@ -106,7 +106,8 @@ TARGETS: dict[str, tuple[str, tuple[str, ...]]] = {
     "pid": ("client-API pid leases: throughput and latency", _API),
     "kv": ("client-API puts and gets: throughput and latency", _API),
     "etcd": ("coord and a real etcd 3.4 side by side (put, get, claim txns)",
-             ("--claims", "--members", "--profile", "--tls", "--auth", "--metrics", *_API)),
+             ("--claims", "--resources", "--members", "--profile", "--tls", "--auth",
+              "--metrics", *_API)),
     "startup": ("a fresh member's time to first served request, coord and etcd",
                 ("--trials", "--json")),
     "readonly": ("read-only mode vs ZooKeeper 3.8",
@@ -129,6 +130,8 @@ OWN_HELP = {
     ("raft", "--concurrency"): "proposers inside the leader, comma-separated levels",
     ("scale", "--concurrency"): "concurrent clients, comma-separated: the largest is used",
     ("scale", "--seconds"): "the soak's length in seconds",
+    ("etcd", "--resources"): "resources coord claims in one native own request (each "
+                             "variant; 0: none)",
 }
 """A shared flag whose meaning is the target's own: (target, flag) -> its help there."""
 

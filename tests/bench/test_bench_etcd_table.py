@@ -1,5 +1,16 @@
-from coord.bench.etcd import cost_table, table
+import asyncio
+
+import grpc
+import pytest
+
+from coord.bench import bench_auth
+from coord.bench.etcd import OWN_ALL_TIMES, cost_table, own_all, table
 from coord.bench.round_table import round_table
+from coord.etcdpb import rpc_pb2 as epb
+from coord.etcdpb import rpc_pb2_grpc as erpc
+from coord.progress_bars import Phases
+from coord.testing import LocalCluster
+from coord.v1 import coord_pb2, coord_pb2_grpc
 
 
 def _row(system: str, api: str, op: str, clients: int, per_s: float) -> dict:
@@ -127,3 +138,33 @@ def test_round_table_gives_each_role_its_counts_and_cpu_ratios():
     assert "16.00" in coord_leader and "2.00" in coord_leader
     etcd_leader = next(ln.split() for ln in lines if ln.startswith("etcd"))
     assert etcd_leader[6:8] == ["1.33", "-"] and "-" in etcd_leader[8:]  # no round counts
+
+
+@pytest.mark.cluster
+def test_the_one_request_own_row_is_served_as_the_bench_user_and_fits_the_tables(tmp_path):
+    """`ownall` as `--auth` runs it: the bench user's grants cover its sessions and
+    groups (a refusal would end the benchmark), and its row sits in both tables."""
+    with LocalCluster(1, data_dir=tmp_path / "c") as c:
+        leader = c.members[c.wait_for_leader()].listen
+        bench_auth.enable_auth(leader)
+        token = bench_auth.log_in(leader)
+
+        async def run() -> dict:
+            async with bench_auth.token_channel(leader, token) as channel:
+                return await own_all(channel, 200, Phases())
+
+        row = asyncio.run(run())
+        with grpc.insecure_channel(leader) as ch:
+            root = erpc.AuthStub(ch).Authenticate(epb.AuthenticateRequest(
+                name="root", password="root-password"), timeout=10).token
+            owners = coord_pb2_grpc.OwnershipStub(ch).ListOwners(
+                coord_pb2.ListOwnersRequest(group="claims-all-0"), timeout=10,
+                metadata=(("token", root),))
+    assert len(owners.owners) == 200
+    assert (row["op"], row["ops"], row["resources"]) == ("ownall", OWN_ALL_TIMES, 200)
+    assert row["per_s"] > 0 and row["p99_ms"] >= row["p50_ms"] > 0
+    rows = [{**row, "system": "coord", "api": "native", "variant": "plain"},
+            {**row, "system": "coord", "api": "native", "variant": "auth",
+             "per_s": row["per_s"] / 2}]
+    assert table(rows[:1])[1].split()[:3] == ["ownall", "native", "1"]
+    assert cost_table(rows, ["plain", "auth"])[1].split()[-1] == "0.50"
