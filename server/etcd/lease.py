@@ -10,8 +10,9 @@ etcd, a grant checks only a token sent along, and a revoke is made as the caller
 must be able to write every key attached. While auth is on, a keepalive needs what the
 revoke of its lease needs (etcd 3.6 checks the same writes; 3.4 checks none, which let
 anyone keep another's keys alive), a refusal ending the stream with etcd's error as
-etcd's does; a TimeToLive listing a lease's keys needs a user who may read every one
-(etcd 3.4.26 on), one without keys is not checked.
+etcd's does, and a follower that does not know the lease catches up before it checks;
+a TimeToLive listing a lease's keys needs a user who may read every one (etcd 3.4.26
+on), one without keys is not checked.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from coord.server.etcd import convert as conv
 from coord.server.etcd import errors as err
 from coord.server.etcd.access import EtcdAccess
 from coord.server.etcd.errors import etcd_call
+from coord.server.node.errors import NodeError
 from coord.server.requests import liveness
 from coord.server.requests.coordinator import Coordinator, call_timeout
 from coord.server.upkeep.session_tracker import SessionTracker
@@ -30,6 +32,7 @@ from coord.sm import limits
 from coord.sm.sessions import LOCAL_SESSION_IDS, is_local_session_id
 
 LEASE_SESSION_NAME = "etcd-lease"
+CATCH_UP_TIMEOUT_S = 0.25  # a keepalive's wait for its member to catch up, under its interval
 
 
 def ttl_ms_of(ttl_s: int) -> int:
@@ -77,6 +80,8 @@ class EtcdLeaseService(rpc_pb2_grpc.LeaseServicer):
                 try:
                     if user is None:
                         user = await self.access.user(context)
+                    if not await self._placed(req.ID):
+                        continue  # unanswered: the client sends again
                     self.access.check_now(user, c.CloseSession(req.ID))
                 except err.EtcdError as e:
                     await context.abort(e.code, e.message)
@@ -89,6 +94,20 @@ class EtcdLeaseService(rpc_pb2_grpc.LeaseServicer):
                 continue
             yield pb.LeaseKeepAliveResponse(header=head, ID=req.ID,
                                             TTL=max(ttl, 0) // 1000)
+
+    async def _placed(self, lease_id: int) -> bool:
+        """Whether this member can check a keepalive of `lease_id`: a follower that
+        does not know the lease (it may lag behind its grant) catches up first rather
+        than forward it unchecked (the leader renews by id alone); False if it cannot
+        in CATCH_UP_TIMEOUT_S. Once caught up, an unknown lease is the leader's to
+        call gone."""
+        if lease_id in self.coord.machine.sessions or self.coord.node.is_leader:
+            return True
+        try:
+            await self.coord.barrier(CATCH_UP_TIMEOUT_S)
+        except NodeError:
+            return False
+        return True
 
     @etcd_call
     async def LeaseTimeToLive(self, request, context):  # noqa: N802

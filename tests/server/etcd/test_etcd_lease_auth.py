@@ -13,6 +13,7 @@ import pytest
 from coord.etcdpb import rpc_pb2 as pb
 from coord.testing import LocalCluster
 from coord.testing.peer_etcd import EtcdCluster
+from tests.cut_off import wait_until
 from tests.etcdtools import require
 from tests.server.etcd.test_etcd_auth import BAD_TOKEN, DENIED, NO_USER, Etcd, set_up_auth
 
@@ -40,6 +41,8 @@ def keepalive(member: Etcd, lease: int, token: str | None) -> str:
         metadata=(("token", token),) if token is not None else None, timeout=10)
     try:
         return answer(next(call))
+    except StopIteration:
+        return "no answer"
     except grpc.RpcError as e:
         return answer((e.code().name, e.details()))
     finally:
@@ -126,3 +129,35 @@ def test_lease_calls_need_the_keys_attached_as_etcd_checks_them(tmp_path):
         etcd = transcript(e.endpoints[0])
     assert coord == COORD
     assert etcd == COORD | ETCD_3_4_23_UNCHECKED
+
+
+LAG_S = 1.5  # how late the follower hears the leader: under its election timeout
+
+
+def test_a_follower_that_does_not_know_a_lease_checks_its_keepalive_once_caught_up(tmp_path):
+    """Everything the leader sends a follower arrives LAG_S late (heartbeats too, within
+    an election timeout of 3 to 6 s, so it keeps its leader): a keepalive there for a
+    lease granted meanwhile is not forwarded to the leader, who renews by id alone,
+    but waits for the follower to catch up (unanswered until then), then is checked."""
+    with LocalCluster(3, data_dir=tmp_path / "c", partitionable=True, election_ticks=60) as c:
+        set_up_auth(c.etcd_endpoints)
+        leader = c.wait_for_leader()
+        follower = next(n for n in c.members if n != leader)
+        on_leader, on_follower = Etcd(c.members[leader].listen), Etcd(c.members[follower].listen)
+        gate = c.members[follower].gate
+        try:
+            root = on_leader.login("root", "rootpw")
+            alice = on_follower.login("alice", "alicepw")  # known there before the lag
+            gate.delay_s = LAG_S
+            on_leader.call(on_leader.lease.LeaseGrant,
+                           pb.LeaseGrantRequest(ID=HELD_C, TTL=60), root)
+            on_leader.call(on_leader.kv.Put,
+                           pb.PutRequest(key=b"c", value=b"v", lease=HELD_C), root)
+            assert keepalive(on_follower, HELD_C, alice) == "no answer"  # not renewed
+            wait_until("the follower, caught up, refuses alice",
+                       lambda: keepalive(on_follower, HELD_C, alice)
+                       == f"PERMISSION_DENIED {DENIED}", 30)
+        finally:
+            gate.delay_s = 0.0
+            on_leader.close()
+            on_follower.close()
