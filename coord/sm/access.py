@@ -12,9 +12,10 @@ commands add their typed resources:
   - InitProducer (and so every epoch bump) writes its transactional id; a PID block
     writes its requester and a PID lease its topic (kind "producer"); CheckProducer
     reads the transactional id;
-  - opening a session writes its name; closing one through the native API writes the
-    session's name (so revoking another's session needs a grant on its name), besides
-    the keys attached to it, as an etcd lease revoke needs. Using a session — its
+  - opening a session writes its name; closing one writes the session's name (so
+    revoking another's session needs a grant on its name), besides the keys attached to
+    it, as an etcd lease revoke needs; an etcd lease revoke of an etcd lease (named
+    `ETCD_LEASE_NAME`) needs the keys only, as etcd's. Using a session — its
     keepalives and its event stream — needs the same (`session_use`): the model records
     no opener, a session's name is what a user is granted, so "the session's own user"
     is whoever may write its name. A member-local session (opened on a read-only
@@ -44,7 +45,7 @@ from typing import NamedTuple
 from coord.sm import commands as c
 from coord.sm.auth import ADMIN, GROUP, KV, PRODUCER, SESSION, AuthStore
 from coord.sm.auth_checks import key_checks, permitted
-from coord.sm.sessions import SessionTable
+from coord.sm.sessions import ETCD_LEASE_NAME, SessionTable
 
 ADMIN_OPS = ("membership", "transfer", "compact", "pid-capacity")
 INSPECT = "inspect"
@@ -103,9 +104,9 @@ def needs(cmd: object, sessions: SessionTable) -> Iterator[Need]:
         yield from resource(PRODUCER, cmd.topic, True)
     elif t is c.OpenSession:
         yield from resource(SESSION, cmd.name, True)
-    elif t is c.CloseSession and cmd.native:
+    elif t is c.CloseSession:
         session = sessions.get(cmd.session_id)
-        if session is not None:
+        if session is not None and (cmd.native or session.name != ETCD_LEASE_NAME):
             yield from resource(SESSION, session.name, True)
     elif t is c.Compact and cmd.native:
         yield from resource(ADMIN, "compact", True)

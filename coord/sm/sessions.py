@@ -35,6 +35,11 @@ from coord.sm.ledger import Ledger, operation
 from coord.sm.records import EXPIRED, RELEASED, SEVERED, Claim, SessionEvent
 from coord.sm.results import ExpireResult, SessionResult
 
+ETCD_LEASE_NAME = "etcd-lease"
+"""The name of every session opened as an etcd lease. The etcd API reaches any session
+by its id; on one of another name (a native session) its revoke and keepalive need what
+the native API's do, the name's WRITE (`coord.sm.access`), not only the keys'."""
+
 LOCAL_SESSION_IDS = range(1 << 62, 1 << 63)
 """Ids of member-local read-only sessions (server/requests/local_sessions.py): drawn at random
 by a read-only member, never by this table. The counter below counts up from 1 and never

@@ -26,8 +26,9 @@ import grpc
 from coord.server.etcd import errors as err
 from coord.server.requests.callers import InvalidToken
 from coord.server.requests.coordinator import Coordinator, call_timeout
+from coord.sm.access import lacking
 from coord.sm.auth import AuthStore
-from coord.sm.auth_checks import key_checks, permitted
+from coord.sm.auth_checks import permitted
 
 
 class EtcdAccess:
@@ -58,14 +59,12 @@ class EtcdAccess:
     def check_now(self, user: str, cmd: Any) -> None:
         """Refuse now, as apply would refuse `cmd` made as `user` (etcd's errors), what
         is served without a command: a lease keepalive is checked as the revoke of its
-        lease, for whoever may end the lease's keys may keep them."""
+        lease, for whoever may end the lease's keys (and a native session's name) may
+        keep them."""
         if not self.auth.enabled:
             return
-        for key, range_end, write in key_checks(cmd, self.coord.machine.sessions):
-            if not user:
-                raise err.USER_EMPTY
-            if not permitted(self.auth, user, key, range_end, write):
-                raise err.PERMISSION_DENIED
+        if lacking(self.auth, self.coord.machine.sessions, user, cmd) is not None:
+            raise err.PERMISSION_DENIED if user else err.USER_EMPTY
 
     def check_lease_keys_read(self, user: str, lease_id: int) -> None:
         """Refuse, as etcd 3.4.26 on, a TimeToLive listing lease `lease_id`'s keys to

@@ -29,9 +29,8 @@ from coord.server.requests.coordinator import Coordinator, call_timeout
 from coord.server.upkeep.session_tracker import SessionTracker
 from coord.sm import commands as c
 from coord.sm import limits
-from coord.sm.sessions import LOCAL_SESSION_IDS, is_local_session_id
+from coord.sm.sessions import ETCD_LEASE_NAME, LOCAL_SESSION_IDS, is_local_session_id
 
-LEASE_SESSION_NAME = "etcd-lease"
 CATCH_UP_TIMEOUT_S = 0.25  # a keepalive's wait for its member to catch up, under its interval
 
 
@@ -57,7 +56,7 @@ class EtcdLeaseService(rpc_pb2_grpc.LeaseServicer):
                 f"etcdserver: lease ID {request.ID} is reserved: ids from "
                 f"{LOCAL_SESSION_IDS.start} up belong to member-local read-only sessions"))
         await self.access.user(context)
-        cmd = c.OpenSession(LEASE_SESSION_NAME, ttl_ms_of(request.TTL), session_id=request.ID)
+        cmd = c.OpenSession(ETCD_LEASE_NAME, ttl_ms_of(request.TTL), session_id=request.ID)
         res = err.check(await self.coord.write(cmd, call_timeout(context), local_apply=True))
         return pb.LeaseGrantResponse(header=conv.header(self.coord, res.revision),
                                      ID=res.session_id, TTL=res.ttl_ms // 1000)

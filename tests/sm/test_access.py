@@ -9,6 +9,7 @@ from coord.sm.auth import ADMIN, GROUP, KV, PRODUCER, READ, READWRITE, SESSION, 
 from coord.sm.auth_checks import permitted
 from coord.sm.machine import CoordMachine
 from coord.sm.records import Claim
+from coord.sm.sessions import ETCD_LEASE_NAME
 from tests.sm.test_auth import HASH, error, ok, with_root
 
 
@@ -87,8 +88,11 @@ def test_sessions_opening_and_revoking_another_s_needs_its_name():
     assert refused(m, c.CloseSession(theirs, actor="alice", native=True)) \
         == "user 'alice' lacks WRITE on session 'bob-1'"
     ok(m, c.CloseSession(mine, actor="alice", native=True))
-    # the etcd API's lease revoke checks the attached keys only, as etcd does
-    ok(m, c.CloseSession(theirs, actor="alice"))
+    # the etcd API's revoke of a native session (by its id) needs its name too; of an
+    # etcd lease, the attached keys only, as etcd's
+    assert refused(m, c.CloseSession(theirs, actor="alice")) \
+        == "user 'alice' lacks WRITE on session 'bob-1'"
+    ok(m, c.CloseSession(session(m, ETCD_LEASE_NAME), actor="alice"))
 
 
 def test_admin_commands_need_their_admin_key_and_etcds_compact_needs_none():

@@ -11,6 +11,7 @@ from coord.sm import commands as c
 from coord.sm.auth import READ, READWRITE, WRITE, AuthEvent, parse_password_hash
 from coord.sm.auth_checks import permitted
 from coord.sm.machine import CoordMachine
+from coord.sm.sessions import ETCD_LEASE_NAME
 
 HASH = "scrypt$16384$8$1$" + base64.b64encode(b"s" * 16).decode() + "$" + \
     base64.b64encode(b"h" * 32).decode()
@@ -215,11 +216,11 @@ def test_apply_refuses_a_command_whose_user_lacks_an_access_it_needs():
 def test_a_lease_revoke_or_attach_needs_every_attached_key_writable():
     m = with_root()
     user_with(m, "u", (WRITE, b"a", b""))
-    sid = m.execute(c.OpenSession("lease", 60_000)).session_id
+    sid = m.execute(c.OpenSession(ETCD_LEASE_NAME, 60_000)).session_id
     ok(m, c.Put(b"b", b"1", sid, actor="root"))
     assert error(m, c.Put(b"a", b"1", sid, actor="u")) == "PERMISSION_DENIED"
     assert error(m, c.CloseSession(sid, actor="u")) == "PERMISSION_DENIED"
-    empty = m.execute(c.OpenSession("lease", 60_000)).session_id
+    empty = m.execute(c.OpenSession(ETCD_LEASE_NAME, 60_000)).session_id
     ok(m, c.Put(b"a", b"1", empty, actor="u"))
     ok(m, c.CloseSession(empty, actor="u"))
 

@@ -20,6 +20,8 @@ from coord.cli.main import main as coord_cli
 from coord.client import Client
 from coord.client.admin import AdminClient, propose_to_leader
 from coord.client.errors import CoordError
+from coord.etcdpb import rpc_pb2 as epb
+from coord.etcdpb import rpc_pb2_grpc as estubs
 from coord.sm import commands as c
 from coord.testing import LocalCluster
 from coord.v1 import admin_pb2, admin_pb2_grpc, coord_pb2, coord_pb2_grpc
@@ -264,6 +266,35 @@ def test_a_sessions_keepalives_and_events_serve_only_who_may_write_its_name(auth
             with pytest.raises(grpc.RpcError) as e:
                 next(iter(events))
             assert e.value.code() is grpc.StatusCode.DEADLINE_EXCEEDED, e.value
+
+
+def test_the_etcd_api_reaches_a_native_session_only_as_the_native_api_does(authed, eps):
+    """An etcd lease id is a session id, so the etcd API reaches native sessions too: its
+    keepalive and revoke of one need WRITE on the session's name, as the native API's
+    (an etcd lease, named etcd-lease, needs its keys only, as etcd's)."""
+    leader = authed.members[authed.wait_for_leader()].listen
+    with Client(eps, user="alice", password="alicepw") as client:
+        sid = client.open_session("alice-by-etcd", ttl=10).session_id
+        bob, alice = token_of(leader, "bob", "bobpw"), token_of(leader, "alice", "alicepw")
+        with grpc.insecure_channel(leader) as ch:
+            lease = estubs.LeaseStub(ch)
+
+            def kept(metadata) -> epb.LeaseKeepAliveResponse:
+                return next(iter(lease.LeaseKeepAlive(
+                    iter([epb.LeaseKeepAliveRequest(ID=sid)]), timeout=10, metadata=metadata)))
+
+            def revoke(metadata) -> epb.LeaseRevokeResponse:
+                return lease.LeaseRevoke(epb.LeaseRevokeRequest(ID=sid), timeout=10,
+                                         metadata=metadata)
+
+            assert rpc_denied(lambda: kept(bob)) == "etcdserver: permission denied"
+            assert rpc_denied(lambda: revoke(bob)) == "etcdserver: permission denied"
+            with pytest.raises(grpc.RpcError) as no_user:
+                revoke(None)
+            assert no_user.value.details() == "etcdserver: user name is empty"
+            assert kept(alice).TTL > 0  # still there, and hers to keep
+            revoke(alice)
+            assert kept(alice).TTL == 0  # gone
 
 
 LAG_S = 1.5  # how late the follower hears the leader: under its election timeout
