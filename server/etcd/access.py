@@ -49,7 +49,7 @@ class EtcdAccess:
 
     async def made_as(self, cmd: Any, context: grpc.aio.ServicerContext) -> Any:
         """`cmd` made as the caller, for apply to check; a caller without a user is
-        refused now, while auth is on, if `cmd` touches any key."""
+        refused now, while auth is on, if `cmd` needs any permission (`check_now`)."""
         user = await self.user(context)
         if user:
             return dataclasses.replace(cmd, actor=user)
