@@ -1,6 +1,6 @@
 """The differential test against real etcd (Debian's etcd-server 3.4): the same seeded
 sequences against one etcd and one coord member, every answer compared
-(coord.testing.etcd_diff.run). CI runs the first 300 seeds and the first 40 auth seeds
+(coord.testing.etcd_diff.run). CI runs the first 150 seeds and the first 20 auth seeds
 (they cover every auth call and caller);
 `make diff SEEDS=1000` runs more of both."""
 
@@ -20,8 +20,8 @@ from coord.testing.etcd_diff.run import (
 )
 from tests.etcdtools import require
 
-SEEDS = range(300)
-AUTH_SEEDS = range(40)
+SEEDS = range(150)
+AUTH_SEEDS = range(20)
 
 
 def test_sequences_are_a_pure_function_of_the_seed_and_cover_every_operation():
