@@ -95,6 +95,7 @@ def _error(point: str) -> None:
 
 def _sleeper(ms: int) -> Callable[[str], None]:
     def sleep(point: str) -> None:
+        _say(point, f"sleep {ms} ms")  # so a test can tell it holds the member now
         time.sleep(ms / 1000)
 
     return sleep
