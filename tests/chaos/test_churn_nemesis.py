@@ -5,12 +5,11 @@ members rebuild their whole state from the others and nothing acknowledged is lo
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
-from coord.chaos.nemesis import Nemesis, Planned, Schedule
+from coord.chaos.nemesis import Planned, Schedule
 from coord.testing import LocalCluster
+from tests.chaos.nemesis_rig import play
 from tests.server.crash_rig import Writer, check_nothing_lost, member_log
 
 pytestmark = pytest.mark.cluster
@@ -20,13 +19,7 @@ def test_members_replaced_under_writes_rebuild_everything_and_lose_nothing(tmp_p
     # pick 0.1: the first follower; 0.9: the last one (the leader is never replaced)
     schedule = Schedule([Planned(0.0, "member", 3.0, 0.1), Planned(5.0, "member", 3.0, 0.9)])
     with LocalCluster(3, data_dir=tmp_path / "c") as c, Writer(c) as w:
-        w.wait_for(50)
-        nemesis = Nemesis(c, schedule, t0=time.monotonic())
-        nemesis.start()
-        nemesis._thread.join(timeout=120)
-        nemesis.stop()
-        w.wait_for(30)
-        w.stop()
+        nemesis = play(c, w, schedule)
         faults = nemesis.faults
         assert [(f.kind, f.error) for f in faults] == [("member", ""), ("member", "")]
         replaced = {f.member for f in faults}

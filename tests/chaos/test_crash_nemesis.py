@@ -4,13 +4,12 @@ never got there), and nothing the cluster acknowledged meanwhile is lost."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
-from coord.chaos.nemesis import Nemesis, Planned, Schedule
+from coord.chaos.nemesis import Planned, Schedule
 from coord.testing import LocalCluster
 from coord.testing.local_cluster import CRASH_POINTS
+from tests.chaos.nemesis_rig import play
 from tests.server.crash_rig import Writer, check_nothing_lost, member_log
 
 pytestmark = pytest.mark.cluster
@@ -28,13 +27,7 @@ def test_a_crash_fault_dies_at_its_point_and_comes_back_unarmed(tmp_path):
     died, missed = _pick("log-after-fsync", 1), _pick("defrag", 1)  # defrag: never asked
     schedule = Schedule([Planned(0.0, "crash", 6.0, died), Planned(7.0, "crash", 1.0, missed)])
     with LocalCluster(3, data_dir=tmp_path / "c") as c, Writer(c) as w:
-        w.wait_for(50)
-        nemesis = Nemesis(c, schedule, t0=time.monotonic())
-        nemesis.start()
-        nemesis._thread.join(timeout=120)
-        nemesis.stop()
-        w.wait_for(30)
-        w.stop()
+        nemesis = play(c, w, schedule)
         first, second = nemesis.faults
         assert (first.member, first.note, first.error) == (
             "n1", "armed at log-after-fsync, died there", "")
