@@ -21,6 +21,8 @@ from pathlib import Path
 
 from coord.event_loop import EVENT_LOOPS
 from coord.server.config import MemberConfig
+from coord.server.log_lines import FORMATS as LOG_FORMATS
+from coord.server.log_lines import MemberFieldsFilter, formatter
 from coord.server.metrics.endpoint import parse_metrics_url
 from coord.server.node.driver import NodeOptions
 from coord.server.node.members import parse_initial_cluster, validate_address
@@ -173,6 +175,13 @@ def add_serve_flags(s: argparse.ArgumentParser) -> argparse.ArgumentParser:
     )
     s.add_argument("--log-level", default="info", choices=LOG_LEVELS)
     s.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        default=LOG_FORMATS[0],
+        help="text (for people) or json: one object per line with the fields member, term,"
+        " leader, event and request_id (default text)",
+    )
+    s.add_argument(
         "--event-loop",
         choices=EVENT_LOOPS,
         default=EVENT_LOOPS[0],
@@ -245,14 +254,13 @@ def tls_configs(args: argparse.Namespace) -> tuple[ServerTLS | None, ServerTLS |
     return ports[0], ports[1]
 
 
-def configure_logging(level: str) -> None:
-    """A member's log lines on stdout (test rigs and `coord dev` read them there)."""
-    logging.basicConfig(
-        level=getattr(logging, level.upper()),
-        format="%(asctime)s.%(msecs)03d %(levelname)-5s %(message)s",
-        datefmt="%H:%M:%S",
-        stream=sys.stdout,
-    )
+def configure_logging(level: str, log_format: str = LOG_FORMATS[0]) -> None:
+    """A member's log lines on stdout (test rigs and `coord dev` read them there), as
+    text or JSON (--log-format)."""
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(formatter(log_format))
+    handler.addFilter(MemberFieldsFilter())
+    logging.basicConfig(level=getattr(logging, level.upper()), handlers=[handler])
 
 
 def read_secret(args: argparse.Namespace) -> bytes:

@@ -23,6 +23,7 @@ from grpc_reflection.v1alpha import reflection
 
 from coord.etcdpb import rpc_pb2 as etcd_pb2
 from coord.etcdpb import rpc_pb2_grpc as etcd_grpc
+from coord.server import log_lines
 from coord.server.api.admin import AdminService
 from coord.server.api.history import HistoryService
 from coord.server.api.kv import KVService
@@ -221,6 +222,8 @@ class Member:
         self.peer_port: PeerPort | None = None
 
     async def start(self) -> None:
+        # Every task started from here on stamps its log lines with this member's fields.
+        log_lines.bind_member(self._log_fields)
         # The peer port serves Raft itself and passes gRPC (Forward) to this server.
         peer_server = grpc.aio.server(options=SERVER_OPTIONS)
         coord_pb2_grpc.add_ForwardServicer_to_server(
@@ -344,6 +347,12 @@ class Member:
             await s.stop(grace)
         await self.link.close()
         await self.parts.close()
+
+    def _log_fields(self) -> dict[str, object]:
+        """`member`, `term` and `leader` for this member's log lines (log_lines)."""
+        leader = self.node.leader
+        return {"member": self.config.name, "term": self.node.term,
+                "leader": leader.name if leader is not None else None}
 
     async def serve_until_signalled(self) -> int:
         """Run until SIGINT/SIGTERM (clean stop, exit 0) or a fatal driver error (exit 1)."""

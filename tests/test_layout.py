@@ -637,7 +637,9 @@ SERVER_LAYERS: tuple[tuple[str, ...], ...] = (
     ("upkeep", "forward"),
     ("node",),  # the consensus driver
     ("storage", "transport"),  # the log on disk, the wires
-    ("failpoints",),  # named crash points any part may pass (tests arm them)
+    # named crash points any part may pass (tests arm them); the log lines' stable fields
+    # and event names any part may log with
+    ("failpoints", "log_lines"),
 )
 """coord.server's parts (a sub-package or a module directly under server/), top to
 bottom. A part imports only parts of lower layers, so calls flow one way; parts of one

@@ -30,6 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="each member serves /metrics, /health, /livez and /readyz"
                    " (--listen-metrics-urls) on http://127.0.0.1:BASE+200..")
     d.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    d.add_argument("--log-format", default="text", choices=["text", "json"],
+                   help="the members' log lines: text, or one JSON object per line")
     d.set_defaults(func=cmd_dev)
 
 
@@ -52,7 +54,7 @@ def cmd_dev(args: argparse.Namespace) -> int:
         data_dir=data_dir,
         base_port=args.base_port,
         echo=_echo,
-        extra_args=["--log-level", args.log_level],
+        extra_args=["--log-level", args.log_level, "--log-format", args.log_format],
         tls=args.tls,
         metrics=args.metrics,
     )

@@ -50,7 +50,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from coord.server.node.errors import NodeError
     from coord.server.storage.log_store import StorageError
 
-    configure_logging(args.log_level)
+    configure_logging(args.log_level, args.log_format)
     temp = _etcd_only_defaults(args) if args.etcd_only else None
     try:
         try:

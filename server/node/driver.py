@@ -37,7 +37,7 @@ from coord.raft import (
     conf_change_of,
 )
 from coord.raft.quorum import quorum_size
-from coord.server import failpoints
+from coord.server import failpoints, log_lines
 from coord.server.node.errors import (
     NodeError,
     NoLeader,
@@ -579,7 +579,8 @@ class Node:
                      len(rd.snapshot.data), rd.snapshot.meta.index)
             await self._install_snapshot(rd.snapshot)
             log.info("%s: restored a snapshot of %d bytes at index %d in %.2fs", self.me.name,
-                     len(rd.snapshot.data), rd.snapshot.meta.index, time.monotonic() - started)
+                     len(rd.snapshot.data), rd.snapshot.meta.index, time.monotonic() - started,
+                     extra=log_lines.event(log_lines.SNAPSHOT_INSTALL))
             self._sync_peers()
             self.applied_index = rd.snapshot.meta.index
             self._fail_pending_upto(rd.snapshot.meta.index)
@@ -633,7 +634,10 @@ class Node:
 
     def _apply_membership(self, cc: ConfChange) -> None:
         if cc.type is ConfChangeType.REMOVE_NODE:
-            self.members.pop(cc.node_id, None)
+            gone = self.members.pop(cc.node_id, None)
+            log.info("%s: member %s removed", self.me.name,
+                     gone.name if gone is not None else f"{cc.node_id:x}",
+                     extra=log_lines.event(log_lines.MEMBER))
             self._known_addresses.pop(cc.node_id, None)
             if self._peer_addresses.pop(cc.node_id, None) is not None:
                 self._transport.remove_peer(cc.node_id)
@@ -643,6 +647,9 @@ class Node:
         )
         if info is None:
             return
+        log.info("%s: member %s added as a %s (peers on %s)", self.me.name, info.name,
+                 "learner" if cc.type is ConfChangeType.ADD_LEARNER else "voter",
+                 info.peer_address, extra=log_lines.event(log_lines.MEMBER))
         self.members[cc.node_id] = info
         self._known_addresses[cc.node_id] = info
         self._sync_peers()
@@ -725,7 +732,8 @@ class Node:
     # -- status ---------------------------------------------------------------------------
     def _note_soft_state(self) -> None:
         soft = self._raw.soft_state()
-        if soft == self._soft:
+        before = self._soft
+        if soft == before:
             return
         self._soft = soft
         if soft.has_quorum:
@@ -734,13 +742,17 @@ class Node:
             self._quorum_lost_at = time.monotonic()
             self.quorum_losses += 1
         event = self._event(soft)
+        same_leader = (before.role, before.leader) == (soft.role, soft.leader)
+        leader = self.name_of(soft.leader)
         log.info(
             "%s: %s term=%d leader=%s quorum=%s",
             self.me.name,
             soft.role.label,
             event.term,
-            self.name_of(soft.leader) or "-",
+            leader or "-",
             "yes" if soft.has_quorum else "NO",
+            extra=log_lines.event(log_lines.QUORUM if same_leader else log_lines.LEADER,
+                                  term=event.term, leader=leader or None),
         )
         for q in self._subscribers:
             q.put_nowait(event)

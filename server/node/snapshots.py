@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
 
 from coord.raft import ConfState, RawNode
-from coord.server import failpoints
+from coord.server import failpoints, log_lines
 from coord.server.storage.log_store import LogStore
 
 log = logging.getLogger(__name__)
@@ -108,7 +108,7 @@ class Snapshots:
         # (coord/bench/footprint.py): keep its shape.
         took = time.monotonic() - self._started
         log.info("%s: took a snapshot of %d bytes at index %d in %.2fs", self.name,
-                 len(data), index, took)
+                 len(data), index, took, extra=log_lines.event(log_lines.SNAPSHOT))
         for listener in self.listeners:
             listener(len(data), took)
 

@@ -31,6 +31,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from coord.server import log_lines
 from coord.server.upkeep.periodic import Periodic, deferring
 from coord.sm.commands import Compact
 
@@ -197,5 +198,5 @@ class AutoCompactor:
         self.planner.compacted(now)
         if not error:
             log.info("%s: auto-compacted history to revision %d (%s)", self.name, target,
-                     self.policy.describe())
+                     self.policy.describe(), extra=log_lines.event(log_lines.COMPACTION))
         return None if error else target

@@ -17,6 +17,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from coord.server import log_lines
 from coord.server.node.driver import Node
 from coord.server.node.errors import NodeError, Timeout
 from coord.server.upkeep.periodic import Periodic
@@ -145,6 +146,7 @@ class ModeMonitor:
         log.warning(
             "%s: %s -> %s (term %d, revision %d, quorum lost for %.1fs)",
             change.member, old, mode, change.term, change.revision, self.cut_off_for(),
+            extra=log_lines.event(log_lines.MODE, term=change.term),
         )
         for listener in self.listeners:
             listener(change)

@@ -31,6 +31,7 @@ import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from coord.server import log_lines
 from coord.server.upkeep.periodic import Periodic, deferring
 from coord.sm.alarms import ACTIVATE, DEACTIVATE, NOSPACE
 from coord.sm.commands import Alarm
@@ -116,7 +117,7 @@ class SpaceGuard:
                    f"short of disk ({free} bytes free, under the reserve of "
                    f"{self.reserve_bytes})")
             log.warning("%s: %s: raising NOSPACE, writes that add state are refused",
-                        self.name, why)
+                        self.name, why, extra=log_lines.event(log_lines.ALARM))
             await self.propose(Alarm(ACTIVATE, self.member_id, NOSPACE))
             return ACTIVATE
         if (quota and usage.used > low) or (free is not None
@@ -124,6 +125,7 @@ class SpaceGuard:
             return None
         log.info("%s: back under its space quota (%d of %d bytes) with %s bytes free: "
                  "lowering NOSPACE", self.name, usage.used, quota,
-                 "unmeasured" if free is None else free)
+                 "unmeasured" if free is None else free,
+                 extra=log_lines.event(log_lines.ALARM))
         await self.propose(Alarm(DEACTIVATE, self.member_id, NOSPACE))
         return DEACTIVATE
