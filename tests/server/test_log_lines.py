@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from coord.client import Client
+from coord.client import Client, NoSpaceError
 from coord.server import log_lines
 from coord.testing import LocalCluster
 from tests.cut_off import mode_of, resume_paused, split_off, wait_until
@@ -125,6 +125,25 @@ def test_a_json_member_logs_named_state_changes_and_no_line_per_request(json_clu
     installed = events(n4, log_lines.SNAPSHOT_INSTALL)
     assert [line for line in json_lines(n4) if "restored a snapshot" in line["msg"]] == installed
     assert len(installed) == 1
+
+
+def test_the_nospace_alarm_raised_is_one_alarm_line(tmp_path):
+    """The line that clears it is the same call's other branch (server/upkeep/quota.py);
+    a single member freed of its data keeps its log's bytes until its next snapshot, so
+    it is not waited for here."""
+    quota, value = 1_000_000, b"x" * 8192
+    with LocalCluster(1, data_dir=tmp_path / "c", extra_args=[
+            "--log-format", "json", "--quota-backend-bytes", str(quota),
+            "--auto-compaction-retention", "0"]) as c:
+        c.wait_for_leader()
+        log = c.members["n1"].log_path
+        with Client(c.endpoints, timeout=5.0) as client, pytest.raises(NoSpaceError):
+            for i in range(2_000):  # ~120 reach the quota; the guard looks every so often
+                client.put(f"big/{i:05d}", value)
+        wait_until("the raised line", lambda: events(log, log_lines.ALARM), 30)
+        alarms = events(log, log_lines.ALARM)
+        assert len(alarms) == 1 and "raising NOSPACE" in alarms[0]["msg"], alarms
+        assert alarms[0]["level"] == "warning" and alarms[0]["member"] == "n1"
 
 
 def test_the_json_formatter_stamps_the_bound_member_unless_the_call_site_knows_better():
