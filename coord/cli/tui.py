@@ -23,6 +23,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--endpoints", required=True, help="host:port,host:port,...")
     p.add_argument("--read-only", action="store_true",
                    help="never change the cluster: every action is disabled")
+    p.add_argument("--metrics-urls", default="",
+                   help="http://HOST:PORT,... of the members' --listen-metrics-urls: the"
+                   " :pulses view scrapes their /metrics")
     add_tls_flags(p)
     add_user_flags(p)
     p.set_defaults(func=cmd_tui)
@@ -39,5 +42,7 @@ def cmd_tui(args: argparse.Namespace) -> int:
     if not endpoints:
         print("coord tui: --endpoints names no endpoint", file=sys.stderr)
         return 2
-    asyncio.run(run(endpoints, read_only=args.read_only, tls=tls_of(args), **login_of(args)))
+    metrics_urls = [u.strip() for u in args.metrics_urls.split(",") if u.strip()]
+    asyncio.run(run(endpoints, read_only=args.read_only, tls=tls_of(args),
+                    metrics_urls=metrics_urls, **login_of(args)))
     return 0

@@ -1,9 +1,9 @@
 """`CoordApp`: the console. One screen of views (members, sessions, owners, producers,
-keys, events, and the read-only users and roles) switched with `:` (k9s aliases), a
-header saying where the console looks, and a banner across the app while the member it
-talks to is read-only or the cluster has no quorum. Keys follow k9s: `/` filters (`/!`
-inverts), `?` lists every key, `esc` goes back, `enter` drills down, `d`/`y` describe,
-space/ctrl+space/`*` mark rows, `q` quits.
+keys, events, the read-only users and roles, and the members' pulse from their
+metrics) switched with `:` (k9s aliases), a header saying where the console looks, and
+a banner across the app while the member it talks to is read-only or the cluster has no
+quorum. Keys follow k9s: `/` filters (`/!` inverts), `?` lists every key, `esc` goes
+back, `enter` drills down, `d`/`y` describe, space/ctrl+space/`*` mark rows, `q` quits.
 
 The model is drawn from the feeds every 100 ms (only what changed, only the view shown);
 every change to the cluster goes through the `ActionGate` (actions.py). On a cluster with
@@ -32,6 +32,8 @@ from coord.tui.feeds import Feeds
 from coord.tui.format import Filter, key_text, short_value
 from coord.tui.keys_view import KeysView
 from coord.tui.model import ClusterModel
+from coord.tui.pulse import INTERVAL_S, Pulses
+from coord.tui.pulse_view import PulseView, scrape_round
 from coord.tui.screens import ConfirmScreen, PromptScreen, TextScreen
 from coord.tui.views import EventsView, MembersView, OwnersView, ProducersView, SessionsView
 
@@ -41,7 +43,7 @@ HISTORY_ITEM_S = 2.0
 
 COMMON_KEYS = (
     (":", "command mode: :members :sessions :owners :pids :keys :events :users :roles,"
-          " :q quits"),
+          " :pulses, :q quits"),
     ("/", "filter the view (/!text keeps rows without text); esc clears"),
     ("?", "this help"), ("esc", "back: clear the filter, the drill-down, marks, or go back"),
     ("enter", "drill down"), ("d", "describe the row"), ("y", "the row as JSON"),
@@ -71,6 +73,13 @@ class CoordApp(App):
     .buttons { height: auto; margin-top: 1; }
     ConfirmScreen, PromptScreen, TextScreen { align: center middle; }
     #table-pid-leases, #table-pid-blocks { height: 1fr; }
+    #pulse-cards { height: 1fr; }
+    .pulse-card { height: auto; margin-bottom: 1; }
+    .pulse-head { height: 1; padding: 0 1; }
+    .pulse-row { height: auto; }
+    .pulse-chart { width: 1fr; height: auto; padding: 0 1; }
+    .pulse-caption { height: 1; }
+    .pulse-chart Sparkline { height: 2; }
     """
 
     BINDINGS = [
@@ -100,11 +109,15 @@ class CoordApp(App):
     ]
 
     def __init__(self, model: ClusterModel | None = None, client: AsyncClient | None = None,
-                 *, read_only: bool = False, start_view: str = "members") -> None:
+                 *, read_only: bool = False, start_view: str = "members",
+                 metrics_urls: list[str] | None = None) -> None:
         """`client` None: draw `model` as it is (snapshot tests); else feeds keep it live.
-        `read_only`: the gate gets no writer, so nothing can change the cluster."""
+        `read_only`: the gate gets no writer, so nothing can change the cluster.
+        `metrics_urls`: the members' /metrics, scraped for the pulse view."""
         super().__init__()
         self.model = model or ClusterModel()
+        if metrics_urls:
+            self.model.pulses = Pulses(metrics_urls)
         self.client = client
         self.feeds: Feeds | None = None
         writer = (Writer(client, self._leader_endpoint)
@@ -113,7 +126,8 @@ class CoordApp(App):
         self.views = {v.view: v for v in (MembersView(self.model), SessionsView(self.model),
                                           OwnersView(self.model), ProducersView(self.model),
                                           KeysView(self.model), EventsView(self.model),
-                                          UsersView(self.model), RolesView(self.model))}
+                                          UsersView(self.model), RolesView(self.model),
+                                          PulseView(self.model))}
         self.start_view = start_view
         self.back_stack: list[str] = []
         self.prompt_kind = ""
@@ -140,10 +154,18 @@ class CoordApp(App):
         if self.client is not None:
             self.feeds = Feeds(self.client, self.model)
             self.feeds.start()
+            if self.model.pulses.urls:
+                self.set_interval(INTERVAL_S, self.scrape_pulses)
         self.set_interval(DRAW_S, self.draw)
         self.set_interval(TICK_S, self.tick)
         self.draw()
         self.focus_view()
+
+    def scrape_pulses(self) -> None:
+        """One scrape of every member's metrics, unless the last round is still running
+        (each scrape ends within its timeout)."""
+        if not any(w.group == "pulses" and not w.is_finished for w in self.workers):
+            self.run_worker(scrape_round(self.model), group="pulses", exit_on_error=False)
 
     async def on_unmount(self) -> None:
         if self.feeds is not None:
@@ -160,7 +182,8 @@ class CoordApp(App):
 
     def focus_view(self) -> None:
         view = self.view
-        target = view.tree if isinstance(view, KeysView) else view.data_table
+        target = (view.tree if isinstance(view, KeysView) else view.focus_target
+                  if isinstance(view, PulseView) else view.data_table)
         target.focus()
 
     def draw(self) -> None:
@@ -216,7 +239,8 @@ class CoordApp(App):
         prompt = self.query_one("#prompt", Input)
         self.prompt_kind = kind
         prompt.value = "" if kind == "command" else str(self.view.filter)
-        prompt.placeholder = (":view (members sessions owners pids keys events users roles)"
+        prompt.placeholder = (":view (members sessions owners pids keys events users roles"
+                              " pulses)"
                               " or :q"
                               if kind == "command" else "/filter  (/!text inverts)")
         prompt.add_class("shown")
@@ -438,11 +462,12 @@ class CoordApp(App):
 
 async def run(endpoints: list[str], read_only: bool = False,
               tls: TLS | Literal[False] | None = None, user: str | None = None,
-              password: str | None = None) -> None:
+              password: str | None = None, metrics_urls: list[str] | None = None) -> None:
     """`coord tui`: the console on a client of `endpoints` until the operator quits; `tls`
     as the client library's (None: $COORD_CACERT...), logged in as `user` (with
     `password`) on a cluster with auth on."""
     # One operator, one client: the member listed first is the one asked first.
     async with AsyncClient(endpoints, read_only_ok=True, randomize_endpoints=False,
                            tls=tls, user=user, password=password) as client:
-        await CoordApp(client=client, read_only=read_only).run_async()
+        await CoordApp(client=client, read_only=read_only,
+                       metrics_urls=metrics_urls).run_async()

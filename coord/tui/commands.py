@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-VIEWS = ("members", "sessions", "owners", "producers", "keys", "events", "users", "roles")
+VIEWS = ("members", "sessions", "owners", "producers", "keys", "events", "users", "roles", "pulses")
 
 ALIASES = {
     "members": ("members", "member", "mem", "m", "nodes", "no"),
@@ -13,6 +13,7 @@ ALIASES = {
     "events": ("events", "event", "ev", "e"),
     "users": ("users", "user", "usr"),
     "roles": ("roles", "role", "rol"),
+    "pulses": ("pulses", "pulse", "pu"),
 }
 QUIT = ("q", "q!", "quit", "exit", "qa")
 

@@ -14,6 +14,8 @@ from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from coord.tui.pulse import Pulses
+
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
@@ -192,6 +194,7 @@ class ClusterModel:
         self.producers = Producers()
         self.users: Table[str, UserRow] = Table()
         self.roles: Table[str, RoleRow] = Table()
+        self.pulses = Pulses()  # the members' metrics, scraped for the pulse view
         # what the cluster refused the console's user (PERMISSION_DENIED), by the view
         # it leaves empty; `denials` counts refusals, so the app flashes each new one
         self.denied: dict[str, str] = {}

@@ -13,6 +13,7 @@ from coord.tui.model import (
     SessionRow,
     UserRow,
 )
+from coord.tui.pulse import Pulses, Sample
 
 WALL = 1_764_028_800.0  # 2025-11-25 00:00:00 UTC
 MONO = 1000.0
@@ -72,3 +73,23 @@ def picture(read_only: bool = False) -> ClusterModel:
         m.event("mode", "n1: read-write → read-only")
     m.revision = 1190
     return m
+
+
+def pulses() -> Pulses:
+    """Three members' scrapes, planted: n1 and n2 busy, n2's fsync slower, one leader
+    change seen, n3 not answering after a read-only spell."""
+    p = Pulses([f"http://127.0.0.1:{7301 + i}" for i in range(3)])
+    names = {i + 1: name for i, name in enumerate(("n1", "n2", "n3"))}
+    inf = float("inf")
+    for step in range(40):
+        for i, url in enumerate(p.urls):
+            fsyncs = 10 * step
+            slow = fsyncs * (i + 1) // 4
+            p.record(url, Sample(proposals=step * (200 + 15 * (step % 7)),
+                                 leader_changes=1 + (step >= 25),
+                                 read_only=float(i == 2 and 12 <= step < 20),
+                                 nospace=float(i == 0 and step >= 30),
+                                 fsync=((0.001, fsyncs - slow), (0.004, fsyncs), (inf, fsyncs)),
+                                 server_id=i + 1), MONO + step * 2.0, names)
+    p.record(p.urls[2], "no answer in 1.5s", MONO + 80.0, names)
+    return p

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from coord.tui.app import CoordApp
-from tests.tui.fixtures import picture
+from tests.tui.fixtures import picture, pulses
 
 SIZE = (120, 32)
 
@@ -22,6 +22,16 @@ def test_a_refused_view_says_which_permission(snap_compare):
     model = picture()
     model.refused("sessions", "user 'viewer' lacks READ on admin 'inspect'")
     assert snap_compare(CoordApp(model, start_view="sessions"), terminal_size=SIZE)
+
+
+def test_pulses(snap_compare):
+    model = picture()
+    model.pulses = pulses()
+    assert snap_compare(CoordApp(model, start_view="pulses"), terminal_size=SIZE)
+
+
+def test_pulses_without_metrics_urls_says_how_to_get_them(snap_compare):
+    assert snap_compare(CoordApp(picture(), start_view="pulses"), terminal_size=SIZE)
 
 
 def test_read_only_banner(snap_compare):
