@@ -18,6 +18,7 @@ SHOTS = {
     "keys.svg": "test_keys_value_as_json_and_filter.svg",
     "events.svg": "test_view[events].svg",
     "read-only-banner.svg": "test_read_only_banner.svg",
+    "pulses.svg": "test_pulses.svg",
 }
 """Published name -> snapshot file."""
 
