@@ -291,7 +291,8 @@ class Member:
         admin_pb2_grpc.add_AdminServicer_to_server(
             AdminService(self.node, self.machine, self.mode, hub=hub, tracker=self.tracker,
                          data_path=self.store.path, local=self.local_sessions,
-                         callers=coord.callers),
+                         callers=coord.callers,
+                         metrics_urls=lambda: self.metrics.urls if self.metrics else []),
             server
         )
         coord_pb2_grpc.add_SessionsServicer_to_server(

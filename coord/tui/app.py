@@ -154,8 +154,7 @@ class CoordApp(App):
         if self.client is not None:
             self.feeds = Feeds(self.client, self.model)
             self.feeds.start()
-            if self.model.pulses.urls:
-                self.set_interval(INTERVAL_S, self.scrape_pulses)
+            self.set_interval(INTERVAL_S, self.scrape_pulses)
         self.set_interval(DRAW_S, self.draw)
         self.set_interval(TICK_S, self.tick)
         self.draw()
@@ -164,7 +163,8 @@ class CoordApp(App):
     def scrape_pulses(self) -> None:
         """One scrape of every member's metrics, unless the last round is still running
         (each scrape ends within its timeout)."""
-        if not any(w.group == "pulses" and not w.is_finished for w in self.workers):
+        running = any(w.group == "pulses" and not w.is_finished for w in self.workers)
+        if self.model.pulses.urls and not running:
             self.run_worker(scrape_round(self.model), group="pulses", exit_on_error=False)
 
     async def on_unmount(self) -> None:

@@ -33,6 +33,7 @@ from coord.client.admin_aio import AsyncAdmin
 from coord.client.aio_stream import AsyncStream
 from coord.client.errors import CoordError
 from coord.tui.model import ClusterModel, KeyRow, MemberRow, RoleRow, UserRow
+from coord.tui.pulse import reachable_url
 
 log = logging.getLogger("coord.tui")
 
@@ -174,6 +175,8 @@ class Feeds:
         else:
             model.event("member", f"{row.name} reachable again")
         model.members.put(row.name, row)
+        for url in st.metrics_urls:  # the pulse view scrapes it
+            model.pulses.add(reachable_url(url, endpoint))
         if model.leader() is not None:
             self._leader_seen.set()
             self._sessions_to_leader()

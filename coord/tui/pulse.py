@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 
@@ -135,6 +136,12 @@ class Pulses:
     def urls(self) -> list[str]:
         return list(self.members)
 
+    def add(self, url: str) -> None:
+        """A URL a member's status named (its metrics): scraped from now on."""
+        if url not in self.members:
+            self.members[url] = MemberPulse(url)
+            self.version += 1
+
     def record(self, url: str, answer: Sample | str, at: float,
                names: dict[int, str]) -> None:
         """A scrape's `answer` (a Sample, or why it failed); `names`: member id → name."""
@@ -145,6 +152,16 @@ class Pulses:
             pulse.record(answer, at)
             pulse.name = names.get(answer.server_id, pulse.name)
         self.version += 1
+
+
+def reachable_url(url: str, endpoint: str) -> str:
+    """A member's metrics URL as the console can reach it: one bound to every address
+    (0.0.0.0, ::) is read at the host the console reaches the member's client port on."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.hostname not in ("0.0.0.0", "::", "") or parts.port is None:
+        return url
+    host = endpoint.rsplit(":", 1)[0] or "127.0.0.1"
+    return f"http://{host}:{parts.port}"
 
 
 def _get(url: str, timeout: float) -> str:

@@ -1,7 +1,8 @@
 """The pulse view (`:pulses`, k9s's): per member, sparklines of proposals/s, WAL fsync
 p99, leader changes, read-only and NOSPACE, from the members' /metrics (`pulse.py`), so
 an operator sees the cluster's pulse without Grafana. The members' metrics URLs come
-from `coord tui --metrics-urls`; without them the view says how to get them."""
+from their status (each names its --listen-metrics-urls) and from `coord tui
+--metrics-urls`; without any the view says how to get them."""
 
 from __future__ import annotations
 
@@ -17,9 +18,9 @@ from coord.tui.format import Filter
 from coord.tui.model import ClusterModel
 from coord.tui.pulse import INTERVAL_S, POINTS, MemberPulse, scrape
 
-NO_URLS = ("No metrics URLs: start the console with [b]coord tui --metrics-urls "
-           "http://HOST:PORT,...[/b] (each member's --listen-metrics-urls; `make run` "
-           "serves them on http://127.0.0.1:7301..).")
+NO_URLS = ("No metrics URLs: no member's status names one. Start the members with "
+           "[b]--listen-metrics-urls http://HOST:PORT[/b] (`make run` does), or the "
+           "console with [b]coord tui --metrics-urls http://HOST:PORT,...[/b].")
 # (series attribute, caption, how its newest point reads)
 CHARTS = (("proposals", "proposals/s", "{:.0f}"), ("fsync_p99_ms", "fsync p99", "{:.1f} ms"),
           ("leader_changes", "leader changes", "{:.0f}"), ("read_only", "read-only", "{:.0f}"),
@@ -88,6 +89,8 @@ class PulseView(Vertical):
         if pulses.version == self._drawn:
             return
         self._drawn = pulses.version
+        self.query_one("#pulse-hint", Static).update("" if pulses.urls else NO_URLS)
+        self.query_one("#pulse-hint", Static).display = not pulses.urls
         kept = self.kept()
         if [p.url for p in kept] != self._shown:
             self._shown = [p.url for p in kept]

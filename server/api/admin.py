@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import grpc
@@ -47,8 +48,10 @@ class AdminService(admin_pb2_grpc.AdminServicer):
     def __init__(self, node: Node, machine: StateMachine, mode: ModeMonitor | None = None,
                  *, hub: EventHub | None = None, tracker: SessionTracker | None = None,
                  data_path: Path | None = None, local: LocalSessions | None = None,
-                 callers: CallerUsers | None = None) -> None:
+                 callers: CallerUsers | None = None,
+                 metrics_urls: Callable[[], list[str]] = list) -> None:
         self.node = node
+        self.metrics_urls = metrics_urls  # where the member serves /metrics (Status says)
         self.callers = callers  # who a call is made as (None: no auth)
         self.machine = machine
         self.mode = mode
@@ -82,6 +85,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
             version=VERSION,
             data_bytes=console_views.storage_bytes(self.data_path),
             round_counts=node.round_counts.as_dict(),
+            metrics_urls=self.metrics_urls(),
         )
         for mid, m in sorted(node.members.items(), key=lambda kv: kv[1].name):
             resp.members.add(

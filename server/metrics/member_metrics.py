@@ -78,6 +78,13 @@ class MemberMetrics:
         self._leaders.start()
         self.peers.loop.start()
 
+    @property
+    def urls(self) -> list[str]:
+        """The URLs served, each with the port it bound (port 0 takes a free one)."""
+        return [f"http://{host if ':' not in host else f'[{host}]'}:{port}"
+                for (host, _), port in zip(self.endpoint.addresses, self.endpoint.ports,
+                                           strict=False)]
+
     async def stop(self) -> None:
         await self.endpoint.stop()
         await self._leaders.stop()

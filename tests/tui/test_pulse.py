@@ -10,7 +10,17 @@ import pytest
 
 from coord.client import Client
 from coord.tui.model import ClusterModel
-from coord.tui.pulse import MemberPulse, Pulses, Sample, increase, parse, quantile, rate, scrape
+from coord.tui.pulse import (
+    MemberPulse,
+    Pulses,
+    Sample,
+    increase,
+    parse,
+    quantile,
+    rate,
+    reachable_url,
+    scrape,
+)
 from coord.tui.pulse_view import scrape_round
 
 INF = float("inf")
@@ -108,3 +118,32 @@ def test_proposals_per_second_rise_after_puts(metrics_cluster3):
     asyncio.run(scrape_round(model))
     assert pulse.proposals[-1] > quiet
     assert all(not p.error for p in model.pulses.members.values())
+
+
+def test_a_wildcard_metrics_url_is_read_at_the_members_host():
+    assert reachable_url("http://0.0.0.0:7301", "10.1.2.3:2379") == "http://10.1.2.3:7301"
+    assert reachable_url("http://127.0.0.1:7301", "h:2379") == "http://127.0.0.1:7301"
+
+
+@pytest.mark.cluster
+def test_the_console_finds_each_members_metrics_url(metrics_cluster3):
+    """Each member's Status names its metrics URL as bound, and the console's member
+    feed hands it to the pulse: no --metrics-urls needed."""
+    from coord.client import AsyncClient
+    from coord.client.admin_aio import AsyncAdmin
+    from coord.tui.feeds import Feeds
+
+    c = metrics_cluster3
+    model = ClusterModel()
+
+    async def read() -> dict[str, list[str]]:
+        async with AsyncClient([m.listen for m in c.members.values()]) as client:
+            feeds = Feeds(client, model)
+            for m in c.members.values():
+                await feeds._read_status(m.listen)
+            admin = AsyncAdmin(client)
+            return {name: list((await admin.status(m.listen)).metrics_urls)
+                    for name, m in c.members.items()}
+
+    assert asyncio.run(read()) == {name: [m.metrics_url] for name, m in c.members.items()}
+    assert sorted(model.pulses.urls) == sorted(m.metrics_url for m in c.members.values())
