@@ -20,17 +20,16 @@ import time
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from itertools import islice
 from pathlib import Path
 from typing import Any
 
+from coord.history.partitioned import PartitionedParquetWriter
 from coord.history.rows import Row
-from coord.history.schema import COLUMNS, PARTITION_COLUMNS, SCHEMA_VERSION, arrow_schema
+from coord.history.schema import SCHEMA_VERSION
 
 MANIFEST = "_coord_history.json"
 LOCK = "_coord_history.lock"  # held (flock) by the one writer: an export or a compaction
 FORMATS = ("parquet", "jsonl")
-BATCH_ROWS = 65_536
 
 
 class HistoryDirError(Exception):
@@ -249,25 +248,14 @@ def _counting(rows: Iterable[Row], written: Written, after: int) -> Iterator[Row
 
 
 def _write_parquet(rows: Iterator[Row], out: Path, run: str) -> None:
-    import pyarrow as pa
-    import pyarrow.dataset as ds
-
-    schema = arrow_schema()
-    names = [name for name, _, _ in COLUMNS]
-
-    def batches() -> Iterator[Any]:
-        while chunk := list(islice(rows, BATCH_ROWS)):
-            cols = {n: [r.get(n) for r in chunk] for n in names}
-            yield pa.RecordBatch.from_pydict(cols, schema=schema)
-
-    ds.write_dataset(
-        batches(), out, schema=schema, format="parquet",
-        partitioning=ds.partitioning(
-            pa.schema([schema.field(p) for p in PARTITION_COLUMNS]), flavor="hive"),
-        basename_template=f"part-{run}-{{i}}.parquet",
-        max_rows_per_file=4_000_000, min_rows_per_group=BATCH_ROWS,
-        max_rows_per_group=1 << 20, max_open_files=512, max_partitions=4096,
-        existing_data_behavior="overwrite_or_ignore")
+    writer = PartitionedParquetWriter(out, run)
+    try:
+        for row in rows:
+            writer.add(row)
+    except BaseException:
+        writer.abort()
+        raise
+    writer.close()
 
 
 def _write_jsonl(rows: Iterator[Row], path: Path) -> None:

@@ -1,0 +1,109 @@
+"""A Parquet writer partitioned by date and kind that holds a bounded number of rows.
+
+`pyarrow.dataset.write_dataset` buffers rows per open partition until a row group fills,
+so with many partitions its memory grows with the history. This writer keeps one
+`ParquetWriter` per open (date, kind) file and buffers rows column by column (a list of
+values per column is a fraction of a row dict's size); when the rows buffered across all
+partitions pass `buffer_rows` it writes out the largest buffer, so memory stays bounded
+whatever the number of partitions. A file is closed and the next one started at
+`file_rows`, which also bounds the row-group metadata an open file holds. The layout is
+the hive one pyarrow writes (`date=D/kind=K/part-RUN-I.parquet`, partition columns in
+the path, not in the file), so readers of either see the same dataset.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from coord.history.rows import Row
+from coord.history.schema import PARTITION_COLUMNS, arrow_schema
+
+GROUP_ROWS = 65_536        # a partition's buffer is written as a row group at this size
+BUFFER_ROWS = 131_072      # rows buffered across all partitions at most
+FILE_ROWS = 1 << 20        # rows per file before it is closed and the next begun
+
+
+class PartitionedParquetWriter:
+    """Writes rows into `out/date=D/kind=K/part-RUN-I.parquet`; `close()` flushes."""
+
+    def __init__(self, out: Path, run: str, *, group_rows: int = GROUP_ROWS,
+                 buffer_rows: int = BUFFER_ROWS, file_rows: int = FILE_ROWS) -> None:
+        import pyarrow as pa
+
+        self.out, self.run = out, run
+        self.group_rows, self.buffer_rows, self.file_rows = group_rows, buffer_rows, file_rows
+        full = arrow_schema()
+        self._schema = pa.schema([f for f in full if f.name not in PARTITION_COLUMNS],
+                                 metadata=full.metadata)
+        self._names = self._schema.names
+        self._buffers: dict[tuple[str, str], list[list[Any]]] = {}
+        self._writers: dict[tuple[str, str], Any] = {}
+        self._file_rows: dict[tuple[str, str], int] = {}
+        self._next_file = 0
+        self.buffered = 0
+        self.max_buffered = 0  # the most rows ever buffered at once (what tests check)
+        self.files: list[Path] = []
+
+    def add(self, row: Row) -> None:
+        key = (row["date"], row["kind"])
+        cols = self._buffers.get(key)
+        if cols is None:
+            cols = self._buffers[key] = [[] for _ in self._names]
+        for values, name in zip(cols, self._names, strict=True):
+            values.append(row.get(name))
+        self.buffered += 1
+        if self.buffered > self.max_buffered:
+            self.max_buffered = self.buffered
+        if len(cols[0]) >= self.group_rows:
+            self._flush(key)
+        elif self.buffered >= self.buffer_rows:
+            self._flush(max(self._buffers, key=lambda k: len(self._buffers[k][0])))
+
+    def close(self) -> None:
+        """Write what is buffered and close every file (the files are complete then)."""
+        for key in list(self._buffers):
+            self._flush(key)
+        for key in list(self._writers):
+            self._close_file(key)
+
+    def abort(self) -> None:
+        """Close the files without writing the buffers (the run is being thrown away)."""
+        self._buffers.clear()
+        for writer in self._writers.values():
+            writer.close()
+        self._writers.clear()
+
+    def _flush(self, key: tuple[str, str]) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        cols = self._buffers.pop(key)
+        n = len(cols[0])
+        self.buffered -= n
+        start = 0
+        while start < n:
+            writer = self._writers.get(key)
+            if writer is None:
+                path = (self.out / f"date={quote(key[0], safe='')}"
+                        / f"kind={quote(key[1], safe='')}"
+                        / f"part-{self.run}-{self._next_file}.parquet")
+                self._next_file += 1
+                path.parent.mkdir(parents=True, exist_ok=True)
+                writer = self._writers[key] = pq.ParquetWriter(path, self._schema)
+                self._file_rows[key] = 0
+                self.files.append(path)
+            take = min(n - start, self.file_rows - self._file_rows[key])
+            table = pa.Table.from_arrays(
+                [pa.array(c[start:start + take] if (start or take < n) else c, type=f.type)
+                 for c, f in zip(cols, self._schema, strict=True)], schema=self._schema)
+            writer.write_table(table, row_group_size=max(take, 1))
+            self._file_rows[key] += take
+            start += take
+            if self._file_rows[key] >= self.file_rows:
+                self._close_file(key)
+
+    def _close_file(self, key: tuple[str, str]) -> None:
+        self._writers.pop(key).close()
+        self._file_rows.pop(key, None)
