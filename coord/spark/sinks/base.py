@@ -105,6 +105,11 @@ class Sink(ABC):
         """Every refused write (of `job`), oldest first."""
 
     @abstractmethod
+    def log(self) -> pa.Table:
+        """Every accepted append, seal and publish, in the order the sink accepted them
+        (`coord.spark.sinks.log.LOG_SCHEMA`): what `coord audit --sink-log` checks."""
+
+    @abstractmethod
     def append_plain(self, batch: pa.RecordBatch) -> None:
         """An unfenced write straight to the visible output (the baseline a plain
         `df.write` gets, for side-by-side tests and benchmarks)."""

@@ -10,6 +10,11 @@ Layout under the root:
     published version lists the winners' files and their fence tokens; it appears by
     one atomic rename, so a version is either wholly visible or not at all;
   - `_coord/refusals.jsonl`: the refused writes.
+  - `_coord/log.jsonl`: every accepted append, seal and publish (the sink log that
+    `coord audit --sink-log` checks), a line written while the partition's lock is
+    held, just after the fence row or manifest it records: per partition, the file's
+    order is the order the sink accepted them. A crash between the two loses the line,
+    which the audit reports as a sequence gap: loud, never a silent pass.
 A publish holds the job's lock (`_coord/locks/jobs/<job>.lock`) throughout — version
 check, fence checks, manifest, clearing superseded attempts — and so does `discard`: no
 clean-up can delete what a manifest about to appear lists. It fsyncs the listed files and
@@ -161,6 +166,7 @@ class ParquetDirSink(Sink):
                 os.replace(tmp, directory / f"{seq:09d}.parquet")
             self._save_fence(job, partition,
                              FenceRow.of(token, seq, False, rows + batch.num_rows))
+            self._log("append", job, partition, token, seq, batch.num_rows)
 
     def seal(self, job: str, partition: int, token: Token, seq: int, rows: int) -> None:
         with self._lock("fence", job, f"p{partition}"):
@@ -171,6 +177,7 @@ class ParquetDirSink(Sink):
                 raise SealError(f"{job!r} partition {partition}: the attempt sent {rows} "
                                 f"rows, the sink stored {have}")
             self._save_fence(job, partition, FenceRow.of(token, seq, True, rows))
+            self._log("seal", job, partition, token, seq, rows)
 
     # -- publishing ---------------------------------------------------------------------
     def _manifests(self, job: str) -> list[Path]:
@@ -209,6 +216,8 @@ class ParquetDirSink(Sink):
                 _write_json(manifest, {"job": job, "version": version, "partitions": entries,
                                        "published_ms": int(time.time() * 1000)})
                 _sync_paths([manifest], self.root, files=False)
+                for partition, (token, rows) in sorted(winners.items()):
+                    self._log("publish", job, partition, token, None, rows)
             self._drop_unpublished(job, [int(p) for p in entries])
         return True
 
@@ -254,6 +263,23 @@ class ParquetDirSink(Sink):
                 for entry in json.loads(manifest.read_text())["partitions"].values():
                     files.extend(self.root / f for f in entry["files"])
         return files
+
+    def _log(self, op: str, job: str, partition: int, token: Token, seq: int | None,
+             rows: int) -> None:
+        """One accepted write in `_coord/log.jsonl` (the caller holds the partition's
+        lock, so the line's place orders it within the partition)."""
+        line = json.dumps({"op": op, "job": job, "partition": partition, **token.as_dict(),
+                           "sequence": seq, "rows": rows, "at_ms": int(time.time() * 1000)})
+        with self._lock("log"), open(self._coord / "log.jsonl", "a") as f:
+            f.write(line + "\n")
+
+    def log(self) -> pa.Table:
+        from coord.spark.sinks.log import LOG_SCHEMA
+
+        path = self._coord / "log.jsonl"
+        lines = path.read_text().splitlines() if path.exists() else []
+        rows = [{**json.loads(line), "id": i} for i, line in enumerate(lines, 1)]
+        return pa.Table.from_pylist(rows, schema=LOG_SCHEMA)
 
     def refusals(self, job: str | None = None) -> list[Refusal]:
         path = self._coord / "refusals.jsonl"

@@ -8,6 +8,9 @@ For a target table `t`:
     last_sequence, sealed, rows, attempt, run, version);
   - `t__jobs`: the last published version per job (Delta's txnAppId/txnVersion);
   - `t__refusals`: every write the fence refused, in order;
+  - `t__log`: every accepted append, seal and publish, in the order the sink accepted
+    them (its id), with the token, sequence and rows: what `coord audit --sink-log`
+    checks (exported by `coord.spark.sinks.log.export_log`);
   - `t`: a view of the rows of published attempts: what readers see.
 Each append judges the fence and stores rows + fence row in ONE transaction; a refusal
 stores only its log entry. Publishing flips the winners' attempts to visible, deletes
@@ -128,6 +131,9 @@ class SqlSink(Sink):
                 f"CREATE TABLE IF NOT EXISTS {self._t('__refusals')} (id {self.ID}, job TEXT, "
                 f"partition {i}, generation {i}, pid {i}, epoch {i}, sequence {i}, "
                 f"verdict TEXT, at_ms {i})",
+                f"CREATE TABLE IF NOT EXISTS {self._t('__log')} (id {self.ID}, op TEXT, "
+                f"job TEXT, partition {i}, generation {i}, pid {i}, epoch {i}, run {i}, "
+                f"version {i}, sequence {i}, rows {i}, at_ms {i})",
                 f"{self.CREATE_VIEW} {self._t()} AS SELECT {names} FROM {self._t('__rows')} "
                 f"WHERE _coord_attempt IN (SELECT id FROM {self._t('__attempts')} "
                 f"WHERE published_version IS NOT NULL)",
@@ -196,10 +202,21 @@ class SqlSink(Sink):
                           f"WHERE job = ? AND partition = ?", (seq, job, partition))
         return attempt, None
 
+    def _log(self, op: str, job: str, partition: int, token: Token, seq: int | None,
+             rows: int) -> None:
+        """Inside the transaction that makes it so: one accepted write in `t__log`."""
+        self._execute(
+            f"INSERT INTO {self._t('__log')} (op, job, partition, generation, pid, epoch, "
+            f"run, version, sequence, rows, at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (op, job, partition, token.generation, token.pid, token.epoch, token.run,
+             token.version, seq, rows, int(time.time() * 1000)))
+
     def append(self, job: str, partition: int, token: Token, seq: int,
                batch: pa.RecordBatch) -> None:
         with self._txn():
             attempt, error = self._admit(job, partition, token, seq)
+            if attempt is not None:
+                self._log("append", job, partition, token, seq, batch.num_rows)
             if attempt is not None and batch.num_rows:
                 columns = [c.to_pylist() for c in batch.columns]
                 self._insert_rows(self._t("__rows"), [*batch.schema.names, "_coord_attempt"],
@@ -221,6 +238,7 @@ class SqlSink(Sink):
                                     f"{stored.rows if stored else 0}")
                 self._execute(f"UPDATE {self._t('__fence')} SET sealed = 1 "
                               f"WHERE job = ? AND partition = ?", (job, partition))
+                self._log("seal", job, partition, token, seq, rows)
         if error is not None:
             raise error
 
@@ -255,6 +273,7 @@ class SqlSink(Sink):
                 check_winner(job, partition, stored, token, rows)
                 assert attempt is not None
                 won.append(attempt)
+                self._log("publish", job, partition, token, None, rows)
             if won:
                 self._execute(f"UPDATE {self._t('__attempts')} SET published_version = ? "
                               f"WHERE id IN ({', '.join('?' * len(won))})", (version, *won))
@@ -304,6 +323,18 @@ class SqlSink(Sink):
         except self.MISSING_TABLE:
             return []
         return [Refusal(r[0], r[1], Token(r[2], r[3], r[4]), r[5], r[6]) for r in rows]
+
+    def log(self) -> pa.Table:
+        """The accepted-write log (`t__log`), in the sink's order; empty if none."""
+        from coord.spark.sinks.log import LOG_SCHEMA
+
+        try:
+            rows = self._execute(f"SELECT {', '.join(LOG_SCHEMA.names)} FROM "
+                                 f"{self._t('__log')} ORDER BY id").fetchall()
+        except self.MISSING_TABLE:
+            rows = []
+        return pa.table({n: [r[i] for r in rows] for i, n in enumerate(LOG_SCHEMA.names)},
+                        schema=LOG_SCHEMA)
 
     # -- unfenced baseline and reading --------------------------------------------------
     def append_plain(self, batch: pa.RecordBatch) -> None:
