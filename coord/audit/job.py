@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from coord.audit import stats
-from coord.audit.checks import CHECKS
+from coord.audit.checks import CHECKS, SINK_CHECKS
 from coord.audit.load import load_history
 from coord.history.schema import SCHEMA_VERSION
 from coord.history.sink import read_manifest
@@ -45,18 +45,26 @@ def run_audit(spark: Any, history: str | Path, *, checks: Iterable[str] | None =
               combined: bool = False, oplog: str | Path | None = None,
               key_time_limit_s: float | None = None,
               oplog_budget_s: float | None = None,
+              sink_log: str | Path | None = None,
               on_step: Callable[[str], None] = lambda _s: None) -> AuditResult:
     """`combined`: run every check in one Spark job (a union, counted by check) instead
     of one job per check: fewer, bigger jobs, but no time per check. `oplog`:
     a recorded oplog (JSONL) whose keys are checked for linearizability too
     (`clients.linearizable`, each key bounded by `key_time_limit_s`, the whole check by
-    `oplog_budget_s`: keys left past it are unknown)."""
+    `oplog_budget_s`: keys left past it are unknown). `sink_log`: a directory of a fenced
+    sink's exported log of accepted writes (`coord.spark.sinks.log.export_log`), checked
+    by every `SINK_CHECKS` as well (named checks from there run too)."""
     from pyspark import StorageLevel
 
-    names = list(CHECKS if checks is None else checks)
-    unknown = [n for n in names if n not in CHECKS]
+    requested = list(CHECKS if checks is None else checks)
+    unknown = [n for n in requested if n not in CHECKS and n not in SINK_CHECKS]
     if unknown:
-        raise ValueError(f"unknown checks {unknown}; known: {sorted(CHECKS)}")
+        raise ValueError(f"unknown checks {unknown}; known: {sorted(CHECKS | SINK_CHECKS)}")
+    names = [n for n in requested if n in CHECKS]
+    sink_names = [n for n in (SINK_CHECKS if checks is None else requested)
+                  if n in SINK_CHECKS]
+    if sink_names and sink_log is None and checks is not None:
+        raise ValueError(f"checks {sink_names} need a sink log (--sink-log)")
     started = time.monotonic()
     on_step("loading the history")
     df = load_history(spark, history)
@@ -83,14 +91,10 @@ def run_audit(spark: Any, history: str | Path, *, checks: Iterable[str] | None =
         summary["checks_seconds"] = seconds
     for name in [] if combined else names:
         on_step(f"check {name}")
-        t = time.monotonic()
-        found = CHECKS[name](df).persist(StorageLevel.MEMORY_AND_DISK)
-        n = found.count()
-        if n:
-            examples += [r.asDict() for r in found.orderBy("index").limit(EXAMPLES_PER_CHECK)
-                         .collect()]
-        found.unpersist()
-        summary["checks"][name] = {"violations": n, "seconds": time.monotonic() - t}
+        examples += _run_check(CHECKS[name], name, df, summary)
+    if sink_log is not None:
+        summary["sink_log"] = str(sink_log)
+        examples += _sink_checks(spark, sink_log, sink_names, summary, on_step)
     if oplog is not None:
         on_step("per-key linearizability of the oplog")
         examples += _clients(spark, oplog, key_time_limit_s, oplog_budget_s, summary)
@@ -120,6 +124,39 @@ def run_audit(spark: Any, history: str | Path, *, checks: Iterable[str] | None =
 
         report = write_report(Path(report_dir), summary)
     return AuditResult(summary, report, examples)
+
+
+def _run_check(checker: Callable[[Any], Any], name: str, df: Any,
+               summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """One checker, timed, its violations counted into `summary`; the first few back."""
+    from pyspark import StorageLevel
+
+    t = time.monotonic()
+    found = checker(df).persist(StorageLevel.MEMORY_AND_DISK)
+    n = found.count()
+    examples = []
+    if n:
+        examples = [r.asDict() for r in found.orderBy("index").limit(EXAMPLES_PER_CHECK)
+                    .collect()]
+    found.unpersist()
+    summary["checks"][name] = {"violations": n, "seconds": time.monotonic() - t}
+    return examples
+
+
+def _sink_checks(spark: Any, path: str | Path, names: list[str], summary: dict[str, Any],
+                 on_step: Callable[[str], None]) -> list[dict[str, Any]]:
+    """The sink checks over the exported sink log: counted in Spark, the first few
+    violations per check back to the driver."""
+    from pyspark import StorageLevel
+
+    log = spark.read.parquet(str(path)).persist(StorageLevel.MEMORY_AND_DISK)
+    summary["sink_log_rows"] = log.count()
+    examples: list[dict[str, Any]] = []
+    for name in names:
+        on_step(f"check {name}")
+        examples += _run_check(SINK_CHECKS[name], name, log, summary)
+    log.unpersist()
+    return examples
 
 
 def _clients(spark: Any, path: str | Path, time_limit_s: float | None,

@@ -60,6 +60,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--format", choices=("parquet", "jsonl"), default="parquet", help=FORMAT_HELP)
     add_tls_flags(e)  # with --endpoints (a --data-dir export refuses them)
     e.set_defaults(func=cmd_export)
+    k = hs.add_parser("export-sink-log", help="a fenced sink's log of accepted writes "
+                      "(appends, seals, publishes) as Parquet, for coord audit --sink-log")
+    k.add_argument("--sink", required=True, choices=("sqlite", "postgres", "parquet"))
+    k.add_argument("--path", help="sqlite: the database file; parquet: the sink directory")
+    k.add_argument("--url", help="postgres: a libpq URL or connection string")
+    k.add_argument("--table", help="sqlite, postgres: the fenced table")
+    k.add_argument("--out", required=True, help="directory to write sink_log.parquet in")
+    k.set_defaults(func=cmd_export_sink_log)
     c = hs.add_parser("compact", help="rewrite a history's small runs into bigger ones "
                       "(one manifest commit; replaced files kept --retain seconds for readers)")
     c.add_argument("out", help="a history directory")
@@ -88,6 +96,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="seconds the whole --oplog check may take (from its start; "
                    "executors' clocks assumed in step): keys not decided by then are unknown, "
                    "never guessed (default: no budget)")
+    a.add_argument("--sink-log", metavar="DIR",
+                   help="a fenced sink's log exported by coord history export-sink-log: "
+                   "also check that the sink accepted no write of a fenced attempt, that "
+                   "every producer's sequences are gap-free and unrepeated, and that each "
+                   "publish was of the attempt holding the partition")
     a.add_argument("--json", action="store_true", help="print the summary as JSON")
     a.set_defaults(func=cmd_audit)
 
@@ -208,6 +221,25 @@ def cmd_compact(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export_sink_log(args: argparse.Namespace) -> int:
+    from coord.spark.sinks import open_sink
+    from coord.spark.sinks.log import export_log
+
+    options = {k: v for k, v in (("sink", args.sink), ("path", args.path), ("url", args.url),
+                                 ("table", args.table)) if v is not None}
+    try:
+        sink = open_sink(options)
+    except ValueError as exc:
+        return _refuse(f"coord history export-sink-log: {exc}")
+    try:
+        log = sink.log()
+    finally:
+        sink.close()
+    out = export_log(log, args.out)
+    print(json.dumps({"out": str(out), "rows": log.num_rows}))
+    return 0
+
+
 def cmd_audit(args: argparse.Namespace) -> int:
     from coord.history.sink import HistoryDirError, committed_files
 
@@ -215,6 +247,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
         committed_files(args.history)
     except HistoryDirError as exc:
         return _refuse(f"coord audit: {exc}")
+    if args.sink_log is not None and not Path(args.sink_log).is_dir():
+        return _refuse(f"coord audit: --sink-log {args.sink_log}: no such directory")
     if args.oplog is not None and not Path(args.oplog).exists():
         return _refuse(f"coord audit: --oplog {args.oplog}: no such file or directory")
     for flag, value in (("--key-time-limit", args.key_time_limit),
@@ -237,7 +271,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
                                combined=args.combined, oplog=args.oplog,
                                key_time_limit_s=args.key_time_limit,
                                oplog_budget_s=args.oplog_budget,
-                               on_step=lambda s: status.update(s))
+                               sink_log=args.sink_log, on_step=lambda s: status.update(s))
         except ValueError as exc:
             return _refuse(f"coord audit: {exc}")
         finally:

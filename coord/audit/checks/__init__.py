@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from coord.audit.checks import log, ownership, pids, sessions
+from coord.audit.checks import log, ownership, pids, sessions, sink
 
 Checker = Callable[[Any], Any]
 
@@ -29,3 +29,11 @@ CHECKS: dict[str, Checker] = {
     "sessions.no_expiry_without_quorum": sessions.no_expiry_without_quorum,
     "sessions.ttl_respected": sessions.ttl_respected,
 }
+
+SINK_CHECKS: dict[str, Checker] = {
+    "sink.no_fenced_writes": sink.no_fenced_writes,
+    "sink.sequences": sink.sequences,
+    "sink.publish_holder": sink.publish_holder,
+}
+"""The checks of a fenced sink's exported log of accepted writes (`--sink-log`): each
+takes the log's DataFrame, not the history."""
