@@ -31,7 +31,7 @@ from coord.raft.types import Entry, HardState, Snapshot
 from coord.server import failpoints
 from coord.server.storage import log_format as fmt
 from coord.server.storage.log_format import StorageError
-from coord.server.storage.wal_check import refuse_a_torn_wal
+from coord.server.storage.wal_check import refuse_a_torn_wal, trim_a_failed_write
 
 __all__ = ["LogStore", "PersistedState", "StorageError"]
 
@@ -401,6 +401,7 @@ class LogStore:
                 with suppress(sqlite3.Error):
                     conn.execute("ROLLBACK")
             if isinstance(e, sqlite3.Error | OSError):
+                trim_a_failed_write(self.path)
                 raise StorageError(self.path, f"{what} failed: {e}") from e
             raise
 

@@ -1,4 +1,5 @@
-"""The check a store's WAL gets before SQLite opens it: that its last frame is whole."""
+"""The check a store's WAL gets before SQLite opens it (that its last frame is whole),
+and the trim of the partial frame a failed write of the store's own leaves behind."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 
 from coord.server.storage.log_format import StorageError
 
-__all__ = ["refuse_a_torn_wal"]
+__all__ = ["refuse_a_torn_wal", "trim_a_failed_write"]
 
 _WAL_HEADER = 32  # bytes; the page size is big-endian at bytes 8..12
 _FRAME_HEADER = 24  # bytes before each page in the WAL
@@ -24,11 +25,9 @@ def refuse_a_torn_wal(path: Path) -> None:
     come back with less than it promised. (A cut exactly on a frame boundary cannot be
     told from a shorter WAL and is not caught here.)
     """
-    wal = path.with_name(path.name + "-wal")
+    wal = _wal_of(path)
     try:
-        with open(wal, "rb") as f:
-            header = f.read(_WAL_HEADER)
-            size = os.fstat(f.fileno()).st_size
+        size, frame = _size_and_frame(wal)
     except FileNotFoundError:
         return
     except OSError as e:
@@ -38,9 +37,40 @@ def refuse_a_torn_wal(path: Path) -> None:
     if size < _WAL_HEADER:
         raise StorageError(wal, f"the WAL is torn: {size} bytes, shorter than its header; "
                                 "it may have held acknowledged writes")
-    page = int.from_bytes(header[8:12], "big")
-    page = 65536 if page == 1 else page
-    if (size - _WAL_HEADER) % (_FRAME_HEADER + page):
+    if (size - _WAL_HEADER) % frame:
         raise StorageError(wal, f"the WAL is torn: {size} bytes do not end on a frame "
-                                f"boundary ({page}-byte pages); its last transactions, "
-                                "which may have been acknowledged, are cut short")
+                                f"boundary ({frame - _FRAME_HEADER}-byte pages); its last "
+                                "transactions, which may have been acknowledged, are cut "
+                                "short")
+
+
+def trim_a_failed_write(path: Path) -> None:
+    """Cut the WAL back to its last whole frame after a write of ours failed.
+
+    A write that fails part way (a full disk: SQLite wrote a frame's header, not its
+    page) leaves a partial frame at the WAL's end. That transaction was never
+    acknowledged, so dropping it loses nothing; left in place, `refuse_a_torn_wal` could
+    not tell it from an acknowledged one torn later, and the member would refuse to start
+    once the disk had room again. Cutting a file shorter needs no free space.
+    """
+    wal = _wal_of(path)
+    try:
+        size, frame = _size_and_frame(wal)
+        if size > _WAL_HEADER and (size - _WAL_HEADER) % frame:
+            os.truncate(wal, size - (size - _WAL_HEADER) % frame)
+    except OSError:
+        return  # nothing of ours to cut: a store that cannot be read is refused at start
+
+
+def _wal_of(path: Path) -> Path:
+    return path.with_name(path.name + "-wal")
+
+
+def _size_and_frame(wal: Path) -> tuple[int, int]:
+    """The WAL's size and its frame's bytes (a frame header and a page)."""
+    with open(wal, "rb") as f:
+        header = f.read(_WAL_HEADER)
+        size = os.fstat(f.fileno()).st_size
+    page = int.from_bytes(header[8:12], "big") if len(header) == _WAL_HEADER else 0
+    page = 65536 if page == 1 else page
+    return size, _FRAME_HEADER + page
