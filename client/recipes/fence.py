@@ -4,11 +4,14 @@ sinks, coord.spark.sinks, and any other).
 A task attempt writes as `Token(generation, pid, epoch)`: the ownership generation coord
 granted it for (job, partition) and the producer identity `InitProducer(job/partition)`
 gave it (same pid for every attempt, epoch + 1 each time, so each new attempt fences
-every earlier one). Its batches carry sequences 0, 1, 2, ...; the last one seals the
-partition. The sink keeps one fence row per (job, partition) and judges each write
-against it inside the transaction that stores the write, so a zombie attempt (paused,
-partitioned away, speculatively duplicated) cannot land a row once a newer attempt has
-written: a lower ownership generation is refused, and the pid/epoch/sequence rules are
+every earlier one). It also carries the coord revision of that grant (`revision`): the
+fence does not judge by it, but the sink stores and logs it, so `coord audit` can find
+the grant in coord's exported history and read the attempt's ownership there. Its
+batches carry sequences 0, 1, 2, ...; the last one seals the partition. The sink keeps
+one fence row per (job, partition) and judges each write against it inside the
+transaction that stores the write, so a zombie attempt (paused, partitioned away,
+speculatively duplicated) cannot land a row once a newer attempt has written: a lower
+ownership generation is refused, and the pid/epoch/sequence rules are
 `coord.client.recipes.sequence.SequenceValidator`'s (the restart policy: a newer epoch
 starts at sequence 0), not a second copy of them.
 
@@ -45,6 +48,7 @@ class Token:
     epoch: int  # producer generation: + 1 per attempt
     run: int = 0  # the driver's run generation (0: a writer without runs)
     version: int = 0  # the job version the attempt writes (streaming: the micro-batch id)
+    revision: int = 0  # coord's revision of the ownership grant (0: not from coord)
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -60,18 +64,20 @@ class FenceRow:
     last_sequence: int
     sealed: bool = False  # the attempt sent its final (seal) write
     rows: int = 0  # rows stored under (pid, epoch), for the seal check
-    run: int = 0  # the writing attempt's Token.run and Token.version
+    run: int = 0  # the writing attempt's Token.run, Token.version and Token.revision
     version: int = 0
+    revision: int = 0
 
     @classmethod
     def of(cls, token: Token, last_sequence: int, sealed: bool, rows: int) -> FenceRow:
         return cls(token.generation, token.pid, token.epoch, last_sequence, sealed, rows,
-                   token.run, token.version)
+                   token.run, token.version, token.revision)
 
     @property
     def token(self) -> Token:
         """The token of the attempt that wrote this row."""
-        return Token(self.generation, self.pid, self.epoch, self.run, self.version)
+        return Token(self.generation, self.pid, self.epoch, self.run, self.version,
+                     self.revision)
 
 
 class FencedWriteError(RuntimeError):

@@ -10,7 +10,8 @@ whole job — does the same three steps, in this order:
   3. read the owner back: still ours at our generation, or we lost a race and stop.
 Step 3 makes the tokens of attempts that go on to write ordered the same way in both
 fields (a later owner also initialized later), which is what the sink's fence compares.
-The token also carries the driver's run and the job version (coord.client.recipes.fence).
+The token also carries the driver's run, the job version and coord's revision of the
+grant (coord.client.recipes.fence): the audit finds the grant in coord's history by it.
 
 A run is the driver's claim on the job: `start_run` takes the resource `run` in
 `spark/<job>` over (a generation above every earlier run's) and lets it go at once — the
@@ -24,7 +25,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from coord.client import TLS, Client, OwnedByHigherGenerationError, Session
+from coord.client import TLS, Client, Grant, OwnedByHigherGenerationError, Session
 from coord.client.recipes.fence import RunFencedError, Token
 
 __all__ = ["Claim", "LostClaimError", "check_run", "claim", "client_for", "group_of",
@@ -76,16 +77,17 @@ class Claim:
     token: Token
 
 
-def _take_over(client: Client, session: Session, group: str, resource: str) -> int:
-    """Own `resource` in `session`, taking it over from any holder; the granted
-    generation. LostClaimError if it stays contested for CLAIM_TRIES rounds."""
+def _take_over(client: Client, session: Session, group: str, resource: str) -> Grant:
+    """Own `resource` in `session`, taking it over from any holder; the grant (its
+    generation and coord's revision of it). LostClaimError if it stays contested for
+    CLAIM_TRIES rounds."""
     for _ in range(CLAIM_TRIES):
         held = client.get_owner(group, resource)
         try:
             result = session.own(group, {resource: max(held.generation, 1)})
         except OwnedByHigherGenerationError:
             continue  # someone else took it over meanwhile: look again
-        return next(g.generation for g in result.grants if g.resource == resource)
+        return next(g for g in result.grants if g.resource == resource)
     raise LostClaimError(f"{group}/{resource}: still contested after {CLAIM_TRIES} "
                          f"takeovers")
 
@@ -95,7 +97,7 @@ def start_run(client: Client, job: str) -> int:
     is fenced by it)."""
     session = client.session(name=f"spark {job} run")
     try:
-        return _take_over(client, session, group_of(job), RUN)
+        return _take_over(client, session, group_of(job), RUN).generation
     finally:
         session.close()  # the slot keeps its generation; the next run takes + 1
 
@@ -115,13 +117,14 @@ def claim(client: Client, job: str, partition: int, ttl: float = 10.0, run: int 
     group, resource = group_of(job), resource_of(partition)
     session = client.session(name=f"spark {job} p{partition}", ttl=ttl)
     try:
-        generation = _take_over(client, session, group, resource)
+        grant = _take_over(client, session, group, resource)
         producer = client.init_producer(producer_key(job, partition))
         now = client.get_owner(group, resource)
-        if now.session_id != session.id or now.generation != generation:
+        if now.session_id != session.id or now.generation != grant.generation:
             raise LostClaimError(f"{job!r} partition {partition}: taken over at "
                                  f"generation {now.generation} while claiming")
-        token = Token(generation, producer.pid, producer.generation, run, version)
+        token = Token(grant.generation, producer.pid, producer.generation, run, version,
+                      grant.revision)
         return session, Claim(job, partition, session.id, token)
     except BaseException:
         session.close()

@@ -157,8 +157,10 @@ def test_publishing_keeps_an_attempt_that_still_holds_the_fence(sink):
 
 def test_a_later_copy_of_a_sealed_partition_writes_nothing_and_an_older_run_is_refused(sink):
     """Within run 5, the first attempt to seal wins: a later copy's begin changes nothing
-    and names it. Run 6 takes the partition over; run 5's attempts are then refused."""
-    first, copy, newer = Token(1, 7, 0, 5, 1), Token(2, 7, 1, 5, 1), Token(3, 7, 2, 6, 1)
+    and names it (coord's grant revision kept in the fence row and the log). Run 6 takes
+    the partition over; run 5's attempts are then refused."""
+    first, copy, newer = (Token(1, 7, 0, 5, 1, revision=40), Token(2, 7, 1, 5, 1, revision=41),
+                          Token(3, 7, 2, 6, 1, revision=44))
     assert sink.begin("j", 0, first) is None
     sink.append("j", 0, first, 1, batch(0, 3))
     sink.seal("j", 0, first, 2, 3)
@@ -172,6 +174,9 @@ def test_a_later_copy_of_a_sealed_partition_writes_nothing_and_an_older_run_is_r
         sink.publish("j", 1, {0: (first, 3)})
     sink.seal("j", 0, newer, 1, 0)
     assert sink.publish("j", 1, {0: (newer, 0)}) and ids(sink) == []
+    assert [(r["op"], r["revision"]) for r in sink.log().to_pylist()] == [
+        ("append", 40), ("append", 40), ("seal", 40), ("append", 44), ("seal", 44),
+        ("publish", 44)]
 
 
 def test_discard_drops_unpublished_rows(sink, tmp_path):

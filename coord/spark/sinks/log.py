@@ -3,8 +3,12 @@
 Every accepted append (sequence 0 is an attempt's announcement, no rows), seal and
 publish is one row, numbered (`id`) in the order the sink accepted it: for one (job,
 partition) that order is the sink's own serialization (the fence row's lock), which is
-the ordering evidence the sink checks use. The audit reads exported files only, so the
-sink writes them here and `coord audit --sink-log DIR` reads them.
+the ordering evidence the sink checks use. Each row carries the writer's token,
+coord's revision of its ownership grant included. The audit reads exported files only,
+so the sink writes them here and `coord audit --sink-log DIR` reads them; the export
+adds where coord keeps each row's claim (the ownership group and resource, the producer
+key, as `coord.spark.attempt` names them), so the audit joins the log with coord's
+history without knowing the writer's naming.
 """
 
 from __future__ import annotations
@@ -15,26 +19,53 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-__all__ = ["LOG_FILE", "LOG_SCHEMA", "export_log"]
+from coord.spark.attempt import group_of, producer_key, resource_of
+
+__all__ = ["EXPORT_SCHEMA", "LOG_FILE", "LOG_SCHEMA", "export_log", "with_coord_names"]
 
 LOG_SCHEMA = pa.schema([
     ("id", pa.int64()), ("op", pa.string()),  # append | seal | publish
     ("job", pa.string()), ("partition", pa.int64()),
-    ("generation", pa.int64()), ("pid", pa.int64()), ("epoch", pa.int64()),
+    ("generation", pa.int64()),
+    ("revision", pa.int64()),  # coord's revision of the token's ownership grant
+    ("pid", pa.int64()), ("epoch", pa.int64()),
     ("run", pa.int64()), ("version", pa.int64()),
     ("sequence", pa.int64()),  # null for a publish
     ("rows", pa.int64()), ("at_ms", pa.int64()),
 ])
 
+COORD_NAMES = pa.schema([
+    ("group", pa.string()), ("resource", pa.string()),  # the partition's ownership claim
+    ("producer", pa.string()),  # its InitProducer key
+])
+EXPORT_SCHEMA = pa.schema([*LOG_SCHEMA, *COORD_NAMES])
+
 LOG_FILE = "sink_log.parquet"
 
 
+def with_coord_names(log: pa.Table) -> pa.Table:
+    """`log` (LOG_SCHEMA) with the names coord keeps each row's (job, partition) under
+    (EXPORT_SCHEMA): what the audit joins with coord's history."""
+    log = log.cast(LOG_SCHEMA)
+    if not log.num_rows:
+        return EXPORT_SCHEMA.empty_table()
+    # named once per (job, partition): a log has millions of rows, few partitions
+    pairs = log.group_by(["job", "partition"]).aggregate([]).to_pylist()
+    names = pa.Table.from_pylist(
+        [{**p, "group": group_of(p["job"]), "resource": resource_of(p["partition"]),
+          "producer": producer_key(p["job"], p["partition"])} for p in pairs],
+        schema=pa.schema([LOG_SCHEMA.field("job"), LOG_SCHEMA.field("partition"),
+                          *COORD_NAMES]))
+    return log.join(names, ["job", "partition"]).sort_by("id").select(EXPORT_SCHEMA.names)
+
+
 def export_log(log: pa.Table, out: str | os.PathLike[str]) -> Path:
-    """Write `log` (a sink's `log()`) to `out/sink_log.parquet`, atomically (a temp
-    file renamed), and return the directory."""
+    """Write `log` (a sink's `log()`) with its coord names (`with_coord_names`) to
+    `out/sink_log.parquet`, atomically (a temp file renamed), and return the
+    directory."""
     directory = Path(out)
     directory.mkdir(parents=True, exist_ok=True)
     tmp = directory / f".{LOG_FILE}.tmp"  # a dot: readers of the directory skip it
-    pq.write_table(log.cast(LOG_SCHEMA), tmp)
+    pq.write_table(with_coord_names(log), tmp)
     os.replace(tmp, directory / LOG_FILE)
     return directory

@@ -5,11 +5,12 @@ For a target table `t`:
   - `t__attempts`: one row per attempt (job, partition, token) and the version that
     published it (NULL until then);
   - `t__fence`: the fence row per (job, partition): (generation, pid, epoch,
-    last_sequence, sealed, rows, attempt, run, version);
+    last_sequence, sealed, rows, attempt, run, version, revision);
   - `t__jobs`: the last published version per job (Delta's txnAppId/txnVersion);
   - `t__refusals`: every write the fence refused, in order;
   - `t__log`: every accepted append, seal and publish, in the order the sink accepted
-    them (its id), with the token, sequence and rows: what `coord audit --sink-log`
+    them (its id), with the token (coord's grant revision included), sequence and rows:
+    what `coord audit --sink-log`
     checks (exported by `coord.spark.sinks.log.export_log`);
   - `t`: a view of the rows of published attempts: what readers see.
 Each append judges the fence and stores rows + fence row in ONE transaction; a refusal
@@ -125,15 +126,16 @@ class SqlSink(Sink):
                 f"partition {i}, generation {i}, pid {i}, epoch {i}, published_version {i})",
                 f"CREATE TABLE IF NOT EXISTS {self._t('__fence')} (job TEXT, partition {i}, "
                 f"generation {i}, pid {i}, epoch {i}, last_sequence {i}, sealed {i}, "
-                f"rows {i}, attempt {i}, run {i}, version {i}, PRIMARY KEY (job, partition))",
+                f"rows {i}, attempt {i}, run {i}, version {i}, revision {i}, "
+                f"PRIMARY KEY (job, partition))",
                 f"CREATE TABLE IF NOT EXISTS {self._t('__jobs')} (job TEXT PRIMARY KEY, "
                 f"version {i}, published_ms {i})",
                 f"CREATE TABLE IF NOT EXISTS {self._t('__refusals')} (id {self.ID}, job TEXT, "
                 f"partition {i}, generation {i}, pid {i}, epoch {i}, sequence {i}, "
                 f"verdict TEXT, at_ms {i})",
                 f"CREATE TABLE IF NOT EXISTS {self._t('__log')} (id {self.ID}, op TEXT, "
-                f"job TEXT, partition {i}, generation {i}, pid {i}, epoch {i}, run {i}, "
-                f"version {i}, sequence {i}, rows {i}, at_ms {i})",
+                f"job TEXT, partition {i}, generation {i}, revision {i}, pid {i}, "
+                f"epoch {i}, run {i}, version {i}, sequence {i}, rows {i}, at_ms {i})",
                 f"{self.CREATE_VIEW} {self._t()} AS SELECT {names} FROM {self._t('__rows')} "
                 f"WHERE _coord_attempt IN (SELECT id FROM {self._t('__attempts')} "
                 f"WHERE published_version IS NOT NULL)",
@@ -154,11 +156,11 @@ class SqlSink(Sink):
     def _fence_row(self, job: str, partition: int) -> tuple[FenceRow | None, int | None]:
         row = self._execute(
             f"SELECT generation, pid, epoch, last_sequence, sealed, rows, run, version, "
-            f"attempt FROM {self._t('__fence')} WHERE job = ? AND partition = ?",
+            f"revision, attempt FROM {self._t('__fence')} WHERE job = ? AND partition = ?",
             (job, partition)).fetchone()
         if row is None:
             return None, None
-        return FenceRow(row[0], row[1], row[2], row[3], bool(row[4]), *row[5:8]), row[8]
+        return FenceRow(row[0], row[1], row[2], row[3], bool(row[4]), *row[5:9]), row[9]
 
     def fence(self, job: str, partition: int) -> FenceRow | None:
         try:
@@ -190,13 +192,13 @@ class SqlSink(Sink):
                 f"epoch) VALUES (?, ?, ?, ?, ?) RETURNING id",
                 (job, partition, token.generation, token.pid, token.epoch)).fetchone()[0]
             self._execute(
-                f"INSERT INTO {self._t('__fence')} VALUES (?, ?, ?, ?, ?, 0, 0, 0, ?, ?, ?) "
+                f"INSERT INTO {self._t('__fence')} VALUES (?, ?, ?, ?, ?, 0, 0, 0, ?, ?, ?, ?) "
                 f"ON CONFLICT (job, partition) DO UPDATE SET generation = excluded.generation, "
                 f"pid = excluded.pid, epoch = excluded.epoch, last_sequence = 0, sealed = 0, "
                 f"rows = 0, attempt = excluded.attempt, run = excluded.run, "
-                f"version = excluded.version",
+                f"version = excluded.version, revision = excluded.revision",
                 (job, partition, token.generation, token.pid, token.epoch, attempt,
-                 token.run, token.version))
+                 token.run, token.version, token.revision))
         else:
             self._execute(f"UPDATE {self._t('__fence')} SET last_sequence = ? "
                           f"WHERE job = ? AND partition = ?", (seq, job, partition))
@@ -206,10 +208,11 @@ class SqlSink(Sink):
              rows: int) -> None:
         """Inside the transaction that makes it so: one accepted write in `t__log`."""
         self._execute(
-            f"INSERT INTO {self._t('__log')} (op, job, partition, generation, pid, epoch, "
-            f"run, version, sequence, rows, at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (op, job, partition, token.generation, token.pid, token.epoch, token.run,
-             token.version, seq, rows, int(time.time() * 1000)))
+            f"INSERT INTO {self._t('__log')} (op, job, partition, generation, revision, pid, "
+            f"epoch, run, version, sequence, rows, at_ms) "
+            f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (op, job, partition, token.generation, token.revision, token.pid, token.epoch,
+             token.run, token.version, seq, rows, int(time.time() * 1000)))
 
     def append(self, job: str, partition: int, token: Token, seq: int,
                batch: pa.RecordBatch) -> None:
