@@ -53,7 +53,8 @@ def run_audit(spark: Any, history: str | Path, *, checks: Iterable[str] | None =
     (`clients.linearizable`, each key bounded by `key_time_limit_s`, the whole check by
     `oplog_budget_s`: keys left past it are unknown). `sink_log`: a directory of a fenced
     sink's exported log of accepted writes (`coord.spark.sinks.log.export_log`), checked
-    by every `SINK_CHECKS` as well (named checks from there run too)."""
+    by every `SINK_CHECKS` as well, joined with this history (named checks from there
+    run too)."""
     from pyspark import StorageLevel
 
     requested = list(CHECKS if checks is None else checks)
@@ -91,10 +92,10 @@ def run_audit(spark: Any, history: str | Path, *, checks: Iterable[str] | None =
         summary["checks_seconds"] = seconds
     for name in [] if combined else names:
         on_step(f"check {name}")
-        examples += _run_check(CHECKS[name], name, df, summary)
+        examples += _run_check(CHECKS[name], name, summary, df)
     if sink_log is not None:
         summary["sink_log"] = str(sink_log)
-        examples += _sink_checks(spark, sink_log, sink_names, summary, on_step)
+        examples += _sink_checks(spark, sink_log, df, sink_names, summary, on_step)
     if oplog is not None:
         on_step("per-key linearizability of the oplog")
         examples += _clients(spark, oplog, key_time_limit_s, oplog_budget_s, summary)
@@ -126,13 +127,14 @@ def run_audit(spark: Any, history: str | Path, *, checks: Iterable[str] | None =
     return AuditResult(summary, report, examples)
 
 
-def _run_check(checker: Callable[[Any], Any], name: str, df: Any,
-               summary: dict[str, Any]) -> list[dict[str, Any]]:
-    """One checker, timed, its violations counted into `summary`; the first few back."""
+def _run_check(checker: Callable[..., Any], name: str, summary: dict[str, Any],
+               *inputs: Any) -> list[dict[str, Any]]:
+    """One checker over `inputs`, timed, its violations counted into `summary`; the
+    first few back."""
     from pyspark import StorageLevel
 
     t = time.monotonic()
-    found = checker(df).persist(StorageLevel.MEMORY_AND_DISK)
+    found = checker(*inputs).persist(StorageLevel.MEMORY_AND_DISK)
     n = found.count()
     examples = []
     if n:
@@ -143,18 +145,24 @@ def _run_check(checker: Callable[[Any], Any], name: str, df: Any,
     return examples
 
 
-def _sink_checks(spark: Any, path: str | Path, names: list[str], summary: dict[str, Any],
+def _sink_checks(spark: Any, path: str | Path, history: Any, names: list[str],
+                 summary: dict[str, Any],
                  on_step: Callable[[str], None]) -> list[dict[str, Any]]:
-    """The sink checks over the exported sink log: counted in Spark, the first few
-    violations per check back to the driver."""
+    """The sink checks over the exported sink log, joined with coord's history through
+    the log's tokens (one row per attempt, persisted: every join check reads them):
+    counted in Spark, the first few violations per check back to the driver."""
     from pyspark import StorageLevel
+
+    from coord.audit.checks.sink_coord import tokens
 
     log = spark.read.parquet(str(path)).persist(StorageLevel.MEMORY_AND_DISK)
     summary["sink_log_rows"] = log.count()
+    toks = tokens(history, log).persist(StorageLevel.MEMORY_AND_DISK)
     examples: list[dict[str, Any]] = []
     for name in names:
         on_step(f"check {name}")
-        examples += _run_check(SINK_CHECKS[name], name, log, summary)
+        examples += _run_check(SINK_CHECKS[name], name, summary, log, toks)
+    toks.unpersist()
     log.unpersist()
     return examples
 

@@ -99,8 +99,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--sink-log", metavar="DIR",
                    help="a fenced sink's log exported by coord history export-sink-log: "
                    "also check that the sink accepted no write of a fenced attempt, that "
-                   "every producer's sequences are gap-free and unrepeated, and that each "
-                   "publish was of the attempt holding the partition")
+                   "every producer's sequences are gap-free and unrepeated, that each "
+                   "publish was of the attempt holding the partition, and, joined with "
+                   "the history, that coord granted every token and had not fenced it "
+                   "by the time the sink had seen its successor")
     a.add_argument("--json", action="store_true", help="print the summary as JSON")
     a.set_defaults(func=cmd_audit)
 

@@ -1,36 +1,84 @@
-"""The sink checks over a real sink's log: a zombie fenced mid-write by its replacement,
-on a SQLite table and a Parquet directory, passes every check; each check catches the
+"""The sink checks over a real sink's log and a real coord's history: the attempts claim
+their partitions in a one-member coord (in this process, ready in tens of ms), a zombie
+is fenced mid-write by its replacement on a SQLite table and a Parquet directory, and
+coord's history is exported. That log passes every check; each check catches the
 violation planted for it in that same log (a write accepted after the fence, a sequence
-gap and a repeat, a publish of an attempt that did not hold the partition)."""
+gap and a repeat, a publish of an attempt that did not hold the partition, a token coord
+never granted, a producer epoch issued after the grant had ended, a write and a publish
+after coord's history shows the partition taken over)."""
 
 from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
 from coord.audit.checks import SINK_CHECKS
+from coord.audit.checks.sink_coord import tokens
 from coord.audit.job import run_audit
+from coord.audit.load import load_history
+from coord.client import Client
 from coord.client.recipes.fence import FencedWriteError, Token
 from coord.history.sink import HistorySink
-from coord.history.synth import synthesize
+from coord.spark.attempt import claim, start_run
 from coord.spark.sinks import open_sink
-from coord.spark.sinks.log import LOG_SCHEMA, export_log
+from coord.spark.sinks.log import LOG_SCHEMA, export_log, with_coord_names
+from coord.testing import cluster
 
-EXPECTED = ("sink.no_fenced_writes", "sink.sequences", "sink.publish_holder")
+EXPECTED = ("sink.no_fenced_writes", "sink.sequences", "sink.publish_holder",
+            "sink.tokens_granted", "sink.coord_fenced_writes", "sink.coord_publish_holder")
 SCHEMA = pa.schema([("id", pa.int64())])
-OLD = Token(1, 7, 0, run=1, version=1)
-NEW = Token(2, 7, 1, run=1, version=1)
-OTHER = Token(1, 9, 0, run=1, version=1)
 
 
 def _batch(lo: int, hi: int) -> pa.RecordBatch:
     return pa.record_batch([pa.array(range(lo, hi), pa.int64())], schema=SCHEMA)
 
 
-def write_zombie_job(options: dict[str, str]) -> pa.Table:
+class Coord:
+    """What coord hands out, in its order: run 1 of job j; OLD claims partition 0, NEW
+    takes it over (severing OLD), OTHER claims partition 1; `finish` (after the publish)
+    ends the winners' sessions, lets LATER (the next run's attempt, which never writes)
+    claim partition 0 and exports coord's history to `history`."""
+
+    OLD: Token
+    NEW: Token
+    OTHER: Token
+    LATER: Token
+
+    def __init__(self, client: Client, history: Path) -> None:
+        self.client, self.history = client, history
+        run = start_run(client, "j")
+        self._sessions = []
+        for name, partition in (("OLD", 0), ("NEW", 0), ("OTHER", 1)):
+            session, attempt = claim(client, "j", partition, run=run, version=1)
+            self._sessions.append(session)
+            setattr(self, name, attempt.token)
+
+    def finish(self) -> None:
+        for session in self._sessions:
+            session.close()
+        session, attempt = claim(self.client, "j", 0, run=start_run(self.client, "j"),
+                                 version=2)
+        self.LATER = attempt.token
+        session.close()
+        HistorySink(self.history).write(r for page in self.client.export_history()
+                                        for r in page.rows)
+
+
+@pytest.fixture(scope="module")
+def coord(tmp_path_factory) -> Coord:
+    with cluster(members=1, in_process=True) as c, Client(c.endpoints) as client:
+        made = Coord(client, tmp_path_factory.mktemp("coord") / "history")
+        yield made
+
+
+def write_zombie_job(options: dict[str, str], coord: Coord) -> pa.Table:
     """Partition 0: OLD writes two batches, NEW begins (fencing OLD), OLD's third batch
     is refused, NEW writes and seals; partition 1: one attempt. Published as version 1.
     The sink's log of it."""
+    OLD, NEW, OTHER = coord.OLD, coord.NEW, coord.OTHER
     sink = open_sink(options)
     try:
         if hasattr(sink, "prepare"):
@@ -53,16 +101,33 @@ def write_zombie_job(options: dict[str, str]) -> pa.Table:
         sink.close()
 
 
+@pytest.fixture(scope="module")
+def real_logs(tmp_path_factory, coord) -> dict[str, pa.Table]:
+    """The zombie job through a SQLite table and a Parquet directory (the same tokens),
+    then coord's side finished: the winners' sessions end, LATER claims, the export."""
+    logs = {}
+    for kind in ("sqlite", "parquet"):
+        tmp = tmp_path_factory.mktemp(f"sink-{kind}")
+        options = ({"sink": "sqlite", "path": str(tmp / "out.db"), "table": "out"}
+                   if kind == "sqlite" else {"sink": "parquet", "path": str(tmp / "out")})
+        logs[kind] = write_zombie_job(options, coord)
+    coord.finish()
+    return logs
+
+
 @pytest.fixture(scope="module", params=["sqlite", "parquet"])
-def real_log(request, tmp_path_factory) -> pa.Table:
-    tmp = tmp_path_factory.mktemp(f"sink-{request.param}")
-    options = ({"sink": "sqlite", "path": str(tmp / "out.db"), "table": "out"}
-               if request.param == "sqlite" else {"sink": "parquet", "path": str(tmp / "out")})
-    return write_zombie_job(options)
+def real_log(request, real_logs) -> pa.Table:
+    return real_logs[request.param]
 
 
-def _checked(spark, log: pa.Table, name: str) -> list:
-    return SINK_CHECKS[name](spark.createDataFrame(log.to_pandas())).collect()
+@pytest.fixture(scope="module")
+def history(spark, coord, real_logs):
+    return load_history(spark, coord.history)
+
+
+def _checked(spark, history, log: pa.Table, name: str) -> list:
+    df = spark.createDataFrame(with_coord_names(log))
+    return SINK_CHECKS[name](df, tokens(history, df)).collect()
 
 
 def _with(log: pa.Table, *rows: dict) -> pa.Table:
@@ -81,63 +146,117 @@ def test_the_sink_checks_are_the_expected_ones():
     assert tuple(SINK_CHECKS) == EXPECTED
 
 
-def test_the_real_log_records_what_the_sink_accepted(real_log):
-    ops = [(r["op"], r["pid"], r["epoch"], r["sequence"]) for r in real_log.to_pylist()
+def test_the_real_log_records_what_the_sink_accepted(real_log, coord):
+    ops = [(r["op"], r["epoch"], r["sequence"], r["revision"]) for r in real_log.to_pylist()
            if r["partition"] == 0]
-    assert ops == [("append", 7, 0, 0), ("append", 7, 0, 1), ("append", 7, 0, 2),
-                   ("append", 7, 1, 0), ("append", 7, 1, 1), ("append", 7, 1, 2),
-                   ("seal", 7, 1, 3), ("publish", 7, 1, None)]
+    old, new = coord.OLD.revision, coord.NEW.revision
+    assert 0 < old < new
+    assert ops == [("append", 0, 0, old), ("append", 0, 1, old), ("append", 0, 2, old),
+                   ("append", 1, 0, new), ("append", 1, 1, new), ("append", 1, 2, new),
+                   ("seal", 1, 3, new), ("publish", 1, None, new)]
 
 
 @pytest.mark.parametrize("name", EXPECTED)
-def test_a_real_log_passes(spark, real_log, name):
-    assert _checked(spark, real_log, name) == []
+def test_a_real_log_passes(spark, history, real_log, name):
+    assert _checked(spark, history, real_log, name) == []
 
 
-def _plant_fenced_write(log: pa.Table) -> pa.Table:
+# Each plant takes the real log and the coord that made it.
+def _plant_fenced_write(log: pa.Table, coord: Coord) -> pa.Table:
     # the zombie's refused batch, accepted instead
-    return _with(log, _row("append", OLD, 3, 10))
+    return _with(log, _row("append", coord.OLD, 3, 10))
 
 
-def _plant_gap(log: pa.Table) -> pa.Table:
+def _plant_fenced_write_of_a_newer_run(log: pa.Table, coord: Coord) -> pa.Table:
+    # the zombie's batch claiming a newer run: the sink's own order takes it for the
+    # newer attempt; coord's history shows its grant taken over by NEW's
+    return _with(log, _row("append", replace(coord.OLD, run=coord.OLD.run + 1), 0, 0))
+
+
+def _plant_gap(log: pa.Table, coord: Coord) -> pa.Table:
     rows = [r for r in log.to_pylist()
             if not (r["op"] == "append" and r["epoch"] == 1 and r["sequence"] == 1)]
     return pa.Table.from_pylist(rows, schema=LOG_SCHEMA)
 
 
-def _plant_repeat(log: pa.Table) -> pa.Table:
-    return _with(log, _row("append", OTHER, 1, 5, partition=1))
+def _plant_repeat(log: pa.Table, coord: Coord) -> pa.Table:
+    return _with(log, _row("append", coord.OTHER, 1, 5, partition=1))
 
 
-def _plant_non_owner_publish(log: pa.Table) -> pa.Table:
+def _plant_non_owner_publish(log: pa.Table, coord: Coord) -> pa.Table:
     # version 2 publishes the fenced attempt of partition 0
-    return _with(log, _row("publish", OLD, None, 20))
+    return _with(log, _row("publish", coord.OLD, None, 20))
 
 
-PLANTS = [("sink.no_fenced_writes", _plant_fenced_write, "pid 7 epoch 0"),
-          ("sink.sequences", _plant_gap, "a sequence missing"),
-          ("sink.sequences", _plant_repeat, "a sequence repeated"),
-          ("sink.publish_holder", _plant_non_owner_publish, "published pid 7 epoch 0")]
+def _plant_ungranted_token(log: pa.Table, coord: Coord) -> pa.Table:
+    # a generation coord never granted for partition 0, at NEW's revision
+    forged = replace(coord.NEW, generation=coord.NEW.generation + 5)
+    return _with(log, _row("append", forged, 0, 0))
+
+
+def _plant_epoch_after_the_grant(log: pa.Table, coord: Coord) -> pa.Table:
+    # OLD's grant with NEW's producer epoch, which coord issued after NEW took over
+    return _with(log, _row("append", replace(coord.OLD, epoch=coord.NEW.epoch), 0, 0))
+
+
+def _plant_epoch_before_the_grant(log: pa.Table, coord: Coord) -> pa.Table:
+    # NEW's grant with OLD's producer epoch, which coord issued before NEW's grant
+    return _with(log, _row("append", replace(coord.NEW, epoch=coord.OLD.epoch), 0, 0))
+
+
+def _plant_epoch_never_issued(log: pa.Table, coord: Coord) -> pa.Table:
+    return _with(log, _row("append", replace(coord.NEW, epoch=coord.NEW.epoch + 5), 0, 0))
+
+
+def _plant_publish_after_takeover(log: pa.Table, coord: Coord) -> pa.Table:
+    # LATER's announcement reaches the sink, then NEW's attempt is published again
+    return _with(log, _row("append", coord.LATER, 0, 0),
+                 _row("publish", coord.NEW, None, 30))
+
+
+PLANTS = [
+    ("sink.no_fenced_writes", _plant_fenced_write, "after it had accepted the newer"),
+    ("sink.sequences", _plant_gap, "a sequence missing"),
+    ("sink.sequences", _plant_repeat, "a sequence repeated"),
+    ("sink.publish_holder", _plant_non_owner_publish, "but the partition was held by"),
+    ("sink.tokens_granted", _plant_ungranted_token, "has no grant of spark/j/p0"),
+    ("sink.tokens_granted", _plant_epoch_after_the_grant, "after the grant had ended"),
+    ("sink.tokens_granted", _plant_epoch_before_the_grant, "before the grant"),
+    ("sink.tokens_granted", _plant_epoch_never_issued, "never issued that pid and epoch"),
+    ("sink.coord_fenced_writes", _plant_fenced_write, "ended that grant"),
+    ("sink.coord_fenced_writes", _plant_fenced_write_of_a_newer_run, "ended that grant"),
+    ("sink.coord_publish_holder", _plant_publish_after_takeover, "ended that grant"),
+]
 
 
 @pytest.mark.parametrize(("name", "plant", "says"), PLANTS,
                          ids=[f"{n}-{p.__name__}" for n, p, _ in PLANTS])
-def test_each_check_catches_its_plant(spark, real_log, name, plant, says):
-    found = _checked(spark, plant(real_log), name)
+def test_each_check_catches_its_plant(spark, history, coord, real_logs, name, plant, says):
+    # planted in the SQLite sink's log only: the Parquet sink's log has the same rows
+    # (test_a_real_log_passes runs both), and every Spark query here costs seconds
+    found = _checked(spark, history, plant(real_logs["sqlite"], coord), name)
     assert len(found) == 1, found
     assert says in found[0]["detail"]
-    assert found[0]["evidence"]
+    assert found[0]["evidence"][0], found[0]["evidence"]
 
 
 def test_every_expected_check_has_a_plant():
     assert {n for n, _, _ in PLANTS} == set(EXPECTED)
 
 
-def test_the_audit_runs_the_sink_checks_on_an_exported_log(spark, real_log, tmp_path):
-    history = tmp_path / "h"
-    HistorySink(history).write(synthesize(300, seed=1))
-    planted = export_log(_plant_fenced_write(real_log), tmp_path / "sink")
-    result = run_audit(spark, history, sink_log=planted, report_dir=tmp_path / "report")
+def test_only_coord_s_history_shows_a_fenced_write_that_claims_a_newer_run(
+        spark, history, coord, real_logs):
+    planted = _plant_fenced_write_of_a_newer_run(real_logs["sqlite"], coord)
+    assert _checked(spark, history, planted, "sink.no_fenced_writes") == []
+
+
+def test_the_audit_runs_the_sink_checks_on_an_exported_log(spark, coord, real_logs,
+                                                           tmp_path):
+    planted = export_log(_plant_fenced_write(real_logs["sqlite"], coord), tmp_path / "sink")
+    result = run_audit(spark, coord.history, sink_log=planted,
+                       report_dir=tmp_path / "report")
     assert {n: result.count(n) for n in EXPECTED} == {
-        "sink.no_fenced_writes": 1, "sink.sequences": 0, "sink.publish_holder": 0}
-    assert "sink.no_fenced_writes" in (tmp_path / "report" / "index.html").read_text()
+        **dict.fromkeys(EXPECTED, 0), "sink.no_fenced_writes": 1,
+        "sink.coord_fenced_writes": 1}
+    assert result.violations == 2, result.examples
+    assert "sink.coord_fenced_writes" in (tmp_path / "report" / "index.html").read_text()

@@ -1,14 +1,16 @@
 """End to end: the fenced writer under real Spark against a real 3-member coord cluster,
 one task's Python worker killed (kill -9) mid-write; then coord's history and the SQLite
-sink's log are exported and `coord audit` runs every check, the sink checks included,
-and finds nothing."""
+sink's log are exported and `coord audit` runs every check, the sink checks and their
+join with coord's history included, and finds nothing."""
 
 from __future__ import annotations
 
 import pytest
 
 from coord.audit.checks import SINK_CHECKS
+from coord.audit.checks.sink_coord import tokens
 from coord.audit.job import run_audit
+from coord.audit.load import load_history
 from coord.client import Client
 from coord.history.sink import HistorySink
 from coord.spark.sinks import SqliteSink
@@ -36,7 +38,13 @@ def test_a_killed_worker_s_job_passes_the_sink_audit(spark, coord3, tmp_path):
     with Client(coord3.endpoints) as client:
         HistorySink(tmp_path / "h").write(r for page in client.export_history()
                                           for r in page.rows)
-    result = run_audit(spark, tmp_path / "h", sink_log=export_log(log, tmp_path / "sink"),
-                       with_stats=False)
+    exported = export_log(log, tmp_path / "sink")
+    # the join has something to judge: coord's history ended the killed attempt's grant
+    # no later than it granted the replacement that the sink accepted after it
+    toks = {r["epoch"]: r for r in tokens(load_history(spark, tmp_path / "h"),
+                                          spark.read.parquet(str(exported)))
+            .filter("job = 'audited' AND partition = 3").collect()}
+    assert toks[0]["end_row"]["revision"] <= toks[1]["revision"]
+    result = run_audit(spark, tmp_path / "h", sink_log=exported, with_stats=False)
     assert {n: result.count(n) for n in SINK_CHECKS} == dict.fromkeys(SINK_CHECKS, 0)
     assert result.violations == 0, result.examples

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from coord.audit.checks import log, ownership, pids, sessions, sink
+from coord.audit.checks import log, ownership, pids, sessions, sink, sink_coord
 
 Checker = Callable[[Any], Any]
 
@@ -30,10 +30,22 @@ CHECKS: dict[str, Checker] = {
     "sessions.ttl_respected": sessions.ttl_respected,
 }
 
-SINK_CHECKS: dict[str, Checker] = {
-    "sink.no_fenced_writes": sink.no_fenced_writes,
-    "sink.sequences": sink.sequences,
-    "sink.publish_holder": sink.publish_holder,
+SinkChecker = Callable[[Any, Any], Any]
+
+
+def _own_order(check: Checker) -> SinkChecker:
+    """A check of the sink's own order: it reads the log only, not coord's tokens."""
+    return lambda log, _tokens: check(log)
+
+
+SINK_CHECKS: dict[str, SinkChecker] = {
+    "sink.no_fenced_writes": _own_order(sink.no_fenced_writes),
+    "sink.sequences": _own_order(sink.sequences),
+    "sink.publish_holder": _own_order(sink.publish_holder),
+    "sink.tokens_granted": sink_coord.tokens_granted,
+    "sink.coord_fenced_writes": sink_coord.coord_fenced_writes,
+    "sink.coord_publish_holder": sink_coord.coord_publish_holder,
 }
 """The checks of a fenced sink's exported log of accepted writes (`--sink-log`): each
-takes the log's DataFrame, not the history."""
+takes the log's DataFrame and its tokens as coord's history shows them
+(`sink_coord.tokens`), not the history itself."""
