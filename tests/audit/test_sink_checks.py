@@ -250,6 +250,17 @@ def test_only_coord_s_history_shows_a_fenced_write_that_claims_a_newer_run(
     assert _checked(spark, history, planted, "sink.no_fenced_writes") == []
 
 
+def test_a_token_coord_never_granted_does_not_count_as_coord_s_takeover(
+        spark, history, coord, real_logs):
+    # a forged token "granted" far ahead of coord, then NEW's attempt published again:
+    # only the forged token is blamed, not the publish it would seem to have fenced
+    forged = replace(coord.NEW, generation=99, revision=10**9)
+    planted = _with(real_logs["sqlite"], _row("append", forged, 0, 0),
+                    _row("publish", coord.NEW, None, 30))
+    assert _checked(spark, history, planted, "sink.coord_publish_holder") == []
+    assert len(_checked(spark, history, planted, "sink.tokens_granted")) == 1
+
+
 def test_the_audit_runs_the_sink_checks_on_an_exported_log(spark, coord, real_logs,
                                                            tmp_path):
     planted = export_log(_plant_fenced_write(real_logs["sqlite"], coord), tmp_path / "sink")

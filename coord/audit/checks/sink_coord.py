@@ -100,15 +100,18 @@ def tokens_granted(log: Any, toks: Any) -> Any:
 
 def _after_coord_ended(log: Any, toks: Any, ops: tuple[str, ...]) -> Any:
     """The rows of `ops` whose token's grant coord's history shows ended at a revision
-    at or below a token the sink had accepted earlier in the same partition (`newest`:
-    the highest grant revision before the row, with its sink row)."""
+    at or below the grant of a token the sink had accepted earlier in the same partition
+    (`newest`: the highest such grant revision before the row, with its sink row; only
+    tokens coord's history shows granted count, a forged one is `tokens_granted`'s)."""
     before = per_partition().rowsBetween(Window.unboundedPreceding, -1)
-    newest = F.max(F.struct(F.col("revision").alias("revision"), cited_log().alias("row")))
-    ends = F.broadcast(toks.select(*KEY, "end_row").filter(F.col("end_row").isNotNull()))
-    return (log.withColumn("newest", newest.over(before))
-            .filter(F.col("op").isin(*ops))
-            .join(ends, list(KEY))
-            .filter(_in("newest", "revision") >= _in("end_row", "revision")))
+    coord = F.broadcast(toks.select(*KEY, F.col("grant_row").isNotNull().alias("granted"),
+                                    "end_row"))
+    newest = F.max(F.when(F.col("granted"), F.struct(F.col("revision").alias("revision"),
+                                                     cited_log().alias("row"))))
+    return (log.join(coord, list(KEY), "left")
+            .withColumn("newest", newest.over(before))
+            .filter(F.col("op").isin(*ops) & F.col("end_row").isNotNull()
+                    & (_in("newest", "revision") >= _in("end_row", "revision"))))
 
 
 def _fenced_detail(what: Column) -> Column:
