@@ -152,12 +152,17 @@ def _sink_checks(spark: Any, path: str | Path, history: Any, names: list[str],
     the log's tokens (one row per attempt, persisted: every join check reads them):
     counted in Spark, the first few violations per check back to the driver."""
     from pyspark import StorageLevel
+    from pyspark.sql import functions as F
 
     from coord.audit.checks.sink_coord import tokens
 
     log = spark.read.parquet(str(path)).persist(StorageLevel.MEMORY_AND_DISK)
     summary["sink_log_rows"] = log.count()
     toks = tokens(history, log).persist(StorageLevel.MEMORY_AND_DISK)
+    # how many attempts the log holds, and how many of them the join found in coord's
+    joined = toks.agg(F.count("*").alias("tokens"),
+                      F.count("grant_row").alias("granted_in_history")).first()
+    summary["sink_tokens"] = joined.asDict()
     examples: list[dict[str, Any]] = []
     for name in names:
         on_step(f"check {name}")

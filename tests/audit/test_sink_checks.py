@@ -270,4 +270,5 @@ def test_the_audit_runs_the_sink_checks_on_an_exported_log(spark, coord, real_lo
         **dict.fromkeys(EXPECTED, 0), "sink.no_fenced_writes": 1,
         "sink.coord_fenced_writes": 1}
     assert result.violations == 2, result.examples
+    assert result.summary["sink_tokens"] == {"tokens": 3, "granted_in_history": 3}
     assert "sink.coord_fenced_writes" in (tmp_path / "report" / "index.html").read_text()
