@@ -114,7 +114,8 @@ def _refused(tls_cluster: LocalCluster, tls: TLS | bool) -> None:
 def test_a_client_without_a_certificate_is_refused(tls_cluster):
     _refused(tls_cluster, TLS(tls_cluster.client_tls.cacert))
     proc = etcdctl(tls_cluster.endpoints, "--cacert", tls_cluster.client_tls.cacert,
-                   "--dial-timeout=2s", "get", "tls/e", check=False)
+                   "--dial-timeout=2s", "--command-timeout=2s", "get", "tls/e",
+                   check=False)
     assert proc.returncode != 0
 
 
@@ -134,7 +135,8 @@ def test_an_expired_certificate_is_refused(tls_cluster):
 
 def test_plaintext_on_a_tls_port_is_refused(tls_cluster):
     _refused(tls_cluster, False)
-    proc = etcdctl(tls_cluster.endpoints, "--dial-timeout=2s", "get", "tls/e", check=False)
+    proc = etcdctl(tls_cluster.endpoints, "--dial-timeout=2s", "--command-timeout=2s",
+                   "get", "tls/e", check=False)
     assert proc.returncode != 0
 
 
