@@ -4,9 +4,13 @@ Current values live in a dict plus a sorted key container (`SortedList`: insert,
 and the bounds of a range in O(log n), where a plain list shifts every later key on each
 insert — a million keys made each new key cost milliseconds). Every change is also
 appended to a history of `WatchEvent`s carrying the previous value, which serves both
-watches that start in the past and reads at a past revision (undo the events after it,
-newest first). History is bounded by compaction only: `compact(rev)` forgets events
-before `rev`, after which reads and watches below `rev` fail (etcd's rule).
+watches that start in the past and reads at a past revision (a key's value then is the
+previous value of its first event after it). `kv_index` keeps where each key's events
+are, so a watch on a key or a narrow range, or a read of one at a past revision, finds
+them by bisection; a range holding many keys with events scans the history's tail
+instead when that is fewer steps (`SCAN_FACTOR`). History is bounded by compaction only:
+`compact(rev)` forgets events before `rev`, after which reads and watches below `rev`
+fail (etcd's rule).
 Revisions are the machine's one global revision (see `Ledger`). The checks of a request
 that need no state are `kv_checks`'.
 """
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator, Sequence
+from itertools import chain
 from typing import Any
 
 from sortedcontainers import SortedList
@@ -42,6 +47,7 @@ from coord.sm.errors import (
 )
 from coord.sm.kv_checks import txn_write_conflict
 from coord.sm.kv_hash import KVView
+from coord.sm.kv_index import HistoryIndex
 from coord.sm.ledger import operation
 from coord.sm.records import DELETE, PUT, KeyValue, SessionEvent, WatchEvent
 from coord.sm.results import (
@@ -57,6 +63,10 @@ from coord.sm.sessions import Session, SessionTable
 ALL_KEYS = b"\0"  # as range_end: every key >= key
 KEY_OVERHEAD = 160  # bytes a current key costs beyond its key and value (record, dict, index)
 EVENT_OVERHEAD = 120  # bytes a history event costs beyond the bytes it holds
+SCAN_FACTOR = 8
+"""A range's history is read by its keys' positions while it has fewer keys with events
+than 1/SCAN_FACTOR of the history's tail, else by one pass over the tail: looking a key
+up and bisecting its positions costs several times what testing one event does."""
 
 
 def _kv_bytes(kv: KeyValue) -> int:
@@ -99,6 +109,10 @@ class KVStore:
         self._keys: SortedList = SortedList()  # of bytes
         self._history: list[WatchEvent] = []
         self._history_revs: list[int] = []  # parallel to _history, for bisect
+        self._index = HistoryIndex()  # where each key's events are in _history
+        # SCAN_FACTOR; the path changes no answer, so a benchmark or a test may set 0 (the
+        # index whenever the tail has events) or a huge one (always the scan) to compare
+        self.scan_factor = SCAN_FACTOR
         self.compact_revision = 0
         self.compacted = False  # etcd: until the first compaction, even Compact(0) works
         # the estimated memory of current values and history, kept as they change (the
@@ -158,15 +172,41 @@ class KVStore:
             return [key] if key in self._kvs else []
         return self._slice(*self._span(key, range_end))
 
+    def _indexed_keys(self, key: bytes, range_end: bytes, start: int) -> list[bytes] | None:
+        """The range's keys that have events, if finding their events from index `start`
+        on by the index is cheaper than a scan of the history from there; else None."""
+        if range_end == b"":
+            keys = 1
+        else:
+            lo, hi = self._index.span(key, None if range_end == ALL_KEYS else range_end)
+            keys = hi - lo
+        if keys * self.scan_factor >= len(self._history) - start:
+            return None
+        return [key] if range_end == b"" else self._index.keys_at(lo, hi)
+
+    def reads_by_index(self, revision: int, key: bytes, range_end: bytes = b"") -> bool:
+        """Whether the range's events from `revision` on are found by the index (else by
+        a scan): what a benchmark prints beside its timings of both."""
+        start = bisect_left(self._history_revs, revision)
+        return self._indexed_keys(key, range_end, start) is not None
+
     def _state_at(self, revision: int, key: bytes, range_end: bytes) -> list[KeyValue]:
-        """The range as it was at `revision`: undo later events, newest first."""
-        match = in_range(key, range_end)
+        """The range as it was at `revision`: a key with no event since holds its current
+        value; one with events, the previous value of the first of them."""
         state: dict[bytes, KeyValue | None] = {k: self._kvs[k] for k in
                                                self._keys_in(key, range_end)}
         start = bisect_right(self._history_revs, revision)
-        for event in reversed(self._history[start:]):
-            if match(event.kv.key):
-                state[event.kv.key] = event.prev_kv
+        keys = self._indexed_keys(key, range_end, start)
+        if keys is None:  # many keys: undo the later events, newest first
+            match = in_range(key, range_end)
+            for event in reversed(self._history[start:]):
+                if match(event.kv.key):
+                    state[event.kv.key] = event.prev_kv
+        else:
+            for k in keys:
+                at = self._index.first(k, start)
+                if at is not None:
+                    state[k] = self._history[at].prev_kv
         return [kv for _, kv in sorted(state.items()) if kv is not None]
 
     @operation(EventsResult)
@@ -180,9 +220,16 @@ class KVStore:
                 COMPACTED, f"revision {revision} is compacted (compact revision "
                 f"{self.compact_revision}); start at or after it",
                 compact_revision=self.compact_revision)
-        match = in_range(key, range_end)
         start = bisect_left(self._history_revs, revision)
-        events = tuple(e for e in self._history[start:] if match(e.kv.key))
+        keys = self._indexed_keys(key, range_end, start)
+        if keys is None:  # many keys: one pass over the tail
+            match = in_range(key, range_end)
+            events = tuple(e for e in self._history[start:] if match(e.kv.key))
+        else:
+            since = self._index.since
+            at = since(keys[0], start) if len(keys) == 1 else sorted(
+                chain.from_iterable(since(k, start) for k in keys))
+            events = tuple(map(self._history.__getitem__, at))
         return EventsResult(revision=self.ledger.head, events=events,
                             compact_revision=self.compact_revision)
 
@@ -290,18 +337,16 @@ class KVStore:
                                f"(current {self.ledger.revision})",
                                compact_revision=self.compact_revision)
         cut = bisect_left(self._history_revs, revision)
-        self._history_bytes -= sum(map(_event_bytes, self._history[:cut]))
-        del self._history[:cut]
-        del self._history_revs[:cut]
+        end = bisect_right(self._history_revs, revision)
         # etcd keeps, of the compact revision, only each key's value as it stands there:
         # its deletes (and puts deleted in the same txn) go with the older history.
-        at = bisect_right(self._history_revs, revision)
-        final = {e.kv.key: e for e in self._history[:at]}
-        kept = [e for e in self._history[:at] if e.type == PUT and final[e.kv.key] is e]
-        self._history_bytes += (sum(map(_event_bytes, kept))
-                                - sum(map(_event_bytes, self._history[:at])))
-        self._history[:at] = kept
-        self._history_revs[:at] = [revision] * len(kept)
+        final = {e.kv.key: e for e in self._history[cut:end]}
+        kept = [e for e in self._history[cut:end] if e.type == PUT and final[e.kv.key] is e]
+        dropped = self._history[:end]
+        self._history_bytes += sum(map(_event_bytes, kept)) - sum(map(_event_bytes, dropped))
+        self._history[:end] = kept
+        self._history_revs[:end] = [revision] * len(kept)
+        self._index.compact([e.kv.key for e in dropped], [e.kv.key for e in kept])
         self.compact_revision = revision
         self.compacted = True
         self.ledger.mark()
@@ -424,6 +469,7 @@ class KVStore:
         self._history_bytes += _event_bytes(event)
         self._history.append(event)
         self._history_revs.append(event.revision)
+        self._index.append(event.kv.key)
         self.ledger.emit(event)
 
     def _release_session(self, session: Session, ended: SessionEvent) -> None:
@@ -474,6 +520,7 @@ class KVStore:
         self._kvs = {kv.key: kv for kv in kvs}
         self._keys = SortedList(keys)
         self._history, self._history_revs = history, revs
+        self._index = HistoryIndex(e.kv.key for e in history)
         self._live_bytes = sum(map(_kv_bytes, kvs))
         self._history_bytes = sum(map(_event_bytes, history))
         for kv in kvs:

@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from coord.sm import commands as c
+from coord.sm.kv_index import HistoryIndex
 from coord.sm.machine import CoordMachine
 from coord.sm.records import Claim
 
@@ -85,4 +86,5 @@ def test_a_planted_wrong_compaction_is_caught():
     kv = m.kv
     kv._history = [e for e in kv._history if e.revision != 3]  # the planted loss
     kv._history_revs = [e.revision for e in kv._history]
+    kv._index = HistoryIndex(e.kv.key for e in kv._history)
     assert _view(m, 2) != before
