@@ -1,7 +1,9 @@
 """`coord bench machine`: the state machine alone, in this process — one `own()` of
 10,000 resources, split into decoding the command, applying it, and encoding the result,
 then the same command through a second machine's whole `apply()`. No cluster, no
-network: what the log's apply step costs for the largest claim a client sends at once."""
+network: what the log's apply step costs for the largest claim a client sends at once.
+Then the history rows (`coord.bench.history_reads`): a watch's start and reads far back
+in a long KV history, by the index and by a scan."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import argparse
 import json
 import time
 
+from coord.bench import history_reads
 from coord.sm import commands as c
 from coord.sm.machine import CoordMachine
 from coord.sm.results import encode_result
@@ -49,10 +52,14 @@ def measure() -> dict[str, float | int]:
 
 def run_machine_bench(args: argparse.Namespace) -> int:
     r = measure()
+    history = (history_reads.measure(args.history_revisions) if args.history_revisions > 0
+               else None)
     if args.json:
-        print(json.dumps(r, indent=2))
+        print(json.dumps({**r, "history_reads": history}, indent=2))
         return 0
     print(f"own(10,000 resources): decode {r['decode_ms']:.1f} ms, apply {r['apply_ms']:.1f}"
           f" ms, encode result {r['encode_result_ms']:.1f} ms ({r['result_bytes']} bytes); "
           f"whole apply() {r['whole_apply_ms']:.1f} ms; payload {r['payload_bytes']} bytes")
+    if history is not None:
+        print("\n".join(history_reads.lines(history)))
     return 0

@@ -87,6 +87,10 @@ FLAGS: dict[str, dict[str, Any]] = {
     "--history-dir": {"default": "",
                       "help": "keep the synthesized histories in DIR/synth-N and reuse one "
                       "already there (default: a temporary dir, deleted)"},
+    # machine
+    "--history-revisions": {"type": int, "default": 1_000_000,
+                            "help": "how far back (in revisions of a history that long) the "
+                            "history-read rows watch and read (0: no history rows)"},
     # spark
     "--rows": {"type": int, "default": 1_000_000, "help": "rows per write"},
     "--partitions": {"type": int, "default": 8, "help": "partitions per write"},
@@ -113,7 +117,8 @@ TARGETS: dict[str, tuple[str, tuple[str, ...]]] = {
     "readonly": ("read-only mode vs ZooKeeper 3.8",
                  ("--trials", "--zk", "--survivor", "--zk-tick-ms", "--zk-sync-limit",
                   "--zk-init-limit", "--json")),
-    "machine": ("the state machine alone, one own() of 10,000 resources", ("--json",)),
+    "machine": ("the state machine alone: one own() of 10,000 resources, and reads far back "
+                "in a long KV history", ("--history-revisions", "--json")),
     "scale": ("memory and disk over a hot-key soak and a growing key space, beside etcd",
               ("--phases", "--members", "--sessions", "--session-ttl", "--keepalives-to",
                "--keys", "--owners", "--pids", "--probe-ops", "--sample-s",

@@ -63,10 +63,11 @@ from coord.sm.sessions import Session, SessionTable
 ALL_KEYS = b"\0"  # as range_end: every key >= key
 KEY_OVERHEAD = 160  # bytes a current key costs beyond its key and value (record, dict, index)
 EVENT_OVERHEAD = 120  # bytes a history event costs beyond the bytes it holds
-SCAN_FACTOR = 8
+SCAN_FACTOR = 4
 """A range's history is read by its keys' positions while it has fewer keys with events
 than 1/SCAN_FACTOR of the history's tail, else by one pass over the tail: looking a key
-up and bisecting its positions costs several times what testing one event does."""
+up and bisecting its positions costs a few times what testing one event does (`coord
+bench machine`'s every-key row times both paths)."""
 
 
 def _kv_bytes(kv: KeyValue) -> int:
