@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left
+from collections import Counter
 from collections.abc import Iterable, Sequence
 
 from sortedcontainers import SortedList
@@ -32,20 +33,27 @@ class HistoryIndex:
     absolute position `base + i`). Methods take and give list indices."""
 
     def __init__(self, keys: Iterable[bytes] = ()) -> None:
-        """The index of a history whose events' keys are `keys`, oldest first."""
-        groups: dict[bytes, list[int]] = {}
-        end = 0
-        for end, key in enumerate(keys, 1):
-            at = groups.get(key)
-            if at is None:
-                groups[key] = [end - 1]
-            else:
-                at.append(end - 1)
+        """The index of a history whose events' keys are `keys`, oldest first. Built by
+        C loops where it can (a restore of a long history waits for it): each key's last
+        position, then, if some key has several, every key's positions from one stable
+        sort of the positions by key."""
+        keys = list(keys)
+        n = len(keys)
+        positions: dict[bytes, int | array] = dict(zip(keys, range(n), strict=True))
+        ordered = sorted(positions)
+        if len(positions) < n:
+            by_key = sorted(range(n), key=keys.__getitem__)  # stable: positions ascend
+            counts = Counter(keys)
+            at = 0
+            for key in ordered:
+                count = counts[key]
+                if count > 1:
+                    positions[key] = array("q", by_key[at:at + count])
+                at += count
         self._base = 0  # the absolute position of the history's first event
-        self._end = end  # the absolute position the next event will have
-        self._positions: dict[bytes, int | array] = {
-            key: at[0] if len(at) == 1 else array("q", at) for key, at in groups.items()}
-        self._keys = SortedList(self._positions)  # the keys with events, for ranges
+        self._end = n  # the absolute position the next event will have
+        self._positions = positions
+        self._keys = SortedList(ordered)  # the keys with events, for ranges
 
     def __len__(self) -> int:
         """The events indexed: the history's length."""
