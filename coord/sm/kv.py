@@ -176,12 +176,9 @@ class KVStore:
     def _indexed_keys(self, key: bytes, range_end: bytes, start: int) -> list[bytes] | None:
         """The range's keys that have events, if finding their events from index `start`
         on by the index is cheaper than a scan of the history from there; else None."""
-        if range_end == b"":
-            keys = 1
-        else:
-            lo, hi = self._index.span(key, None if range_end == ALL_KEYS else range_end)
-            keys = hi - lo
-        if keys * self.scan_factor >= len(self._history) - start:
+        lo, hi = ((0, 1) if range_end == b"" else
+                  self._index.span(key, None if range_end == ALL_KEYS else range_end))
+        if (hi - lo) * self.scan_factor >= len(self._history) - start:
             return None
         return [key] if range_end == b"" else self._index.keys_at(lo, hi)
 
