@@ -7,8 +7,10 @@ commands' needs are etcd's (`auth_checks.key_checks`, kind "kv"); the native API
 commands add their typed resources:
 
   - an own or a release (which may sever another session, or reset a generation with a
-    generation-0 claim) writes its ownership group; get-owner, list-owners and an owner
-    watch read it;
+    generation-0 claim) writes its ownership group, and the name of the session it acts
+    for (so a grant on a group does not let a user own or release in another user's
+    session's stead; a takeover is made in one's own session); get-owner, list-owners
+    and an owner watch read the group;
   - InitProducer (and so every epoch bump) writes its transactional id; a PID block
     writes its requester and a PID lease its topic (kind "producer"); CheckProducer
     reads the transactional id;
@@ -85,6 +87,14 @@ def session_use(name: str) -> Need:
     return next(resource(SESSION, name, True))
 
 
+def named_session(sessions: SessionTable, session_id: int) -> Iterator[Need]:
+    """The need of acting for session `session_id`: WRITE on its name (nothing for a
+    session that is not there: the command is refused when it applies)."""
+    session = sessions.get(session_id)
+    if session is not None:
+        yield from resource(SESSION, session.name, True)
+
+
 def needs(cmd: object, sessions: SessionTable) -> Iterator[Need]:
     """Every access `cmd` needs (see the module doc)."""
     t = type(cmd)
@@ -92,6 +102,7 @@ def needs(cmd: object, sessions: SessionTable) -> Iterator[Need]:
         yield Need(KV, key, end, write)
     if t is c.Own or t is c.Release:
         yield from resource(GROUP, cmd.group, True)
+        yield from named_session(sessions, cmd.session_id)
     elif t is c.GetOwner or t is c.ListOwners or t is c.OwnerEventsSince:
         yield from resource(GROUP, cmd.group, False)
     elif t is c.InitProducer:
@@ -107,7 +118,7 @@ def needs(cmd: object, sessions: SessionTable) -> Iterator[Need]:
     elif t is c.CloseSession:
         session = sessions.get(cmd.session_id)
         if session is not None and (cmd.native or session.name != ETCD_LEASE_NAME):
-            yield from resource(SESSION, session.name, True)
+            yield from named_session(sessions, cmd.session_id)
     elif t is c.Compact and cmd.native:
         yield from resource(ADMIN, "compact", True)
     elif t is c.SetPidCapacity:

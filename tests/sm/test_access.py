@@ -37,8 +37,9 @@ def refused(m: CoordMachine, cmd) -> str:
 
 def test_a_group_permission_lets_its_holder_own_there_and_nowhere_else():
     m = with_root()
-    grant(m, "alice", (GROUP, WRITE, b"orders/", b"orders0"))
-    sid = session(m)
+    grant(m, "alice", (GROUP, WRITE, b"orders/", b"orders0"),
+          (SESSION, WRITE, b"alice-", b"alice."))
+    sid = session(m, "alice-1")
     ok(m, c.Own(sid, "orders/eu", (Claim("p0", 0),), actor="alice"))
     ok(m, c.Release(sid, "orders/eu", ("p0",), actor="alice"))
     assert refused(m, c.Own(sid, "billing", (Claim("p0", 0),), actor="alice")) \
@@ -60,6 +61,22 @@ def test_a_producer_prefix_covers_init_epoch_bumps_pid_blocks_and_leases():
         == "user 'bob' lacks WRITE on producer 'tx-carol-1'"
     assert "producer 'other'" in refused(m, c.AllocatePidBlock("other", 10, actor="bob"))
     assert "producer 'topic'" in refused(m, c.LeasePid("topic", 0, 5, actor="bob"))
+
+
+def test_owning_or_releasing_for_another_users_session_needs_its_name():
+    m = with_root()
+    grant(m, "alice", (GROUP, WRITE, b"orders/", b"orders0"),
+          (SESSION, WRITE, b"alice-", b"alice."))
+    mine, theirs = session(m, "alice-1"), session(m, "bob-1")
+    ok(m, c.Own(theirs, "orders/eu", (Claim("p0", 0),), actor="root"))
+    assert refused(m, c.Release(theirs, "orders/eu", ("p0",), actor="alice")) \
+        == "user 'alice' lacks WRITE on session 'bob-1'"
+    assert refused(m, c.Own(theirs, "orders/eu", (Claim("p1", 0),), actor="alice")) \
+        == "user 'alice' lacks WRITE on session 'bob-1'"
+    assert m.ownership.get_owner("orders/eu", "p0").owner == theirs
+    # the group grant still lets her take the resource over in her own session
+    ok(m, c.Own(mine, "orders/eu", (Claim("p0", 0),), actor="alice"))
+    assert m.ownership.get_owner("orders/eu", "p0").owner == mine
 
 
 def test_kinds_are_apart_a_group_grant_is_no_key_grant():
@@ -111,8 +128,8 @@ def test_admin_commands_need_their_admin_key_and_etcds_compact_needs_none():
 
 def test_a_revoked_permission_holds_from_the_next_command():
     m = with_root()
-    grant(m, "alice", (GROUP, WRITE, b"g", b""))
-    sid = session(m)
+    grant(m, "alice", (GROUP, WRITE, b"g", b""), (SESSION, WRITE, b"alice-1", b""))
+    sid = session(m, "alice-1")
     ok(m, c.Own(sid, "g", (Claim("r", 0),), actor="alice"))
     ok(m, c.RoleRevokePermission("alice-role", b"g", actor="root", kind=GROUP))
     assert refused(m, c.Own(sid, "g", (Claim("r2", 0),), actor="alice")) \

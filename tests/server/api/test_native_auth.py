@@ -3,7 +3,8 @@ roles made with `coord user`/`coord role`/`coord auth`, then the client library 
 with a permission on an ownership group, a producer-id prefix, a KV prefix, its sessions
 and an admin operation is served there and refused elsewhere with PERMISSION_DENIED
 naming the permission; a revoked permission holds from the next call; auth survives a
-leader kill. A session's keepalives and event stream serve only a user who may write its
+leader kill. Own and release act for a session only for a user who may write its name.
+A session's keepalives and event stream serve only a user who may write its
 name (root included), a member-local session on a read-only member is checked as one
 opened through the log, and the Admin service's inspection reads need `admin` READ on
 `inspect`."""
@@ -101,6 +102,24 @@ def test_a_group_permission_owns_there_and_is_refused_elsewhere_naming_it(eps):
             == "user 'alice' lacks READ on group 'billing'"
         assert denied(lambda: alice.open_session("bob-1", ttl=10)) \
             == "user 'alice' lacks WRITE on session 'bob-1'"
+
+
+def test_a_group_grant_owns_and_releases_in_the_users_own_sessions_only(eps):
+    """alice may write the group but not bob's session's name: she cannot own or
+    release in his session's stead; a takeover in her own session is hers to make."""
+    with Client(eps, user="bob", password="bobpw") as bob, \
+            Client(eps, user="root", password="rootpw") as root, \
+            Client(eps, user="alice", password="alicepw") as alice:
+        his = bob.open_session("bob-held", ttl=30).session_id
+        root.own(his, "orders/held", ["r0"])  # root may act for any session
+        assert denied(lambda: alice.release(his, "orders/held", ["r0"])) \
+            == "user 'alice' lacks WRITE on session 'bob-held'"
+        assert denied(lambda: alice.own(his, "orders/held", ["r1"])) \
+            == "user 'alice' lacks WRITE on session 'bob-held'"
+        assert alice.get_owner("orders/held", "r0").session_id == his
+        mine = alice.open_session("alice-takeover", ttl=30).session_id
+        alice.own(mine, "orders/held", {"r0": 0})  # generation 0: a takeover
+        assert alice.get_owner("orders/held", "r0").session_id == mine
 
 
 def test_a_producer_prefix_a_kv_prefix_and_an_admin_call(eps):
