@@ -29,6 +29,7 @@ from coord.server.requests.coordinator import Coordinator, call_timeout
 from coord.sm.access import lacking
 from coord.sm.auth import AuthStore
 from coord.sm.auth_checks import permitted
+from coord.wire import ApiError
 
 
 class EtcdAccess:
@@ -41,11 +42,15 @@ class EtcdAccess:
 
     async def user(self, context: grpc.aio.ServicerContext) -> str:
         """The caller's user ("" for none); etcd's `invalid auth token` for a token this
-        member does not know once it has caught up with the leader."""
+        member does not know once it has caught up with the leader, and etcd's error for
+        why it could not catch up (`no leader`, `request timed out`, ...) when it could
+        not."""
         try:
             return await self.coord.callers.user(context, call_timeout(context))
         except InvalidToken:
             raise err.INVALID_AUTH_TOKEN from None
+        except ApiError as e:
+            raise err.from_exception(e) from None
 
     async def made_as(self, cmd: Any, context: grpc.aio.ServicerContext) -> Any:
         """`cmd` made as the caller, for apply to check; a caller without a user is

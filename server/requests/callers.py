@@ -5,7 +5,11 @@ grpc-gateway's `authorization`, as etcd reads them): a token from an etcd Authen
 which the client port serves beside the native services, so one login serves both APIs.
 One this member does not know — after catching up with the leader, since a login on
 another member may not have reached it yet — is refused (`INVALID_AUTH_TOKEN`, which the
-etcd API words as etcd's `invalid auth token`). Without a token, a call over TLS whose
+etcd API words as etcd's `invalid auth token`). A member that cannot catch up (no
+leader, cut off, out of time) answers why, as the read would have, not that the token
+is invalid: the token may well be good, and a client told to log in again would log in
+elsewhere and bring this member a token it knows no better (etcd waits for the token's
+login to apply until the call's deadline). Without a token, a call over TLS whose
 client certificate the client port verified (`--client-cert-auth`) is made as the
 certificate's common name, as etcd's; a token, when sent, wins. Otherwise the call has
 no user ("").
@@ -69,7 +73,9 @@ class CallerUsers:
 
     async def user(self, context: grpc.aio.ServicerContext, timeout: float) -> str:
         """The caller's user ("" for none); `InvalidToken` for a token this member does
-        not know once it has caught up with the leader (within `timeout`)."""
+        not know once it has caught up with the leader (within `timeout`), and the
+        reason it could not catch up (an ApiError: NO_LEADER, TIMEOUT, NO_QUORUM, ...)
+        when it could not."""
         token = token_of(context)
         if token is None:
             return cert_user(context) if self.auth.enabled else ""
@@ -77,8 +83,8 @@ class CallerUsers:
         if user is None:
             try:
                 await self.barrier(timeout)
-            except (NodeError, ApiError):
-                raise InvalidToken() from None
+            except NodeError as e:
+                raise e.as_api_error() from None
             user = self.tokens.user_of(token)
         if user is None:
             raise InvalidToken()

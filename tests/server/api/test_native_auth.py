@@ -64,10 +64,10 @@ def set_up_users(eps: list[str]) -> None:
     cli(eps, "auth", "enable")
 
 
-@pytest.fixture(scope="module")
-def authed(tmp_path_factory):
-    """A 3-member cluster with `set_up_users`' users and roles, auth on."""
-    cluster = LocalCluster(3, data_dir=tmp_path_factory.mktemp("native-auth") / "cluster")
+def users_cluster(tmp_path_factory, name: str, **options):
+    """A 3-member cluster (LocalCluster `options`) with `set_up_users`' users and roles,
+    auth on; stopped when the fixture ends."""
+    cluster = LocalCluster(3, data_dir=tmp_path_factory.mktemp(name) / "cluster", **options)
     try:
         cluster.start()
         cluster.wait_for_leader()
@@ -75,6 +75,12 @@ def authed(tmp_path_factory):
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def authed(tmp_path_factory):
+    """A 3-member cluster with `set_up_users`' users and roles, auth on."""
+    yield from users_cluster(tmp_path_factory, "native-auth")
 
 
 @pytest.fixture
@@ -319,37 +325,92 @@ def test_the_etcd_api_reaches_a_native_session_only_as_the_native_api_does(authe
 LAG_S = 1.5  # how late the follower hears the leader: under its election timeout
 
 
+@pytest.fixture(scope="module")
+def gated(tmp_path_factory):
+    """A 3-member cluster whose members hear each other through gates (to delay or cut
+    one off), an election timeout of 3 to 6 s, `set_up_users`' users, auth on."""
+    yield from users_cluster(tmp_path_factory, "gated-auth", partitionable=True,
+                             election_ticks=60)
+
+
 def test_a_keepalive_a_lagging_follower_cannot_place_is_checked_before_it_is_forwarded(
-        tmp_path):
+        gated):
     """A follower that has not yet applied a session's open does not forward a keepalive
     for it to the leader (who renews by id alone): it catches up first, and answers
     pending meanwhile; caught up, it refuses the user who may not use the session.
     Everything the leader sends the follower arrives LAG_S late, heartbeats too, within
     an election timeout of 3 to 6 s, so the follower keeps its leader."""
-    with LocalCluster(3, data_dir=tmp_path / "c", partitionable=True, election_ticks=60) as c:
-        set_up_users(c.endpoints)
-        leader = c.wait_for_leader()
-        follower = next(n for n in c.members if n != leader)
-        on_follower = c.members[follower].listen
-        bob = token_of(on_follower, "bob", "bobpw")
-        alice_md = token_of(on_follower, "alice", "alicepw")  # known there before the lag
+    c = gated
+    leader = c.wait_for_leader()
+    follower = next(n for n in c.members if n != leader)
+    on_follower = c.members[follower].listen
+    bob = token_of(on_follower, "bob", "bobpw")
+    alice_md = token_of(on_follower, "alice", "alicepw")  # known there before the lag
+    with grpc.insecure_channel(on_follower) as ch:
+        gate = c.members[follower].gate
+        gate.delay_s = LAG_S
+        try:
+            with Client([c.members[leader].listen], user="alice",
+                        password="alicepw") as alice:
+                sid = alice.open_session("alice-lagged", ttl=10).session_id
+                early = keepalive(ch, sid, bob)
+                assert early.pending and not early.ttl_ms, early  # not renewed
+                wait_until("the follower renews alice's session for her",
+                           lambda: keepalive(ch, sid, alice_md).ttl_ms > 0, 30)
+                assert rpc_denied(lambda: keepalive(ch, sid, bob)) \
+                    == "user 'bob' lacks WRITE on session 'alice-lagged'"
+        finally:
+            gate.delay_s = 0.0
+        wait_until("caught up, a session nobody opened is gone",
+                   lambda: keepalive(ch, sid + 1000, bob).gone, 30)
+
+
+def test_a_follower_that_cannot_catch_up_says_why_not_that_a_token_is_invalid(gated):
+    """A token logged in on the leader while a follower is cut off is unknown to the
+    follower, which cannot catch up: it answers UNAVAILABLE (no quorum, on either API),
+    so the client tries another member, not INVALID_AUTH_TOKEN, which would send it to
+    log in again for a token it knows no better. Healed, it serves the token."""
+    c = gated
+    leader = c.wait_for_leader()
+    follower = next(n for n in c.members if n != leader)
+    on_follower = c.members[follower].listen
+    c.cut_off(follower)
+    try:
+        wait_until(f"{follower} read-only", lambda: mode_of(c, follower) == "read-only", 30)
+        alice = token_of(c.members[leader].listen, "alice", "alicepw")
         with grpc.insecure_channel(on_follower) as ch:
-            gate = c.members[follower].gate
-            gate.delay_s = LAG_S
-            try:
-                with Client([c.members[leader].listen], user="alice",
-                            password="alicepw") as alice:
-                    sid = alice.open_session("alice-lagged", ttl=10).session_id
-                    early = keepalive(ch, sid, bob)
-                    assert early.pending and not early.ttl_ms, early  # not renewed
-                    wait_until("the follower renews alice's session for her",
-                               lambda: keepalive(ch, sid, alice_md).ttl_ms > 0, 30)
-                    assert rpc_denied(lambda: keepalive(ch, sid, bob)) \
-                        == "user 'bob' lacks WRITE on session 'alice-lagged'"
-            finally:
-                gate.delay_s = 0.0
-            wait_until("caught up, a session nobody opened is gone",
-                       lambda: keepalive(ch, sid + 1000, bob).gone, 30)
+            def etcd_get():
+                return estubs.KVStub(ch).Range(epb.RangeRequest(key=b"a/x"), timeout=10,
+                                               metadata=alice)
+
+            def own():
+                return coord_pb2_grpc.OwnershipStub(ch).Own(coord_pb2.OwnRequest(
+                    session_id=1, group="orders/x", claims=[coord_pb2.Claim(resource="r")]),
+                    timeout=10,
+                    metadata=alice)
+
+            for call in (etcd_get, own):
+                with pytest.raises(grpc.RpcError) as e:
+                    call()
+                assert e.value.code() is grpc.StatusCode.UNAVAILABLE, e.value
+                assert "invalid auth token" not in e.value.details()
+    finally:
+        c.heal(follower)
+    with grpc.insecure_channel(on_follower) as ch:
+        wait_until(f"{follower} serves alice's token", lambda: _served(
+            lambda: estubs.KVStub(ch).Range(epb.RangeRequest(key=b"a/x"), timeout=10,
+                                            metadata=alice)), 30)
+
+
+def _served(call) -> bool:
+    """Whether `call()` is served; False while the member says it cannot serve yet."""
+    try:
+        call()
+    except grpc.RpcError as e:
+        if e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+            return False
+        raise
+    return True
 
 
 def test_the_inspection_reads_need_admin_read_on_inspect(authed, eps):
