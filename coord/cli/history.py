@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from coord.cli.client_commands.command import add_tls_flags, command
+from coord.cli.client_commands.command import add_tls_flags, add_user_flags, command
 
 FORMAT_HELP = "parquet (partitioned by date and kind) or jsonl"
 
@@ -59,6 +59,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "are committed, rewrite them into one (default 60; 0: never)")
     e.add_argument("--format", choices=("parquet", "jsonl"), default="parquet", help=FORMAT_HELP)
     add_tls_flags(e)  # with --endpoints (a --data-dir export refuses them)
+    add_user_flags(e)  # with --endpoints, when the cluster has auth on
     e.set_defaults(func=cmd_export)
     k = hs.add_parser("export-sink-log", help="a fenced sink's log of accepted writes "
                       "(appends, seals, publishes) as Parquet, for coord audit --sink-log")
@@ -173,6 +174,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.tls_cacert or args.tls_cert or args.tls_key:
         return _refuse("coord history export: --cacert, --cert and --key need --endpoints (a "
                        "data dir is read from disk, over no connection)")
+    if args.user or args.password:
+        return _refuse("coord history export: --user and --password need --endpoints (a "
+                       "data dir is read from disk, which the file's owner may read whole)")
     try:
         info = datadir.info(args.data_dir)
         manifest = read_manifest(args.out)

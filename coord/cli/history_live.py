@@ -12,7 +12,7 @@ import json
 import sys
 import time
 
-from coord.cli.client_commands.command import UsageError, tls_of
+from coord.cli.client_commands.command import UsageError, login_of, tls_of
 from coord.client.history import HistoryPage
 from coord.client.sync import Client
 
@@ -33,7 +33,7 @@ def export_live(args: argparse.Namespace) -> int:
         return 2
     try:
         endpoints = parse_endpoints(args.endpoints)
-        tls = tls_of(args)
+        tls, login = tls_of(args), login_of(args)
         sink = HistorySink(args.out, args.format, f"live {','.join(endpoints)}")
     except (ValueError, HistoryDirError, UsageError) as exc:
         _say(f"coord history export: {exc}")
@@ -44,7 +44,7 @@ def export_live(args: argparse.Namespace) -> int:
     started = time.monotonic()
     code = 0
     with sink, Client(endpoints, read_only_ok=args.read_only_ok,  # the first listed first
-                      randomize_endpoints=False, tls=tls) as client, \
+                      randomize_endpoints=False, tls=tls, **login) as client, \
             progress_bar() as progress:
         task = progress.add_task("export", total=None, rate="")
         export = LiveExport(sink, client, lambda m: progress.console.print(m, soft_wrap=True),

@@ -31,7 +31,11 @@ commands add their typed resources:
     `admin` key `inspect` (`INSPECTION`): each shows a whole table (every session with
     the groups and keys it holds, every producer), which no grant on single names
     covers, so it is one permission of its own. Member status (Status, WatchStatus)
-    needs none, as etcd's Status.
+    needs none, as etcd's Status;
+  - the History service's export reads the `admin` key `history` (`HISTORY_EXPORT`):
+    the committed history holds every command — keys, sessions, producers, users and
+    their grants — so it is etcd's Snapshot in rows; the whole, for whoever is granted
+    it (root always).
 
 Writes are checked where they apply, so a permission revoked before a command commits
 holds; reads by the member that serves them, after their read barrier. A command made as
@@ -80,6 +84,10 @@ def resource(kind: str, name: object, write: bool) -> Iterator[Need]:
 
 INSPECTION = Need(ADMIN, INSPECT.encode(), b"", False)
 """What the Admin service's inspection reads need (see the module doc)."""
+
+HISTORY = "history"
+HISTORY_EXPORT = Need(ADMIN, HISTORY.encode(), b"", False)
+"""What a History export needs (see the module doc)."""
 
 
 def session_use(name: str) -> Need:

@@ -19,6 +19,9 @@ commit what it has and show it is alive. A follower that falls behind a snapshot
 member (a compaction past its position) ends with COMPACTED: it resumes elsewhere or
 starts again from the oldest retained entry.
 
+While auth is on, an export needs READ on the `admin` key `history`: its rows are every
+command's (`coord.sm.access`).
+
 A member without a quorum serves its own committed prefix: correct entries, but the
 majority may have committed past it. So it is the member's mode (server/upkeep/mode.py)
 that decides, as for every read: a caller that said read_only_ok is served with every
@@ -42,11 +45,12 @@ import grpc
 from coord.history import datadir
 from coord.history.rows import Row
 from coord.history.schema import SCHEMA_VERSION
-from coord.server.api.common import Caller, admit
+from coord.server.api.common import Caller, admit, require
 from coord.server.api.errors import ApiError, abort
 from coord.server.requests.coordinator import Coordinator
 from coord.server.storage.log_format import StorageError, db_path
 from coord.server.storage.log_reader import LogReader
+from coord.sm.access import HISTORY_EXPORT
 from coord.v1 import history_pb2, history_pb2_grpc
 from coord.wire import EXPORT_SLOTS
 
@@ -96,6 +100,7 @@ class HistoryService(history_pb2_grpc.HistoryServicer):
         page = min(request.page_entries or datadir.PAGE_ENTRIES, MAX_PAGE_ENTRIES)
         caller = Caller.of(context)
         try:
+            await require(self.coord, caller, HISTORY_EXPORT)  # every command's rows
             self._header(caller)  # refused before any replay starts
         except ApiError as exc:
             await exc.abort(context)

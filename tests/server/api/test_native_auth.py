@@ -6,8 +6,8 @@ naming the permission; a revoked permission holds from the next call; auth survi
 leader kill. Own and release act for a session only for a user who may write its name.
 A session's keepalives and event stream serve only a user who may write its
 name (root included), a member-local session on a read-only member is checked as one
-opened through the log, and the Admin service's inspection reads need `admin` READ on
-`inspect`."""
+opened through the log, the Admin service's inspection reads need `admin` READ on
+`inspect` and a history export `admin` READ on `history`."""
 
 from __future__ import annotations
 
@@ -435,6 +435,34 @@ def test_the_inspection_reads_need_admin_read_on_inspect(authed, eps):
                 == "user 'bob' lacks READ on admin 'inspect'", name
             read(alice)  # served
         assert admin.Status(admin_pb2.StatusRequest(), timeout=10).name  # status: no need
+
+
+def test_a_history_export_needs_admin_read_on_history(authed, eps, tmp_path):
+    """The history holds every command (keys, sessions, users and their grants): a user
+    without READ on the `admin` key `history`, and a caller without a user, are refused
+    naming it; granted it, `coord history export --user` writes the rows, the grant
+    itself among them with who made it."""
+    with Client(eps, user="bob", password="bobpw") as bob:
+        assert denied(lambda: next(iter(bob.export_history()))) \
+            == "user 'bob' lacks READ on admin 'history'"
+    with Client(eps) as anonymous:
+        assert denied(lambda: next(iter(anonymous.export_history()))) \
+            == "a caller without a user lacks READ on admin 'history'"
+    cli(eps, "role", "grant-permission", "sessions-only", "read", "history", "--kind", "admin",
+        *ROOT)
+    try:
+        cli(eps, "history", "export", "--out", str(tmp_path / "h"), "--user", "bob:bobpw")
+    finally:
+        cli(eps, "role", "revoke-permission", "sessions-only", "history", "--kind", "admin",
+            *ROOT)
+    import pyarrow.parquet as pq
+
+    from coord.history.sink import committed_files
+
+    rows = pq.read_table(committed_files(tmp_path / "h")[1]).to_pylist()
+    grants = [(r["actor"], r["role"], r["key"], r["perm"]) for r in rows
+              if r["kind"] == "role_grant_permission" and r["key"] == "history"]
+    assert grants == [("root", "sessions-only", "history", "READ")]
 
 
 def test_a_member_local_session_is_checked_as_one_opened_through_the_log(authed):
