@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from coord.audit import stats
+from coord.audit.changes import changes as audit_trail
 from coord.audit.checks import CHECKS, SINK_CHECKS
 from coord.audit.load import load_history
 from coord.history.schema import SCHEMA_VERSION
@@ -102,6 +103,10 @@ def run_audit(spark: Any, history: str | Path, *, checks: Iterable[str] | None =
     summary["violations"] = sum(c["violations"] for c in summary["checks"].values())
     summary["examples"] = examples
     if with_stats:
+        on_step("the auth and admin changes")
+        t = time.monotonic()
+        summary["changes"] = audit_trail(df)
+        summary["changes_seconds"] = time.monotonic() - t
         on_step("ownership and leadership figures")
         t = time.monotonic()
         o = summary["overview"]

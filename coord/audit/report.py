@@ -9,6 +9,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from coord.audit.changes import counts_text, describe
+
 
 def write_report(out: Path, summary: dict[str, Any]) -> Path:
     out.mkdir(parents=True, exist_ok=True)
@@ -79,8 +81,7 @@ def _plots(out: Path, s: dict[str, Any]) -> None:
 def _html(s: dict[str, Any]) -> str:
     e = html.escape
     o = s["overview"]
-    when = (datetime.fromtimestamp(o["first_ms"] / 1000, UTC).isoformat()
-            if o["first_ms"] else "?")
+    when = _when(o["first_ms"])
     checks = "".join(
         f"<tr><td>{e(name)}</td><td class={'bad' if c['violations'] else 'ok'}>"
         f"{c['violations']}</td><td>{_seconds(c['seconds'])}</td></tr>"
@@ -90,6 +91,10 @@ def _html(s: dict[str, Any]) -> str:
         f"<td>{e(v['subject'])}</td><td>{e(v['detail'])}</td><td><pre>"
         f"{e(chr(10).join(v['evidence'] or []))}</pre></td></tr>"
         for v in s["examples"])
+    trail = s["changes"]
+    changes = "".join(
+        f"<tr><td>{c['index']}</td><td>{e(_when(c['time_ms']))}</td><td>{e(c['actor'] or '')}"
+        f"</td><td>{e(describe(c))}</td></tr>" for c in trail["listed"])
     stats = s["stats"]
     figures = "".join(f"<li>{e(k)}: n={stats[k]['count']}, "
                       f"{e(json.dumps(stats[k]['percentiles_ms']))} ms</li>"
@@ -107,11 +112,18 @@ from {e(when)}; schema v{s['schema_version']}; Spark master {e(s['master'])};
 <h2>Violations (first {len(s['examples'])})</h2>
 <table><tr><th>check</th><th>index</th><th>revision</th><th>subject</th><th>detail</th>
 <th>rows that show it</th></tr>{viol}</table>
+<h2>Auth and admin changes ({trail['count']}; first {len(trail['listed'])} listed)</h2>
+<p>by actor: {e(counts_text(trail['by_actor']))}; logins: {e(counts_text(trail['logins']))}</p>
+<table><tr><th>index</th><th>time (UTC)</th><th>actor</th><th>change</th></tr>{changes}</table>
 <h2>Ownership</h2><ul>{figures}</ul>
 <img src="tenure.png"> <img src="takeover.png">
 <h2>Leadership and quorum</h2><img src="timeline.png">
 <h2>Load</h2><img src="ops_rate.png"></body></html>
 """
+
+
+def _when(time_ms: int | None) -> str:
+    return datetime.fromtimestamp(time_ms / 1000, UTC).isoformat() if time_ms else "?"
 
 
 def _seconds(value: float | None) -> str:

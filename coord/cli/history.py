@@ -303,6 +303,10 @@ def cmd_audit(args: argparse.Namespace) -> int:
                   f"{v['subject']}: {v['detail']}")
             for e in v["evidence"] or []:
                 print(f"      {e}")
+        if "changes" in s:
+            from coord.audit.changes import trail_lines
+
+            print("\n".join(trail_lines(s["changes"])))
         if result.report:
             print(f"report: {result.report}")
         if "clients" in s:

@@ -61,16 +61,23 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
 )
 PARTITION_COLUMNS = ("date", "kind")
 
+AUTH_CHANGE_KINDS = (
+    "auth_enable", "auth_disable", "user_add", "user_delete", "user_change_password",
+    "user_grant_role", "user_revoke_role", "role_add", "role_delete",
+    "role_grant_permission", "role_revoke_permission",
+)
+"""etcd's auth changes, made as the user in `actor` (never a password or its hash); a
+login (`authenticate`) changes nothing and is not one of them."""
+ADMIN_CHANGE_KINDS = ("compact", "set_pid_capacity", "alarm", "conf_change")
+"""The administrative changes the log holds: compaction, the PID capacity, alarms and
+membership changes (a leader transfer and a defragmentation are no entries)."""
+
 COMMAND_KINDS = (
     "put", "range", "delete_range", "txn", "compact", "events_since", "open_session",
     "close_session", "expire_sessions", "own", "release", "get_owner", "list_owners",
     "owner_events_since", "allocate_pid_block", "lease_pid", "init_producer",
     "check_producer", "barrier", "alarm", "note_leader", "note_quorum_lost",
-    "set_pid_capacity",
-    # etcd's auth: the acting user in `actor` (never a password or its hash)
-    "auth_enable", "auth_disable", "authenticate", "user_add", "user_delete",
-    "user_change_password", "user_grant_role", "user_revoke_role", "role_add", "role_delete",
-    "role_grant_permission", "role_revoke_permission",
+    "set_pid_capacity", *AUTH_CHANGE_KINDS, "authenticate",
     "noop",  # a new leader's empty entry
     "conf_change",  # a membership change entry
     "undecodable",  # an entry no command decodes from (the machine refused it)

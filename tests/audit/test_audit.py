@@ -10,6 +10,7 @@ import pytest
 
 from coord.audit.checks import CHECKS, log
 from coord.audit.job import run_audit
+from coord.history.schema import ADMIN_CHANGE_KINDS, AUTH_CHANGE_KINDS
 from coord.history.sink import HistorySink
 from coord.history.synth import synthesize
 from tests.audit.plants import plant_all
@@ -61,7 +62,17 @@ def test_a_clean_history_passes_every_check_and_gets_a_report(clean):
     assert [t[2] for t in terms if t[2]][0] == "n1" and len(terms) == o["terms"]
     for png in ("tenure.png", "takeover.png", "timeline.png", "ops_rate.png"):
         assert (report / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "coord audit: passed" in (report / "index.html").read_text()
+    page = (report / "index.html").read_text()
+    assert "coord audit: passed" in page
+    # the trail: every admin change of the synthesized history (it makes no auth change)
+    made: dict[str, int] = {}
+    for row in synthesize(SYNTH, seed=5):
+        if row["seq"] == 0 and row["kind"] in AUTH_CHANGE_KINDS + ADMIN_CHANGE_KINDS:
+            made[row["kind"]] = made.get(row["kind"], 0) + 1
+    trail = result.summary["changes"]
+    assert trail["by_kind"] == made and trail["count"] == sum(made.values()) > 0
+    assert f"<h2>Auth and admin changes ({trail['count']}; first {trail['count']} listed)" \
+        "</h2>" in page
     assert json.loads((report / "summary.json").read_text())["violations"] == 0
 
 

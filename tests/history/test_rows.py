@@ -100,9 +100,12 @@ def test_the_manual_documents_this_schema_version():
     assert markdown_table() in page
 
 
+SECRET_HASH = "scrypt$16384$8$1$" + "c2FsdHNhbHRzYWx0c2FsdA==" + "$" + "aA" * 22
+
+
 def test_auth_changes_are_rows_with_who_and_what_but_never_a_password():
     r = Replayer()
-    secret_hash = "scrypt$16384$8$1$" + "c2FsdHNhbHRzYWx0c2FsdA==" + "$" + "aA" * 22
+    secret_hash = SECRET_HASH
     entries = [c.UserAdd("root", secret_hash), c.UserGrantRole("root", "root"), c.AuthEnable(),
                c.RoleAdd("reader", actor="root"),
                c.RoleGrantPermission("reader", 2, b"a", b"\0", actor="root"),
