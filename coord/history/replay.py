@@ -17,7 +17,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from coord.history.rows import KIND_OF, Row, RowMaker
+from coord.history.rows import KIND_OF, Row, RowMaker, conf_change_fields
 from coord.history.schema import date_of
 from coord.server.storage.log_format import split_entry_data, split_snapshot
 from coord.sm import CoordMachine
@@ -66,6 +66,8 @@ class Replayer:
         if entry_type == CONF_CHANGE or not data:
             kind = "conf_change" if entry_type == CONF_CHANGE else "noop"
             rows = self.maker.rows(index, term, m.clock_ms, m.revision, kind, None, None, [])
+            if entry_type == CONF_CHANGE:
+                rows[0].update(conf_change_fields(data))
             if not m.clock_ms:
                 self._untimed += rows
                 return [], None

@@ -8,10 +8,12 @@ infers it should have done.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from typing import Any
 
 from coord.history.schema import date_of
+from coord.raft.confchange import decode_conf_change
 from coord.sm import commands as c
 from coord.sm.auth import PERM_NAMES, AuthEvent
 from coord.sm.records import OwnershipEvent, SessionEvent, WatchEvent
@@ -90,6 +92,21 @@ def command_fields(cmd: Any, result: Any) -> Row:
     elif t is c.NoteQuorumLost:
         f.update(member=cmd.member, mode=cmd.mode, since_ms=cmd.since_ms, until_ms=cmd.until_ms)
     return f
+
+
+def conf_change_fields(data: bytes) -> Row:
+    """What a membership change entry says: the change (`mode`: add_voter, add_learner or
+    remove_node), the member's name and who asked (`actor`, while auth was on). Nothing
+    from an entry that does not decode."""
+    try:
+        change = decode_conf_change(data)
+        context = json.loads(change.context) if change.context else {}
+    except ValueError:
+        return {}
+    named = context if isinstance(context, dict) else {}
+    text = {k: v for k, v in named.items() if isinstance(v, str) and v}
+    return {"mode": change.type.name.lower(), "member": text.get("name"),
+            "actor": text.get("actor")}
 
 
 AUTH_COMMANDS = frozenset(c.AuthCommand.__args__)

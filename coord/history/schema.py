@@ -45,12 +45,14 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("value_len", "int64", "KV value length in bytes"),
     ("value_hash", "string", "KV value: blake2b-64 hex"),
     ("ttl_ms", "int64", "session TTL"),
-    ("member", "string", "note_leader / note_quorum_lost: the member"),
-    ("mode", "string", "note_quorum_lost: read-only or no-quorum"),
+    ("member", "string", "note_leader / note_quorum_lost: the member; conf_change: the "
+     "member added or removed"),
+    ("mode", "string", "note_quorum_lost: read-only or no-quorum; conf_change: add_voter, "
+     "add_learner or remove_node"),
     ("since_ms", "int64", "note_quorum_lost: start of the period (the member's clock)"),
     ("until_ms", "int64", "note_quorum_lost: end of the period"),
-    ("actor", "string", "the user a write or an auth change was made as, through either "
-     "API (none: auth off, or no user)"),
+    ("actor", "string", "the user a write, an auth change or a membership change was made "
+     "as, through either API (none: auth off, or no user)"),
     ("user", "string", "auth changes: the user changed; authenticate: who logged in"),
     ("role", "string", "auth changes: the role changed or granted"),
     ("perm", "string", "role_grant_permission: READ, WRITE or READWRITE (another number as "

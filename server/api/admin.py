@@ -164,11 +164,13 @@ class AdminService(admin_pb2_grpc.AdminServicer):
             await e.abort(context)
         raise AssertionError("abort raises")
 
-    async def _allowed(self, context, need: Need, catch_up: bool = True) -> None:
-        """Refuse a caller without `need` (nothing while auth is off)."""
+    async def _allowed(self, context, need: Need, catch_up: bool = True) -> str:
+        """Refuse a caller without `need` (nothing while auth is off); the caller's user
+        ("" while auth is off)."""
         user = await self._caller(context, catch_up)
         if user is not None and not holds(self.callers.auth, user, need):
             await denied(user, need).abort(context)
+        return user or ""
 
     async def _proposed_as_caller(self, context, data: bytes) -> bytes:
         user = await self._caller(context)
@@ -199,7 +201,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         return admin_pb2.TransferLeaderResponse(leader_id=leader)
 
     async def AddMember(self, request, context):  # noqa: N802
-        await self._allowed(context, next(resource(ADMIN, "membership", True)))
+        user = await self._allowed(context, next(resource(ADMIN, "membership", True)))
         try:
             validate_address(request.peer_address)
             if not request.name:
@@ -210,7 +212,7 @@ class AdminService(admin_pb2_grpc.AdminServicer):
         kind = ConfChangeType.ADD_LEARNER if request.learner else ConfChangeType.ADD_VOTER
         if kind is ConfChangeType.ADD_VOTER and info.id in self.node.members:
             await self._check_promotable(context, info)
-        await self._change(context, ConfChange(kind, info.id, info.encode()))
+        await self._change(context, ConfChange(kind, info.id, info.change_context(user)))
         return self._membership()
 
     PROMOTE_MAX_LAG = 1000
@@ -234,11 +236,13 @@ class AdminService(admin_pb2_grpc.AdminServicer):
             )
 
     async def RemoveMember(self, request, context):  # noqa: N802
-        await self._allowed(context, next(resource(ADMIN, "membership", True)))
+        user = await self._allowed(context, next(resource(ADMIN, "membership", True)))
         target = member_id(request.name)
         if target not in self.node.members:
             await abort(context, INVALID, "UNKNOWN_MEMBER", f"no member named {request.name!r}")
-        await self._change(context, ConfChange(ConfChangeType.REMOVE_NODE, target))
+        gone = self.node.members[target]  # named in the context for the history
+        await self._change(context, ConfChange(ConfChangeType.REMOVE_NODE, target,
+                                               gone.change_context(user)))
         return self._membership()
 
     async def _change(self, context, cc: ConfChange) -> None:

@@ -21,6 +21,13 @@ class MemberInfo:
     def encode(self) -> bytes:
         return json.dumps(asdict(self), sort_keys=True, separators=(",", ":")).encode()
 
+    def change_context(self, actor: str = "") -> bytes:
+        """A membership change's context: this record and, while auth is on, the user who
+        asked for the change, for the history's audit trail (`decode` reads the record
+        alone; a removal's context is read by the history only)."""
+        fields = asdict(self) | ({"actor": actor} if actor else {})
+        return json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()
+
     @classmethod
     def decode(cls, data: bytes) -> MemberInfo:
         fields = json.loads(data)

@@ -465,6 +465,20 @@ def test_a_history_export_needs_admin_read_on_history(authed, eps, tmp_path):
     assert grants == [("root", "sessions-only", "history", "READ")]
 
 
+def test_a_membership_change_names_who_made_it_in_the_history(authed, eps):
+    """A learner added and removed as root: both conf-change rows of the exported history
+    name the change, the member and root."""
+    leader = authed.members[authed.wait_for_leader()].listen
+    with AdminClient(leader, timeout=10, user="root", password="rootpw") as admin:
+        admin.add_member("ghost", "127.0.0.1:9", learner=True)  # nobody listens there
+        admin.remove_member("ghost")
+    with Client(eps, user="root", password="rootpw") as root:
+        rows = [r for page in root.export_history() for r in page.rows]
+    changes = [(r.get("mode"), r.get("member"), r.get("actor")) for r in rows
+               if r["kind"] == "conf_change" and r.get("member") == "ghost"]
+    assert changes == [("add_learner", "ghost", "root"), ("remove_node", "ghost", "root")]
+
+
 def test_a_member_local_session_is_checked_as_one_opened_through_the_log(authed):
     """Two members paused: the one left goes read-only and opens member-local sessions
     for read-only clients, only under names their user may write."""
