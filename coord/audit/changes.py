@@ -13,9 +13,9 @@ from coord.history.schema import ADMIN_CHANGE_KINDS, AUTH_CHANGE_KINDS
 
 LISTED = 200
 COLUMNS = ("index", "time_ms", "kind", "ok", "error", "actor", "user", "role", "perm", "key",
-           "range_end", "size")
+           "range_end", "size", "mode", "member")
 """What a listed change shows: the entry, who, and what it was about (`size`: the
-compaction's revision, the PID capacity)."""
+compaction's revision, the PID capacity; `mode` and `member`: a membership change's)."""
 NO_ACTOR = "(none)"
 
 
@@ -50,7 +50,7 @@ def counts_text(counts: dict[str, int]) -> str:
 def describe(change: dict[str, Any]) -> str:
     """One listed change in words: what, by whom, about what."""
     about = [f"{name}={value!r}" if isinstance(value, str) else f"{name}={value}"
-             for name in ("user", "role", "perm", "key", "range_end", "size")
+             for name in ("user", "role", "perm", "key", "range_end", "size", "mode", "member")
              if (value := change.get(name)) is not None]
     outcome = "" if change["ok"] else f" refused ({change['error']})"
     return (f"{change['kind']} by {change['actor'] or NO_ACTOR}"
