@@ -137,7 +137,8 @@ def test_etcdctl_users_roles_and_a_permission_revoked_on_the_next_call(eps):
     etcdctl(eps, *root, "auth", "disable")
     assert etcdctl(eps, "get", "c").stdout.split() == ["c", "3"]
     etcdctl(eps, *root, "auth", "enable")  # the fixture turns it off again
-    with Client(eps) as client:  # the audit trail: who changed what, never a password
+    # the audit trail: who changed what, never a password (exporting it needs a grant)
+    with Client(eps, user="root", password="rootpw") as client:
         rows = [r for page in client.export_history() for r in page.rows if r["seq"] == 0]
     said = {(r["kind"], r.get("actor"), r.get("user"), r.get("role"), r.get("perm"),
              r.get("key"), r.get("range_end")) for r in rows if r["ok"]}
