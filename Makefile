@@ -8,7 +8,7 @@ SEEDS  ?= 10000
 NODES  ?= 3
 TLS    ?=
 
-.PHONY: all venv proto run test lint docs soak diff etcd3-suite bench bench-readonly bench-scale clean etcd-tools zookeeper-server bench-tui chaos chaos-long bench-audit java-runtime database-servers bench-spark bench-spark-full fuzz prometheus
+.PHONY: all venv proto run test lint docs soak diff etcd3-suite bench bench-readonly bench-scale bench-snapshot clean etcd-tools zookeeper-server bench-tui chaos chaos-long bench-audit java-runtime database-servers bench-spark bench-spark-full fuzz prometheus
 
 all: test
 
@@ -185,6 +185,11 @@ zookeeper-server:
 # (about an hour on this box; `coord bench scale --help` for smaller runs).
 bench-scale: venv
 	$(VENV)/bin/coord bench scale --seconds 1800 --sample-s 60 --keys 1000000
+
+# A wiped follower's peak and steady RSS while a 1M-key snapshot reaches it (a few
+# minutes: most of it filling the keys; `coord bench snapshot --help`).
+bench-snapshot: venv
+	$(VENV)/bin/coord bench snapshot --keys 1000000 --concurrency 16
 
 # The console with 10,000 owners and keys: claim-to-row latency, idle and busy CPU.
 bench-tui: venv

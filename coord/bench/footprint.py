@@ -13,10 +13,21 @@ from pathlib import Path
 
 def rss_bytes(pid: int) -> int:
     """Resident set size of process `pid` (0 if it is gone)."""
+    return _status_bytes(pid, "VmRSS:")
+
+
+def high_water_bytes(pid: int) -> int:
+    """Process `pid`'s peak resident set size over its life, as the kernel kept it
+    (0 if it is gone): a peak no sampling can miss."""
+    return _status_bytes(pid, "VmHWM:")
+
+
+def _status_bytes(pid: int, field: str) -> int:
+    """A size in /proc/`pid`/status (kB there), in bytes; 0 if the process is gone."""
     try:
         with open(f"/proc/{pid}/status") as f:
             for line in f:
-                if line.startswith("VmRSS:"):
+                if line.startswith(field):
                     return int(line.split()[1]) * 1024
     except (FileNotFoundError, ProcessLookupError):
         return 0

@@ -157,8 +157,8 @@ def caught_up(endpoint: str, revision: int, t0: float, timeout: float) -> float:
     raise RuntimeError(f"{endpoint} did not reach revision {revision} within {timeout:g}s")
 
 
-async def _load_on(endpoint: str, start: int, end: int, clients: int,
-                   errors: list[int]) -> None:
+async def load_on(endpoint: str, start: int, end: int, clients: int,
+                  errors: list[int]) -> None:
     async with grpc.aio.insecure_channel(endpoint) as ch:
         await load(erpc.KVStub(ch), start, end, clients, errors)
 
@@ -179,7 +179,7 @@ def restart(system: str, members: int, compaction: list[str], total: int,
         r = _CoordRig(cluster) if coord else _EtcdRig(cluster)
         for target in decades(total):
             t0 = time.monotonic()
-            asyncio.run(_load_on(r.endpoint(r.leader()), written, target, clients, errors))
+            asyncio.run(load_on(r.endpoint(r.leader()), written, target, clients, errors))
             load_s = time.monotonic() - t0
             loaded, written = target - written, target
             disk = r.disk_max()

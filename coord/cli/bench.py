@@ -123,6 +123,8 @@ TARGETS: dict[str, tuple[str, tuple[str, ...]]] = {
               ("--phases", "--members", "--sessions", "--session-ttl", "--keepalives-to",
                "--keys", "--owners", "--pids", "--probe-ops", "--sample-s",
                "--auto-compaction-mode", "--auto-compaction-retention", "--etcd", *_API)),
+    "snapshot": ("a wiped follower's peak and steady RSS while a large snapshot reaches it",
+                 ("--keys", "--concurrency", "--json")),
     "audit": ("history synth, export and the PySpark audit, rows/s",
               ("--commands", "--masters", "--export-entries", "--history-dir")),
     "spark": ("the fenced Spark writer vs Spark's JDBC writer and a plain write",
@@ -135,6 +137,8 @@ OWN_HELP = {
     ("raft", "--concurrency"): "proposers inside the leader, comma-separated levels",
     ("scale", "--concurrency"): "concurrent clients, comma-separated: the largest is used",
     ("scale", "--seconds"): "the soak's length in seconds",
+    ("snapshot", "--keys"): "keys the cluster holds before the follower is wiped",
+    ("snapshot", "--concurrency"): "concurrent loaders filling the keys: the largest is used",
     ("etcd", "--resources"): "resources coord claims in one native own request (each "
                              "variant; 0: none)",
 }
@@ -173,6 +177,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from coord.bench.startup import run_startup_bench as run
     elif args.target == "scale":
         from coord.bench.scale import run_scale_bench as run
+    elif args.target == "snapshot":
+        from coord.bench.snapshot_transfer import run_snapshot_bench as run
     elif args.target == "audit":
         from coord.bench.audit import run_audit_bench as run
     elif args.target == "spark":
