@@ -14,7 +14,8 @@ from coord.cli.bench import TARGETS
 from coord.cli.main import build_parser
 
 BENCH = Path(__file__).resolve().parents[2] / "coord" / "bench"
-MODULE = {"own": "api", "pid": "api", "kv": "api", "spark": "spark_writer"}
+MODULE = {"own": "api", "pid": "api", "kv": "api", "spark": "spark_writer",
+          "snapshot": "snapshot_transfer"}
 """The targets whose module is not named as they are (cmd_bench's imports)."""
 NOT_FLAGS = {"command", "target", "func"}  # what the parser sets besides the flags
 
