@@ -106,12 +106,12 @@ def _no_floats(text: str) -> Any:
     raise ValueError(f"non-integer number {text!r}")
 
 
-_DECODER = json.JSONDecoder(
+DECODER = json.JSONDecoder(
     object_pairs_hook=_unique_pairs, parse_float=_no_floats, parse_constant=_no_floats
 )
 
 
-_TOO_DEEP = f"malformed JSON: nested deeper than {MAX_JSON_DEPTH}"
+TOO_DEEP = f"malformed JSON: nested deeper than {MAX_JSON_DEPTH}"
 
 
 def loads(data: bytes) -> Any:
@@ -122,17 +122,17 @@ def loads(data: bytes) -> Any:
         text = data.decode("utf-8")
         if text.startswith("\ufeff"):  # as json.loads refuses it
             raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
-        plain = _DECODER.decode(text)
+        plain = DECODER.decode(text)
     except RecursionError:
-        raise ValueError(_TOO_DEEP) from None
+        raise ValueError(TOO_DEEP) from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ValueError(f"malformed JSON: {exc}") from None
-    if _deeper_than(plain, MAX_JSON_DEPTH):
-        raise ValueError(_TOO_DEEP)
+    if deeper_than(plain, MAX_JSON_DEPTH):
+        raise ValueError(TOO_DEEP)
     return plain
 
 
-def _deeper_than(plain: Any, limit: int) -> bool:
+def deeper_than(plain: Any, limit: int) -> bool:
     """Whether lists and objects nest more than `limit` deep (without recursing)."""
     stack = [(plain, 1)] if type(plain) in (list, dict) else []
     while stack:

@@ -25,7 +25,7 @@ from typing import Any
 from coord.sm import canonical_json
 from coord.sm.records import DELETE, PUT, KeyValue, WatchEvent
 
-__all__ = ["CHUNK", "events_chunk", "events_from", "kv_chunk", "kvs_from"]
+__all__ = ["CHUNK", "KeySpaceLoader", "events_chunk", "events_from", "kv_chunk", "kvs_from"]
 
 CHUNK = 500
 """Records per chunk: one piece of a snapshot being taken (the loop runs between
@@ -77,25 +77,20 @@ def events_chunk(events: Sequence[WatchEvent], newest: dict[bytes, KeyValue]) ->
     ]
 
 
-def kvs_from(chunks: Any) -> list[KeyValue]:
-    """The records of a list of `kv_chunk`s (ValueError if any column is malformed)."""
-    out: list[KeyValue] = []
-    for chunk in _list(chunks, "KV chunks"):
-        out += _records(chunk)
-    return out
+class KeySpaceLoader:
+    """The key space read back a chunk at a time, as a snapshot's text gives them (its
+    history's chunks, then its live keys'): each chunk becomes records as it comes, so a
+    restore holds the plain form of one chunk at a time, not the whole key space's
+    (`coord.sm.json_stream`). A live record equal to its key's newest event's record is
+    taken as that very record, as in the machine the snapshot was taken from."""
 
+    def __init__(self) -> None:
+        self.events: list[WatchEvent] = []
+        self.live: list[KeyValue] = []
+        self._newest: dict[bytes, KeyValue] = {}  # each key's newest event's record so far
 
-def events_from(chunks: Any, live: list[KeyValue]) -> tuple[list[WatchEvent], list[KeyValue]]:
-    """The events of a list of `events_chunk`s, and `live` with each record that equals
-    its key's newest event's record replaced by that record: an event's record and the
-    next event's previous record on the same key are then one object, as they were in
-    the machine the snapshot was taken from."""
-    types: list[str] = []
-    revisions: list[int] = []
-    kvs: list[KeyValue] = []
-    flags: list[str] = []
-    given: list[KeyValue] = []
-    for chunk in _list(chunks, "history chunks"):
+    def history_chunk(self, chunk: Any) -> None:
+        """Take one `events_chunk` (ValueError if malformed)."""
         if type(chunk) is not list or len(chunk) != 5:
             raise ValueError(f"expected a history chunk of 5 columns, got {chunk!r:.80}")
         codes, revs, records, has_prev, prev_records = chunk
@@ -103,38 +98,61 @@ def events_from(chunks: Any, live: list[KeyValue]) -> tuple[list[WatchEvent], li
             raise ValueError("history chunk: type codes and flags must be text")
         n = len(codes)
         try:
-            types += [_CODE_TYPES[code] for code in codes]
+            types = [_CODE_TYPES[code] for code in codes]
         except KeyError as exc:
             raise ValueError(f"unknown event type code {exc}") from None
-        revisions += _ints(revs, n, "revisions")
-        chunk_kvs = _records(chunk=records)
-        if len(chunk_kvs) != n or len(has_prev) != n:
+        revisions = _ints(revs, n, "revisions")
+        kvs = _records(chunk=records)
+        if len(kvs) != n or len(has_prev) != n:
             raise ValueError("history chunk: columns of different lengths")
-        kvs += chunk_kvs
-        chunk_given = _records(prev_records)
+        given = _records(prev_records)
         if sum(map(has_prev.count, "012")) != n:
             raise ValueError("history chunk: previous-record flags must be 0, 1 or 2")
-        if has_prev.count("1") != len(chunk_given):
+        if has_prev.count("1") != len(given):
             raise ValueError("history chunk: previous records do not match their flags")
-        flags.append(has_prev)
-        given += chunk_given
-    newest: dict[bytes, KeyValue] = {}
-    prevs: list[KeyValue | None] = []
-    present = iter(given)
-    for kv, flag in zip(kvs, "".join(flags), strict=True):
-        if flag == "0":
-            prevs.append(None)
-        elif flag == "2":
-            same = newest.get(kv.key)
-            if same is None:
-                raise ValueError("history chunk: a previous record refers to no earlier event")
-            prevs.append(same)
-        else:  # not its key's earlier record (`events_chunk` wrote that as "2")
-            prevs.append(next(present))
-        newest[kv.key] = kv
-    live = [same if (same := newest.get(kv.key)) is not None and same == kv else kv
-            for kv in live]
-    return list(map(WatchEvent, types, kvs, prevs, revisions)), live
+        newest = self._newest
+        present = iter(given)
+        prevs: list[KeyValue | None] = []
+        for kv, flag in zip(kvs, has_prev, strict=True):
+            if flag == "0":
+                prevs.append(None)
+            elif flag == "2":
+                same = newest.get(kv.key)
+                if same is None:
+                    raise ValueError("history chunk: a previous record refers to no earlier "
+                                     "event")
+                prevs.append(same)
+            else:  # not its key's earlier record (`events_chunk` wrote that as "2")
+                prevs.append(next(present))
+            newest[kv.key] = kv
+        self.events += map(WatchEvent, types, kvs, prevs, revisions)
+
+    def kv_chunk(self, chunk: Any) -> None:
+        """Take one `kv_chunk` of live records (ValueError if malformed)."""
+        self.live += self.shared(_records(chunk))
+
+    def shared(self, live: list[KeyValue]) -> list[KeyValue]:
+        """`live`, each record equal to its key's newest event's record replaced by it."""
+        newest = self._newest
+        return [same if (same := newest.get(kv.key)) is not None and same == kv else kv
+                for kv in live]
+
+
+def kvs_from(chunks: Any) -> list[KeyValue]:
+    """The records of a list of `kv_chunk`s (ValueError if any column is malformed)."""
+    loader = KeySpaceLoader()
+    for chunk in _list(chunks, "KV chunks"):
+        loader.kv_chunk(chunk)
+    return loader.live
+
+
+def events_from(chunks: Any, live: list[KeyValue]) -> tuple[list[WatchEvent], list[KeyValue]]:
+    """The events of a list of `events_chunk`s, and `live` with each record that equals
+    its key's newest event's record replaced by that record (`KeySpaceLoader`)."""
+    loader = KeySpaceLoader()
+    for chunk in _list(chunks, "history chunks"):
+        loader.history_chunk(chunk)
+    return loader.events, loader.shared(live)
 
 
 def _records(chunk: Any) -> list[KeyValue]:

@@ -24,11 +24,12 @@ from contextlib import contextmanager
 from typing import Any
 
 from coord.sm import commands as c
+from coord.sm import json_stream, kv_columns
 from coord.sm.access import denial_message, lacking
 from coord.sm.alarms import AlarmTable, adds_state
 from coord.sm.auth import AuthStore
 from coord.sm.auth_commands import AuthCommand
-from coord.sm.canonical_json import Lazy, from_plain, iter_dumps, loads
+from coord.sm.canonical_json import Lazy, from_plain, iter_dumps
 from coord.sm.dedup import RecentRequests
 from coord.sm.elapsed import ElapsedClock
 from coord.sm.errors import (
@@ -396,11 +397,10 @@ class CoordMachine:
 
     def _load(self, data: bytes) -> None:
         """Rebuild this (new, unshared) machine from a snapshot: `restored`'s work."""
+        chunks = kv_columns.KeySpaceLoader()
         try:
-            try:
-                state = loads(zlib.decompress(data))
-            except zlib.error as exc:
-                raise ValueError(f"snapshot is not zlib data: {exc}") from None
+            state = json_stream.load_pieces(json_stream.utf8_pieces(_decompressed(data)),
+                                            KVStore.snapshot_hooks("kv", chunks))
             if type(state) is not dict:
                 raise ValueError("not a snapshot")
             if state.get("format") != SNAPSHOT_FORMAT:
@@ -417,7 +417,7 @@ class CoordMachine:
             self.elapsed = ElapsedClock.from_state(state["elapsed"])
             self._elapsed_ms = self.elapsed.now_ms
             self.sessions.load_state(state["sessions"])
-            self.kv.load_state(state["kv"])
+            self.kv.load_state(state["kv"], chunks)
             self.ownership.load_state(state["ownership"])
             self.ownership.history.load_state(state["owner_history"])
             self.pids.load_state(state["pids"])
@@ -465,6 +465,31 @@ SNAPSHOT_ZLIB_LEVEL = 1
 its event loop between Raft's work. The state after 60,000 puts (13.6 MB of JSON) took
 110 ms at level 6 for 2.13 MB and 46 ms at level 1 for 2.30 MB (decompressing: 18 and
 25 ms); a snapshot is made far more often than one is sent. Any level restores."""
+
+
+DECOMPRESS_PIECE = 1 << 20
+"""Bytes of a snapshot decompressed at a time (in and out): a restore's text buffer."""
+
+
+def _decompressed(data: bytes) -> Iterator[bytes]:
+    """zlib `data` decompressed a piece at a time, none of them over DECOMPRESS_PIECE
+    (a state of repeated values compresses a hundredfold: the whole text at once was the
+    largest thing a restore held). ValueError if `data` is not one whole zlib stream."""
+    z = zlib.decompressobj()
+    view = memoryview(data)
+    try:
+        for start in range(0, len(view), DECOMPRESS_PIECE):
+            tail: bytes | memoryview = view[start:start + DECOMPRESS_PIECE]
+            while tail:
+                yield z.decompress(tail, DECOMPRESS_PIECE)
+                tail = z.unconsumed_tail
+            if z.eof:
+                break
+        yield z.flush()
+    except zlib.error as exc:
+        raise ValueError(f"snapshot is not zlib data: {exc}") from None
+    if not z.eof:
+        raise ValueError("snapshot is not zlib data: incomplete or truncated stream")
 
 
 def _compressed(pieces: Iterator[str]) -> Iterator[bytes]:

@@ -6,7 +6,7 @@ import zlib
 
 import pytest
 
-from coord.sm import canonical_json, kv_columns
+from coord.sm import canonical_json, json_stream, kv_columns, machine
 from coord.sm import commands as c
 from coord.sm.machine import CoordMachine
 from coord.sm.records import DELETE, PUT, KeyValue, WatchEvent
@@ -171,3 +171,32 @@ def test_two_chunks_side_by_side_share_the_key_map():
     assert events[1].prev_kv is events[0].kv
     with pytest.raises(ValueError, match="no earlier event"):
         kv_columns.events_from([second], [b])
+
+
+def test_a_restore_read_a_few_bytes_at_a_time_is_the_whole_document_s_restore(monkeypatch):
+    """The restore streams: the snapshot decompressed, its text parsed and its chunks
+    turned into records a piece at a time. Cut into 7-byte pieces, it gives the machine the
+    document read whole (as restores did) describes: the same snapshot bytes, state and
+    key space, and exactly the plain document `loads` reads from the whole text."""
+    m = busy_machine()
+    snap = m.snapshot()
+    whole = canonical_json.loads(zlib.decompress(snap))
+    monkeypatch.setattr(machine, "DECOMPRESS_PIECE", 7)
+    pieces = list(machine._decompressed(snap))
+    assert len(pieces) > 100 and max(map(len, pieces)) <= 7
+    assert json_stream.load_pieces(json_stream.utf8_pieces(pieces), {}) == whole
+    other = CoordMachine()
+    other.restore(snap)
+    assert other.snapshot() == snap and other.describe() == m.describe()
+    assert other.kv.range(b"k", b"\0").kvs == m.kv.range(b"k", b"\0").kvs
+    assert shared_records(other.kv._history) == shared_records(m.kv._history)
+
+
+def test_a_cut_or_padded_snapshot_is_refused_and_leaves_the_machine_untouched():
+    snap = busy_machine().snapshot()
+    other = CoordMachine()
+    before = other.snapshot()
+    for bad in (snap[:-3], snap[: len(snap) // 2], b"x" + snap):
+        with pytest.raises(ValueError, match="snapshot is not zlib data"):
+            other.restore(bad)
+    assert other.snapshot() == before
