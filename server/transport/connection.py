@@ -220,7 +220,7 @@ class Inbound:
         self._on_lost = on_lost
         self._reader = FrameReader.for_stranger()  # until the opener authenticates
         self._from = 0
-        self._pieces = Reassembly()  # of a snapshot arriving on this connection
+        self._pieces = Reassembly(t.spool_dir)  # of a snapshot arriving on this connection
         self._heard = True
         self._idle = asyncio.get_running_loop().call_later(INBOUND_IDLE, self._check_idle)
         no_delay(tr)
@@ -282,6 +282,7 @@ class Inbound:
 
     def connection_lost(self, _exc: Exception | None) -> None:
         self._idle.cancel()
+        self._pieces.clear()
         self._on_lost(self)
 
     def _check_idle(self) -> None:

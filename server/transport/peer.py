@@ -24,6 +24,7 @@ import asyncio
 import dataclasses
 import logging
 import math
+import os
 import ssl
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -98,13 +99,16 @@ class PeerTransport:
     """
 
     def __init__(self, auth: PeerAuth, queue_limit: int = 4096,
-                 tls: ssl.SSLContext | None = None) -> None:
+                 tls: ssl.SSLContext | None = None,
+                 spool_dir: str | os.PathLike[str] | None = None) -> None:
         """`tls`: open connections over TLS with this context (the peer port's opening
-        end: `coord.tls.credentials.client_context`)."""
+        end: `coord.tls.credentials.client_context`). `spool_dir`: where a snapshot
+        arriving in pieces is written until its last piece (`Reassembly`)."""
         if queue_limit <= 0:
             raise ValueError("queue_limit must be positive")
         self.auth = auth
         self.tls = tls
+        self.spool_dir = spool_dir
         self.node_id = auth.node_id
         self._on_messages: Callable[[list[Message]], None] = _nowhere
         self._on_unreachable: Callable[[int], None] = lambda _id: None
@@ -448,31 +452,27 @@ class PeerTransport:
         anything else (for another member, undecodable, local-only) is counted and dropped.
         A snapshot piece is kept in `pieces` (the stream's) until its message completes it."""
         if batch.HasField("chunk"):
-            self._deliver_piece(from_id, batch.chunk, pieces or Reassembly())
+            self._deliver_piece(from_id, batch.chunk, pieces or Reassembly(self.spool_dir))
             return
         self._hand_over(from_id, batch.messages)
 
     def _deliver_piece(self, from_id: int, chunk: raft_pb2.SnapshotChunk,
                        pieces: Reassembly) -> None:
         if chunk.offset != pieces.received:  # a piece went missing: drop the snapshot
-            pieces.parts.clear()
-            pieces.received = 0
+            pieces.clear()
             if chunk.offset != 0:
                 self.dropped_inbound += 1
                 return
-        pieces.parts.append(chunk.data)
-        pieces.received += len(chunk.data)
+        pieces.add(chunk.data)
         if not chunk.HasField("message"):
             return
-        data, complete = b"".join(pieces.parts), pieces.received == chunk.total
-        pieces.parts.clear()
-        pieces.received = 0
-        if not complete:
+        if pieces.received != chunk.total:
             self.dropped_inbound += 1
             log.warning("dropping a snapshot from %d: %d of %d bytes arrived", from_id,
-                        len(data), chunk.total)
+                        pieces.received, chunk.total)
+            pieces.clear()
             return
-        self._hand_over(from_id, [chunk.message], data)
+        self._hand_over(from_id, [chunk.message], pieces.take())
 
     def _hand_over(self, from_id: int, messages: Iterable[raft_pb2.Message],
                    snapshot_data: bytes | None = None) -> None:

@@ -6,6 +6,9 @@ the pieces instead of queueing behind one huge write."""
 from __future__ import annotations
 
 import dataclasses
+import os
+import tempfile
+from typing import BinaryIO
 
 from coord.raft.types import Message, MessageType
 from coord.server.transport.raft_proto import fill_message_pb
@@ -25,7 +28,7 @@ class Piece:
     to: int
     offset: int
     total: int
-    data: bytes
+    data: memoryview  # of the snapshot's bytes: copied only as its batch is written
     message: Message | None  # on the last piece: the message, its snapshot data empty
     type: MessageType = MessageType.SNAP
 
@@ -37,7 +40,7 @@ def needs_cutting(m: Message) -> bool:
 
 def cut(m: Message) -> list[Piece]:
     assert m.snapshot is not None
-    data = m.snapshot.data
+    data = memoryview(m.snapshot.data)  # pieces as views: a copy of all of them at once
     bare = dataclasses.replace(m, snapshot=dataclasses.replace(m.snapshot, data=b""))
     starts = range(0, len(data), CHUNK_BYTES)
     return [Piece(m.to, i, len(data), data[i:i + CHUNK_BYTES],
@@ -47,15 +50,48 @@ def cut(m: Message) -> list[Piece]:
 def fill_piece(c: Piece, batch: raft_pb2.MessageBatch) -> int:
     """Write `c` into `batch` (a batch of its own); return the messages it counts as."""
     chunk = batch.chunk
-    chunk.offset, chunk.total, chunk.data = c.offset, c.total, c.data
+    chunk.offset, chunk.total, chunk.data = c.offset, c.total, c.data.tobytes()
     if c.message is not None:
         fill_message_pb(chunk.message, c.message)
     return 1
 
 
-@dataclasses.dataclass(slots=True)
 class Reassembly:
-    """The pieces of a snapshot received so far on one connection."""
+    """The pieces of a snapshot received so far on one connection, written to a file as
+    they arrive (unlinked: it goes with its descriptor) and read back in one piece once
+    the last one is in: held as a list and then joined, a snapshot was in memory twice
+    over on top of the state it was about to replace. `spool_dir`: where the file goes
+    (the member's data dir; None: the system's temporary dir)."""
 
-    parts: list[bytes] = dataclasses.field(default_factory=list)
-    received: int = 0
+    def __init__(self, spool_dir: str | os.PathLike[str] | None = None) -> None:
+        self._dir = spool_dir
+        self._file: BinaryIO | None = None
+        self.received = 0
+
+    def add(self, data: bytes) -> None:
+        """Write the next piece (the caller checked that it is the next one)."""
+        if self._file is None:
+            self._file = tempfile.TemporaryFile(dir=self._dir, prefix="snapshot-in-",
+                                                buffering=0)
+        view = memoryview(data)
+        while view:
+            view = view[self._file.write(view):]
+        self.received += len(data)
+
+    def take(self) -> bytes:
+        """Every piece written so far, as one bytes (one allocation, read back from the
+        file); the reassembly starts over empty."""
+        f, self._file = self._file, None
+        self.received = 0
+        if f is None:
+            return b""
+        with f:
+            f.seek(0)
+            return f.readall()
+
+    def clear(self) -> None:
+        """Drop what arrived (a piece went missing, or the connection ended)."""
+        f, self._file = self._file, None
+        self.received = 0
+        if f is not None:
+            f.close()

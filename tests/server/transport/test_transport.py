@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import pytest
 
@@ -605,13 +607,22 @@ def test_a_big_snapshot_goes_in_pieces_and_arrives_whole(monkeypatch: pytest.Mon
     run(main())
 
 
-def test_a_snapshot_missing_a_piece_is_dropped_not_delivered() -> None:
+def open_files_under(path: Path) -> int:
+    """Files this process holds open under `path` (unlinked ones included)."""
+    links = [os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")
+             if os.path.exists(f"/proc/self/fd/{fd}")]
+    return sum(link.startswith(str(path)) for link in links)
+
+
+def test_a_snapshot_missing_a_piece_is_dropped_not_delivered(tmp_path: Path) -> None:
     """The receiving side of a broken transfer: pieces out of order, or a last piece
-    that does not complete the total, deliver nothing (the leader sends it again)."""
-    t = PeerTransport(PeerAuth(2, SECRET, CLUSTER))
+    that does not complete the total, deliver nothing (the leader sends it again). The
+    pieces wait in a file under the spool dir, not in memory, and the file goes with
+    the transfer, delivered or dropped."""
+    t = PeerTransport(PeerAuth(2, SECRET, CLUSTER), spool_dir=tmp_path)
     got: list = []
     t.receive_with(got.extend)
-    pieces = snapshot_pieces.Reassembly()
+    pieces = snapshot_pieces.Reassembly(tmp_path)
     last = raft_pb2.MessageBatch()
     last.chunk.offset, last.chunk.total, last.chunk.data = 4, 8, b"5678"
     raft_proto.fill_message_pb(last.chunk.message, Message(MessageType.SNAP, to=2, frm=1,
@@ -622,12 +633,17 @@ def test_a_snapshot_missing_a_piece_is_dropped_not_delivered() -> None:
     first.chunk.offset, first.chunk.total, first.chunk.data = 0, 9, b"1234"
     last.chunk.total = 9
     t.deliver(1, first, pieces)
+    assert open_files_under(tmp_path) == 1 and pieces.received == 4
     t.deliver(1, last, pieces)  # 8 of 9 bytes
-    assert got == [] and t.dropped_inbound == 2
+    assert got == [] and t.dropped_inbound == 2 and open_files_under(tmp_path) == 0
     first.chunk.total = last.chunk.total = 8
     t.deliver(1, first, pieces)
     t.deliver(1, last, pieces)
     assert [m.snapshot.data for m in got] == [b"12345678"]
+    assert open_files_under(tmp_path) == 0
+    t.deliver(1, first, pieces)
+    pieces.clear()  # the connection ended mid-transfer
+    assert open_files_under(tmp_path) == 0 and pieces.received == 0
 
 
 def test_a_silent_inbound_connection_is_closed_a_pinging_one_kept(
