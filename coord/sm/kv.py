@@ -516,7 +516,7 @@ class KVStore:
             raise ValueError("bad compact revision")
         if state.keys() != {"compact_revision", "compacted", "history_columns", "kv_columns"}:
             raise ValueError("KV snapshot fields do not match")
-        history, kvs = chunks.events, chunks.live
+        history, kvs = chunks.take()
         keys = [kv.key for kv in kvs]
         revs = [e.revision for e in history]
         # Checked pairwise: sorting a copy held a second million-item list at the peak.

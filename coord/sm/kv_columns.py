@@ -131,6 +131,13 @@ class KeySpaceLoader:
         """Take one `kv_chunk` of live records (ValueError if malformed)."""
         self.live += self.shared(_records(chunk))
 
+    def take(self) -> tuple[list[WatchEvent], list[KeyValue]]:
+        """The events and live records read, and this loader emptied: its key map (a
+        million entries at a million keys) is gone before the state's own is built."""
+        out = self.events, self.live
+        self.events, self.live, self._newest = [], [], {}
+        return out
+
     def shared(self, live: list[KeyValue]) -> list[KeyValue]:
         """`live`, each record equal to its key's newest event's record replaced by it."""
         newest = self._newest

@@ -369,11 +369,11 @@ class CoordMachine:
         }
         return _compressed(iter_dumps(state))
 
-    def restore(self, data: bytes) -> None:
+    def restore(self, data: bytes | memoryview) -> None:
         """Replace the whole state with a snapshot's (ValueError leaves it untouched)."""
         self.adopt(self.restored(data))
 
-    def restored(self, data: bytes) -> CoordMachine:
+    def restored(self, data: bytes | memoryview) -> CoordMachine:
         """A new machine, with this one's settings, holding a snapshot's state (ValueError
         if it does not load). This machine is only read for its settings, which nothing
         but `adopt` changes, so this can run in another thread while this machine goes on
@@ -395,7 +395,7 @@ class CoordMachine:
         self.__dict__.update(other.__dict__)
         self.session_openers = openers
 
-    def _load(self, data: bytes) -> None:
+    def _load(self, data: bytes | memoryview) -> None:
         """Rebuild this (new, unshared) machine from a snapshot: `restored`'s work."""
         chunks = kv_columns.KeySpaceLoader()
         try:
@@ -471,7 +471,7 @@ DECOMPRESS_PIECE = 1 << 20
 """Bytes of a snapshot decompressed at a time (in and out): a restore's text buffer."""
 
 
-def _decompressed(data: bytes) -> Iterator[bytes]:
+def _decompressed(data: bytes | memoryview) -> Iterator[bytes]:
     """zlib `data` decompressed a piece at a time, none of them over DECOMPRESS_PIECE
     (a state of repeated values compresses a hundredfold: the whole text at once was the
     largest thing a restore held). ValueError if `data` is not one whole zlib stream."""

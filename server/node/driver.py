@@ -714,7 +714,7 @@ class Node:
         loop = asyncio.get_running_loop()
         self._sm.adopt(await loop.run_in_executor(self._io, self._sm.restored, data))
 
-    def _restore_members(self, data: bytes) -> bytes:
+    def _restore_members(self, data: bytes) -> memoryview:
         """Take the members from a snapshot's `data`; the state machine's bytes follow."""
         records, state = split_snapshot(data)
         self.members = {}

@@ -19,10 +19,10 @@ class StateMachine(Protocol):
     def snapshot(self) -> bytes:
         """Serialize the whole state (taken at the last applied index)."""
 
-    def restore(self, data: bytes) -> None:
+    def restore(self, data: bytes | memoryview) -> None:
         """Replace the whole state with a snapshot's."""
 
-    def restored(self, data: bytes) -> Self:
+    def restored(self, data: bytes | memoryview) -> Self:
         """A new machine holding a snapshot's state, this one untouched: safe to run in
         another thread while this one serves (the driver restores off its loop)."""
 

@@ -115,13 +115,14 @@ def members_header(records: Iterable[bytes]) -> bytes:
     return _MEMBERS.pack(len(encoded)) + encoded
 
 
-def split_snapshot(data: bytes) -> tuple[list[bytes], bytes]:
-    """A snapshot's (member records, state machine's bytes)."""
+def split_snapshot(data: bytes) -> tuple[list[bytes], memoryview]:
+    """A snapshot's (member records, state machine's bytes): the latter a view into
+    `data`, not a copy of a snapshot that may be hundreds of MB."""
     if len(data) < _MEMBERS.size:
         raise ValueError("snapshot too short for its member header")
     (n,) = _MEMBERS.unpack_from(data)
     members = data[_MEMBERS.size : _MEMBERS.size + n]
-    return [m for m in members.split(b"\n") if m], data[_MEMBERS.size + n :]
+    return [m for m in members.split(b"\n") if m], memoryview(data)[_MEMBERS.size + n :]
 
 
 def db_path(data_dir: str | os.PathLike[str]) -> Path:
