@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -146,16 +147,18 @@ def key(i: int) -> bytes:
 
 
 async def load(kv: erpc.KVStub, start: int, end: int, clients: int, errors: list[int],
-               step: Step | None = None) -> None:
+               step: Step | None = None, random_values: bool = False) -> None:
     """Puts keys start..end-1 as txns of LOAD_BATCH puts shared by `clients` loaders: one
     loader for `keys` and `restart`, so both systems, and both phases, load the same way;
-    `step(n)` hears of each txn's n keys."""
+    `step(n)` hears of each txn's n keys. `random_values`: each value VALUE's length of
+    random bytes, which do not compress, instead of VALUE."""
     todo = iter(range(start, end, LOAD_BATCH))
 
     async def loader() -> None:
         for first in todo:  # one txn of up to LOAD_BATCH puts: the same for both
             txn = epb.TxnRequest(success=[
-                epb.RequestOp(request_put=epb.PutRequest(key=key(i), value=VALUE))
+                epb.RequestOp(request_put=epb.PutRequest(
+                    key=key(i), value=os.urandom(len(VALUE)) if random_values else VALUE))
                 for i in range(first, min(end, first + LOAD_BATCH))])
             await retrying(lambda txn=txn: kv.Txn(txn, timeout=30), errors)
             if step is not None:

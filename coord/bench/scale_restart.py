@@ -158,9 +158,10 @@ def caught_up(endpoint: str, revision: int, t0: float, timeout: float) -> float:
 
 
 async def load_on(endpoint: str, start: int, end: int, clients: int,
-                  errors: list[int]) -> None:
+                  errors: list[int], random_values: bool = False) -> None:
     async with grpc.aio.insecure_channel(endpoint) as ch:
-        await load(erpc.KVStub(ch), start, end, clients, errors)
+        await load(erpc.KVStub(ch), start, end, clients, errors,
+                   random_values=random_values)
 
 
 def restart(system: str, members: int, compaction: list[str], total: int,

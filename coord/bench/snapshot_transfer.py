@@ -85,14 +85,15 @@ def _snapshot_after_fill(cluster: LocalCluster, leader: str) -> tuple[int, int]:
     raise RuntimeError(f"the leader took no snapshot within {SNAPSHOT_TIMEOUT:g}s of writes")
 
 
-def measure(keys: int, clients: int) -> dict:
+def measure(keys: int, clients: int, random_values: bool = False) -> dict:
     """One run: fill, snapshot, wipe a follower, sample it through its catch-up."""
     args = ["--snapshot-every", str(SNAPSHOT_EVERY)]
     with LocalCluster(3, extra_args=args) as cluster:
         leader = cluster.wait_for_leader(timeout=30)
         t0 = time.monotonic()
         errors = [0]
-        asyncio.run(load_on(cluster.members[leader].listen, 0, keys, clients, errors))
+        asyncio.run(load_on(cluster.members[leader].listen, 0, keys, clients, errors,
+                            random_values))
         fill_s = time.monotonic() - t0
         log(f"  filled {keys} keys in {fill_s:.1f} s")
         snap_bytes, snap_index = _snapshot_after_fill(cluster, leader)
@@ -116,7 +117,8 @@ def measure(keys: int, clients: int) -> dict:
         installs = INSTALL_LINE.findall(cluster.members[wiped].log_path.read_text(
             errors="replace"))
         row = {
-            "keys": keys, "revision": revision, "fill_s": fill_s, "errors": errors[0],
+            "keys": keys, "random_values": random_values, "revision": revision,
+            "fill_s": fill_s, "errors": errors[0],
             "snapshot_bytes": snap_bytes, "snapshot_index": snap_index,
             "installs": len(installs),
             "install_s": float(installs[-1][2]) if installs else None,
@@ -148,8 +150,10 @@ def table(row: dict) -> list[str]:
 
 def run_snapshot_bench(args: argparse.Namespace) -> int:
     clients = max(int(x) for x in args.concurrency.split(",") if x)
-    log(f"snapshot: a 3-member coord, {args.keys} keys, then a wiped follower ...")
-    row = measure(args.keys, clients)
+    values = "random" if args.random_values else "repeated"
+    log(f"snapshot: a 3-member coord, {args.keys} keys ({values} values), then a wiped "
+        "follower ...")
+    row = measure(args.keys, clients, args.random_values)
     if args.json:
         print(json.dumps(row, indent=2))
     else:

@@ -75,6 +75,10 @@ FLAGS: dict[str, dict[str, Any]] = {
     "--auto-compaction-retention": {"default": "5m", "help": "given to both systems (0: off)"},
     "--etcd": {"action": argparse.BooleanOptionalAction, "default": True,
                "help": "also run etcd 3.4 beside coord"},
+    # snapshot
+    "--random-values": {"action": "store_true",
+                        "help": "random values (they do not compress: the snapshot is as"
+                        " big as the state) instead of one repeated value"},
     # audit
     "--commands": {"default": "1000000",
                    "help": "history sizes to synthesize and audit (comma-separated)"},
@@ -124,7 +128,7 @@ TARGETS: dict[str, tuple[str, tuple[str, ...]]] = {
                "--keys", "--owners", "--pids", "--probe-ops", "--sample-s",
                "--auto-compaction-mode", "--auto-compaction-retention", "--etcd", *_API)),
     "snapshot": ("a wiped follower's peak and steady RSS while a large snapshot reaches it",
-                 ("--keys", "--concurrency", "--json")),
+                 ("--keys", "--random-values", "--concurrency", "--json")),
     "audit": ("history synth, export and the PySpark audit, rows/s",
               ("--commands", "--masters", "--export-entries", "--history-dir")),
     "spark": ("the fenced Spark writer vs Spark's JDBC writer and a plain write",
