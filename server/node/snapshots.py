@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
@@ -23,6 +24,7 @@ from concurrent.futures import Executor
 from coord.raft import ConfState, RawNode
 from coord.server import failpoints, log_lines
 from coord.server.storage.log_store import LogStore
+from coord.server.transport.snapshot_pieces import Spool
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +93,7 @@ class Snapshots:
         self._started = time.monotonic()
         self._index, self._conf = applied, raw.conf_state
         self._task = asyncio.get_running_loop().create_task(
-            join_pieces(self._capture()), name=f"snapshot-{self.name}"
+            join_pieces(self._capture(), self._store.path.parent), name=f"snapshot-{self.name}"
         )
         self._task.add_done_callback(lambda _: self._wake())
 
@@ -119,10 +121,15 @@ class Snapshots:
             task.cancel()
 
 
-async def join_pieces(pieces: Iterator[bytes]) -> bytes:
-    """The pieces joined, the loop running between them (one slice each)."""
-    out = []
-    for piece in pieces:
-        out.append(piece)
-        await asyncio.sleep(0)  # let the loop run between slices
-    return b"".join(out)
+async def join_pieces(pieces: Iterator[bytes],
+                      spool_dir: str | os.PathLike[str] | None = None) -> bytes:
+    """The pieces joined, the loop running between them (one slice each): spooled to a
+    file in `spool_dir` as they come, so the snapshot is not held twice at its end."""
+    spool = Spool(spool_dir)
+    try:
+        for piece in pieces:
+            spool.write(piece)
+            await asyncio.sleep(0)  # let the loop run between slices
+        return spool.take()
+    finally:
+        spool.clear()

@@ -26,7 +26,7 @@ from google.protobuf.message import DecodeError
 
 from coord.server.transport.auth import PeerAuth
 from coord.server.transport.frames import PREAMBLE, FrameError, FrameReader, Kind, frame
-from coord.server.transport.snapshot_pieces import Reassembly
+from coord.server.transport.snapshot_pieces import Spool
 from coord.v1 import raft_pb2
 
 if TYPE_CHECKING:
@@ -220,7 +220,7 @@ class Inbound:
         self._on_lost = on_lost
         self._reader = FrameReader.for_stranger()  # until the opener authenticates
         self._from = 0
-        self._pieces = Reassembly(t.spool_dir)  # of a snapshot arriving on this connection
+        self._pieces = Spool(t.spool_dir)  # of a snapshot arriving on this connection
         self._heard = True
         self._idle = asyncio.get_running_loop().call_later(INBOUND_IDLE, self._check_idle)
         no_delay(tr)

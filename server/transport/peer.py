@@ -35,7 +35,7 @@ from coord.server.transport import snapshot_pieces
 from coord.server.transport.auth import PeerAuth
 from coord.server.transport.connection import ConnectionEnded, Inbound, Outbound
 from coord.server.transport.raft_proto import fill_message_pb, message_from_pb
-from coord.server.transport.snapshot_pieces import Piece, Reassembly, fill_piece
+from coord.server.transport.snapshot_pieces import Piece, Spool, fill_piece
 from coord.v1 import raft_pb2
 
 __all__ = ["MAX_MESSAGE_BYTES", "PeerTransport"]
@@ -103,7 +103,7 @@ class PeerTransport:
                  spool_dir: str | os.PathLike[str] | None = None) -> None:
         """`tls`: open connections over TLS with this context (the peer port's opening
         end: `coord.tls.credentials.client_context`). `spool_dir`: where a snapshot
-        arriving in pieces is written until its last piece (`Reassembly`)."""
+        arriving in pieces is written until its last piece (`Spool`)."""
         if queue_limit <= 0:
             raise ValueError("queue_limit must be positive")
         self.auth = auth
@@ -447,29 +447,29 @@ class PeerTransport:
             back.came_back.set()
 
     def deliver(self, from_id: int, batch: raft_pb2.MessageBatch,
-                pieces: Reassembly | None = None) -> None:
+                pieces: Spool | None = None) -> None:
         """Decode a batch received from `from_id` and hand what is for us to the receiver;
         anything else (for another member, undecodable, local-only) is counted and dropped.
         A snapshot piece is kept in `pieces` (the stream's) until its message completes it."""
         if batch.HasField("chunk"):
-            self._deliver_piece(from_id, batch.chunk, pieces or Reassembly(self.spool_dir))
+            self._deliver_piece(from_id, batch.chunk, pieces or Spool(self.spool_dir))
             return
         self._hand_over(from_id, batch.messages)
 
     def _deliver_piece(self, from_id: int, chunk: raft_pb2.SnapshotChunk,
-                       pieces: Reassembly) -> None:
-        if chunk.offset != pieces.received:  # a piece went missing: drop the snapshot
+                       pieces: Spool) -> None:
+        if chunk.offset != pieces.size:  # a piece went missing: drop the snapshot
             pieces.clear()
             if chunk.offset != 0:
                 self.dropped_inbound += 1
                 return
-        pieces.add(chunk.data)
+        pieces.write(chunk.data)
         if not chunk.HasField("message"):
             return
-        if pieces.received != chunk.total:
+        if pieces.size != chunk.total:
             self.dropped_inbound += 1
             log.warning("dropping a snapshot from %d: %d of %d bytes arrived", from_id,
-                        pieces.received, chunk.total)
+                        pieces.size, chunk.total)
             pieces.clear()
             return
         self._hand_over(from_id, [chunk.message], pieces.take())

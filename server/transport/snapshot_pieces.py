@@ -1,5 +1,5 @@
 """A big snapshot message crosses a peer connection in pieces: cut on the sending side
-(`cut`, one piece per batch), put back together on the receiving one (`Reassembly`).
+(`cut`, one piece per batch), put back together on the receiving one (`Spool`).
 No message of hundreds of MiB to build and hold twice, and heartbeats interleave with
 the pieces instead of queueing behind one huge write."""
 
@@ -14,7 +14,7 @@ from coord.raft.types import Message, MessageType
 from coord.server.transport.raft_proto import fill_message_pb
 from coord.v1 import raft_pb2
 
-__all__ = ["CHUNK_BYTES", "Piece", "Reassembly", "cut", "fill_piece", "needs_cutting"]
+__all__ = ["CHUNK_BYTES", "Piece", "Spool", "cut", "fill_piece", "needs_cutting"]
 
 CHUNK_BYTES = 4 * 1024 * 1024
 """A snapshot message bigger than this goes as pieces of this size, one per batch."""
@@ -56,33 +56,33 @@ def fill_piece(c: Piece, batch: raft_pb2.MessageBatch) -> int:
     return 1
 
 
-class Reassembly:
-    """The pieces of a snapshot received so far on one connection, written to a file as
-    they arrive (unlinked: it goes with its descriptor) and read back in one piece once
-    the last one is in: held as a list and then joined, a snapshot was in memory twice
-    over on top of the state it was about to replace. `spool_dir`: where the file goes
-    (the member's data dir; None: the system's temporary dir)."""
+class Spool:
+    """A snapshot's bytes as they come, piece by piece, written to a file (unlinked: it
+    goes with its descriptor) and read back in one allocation at the end. Kept as a list
+    of pieces and then joined, a snapshot was in memory twice over at its end, on top of
+    the state: so a member takes its own snapshot (`server/node/snapshots.py`) and
+    receives a leader's, a piece per batch, on one connection. `directory`: where the
+    file goes (the member's data dir; None: the system's temporary dir)."""
 
-    def __init__(self, spool_dir: str | os.PathLike[str] | None = None) -> None:
-        self._dir = spool_dir
+    def __init__(self, directory: str | os.PathLike[str] | None = None) -> None:
+        self._dir = directory
         self._file: BinaryIO | None = None
-        self.received = 0
+        self.size = 0
 
-    def add(self, data: bytes) -> None:
-        """Write the next piece (the caller checked that it is the next one)."""
+    def write(self, data: bytes) -> None:
+        """Add the next piece."""
         if self._file is None:
-            self._file = tempfile.TemporaryFile(dir=self._dir, prefix="snapshot-in-",
+            self._file = tempfile.TemporaryFile(dir=self._dir, prefix="snapshot-",
                                                 buffering=0)
         view = memoryview(data)
         while view:
             view = view[self._file.write(view):]
-        self.received += len(data)
+        self.size += len(data)
 
     def take(self) -> bytes:
-        """Every piece written so far, as one bytes (one allocation, read back from the
-        file); the reassembly starts over empty."""
+        """Every piece written so far, as one bytes; the spool starts over empty."""
         f, self._file = self._file, None
-        self.received = 0
+        self.size = 0
         if f is None:
             return b""
         with f:
@@ -90,8 +90,8 @@ class Reassembly:
             return f.readall()
 
     def clear(self) -> None:
-        """Drop what arrived (a piece went missing, or the connection ended)."""
+        """Drop what was written (a piece went missing, the connection ended)."""
         f, self._file = self._file, None
-        self.received = 0
+        self.size = 0
         if f is not None:
             f.close()

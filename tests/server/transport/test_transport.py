@@ -622,7 +622,7 @@ def test_a_snapshot_missing_a_piece_is_dropped_not_delivered(tmp_path: Path) -> 
     t = PeerTransport(PeerAuth(2, SECRET, CLUSTER), spool_dir=tmp_path)
     got: list = []
     t.receive_with(got.extend)
-    pieces = snapshot_pieces.Reassembly(tmp_path)
+    pieces = snapshot_pieces.Spool(tmp_path)
     last = raft_pb2.MessageBatch()
     last.chunk.offset, last.chunk.total, last.chunk.data = 4, 8, b"5678"
     raft_proto.fill_message_pb(last.chunk.message, Message(MessageType.SNAP, to=2, frm=1,
@@ -633,7 +633,7 @@ def test_a_snapshot_missing_a_piece_is_dropped_not_delivered(tmp_path: Path) -> 
     first.chunk.offset, first.chunk.total, first.chunk.data = 0, 9, b"1234"
     last.chunk.total = 9
     t.deliver(1, first, pieces)
-    assert open_files_under(tmp_path) == 1 and pieces.received == 4
+    assert open_files_under(tmp_path) == 1 and pieces.size == 4
     t.deliver(1, last, pieces)  # 8 of 9 bytes
     assert got == [] and t.dropped_inbound == 2 and open_files_under(tmp_path) == 0
     first.chunk.total = last.chunk.total = 8
@@ -643,7 +643,7 @@ def test_a_snapshot_missing_a_piece_is_dropped_not_delivered(tmp_path: Path) -> 
     assert open_files_under(tmp_path) == 0
     t.deliver(1, first, pieces)
     pieces.clear()  # the connection ended mid-transfer
-    assert open_files_under(tmp_path) == 0 and pieces.received == 0
+    assert open_files_under(tmp_path) == 0 and pieces.size == 0
 
 
 def test_a_silent_inbound_connection_is_closed_a_pinging_one_kept(
