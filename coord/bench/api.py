@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import time
 from collections.abc import Awaitable, Callable
 
@@ -15,6 +14,7 @@ import grpc
 
 from coord.bench import log
 from coord.bench.member_cpu import Meter, measured
+from coord.bench.run_record import print_json
 from coord.bench.stats import latency_ms
 from coord.progress_bars import Phases, Step, on_terminal
 from coord.testing import LocalCluster
@@ -178,7 +178,7 @@ def run_api_bench(args: argparse.Namespace) -> int:
         leader = cluster.wait_for_leader(timeout=15)
         rows = asyncio.run(main(cluster.members[leader].listen))
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print_json(args.run, rows)
     else:
         print(f"coord bench {args.target} (3 members on 127.0.0.1, client talks to the leader)")
         for r in rows:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from coord.bench.memory_curve import MemoryCurve
+from coord.bench.run_record import print_json
 
 
 def _load() -> str:
@@ -140,7 +141,7 @@ def run_audit_bench(args: argparse.Namespace) -> int:
     sizes = [int(x) for x in str(args.commands).split(",")]
     root = Path(tempfile.mkdtemp(prefix="coord-bench-audit-"))
     kept = Path(args.history_dir) if args.history_dir else None
-    results: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M"), "cpus": os.cpu_count()}
+    results: dict[str, Any] = {}
     try:
         if args.export_entries:
             results["export"] = _export(args.export_entries, root)
@@ -157,5 +158,5 @@ def run_audit_bench(args: argparse.Namespace) -> int:
                 shutil.rmtree(out, ignore_errors=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    print(json.dumps(results, indent=1))
+    print_json(args.run, results)
     return 0

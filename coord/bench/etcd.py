@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import statistics
 import threading
 import time
@@ -41,6 +40,7 @@ from coord.bench.flame import Profiler
 from coord.bench.grpc_floor import floor_server
 from coord.bench.member_cpu import Meter, member_meter
 from coord.bench.round_table import legend, round_table
+from coord.bench.run_record import print_json
 from coord.client import AsyncClient
 from coord.etcdpb import rpc_pb2 as epb
 from coord.etcdpb import rpc_pb2_grpc as erpc
@@ -304,7 +304,7 @@ def run_etcd_bench(args: argparse.Namespace) -> int:
             rows += asyncio.run(etcd_ops(address, "floor", levels, args.seconds, 0, phases,
                                          member_meter({"floor": pid}, "floor")))
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print_json(args.run, rows)
         return 0
     print(f"coord vs etcd 3.4, {n} member(s) each on 127.0.0.1, one client process, "
           f"{args.seconds:g} s per put/get level, {args.claims} claims per level; CPU: "

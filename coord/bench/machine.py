@@ -8,10 +8,10 @@ in a long KV history, by the index and by a scan."""
 from __future__ import annotations
 
 import argparse
-import json
 import time
 
 from coord.bench import history_reads
+from coord.bench.run_record import print_json
 from coord.sm import commands as c
 from coord.sm.machine import CoordMachine
 from coord.sm.results import encode_result
@@ -55,7 +55,7 @@ def run_machine_bench(args: argparse.Namespace) -> int:
     history = (history_reads.measure(args.history_revisions) if args.history_revisions > 0
                else None)
     if args.json:
-        print(json.dumps({**r, "history_reads": history}, indent=2))
+        print_json(args.run, {**r, "history_reads": history})
         return 0
     print(f"own(10,000 resources): decode {r['decode_ms']:.1f} ms, apply {r['apply_ms']:.1f}"
           f" ms, encode result {r['encode_result_ms']:.1f} ms ({r['result_bytes']} bytes); "

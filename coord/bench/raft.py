@@ -15,13 +15,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import time
 
 import grpc
 
 from coord.bench import log
 from coord.bench.api import closed_loop
+from coord.bench.run_record import print_json
 from coord.bench.stats import summarize
 from coord.client import AsyncClient
 from coord.testing import LocalCluster
@@ -115,7 +115,7 @@ def run_raft_bench(args: argparse.Namespace) -> int:
         },
     }
     if args.json:
-        print(json.dumps(result, indent=2))
+        print_json(args.run, result)
     else:
         print("coord bench raft (3 members, 127.0.0.1; one client process putting on the"
               " pipelined stream to the leader)")

@@ -39,7 +39,6 @@ members' log timestamps (same machine, same clock). Prints figures; asserts noth
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import time
 from dataclasses import asdict, dataclass
@@ -48,6 +47,7 @@ import grpc
 
 from coord.bench import log
 from coord.bench.readonly_trials import POLL_S, SESSION_TTL_S, Trial, run_coord, run_zk
+from coord.bench.run_record import print_json
 from coord.bench.stats import ratio, summarize
 from coord.testing import ClusterError
 
@@ -156,17 +156,16 @@ def run_readonly_bench(args: argparse.Namespace) -> int:
     text = "\n".join([title, table, footer, *errors])
     if args.json:
         log(text)
-        print(json.dumps({
+        print_json(args.run, {
             "config": {"trials": args.trials, "survivor": roles,
                        "coord": {"tick_ms": COORD_TICK_MS,
                                  "election_ticks": COORD_ELECTION_TICKS},
                        "zk": {"tick_ms": args.zk_tick_ms, "sync_limit": args.zk_sync_limit,
                               "init_limit": args.zk_init_limit} if args.zk else None,
                        "session_ttl_s": SESSION_TTL_S, "poll_s": POLL_S},
-            "loadavg": {"before": load_before, "after": load_after},
             "errors": errors,
             "trials": [asdict(t) for t in trials],
-        }, indent=2))
+        })
     else:
         print(text)
     return 1 if errors else 0

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import time
 from collections.abc import Callable
 
 import grpc
 
 from coord.bench.footprint import mib, per_member
+from coord.bench.run_record import print_json
 from coord.bench.scale_common import (
     VALUE,
     Running,
@@ -213,7 +213,7 @@ def run_scale_bench(args: argparse.Namespace) -> int:
                     out["keys"] += asyncio.run(grow(run, args.keys, clients, args.probe_ops,
                                                     bars))
     if args.json:
-        print(json.dumps(out, indent=2))
+        print_json(args.run, out)
         return 0
     print(f"coord bench scale: {args.members} member(s) per cluster on 127.0.0.1, "
           f"{clients} clients, {' '.join(compaction)}")

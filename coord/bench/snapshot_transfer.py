@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import re
 import threading
 import time
@@ -24,6 +23,7 @@ import grpc
 
 from coord.bench import log
 from coord.bench.footprint import high_water_bytes, logged_snapshots, mib, rss_bytes
+from coord.bench.run_record import print_json
 from coord.bench.scale_restart import caught_up, load_on
 from coord.etcdpb import rpc_pb2 as epb
 from coord.etcdpb import rpc_pb2_grpc as erpc
@@ -155,7 +155,7 @@ def run_snapshot_bench(args: argparse.Namespace) -> int:
         "follower ...")
     row = measure(args.keys, clients, args.random_values)
     if args.json:
-        print(json.dumps(row, indent=2))
+        print_json(args.run, row)
     else:
         print("\n".join(table(row)))
     return 0

@@ -19,7 +19,6 @@ drivers (`make database-servers` installs them) their rows are left out, saying 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -29,6 +28,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from coord.bench.run_record import print_json
 from coord.bench.stats import latency_ms, ratio, summarize
 
 SINKS = ("sqlite", "postgres", "parquet")
@@ -185,7 +185,7 @@ def run_spark_bench(args: argparse.Namespace) -> int:
         spark.stop()
     results["load_after"] = os.getloadavg()
     if args.json:
-        print(json.dumps(results, indent=2))
+        print_json(args.run, results)
         return 0
     print(f"\nload average before {load_before[0]:.1f}, after {results['load_after'][0]:.1f}")
     for note in results["notes"]:

@@ -7,7 +7,6 @@ to the first Put that succeeds through the etcd v3 API. Prints figures; asserts 
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ from typing import Any
 import grpc
 
 from coord.bench import log
+from coord.bench.run_record import print_json
 from coord.bench.stats import summarize
 from coord.etcdpb import rpc_pb2 as epb
 from coord.etcdpb import rpc_pb2_grpc as erpc
@@ -102,7 +102,7 @@ def run_startup_bench(args: argparse.Namespace) -> int:
             f"{name.split()[0]} {t[-1] * 1000:.0f} ms" for name, t in times.items()))
     rows = [_row(name, t) for name, t in times.items()]
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print_json(args.run, rows)
         return 0
     etcd_median = rows[-1]["median_ms"]
     print(f"start-up of one fresh member, exec -> first served Put (etcd v3 API), "

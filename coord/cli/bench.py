@@ -169,6 +169,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
     # SIGTERM stops a benchmark as Ctrl-C does, through its clean-up: the clusters it
     # started are stopped and their temp dirs removed.
     signal.signal(signal.SIGTERM, _interrupt)
+    # Taken before the benchmark starts, so its load average is the one the run began in;
+    # every --json output carries it (coord.bench.run_record).
+    from coord.bench.run_record import begin
+
+    args.run = begin(args.target)
     # Only the chosen benchmark is imported: they bring clusters, etcd and ZooKeeper
     # drivers that the others (and the parser) have no use for.
     if args.target == "readonly":

@@ -17,7 +17,8 @@ BENCH = Path(__file__).resolve().parents[2] / "coord" / "bench"
 MODULE = {"own": "api", "pid": "api", "kv": "api", "spark": "spark_writer",
           "snapshot": "snapshot_transfer"}
 """The targets whose module is not named as they are (cmd_bench's imports)."""
-NOT_FLAGS = {"command", "target", "func"}  # what the parser sets besides the flags
+NOT_FLAGS = {"command", "target", "func", "run"}
+"""What the parser (and cmd_bench: the `run` record) set besides the flags."""
 
 
 def reads(source: str) -> set[str]:
