@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,3 +52,24 @@ def test_the_link_rules_fail_a_planted_broken_link(tmp_path: Path) -> None:
     done = build(config, tmp_path / "site")
     assert done.returncode != 0
     assert "missing.md" in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("data", [None, "{not json", '{"run": {"benchmark": "own"}}'])
+def test_a_bench_table_marker_without_a_good_data_file_fails_the_build(tmp_path: Path,
+                                                                         data: str | None):
+    """The manual's bench-table hook on a one-page site whose marker names a missing
+    file, a file that is not JSON, and an output missing its figures."""
+    pages = tmp_path / "pages"
+    pages.mkdir()
+    (pages / "index.md").write_text("# Home\n\n<!-- bench-table: results/own.json -->\n")
+    if data is not None:
+        (pages / "results").mkdir()
+        (pages / "results/own.json").write_text(data)
+    config = tmp_path / "mkdocs.yml"
+    config.write_text(yaml.safe_dump({
+        "site_name": "planted", "docs_dir": "pages", "strict": True,
+        "hooks": [str(CONFIG.parent / "hooks/bench_tables.py")],
+    }))
+    done = build(config, tmp_path / "site")
+    assert done.returncode != 0
+    assert "bench-table results/own.json" in done.stdout + done.stderr

@@ -16,6 +16,7 @@ from coord.bench import log
 from coord.bench.member_cpu import Meter, measured
 from coord.bench.run_record import print_json
 from coord.bench.stats import latency_ms
+from coord.bench.tables import BenchTable, from_dicts
 from coord.progress_bars import Phases, Step, on_terminal
 from coord.testing import LocalCluster
 from coord.v1 import coord_pb2 as pb
@@ -181,7 +182,12 @@ def run_api_bench(args: argparse.Namespace) -> int:
         print_json(args.run, rows)
     else:
         print(f"coord bench {args.target} (3 members on 127.0.0.1, client talks to the leader)")
-        for r in rows:
-            print("  " + "  ".join(
-                f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}" for k, v in r.items()))
+        for line in table({"rows": rows}).text():
+            print("  " + line)
     return 0
+
+
+def table(figures: dict) -> BenchTable:
+    """The table `coord bench own|pid|kv` prints, from its figures (as --json gives
+    them): a row per load, a column per figure."""
+    return from_dicts(figures["rows"])

@@ -1,0 +1,97 @@
+"""A benchmark's table as data (`BenchTable`: headers and rows of cells), rendered as
+the text the benchmark prints and as the Markdown the manual shows, so the manual's
+table is the benchmark's own and not a copy written by hand. `markdown_page_table`
+renders a `--json` output (figures and their `run` record) with a footer saying where,
+when and how the figures were taken; the manual's `bench-table` hook
+(docs/hooks/bench_tables.py) calls it on the data files the benchmarks wrote."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+TABLES: dict[str, str] = {"own": "coord.bench.api", "pid": "coord.bench.api",
+                          "kv": "coord.bench.api"}
+"""Each benchmark whose table is rendered from its --json output: the module whose
+`table(figures)` makes it (imported only when asked for: they bring clusters and gRPC)."""
+
+
+def cell(value: object) -> str:
+    """One figure as the tables show it: thousands separated, two decimals below 100
+    (latencies in ms), none above (rates), empty for a figure not taken."""
+    if value is None:
+        return ""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    return f"{value:,.2f}" if abs(value) < 100 else f"{value:,.0f}"
+
+
+@dataclass(frozen=True)
+class BenchTable:
+    """Headers and rows of cells (already strings, from `cell`)."""
+
+    headers: Sequence[str]
+    rows: Sequence[Sequence[str]]
+
+    def text(self) -> list[str]:
+        """Fixed-width lines: the first column left-aligned, figures right-aligned."""
+        widths = [max(len(r[i]) for r in (self.headers, *self.rows))
+                  for i in range(len(self.headers))]
+
+        def line(cells: Sequence[str]) -> str:
+            return "  ".join(c.ljust(w) if i == 0 else c.rjust(w)
+                             for i, (c, w) in enumerate(zip(cells, widths, strict=True)))
+
+        return [line(self.headers), *(line(r) for r in self.rows)]
+
+    def markdown(self) -> str:
+        def line(cells: Sequence[str]) -> str:
+            return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+        align = ["---", *("---:" for _ in self.headers[1:])]
+        return "\n".join([line(self.headers), line(align), *(line(r) for r in self.rows)])
+
+
+def from_dicts(rows: Sequence[dict[str, Any]]) -> BenchTable:
+    """Rows that are dicts of figures, as a table: a column per key, in the order the
+    keys first appear; a row without a key has an empty cell."""
+    headers: list[str] = []
+    for row in rows:
+        headers += [k for k in row if k not in headers]
+    return BenchTable(headers, [[cell(row.get(k)) for k in headers] for row in rows])
+
+
+def footer(run: dict[str, Any]) -> str:
+    """One line: the command, the date, the machine, coord's version and commit, and the
+    load average (1 minute) at the start and end, so a reader can tell a loaded run."""
+    m, c = run["machine"], run["coord"]
+    cpu = f"{m['cpu']['count']} × {m['cpu']['model'] or 'unknown CPU'}"
+    memory = f", {m['memory_bytes'] / (1 << 30):.1f} GiB" if m.get("memory_bytes") else ""
+    at = f" at {c['commit']}" if c.get("commit") else ""
+    return (f"`{run['command']}`, {run['date']}, on {cpu}{memory}, Linux {m['kernel']}; "
+            f"coord {c['version']}{at}; load average {run['load_start'][0]:.2f} at the "
+            f"start, {run['load_end'][0]:.2f} at the end")
+
+
+def table_maker(benchmark: str) -> Callable[[dict[str, Any]], BenchTable]:
+    if benchmark not in TABLES:
+        raise ValueError(f"no table is rendered for coord bench {benchmark}")
+    return importlib.import_module(TABLES[benchmark]).table
+
+
+def markdown_page_table(output: object) -> str:
+    """A `--json` output as the manual shows it: the benchmark's table, then its footer.
+    Raises ValueError on an output that is not one (no `run`, a benchmark with no table,
+    figures the table cannot read)."""
+    if not isinstance(output, dict) or not isinstance(output.get("run"), dict):
+        raise ValueError("not a coord bench --json output: no run record")
+    run = output["run"]
+    try:
+        table = table_maker(run["benchmark"])(output)
+        return f"{table.markdown()}\n\n{footer(run)}\n"
+    except (KeyError, TypeError, IndexError) as e:
+        raise ValueError(f"a malformed coord bench --json output: {e!r}") from e

@@ -1,0 +1,47 @@
+"""A benchmark's --json output rendered as the manual's table (coord.bench.tables): the
+same rows the benchmark prints, with the run's footer, and a clear error on an output
+that is not one."""
+
+from __future__ import annotations
+
+import pytest
+
+from coord.bench.tables import from_dicts, markdown_page_table
+
+RUN = {
+    "benchmark": "own", "date": "2026-01-02T03:04:05Z",
+    "machine": {"cpu": {"model": "Test CPU", "count": 2}, "memory_bytes": 8 << 30,
+                "kernel": "6.1.0"},
+    "coord": {"version": "0.1.0", "commit": "abc1234"},
+    "load_start": [3.5, 2.0, 1.0], "load_end": [4.25, 2.0, 1.0],
+    "command": "coord bench own --resources 100 --json",
+}
+ROWS = [{"op": "own-batched", "resources": 100, "seconds": 0.0125, "claims_per_s": 8000.0},
+        {"op": "own-single", "resources": 100, "clients": 16, "seconds": 0.5,
+         "claims_per_s": 200.0, "p50_ms": 1.234, "p99_ms": 9.876}]
+
+
+def test_the_manual_table_is_the_printed_table_with_the_run_footer():
+    page = markdown_page_table({"run": RUN, "rows": ROWS})
+    lines = page.splitlines()
+    assert lines[0] == ("| op | resources | seconds | claims_per_s | clients | p50_ms "
+                        "| p99_ms |")
+    assert lines[1] == "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+    assert lines[2] == "| own-batched | 100 | 0.01 | 8,000 |  |  |  |"
+    assert lines[3] == "| own-single | 100 | 0.50 | 200 | 16 | 1.23 | 9.88 |"
+    assert lines[-1] == ("`coord bench own --resources 100 --json`, 2026-01-02T03:04:05Z, on "
+                         "2 × Test CPU, 8.0 GiB, Linux 6.1.0; coord 0.1.0 at abc1234; load "
+                         "average 3.50 at the start, 4.25 at the end")
+    printed = from_dicts(ROWS).text()
+    assert printed[0].split() == lines[0].strip("| ").split(" | ")
+    assert printed[2].split() == ["own-single", "100", "0.50", "200", "16", "1.23", "9.88"]
+
+
+@pytest.mark.parametrize("output", [
+    [], {"rows": ROWS}, {"run": {**RUN, "benchmark": "nosuch"}, "rows": ROWS},
+    {"run": RUN}, {"run": {**RUN, "machine": {}}, "rows": ROWS},
+])
+def test_an_output_that_is_not_a_benchmarks_is_refused(output):
+    with pytest.raises(ValueError):
+        markdown_page_table(output)
+
