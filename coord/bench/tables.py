@@ -44,7 +44,8 @@ class BenchTable:
 
         def line(cells: Sequence[str]) -> str:
             return "  ".join(c.ljust(w) if i == 0 else c.rjust(w)
-                             for i, (c, w) in enumerate(zip(cells, widths, strict=True)))
+                             for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+                             ).rstrip()
 
         return [line(self.headers), *(line(r) for r in self.rows)]
 
