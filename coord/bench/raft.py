@@ -23,6 +23,7 @@ from coord.bench import log
 from coord.bench.api import closed_loop
 from coord.bench.run_record import print_json
 from coord.bench.stats import summarize
+from coord.bench.tables import BenchTable, cell
 from coord.client import AsyncClient
 from coord.testing import LocalCluster
 
@@ -119,16 +120,16 @@ def run_raft_bench(args: argparse.Namespace) -> int:
     else:
         print("coord bench raft (3 members, 127.0.0.1; one client process putting on the"
               " pipelined stream to the leader)")
-        print(f"{'clients':>10} {'proposals/s':>12} {'p50 ms':>8} {'p99 ms':>8}")
-        for r in throughput:
-            print(
-                f"{r['concurrency']:>10} {r['per_s']:>12.0f}"
-                f" {r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f}"
-            )
-        f = result["failover_s"]
-        if f["trials"]:
-            print(
-                f"failover after kill -9 of the leader: median {f['median']:.3f}s,"
-                f" max {f['max']:.3f}s over {f['trials']} trials"
-            )
+        print("\n".join(table(result).text()))
     return 0
+
+
+def table(figures: dict) -> BenchTable:
+    """The table `coord bench raft` prints, from its figures (as --json gives them): a
+    row per level of clients, and the failover below it."""
+    rows = [[cell(r["concurrency"]), cell(r["per_s"]), cell(r["p50_ms"]), cell(r["p99_ms"])]
+            for r in figures["throughput"]]
+    f = figures["failover_s"]
+    notes = ([f"failover after kill -9 of the leader: median {f['median']:.3f} s, max "
+              f"{f['max']:.3f} s over {f['trials']} trials"] if f["trials"] else [])
+    return BenchTable(["clients", "proposals/s", "p50 ms", "p99 ms"], rows, notes)

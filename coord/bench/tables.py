@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 TABLES: dict[str, str] = {"own": "coord.bench.api", "pid": "coord.bench.api",
-                          "kv": "coord.bench.api"}
+                          "kv": "coord.bench.api", "raft": "coord.bench.raft"}
 """Each benchmark whose table is rendered from its --json output: the module whose
 `table(figures)` makes it (imported only when asked for: they bring clusters and gRPC)."""
 
@@ -32,10 +32,12 @@ def cell(value: object) -> str:
 
 @dataclass(frozen=True)
 class BenchTable:
-    """Headers and rows of cells (already strings, from `cell`)."""
+    """Headers and rows of cells (already strings, from `cell`), and notes: figures of
+    another shape than the rows', one line each, printed below the table."""
 
     headers: Sequence[str]
     rows: Sequence[Sequence[str]]
+    notes: Sequence[str] = ()
 
     def text(self) -> list[str]:
         """Fixed-width lines: the first column left-aligned, figures right-aligned."""
@@ -47,14 +49,15 @@ class BenchTable:
                              for i, (c, w) in enumerate(zip(cells, widths, strict=True))
                              ).rstrip()
 
-        return [line(self.headers), *(line(r) for r in self.rows)]
+        return [line(self.headers), *(line(r) for r in self.rows), *self.notes]
 
     def markdown(self) -> str:
         def line(cells: Sequence[str]) -> str:
             return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
 
         align = ["---", *("---:" for _ in self.headers[1:])]
-        return "\n".join([line(self.headers), line(align), *(line(r) for r in self.rows)])
+        return "\n\n".join(["\n".join([line(self.headers), line(align),
+                                       *(line(r) for r in self.rows)]), *self.notes])
 
 
 def from_dicts(rows: Sequence[dict[str, Any]]) -> BenchTable:

@@ -45,3 +45,17 @@ def test_an_output_that_is_not_a_benchmarks_is_refused(output):
     with pytest.raises(ValueError):
         markdown_page_table(output)
 
+
+
+def test_a_figure_of_another_shape_is_a_note_below_the_table():
+    """coord bench raft: a row per level of clients, the failover below them."""
+    figures = {"run": {**RUN, "benchmark": "raft"},
+               "throughput": [{"concurrency": 1, "per_s": 812.5, "p50_ms": 1.2, "p99_ms": 3.4},
+                              {"concurrency": 16, "per_s": 4000.0, "p50_ms": 3.9,
+                               "p99_ms": 12.0}],
+               "failover_s": {"trials": 2, "median": 0.65, "max": 0.7, "all": [0.6, 0.7]}}
+    page = markdown_page_table(figures).split("\n\n")
+    assert page[0].splitlines()[2:] == ["| 1 | 812 | 1.20 | 3.40 |",
+                                        "| 16 | 4,000 | 3.90 | 12.00 |"]
+    assert page[1] == ("failover after kill -9 of the leader: median 0.650 s, max 0.700 s "
+                       "over 2 trials")
