@@ -38,6 +38,7 @@ def test_the_manual_builds_strict(tmp_path: Path) -> None:
     benchmarks = (site / "benchmarks/index.html").read_text()
     assert "<td>own-batched</td>" in benchmarks  # own.json's table
     assert "failover after kill -9 of the leader" in benchmarks  # raft.json's
+    assert "<td>etcd 3.4 (process)</td>" in benchmarks  # startup.json's
     assert "bench-table:" not in benchmarks
 
 

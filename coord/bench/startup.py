@@ -17,7 +17,8 @@ import grpc
 
 from coord.bench import log
 from coord.bench.run_record import print_json
-from coord.bench.stats import summarize
+from coord.bench.stats import ratio, summarize
+from coord.bench.tables import BenchTable, cell
 from coord.etcdpb import rpc_pb2 as epb
 from coord.etcdpb import rpc_pb2_grpc as erpc
 from coord.testing import cluster
@@ -104,11 +105,18 @@ def run_startup_bench(args: argparse.Namespace) -> int:
     if args.json:
         print_json(args.run, rows)
         return 0
-    etcd_median = rows[-1]["median_ms"]
     print(f"start-up of one fresh member, exec -> first served Put (etcd v3 API), "
           f"{args.trials} trials each, interleaved")
-    print(f"  {'system':40} {'median ms':>9} {'min':>6} {'max':>6} {'/etcd':>6}")
-    for r in rows:
-        print(f"  {r['system']:40} {r['median_ms']:9.0f} {r['min_ms']:6.0f} {r['max_ms']:6.0f}"
-              f" {r['median_ms'] / etcd_median:6.2f}")
+    for line in table({"rows": rows}).text():
+        print("  " + line)
     return 0
+
+
+def table(figures: dict) -> BenchTable:
+    """The table `coord bench startup` prints, from its figures (as --json gives them):
+    a row per system, its median beside etcd's (the last row)."""
+    rows = figures["rows"]
+    etcd_median = rows[-1]["median_ms"]
+    return BenchTable(["system", "median ms", "min", "max", "/etcd"], [
+        [r["system"], cell(r["median_ms"]), cell(r["min_ms"]), cell(r["max_ms"]),
+         cell(ratio(r["median_ms"], etcd_median))] for r in rows])

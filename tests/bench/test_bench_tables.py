@@ -59,3 +59,13 @@ def test_a_figure_of_another_shape_is_a_note_below_the_table():
                                         "| 16 | 4,000 | 3.90 | 12.00 |"]
     assert page[1] == ("failover after kill -9 of the leader: median 0.650 s, max 0.700 s "
                        "over 2 trials")
+
+
+def test_the_startup_table_gives_each_median_beside_etcds():
+    rows = [{"system": "coord", "trials": 2, "median_ms": 300.0, "max_ms": 400.0,
+             "min_ms": 250.0},
+            {"system": "etcd", "trials": 2, "median_ms": 600.0, "max_ms": 900.0,
+             "min_ms": 120.0}]
+    page = markdown_page_table({"run": {**RUN, "benchmark": "startup"}, "rows": rows})
+    assert page.splitlines()[2:4] == ["| coord | 300 | 250 | 400 | 0.50 |",
+                                      "| etcd | 600 | 120 | 900 | 1.00 |"]
