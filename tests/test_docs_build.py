@@ -39,6 +39,7 @@ def test_the_manual_builds_strict(tmp_path: Path) -> None:
     assert "<td>own-batched</td>" in benchmarks  # own.json's table
     assert "failover after kill -9 of the leader" in benchmarks  # raft.json's
     assert "<td>etcd 3.4 (process)</td>" in benchmarks  # startup.json's
+    assert "<td>the whole apply()</td>" in benchmarks  # machine.json's
     assert "bench-table:" not in benchmarks
 
 

@@ -12,6 +12,7 @@ import time
 
 from coord.bench import history_reads
 from coord.bench.run_record import print_json
+from coord.bench.tables import BenchTable, cell
 from coord.sm import commands as c
 from coord.sm.machine import CoordMachine
 from coord.sm.results import encode_result
@@ -57,9 +58,19 @@ def run_machine_bench(args: argparse.Namespace) -> int:
     if args.json:
         print_json(args.run, {**r, "history_reads": history})
         return 0
-    print(f"own(10,000 resources): decode {r['decode_ms']:.1f} ms, apply {r['apply_ms']:.1f}"
-          f" ms, encode result {r['encode_result_ms']:.1f} ms ({r['result_bytes']} bytes); "
-          f"whole apply() {r['whole_apply_ms']:.1f} ms; payload {r['payload_bytes']} bytes")
-    if history is not None:
-        print("\n".join(history_reads.lines(history)))
+    print("\n".join(table({**r, "history_reads": history}).text()))
     return 0
+
+
+def table(figures: dict) -> BenchTable:
+    """The table `coord bench machine` prints, from its figures (as --json gives them):
+    a row per step of the own(), the history rows below it."""
+    steps = (("decode the command", "decode_ms", "payload_bytes"),
+             ("apply: own()", "apply_ms", None),
+             ("encode the result", "encode_result_ms", "result_bytes"),
+             ("the whole apply()", "whole_apply_ms", None))
+    rows = [[step, cell(figures[ms]), cell(figures[size]) if size else ""]
+            for step, ms, size in steps]
+    history = figures["history_reads"]
+    return BenchTable([f"own() of {RESOURCES:,} resources", "ms", "bytes"], rows,
+                      history_reads.lines(history) if history else ())

@@ -14,7 +14,7 @@ from typing import Any
 
 TABLES: dict[str, str] = {"own": "coord.bench.api", "pid": "coord.bench.api",
                           "kv": "coord.bench.api", "raft": "coord.bench.raft",
-                          "startup": "coord.bench.startup"}
+                          "startup": "coord.bench.startup", "machine": "coord.bench.machine"}
 """Each benchmark whose table is rendered from its --json output: the module whose
 `table(figures)` makes it (imported only when asked for: they bring clusters and gRPC)."""
 

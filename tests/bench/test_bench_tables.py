@@ -69,3 +69,14 @@ def test_the_startup_table_gives_each_median_beside_etcds():
     page = markdown_page_table({"run": {**RUN, "benchmark": "startup"}, "rows": rows})
     assert page.splitlines()[2:4] == ["| coord | 300 | 250 | 400 | 0.50 |",
                                       "| etcd | 600 | 120 | 900 | 1.00 |"]
+
+
+def test_the_machine_table_gives_a_row_per_step_of_the_own():
+    figures = {"run": {**RUN, "benchmark": "machine"}, "decode_ms": 1.5, "apply_ms": 20.25,
+               "encode_result_ms": 2.0, "result_bytes": 1234, "whole_apply_ms": 30.0,
+               "payload_bytes": 5678, "history_reads": None}
+    lines = markdown_page_table(figures).splitlines()
+    assert lines[0] == "| own() of 10,000 resources | ms | bytes |"
+    assert lines[2:6] == ["| decode the command | 1.50 | 5,678 |", "| apply: own() | 20.25 |  |",
+                          "| encode the result | 2.00 | 1,234 |",
+                          "| the whole apply() | 30.00 |  |"]
