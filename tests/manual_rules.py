@@ -49,10 +49,15 @@ def violations(path: str, text: str) -> Iterator[Violation]:
 
 
 def manual_files(root: Path = ROOT) -> Iterable[Path]:
-    """The README and every page and data file of the manual (docs/, hooks included)."""
+    """The README and every page and data file of the manual (docs/, hooks included),
+    but the benchmarks' own `--json` outputs (docs/manual/benchmarks/): a run's record
+    (its date, commit and load) is what such a file is for, and the page shows only the
+    command, date, machine and commit from it."""
     yield root / "README.md"
+    outputs = root / "docs" / "manual" / "benchmarks"
     for path in sorted((root / "docs").rglob("*")):
-        if path.is_file() and path.suffix in {".md", ".yml", ".py", ".json", ".csv"}:
+        if (path.is_file() and path.suffix in {".md", ".yml", ".py", ".json", ".csv"}
+                and not (path.suffix == ".json" and path.parent == outputs)):
             yield path
 
 

@@ -71,15 +71,14 @@ def from_dicts(rows: Sequence[dict[str, Any]]) -> BenchTable:
 
 
 def footer(run: dict[str, Any]) -> str:
-    """One line: the command, the date, the machine, coord's version and commit, and the
-    load average (1 minute) at the start and end, so a reader can tell a loaded run."""
+    """One line: the command, the date, the machine, coord's version and commit. (The
+    run's load stays in the data file, for whoever judges the run.)"""
     m, c = run["machine"], run["coord"]
     cpu = f"{m['cpu']['count']} × {m['cpu']['model'] or 'unknown CPU'}"
     memory = f", {m['memory_bytes'] / (1 << 30):.1f} GiB" if m.get("memory_bytes") else ""
     at = f" at {c['commit']}" if c.get("commit") else ""
     return (f"`{run['command']}`, {run['date']}, on {cpu}{memory}, Linux {m['kernel']}; "
-            f"coord {c['version']}{at}; load average {run['load_start'][0]:.2f} at the "
-            f"start, {run['load_end'][0]:.2f} at the end")
+            f"coord {c['version']}{at}")
 
 
 def table_maker(benchmark: str) -> Callable[[dict[str, Any]], BenchTable]:

@@ -1,7 +1,7 @@
 """MkDocs hook: each `<!-- bench-table: PATH -->` marker in a page becomes the table of the
 `coord bench ... --json` output at PATH (relative to the page), rendered by the
-benchmark's own table code (`coord.bench.tables`) with its footer: the machine, date,
-commit, load average and command of the run. The manual's figures are thus the data
+benchmark's own table code (`coord.bench.tables`) with its footer: the command, date,
+machine and commit of the run. The manual's figures are thus the data
 files the benchmarks wrote, never figures copied by hand. A marker naming a missing or
 malformed file fails the build: a page must not silently lose its table."""
 

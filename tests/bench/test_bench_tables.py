@@ -30,8 +30,7 @@ def test_the_manual_table_is_the_printed_table_with_the_run_footer():
     assert lines[2] == "| own-batched | 100 | 0.01 | 8,000 |  |  |  |"
     assert lines[3] == "| own-single | 100 | 0.50 | 200 | 16 | 1.23 | 9.88 |"
     assert lines[-1] == ("`coord bench own --resources 100 --json`, 2026-01-02T03:04:05Z, on "
-                         "2 × Test CPU, 8.0 GiB, Linux 6.1.0; coord 0.1.0 at abc1234; load "
-                         "average 3.50 at the start, 4.25 at the end")
+                         "2 × Test CPU, 8.0 GiB, Linux 6.1.0; coord 0.1.0 at abc1234")
     printed = from_dicts(ROWS).text()
     assert printed[0].split() == lines[0].strip("| ").split(" | ")
     assert printed[2].split() == ["own-single", "100", "0.50", "200", "16", "1.23", "9.88"]
