@@ -57,7 +57,7 @@ def _messages(result) -> list[str]:
 def test_clean_session_streams_pass():
     (r,) = [r for r in check_all(history().sorted()) if r.checker == "session-events"]
     assert r.ok, _messages(r)
-    assert r.stats == {"streams": 2, "events": 2, "ends": 2, "gone": 0}
+    assert r.stats == {"streams": 2, "events": 2, "ends": 2, "gone": 0, "undrained": 0}
 
 
 def test_a_revision_going_back_an_event_twice_and_two_ends_are_caught():
@@ -85,6 +85,14 @@ def test_an_acknowledged_close_that_never_told_its_session_is_caught():
     # the client said it learned of the end without hearing why (its stream broke)
     r = check_session_events(history(first=[(12, {**ev("gone", 0)})]).sorted())
     assert r.ok and r.stats["gone"] == 1, _messages(r)
+    # the client stopped waiting before any end came (a majority was down): unknown, so
+    # counted, not judged
+    h = history(first=[])
+    (ended,) = [r for r in h.rows if r["f"] == "session_events" and r["type"] == "ok"
+                and r["session"] == 5]
+    ended["type"] = "info"
+    r = check_session_events(h.sorted())
+    assert r.ok and r.stats["undrained"] == 1, _messages(r)
 
 
 def test_an_end_that_is_not_what_ended_the_session_is_caught():
