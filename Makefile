@@ -8,7 +8,7 @@ SEEDS  ?= 10000
 NODES  ?= 3
 TLS    ?=
 
-.PHONY: all venv proto run test lint docs soak diff etcd3-suite bench bench-readonly bench-scale bench-snapshot clean etcd-tools zookeeper-server bench-tui chaos chaos-long bench-audit java-runtime database-servers bench-spark bench-spark-full fuzz prometheus
+.PHONY: all venv proto run test test-slow lint docs soak diff etcd3-suite bench bench-readonly bench-scale bench-snapshot clean etcd-tools zookeeper-server bench-tui chaos chaos-long bench-audit java-runtime database-servers bench-spark bench-spark-full fuzz prometheus
 
 all: test
 
@@ -99,7 +99,12 @@ run: venv
 
 test: venv
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -q --durations=20
+	$(PY) -m pytest -q --durations=20 -m "not slow"
+
+# The longer real-process runs `make test` leaves out (marked slow): etcd's side of
+# coord bench scale, the overlapping-fault and delay chaos runs, the churn nemesis, ...
+test-slow: venv
+	$(PY) -m pytest -q --durations=20 -m slow
 
 lint: venv
 	$(VENV)/bin/ruff check .

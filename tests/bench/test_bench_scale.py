@@ -11,6 +11,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from coord.bench.scale import keys_table, soak_table
 from coord.bench.scale_common import Running, decades, running
 from coord.bench.scale_owners import owners_table
@@ -99,6 +101,8 @@ def test_a_short_restart_run_times_every_decade():
         assert r["revision"] > r["keys"] // 100 and r["disk_max"] > 0 and r["load_per_s"] > 0
 
 
+# slow, left to `make test-slow`: etcd's side; coord's restart phase runs in make test
+@pytest.mark.slow
 def test_the_restart_phase_drives_etcd_the_same_way():
     """etcd's side of the phase (kill -9 of every member, a member replaced through
     etcdctl member remove/add --learner/promote) at one size."""
@@ -164,6 +168,8 @@ def test_a_short_sessions_run_keeps_every_session_alive():
     assert len(row["rss"]) == 3 and all(v > 0 for v in row["rss"].values())
 
 
+# slow, left to `make test-slow`: etcd's side; coord's sessions phase runs in make test
+@pytest.mark.slow
 def test_the_sessions_phase_drives_etcd_leases_the_same_way():
     """etcd's side: leases granted and kept alive over the same multiplexed streams."""
     require("etcd")
@@ -187,6 +193,8 @@ def test_a_short_owners_run_grows_the_table_and_measures_each_decade():
     assert owners_table(rows)[2].split()[0] == "2000"
 
 
+# slow, left to `make test-slow`: tests/server/test_pid_capacity.py grows the capacity in make test
+@pytest.mark.slow
 def test_a_short_pids_run_grows_past_the_default_capacity_and_counts_each_lease():
     """Three real members grown to 70,000 live pid leases, past the default ring of
     65,536 (so the phase's committed capacity is what lets them in): a row per decade,

@@ -15,6 +15,8 @@ from tests.server.crash_rig import Writer, check_nothing_lost, member_log
 pytestmark = pytest.mark.cluster
 
 
+# slow, left to `make test-slow`: the member nemesis runs in make test's short chaos run
+@pytest.mark.slow
 def test_members_replaced_under_writes_rebuild_everything_and_lose_nothing(tmp_path):
     # pick 0.1: the first follower; 0.9: the last one (the leader is never replaced)
     schedule = Schedule([Planned(0.0, "member", 3.0, 0.1), Planned(5.0, "member", 3.0, 0.9)])

@@ -107,6 +107,9 @@ def _overlap(a, b) -> bool:
     return a.start_ns < b.end_ns and b.start_ns < a.end_ns
 
 
+# slow, left to `make test-slow`: the overlap scheduler's own tests and the short run
+# (every default kind) are in make test
+@pytest.mark.slow
 @pytest.mark.cluster
 def test_overlapping_faults_and_a_replaced_member_find_no_violation(tmp_path):
     """`--overlap`, seed 400: a member replaced (removed, wiped, re-added as a learner,
@@ -176,6 +179,8 @@ def test_controllers_that_update_without_their_compare_are_caught(tmp_path):
     assert html.escape(cas.violations[0]["message"]) in page and cfg.command() in page
 
 
+# slow, left to `make test-slow`: the delay nemesis runs in make test under the planted-bug test
+@pytest.mark.slow
 @pytest.mark.cluster
 def test_delayed_links_run_on_the_gates_and_the_register_stays_linearizable(tmp_path):
     """A delay nemesis alone: messages to a member (half the time the leader) held

@@ -15,6 +15,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from coord.client import Client
 from coord.history.sink import committed_files, read_manifest
 from coord.testing import LocalCluster
@@ -67,6 +69,8 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+# slow, left to `make test-slow`: the audit's read-only note is checked in make test (tests/audit)
+@pytest.mark.slow
 def test_a_cut_off_member_refuses_or_flags_the_export(tmp_path):
     with LocalCluster(3, data_dir=tmp_path / "c", partitionable=True) as cluster:
         leader = cluster.wait_for_leader()

@@ -168,6 +168,8 @@ def forwarded(monkeypatch) -> list[int]:
     return sizes
 
 
+# slow, left to `make test-slow`: the batching's unit tests are in make test
+@pytest.mark.slow
 @pytest.mark.cluster
 @pytest.mark.coord_cluster(members=3)
 def test_many_keepalives_on_a_follower_reach_the_leader_in_few_calls(forwarded, coord_cluster):
