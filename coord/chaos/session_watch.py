@@ -20,6 +20,7 @@ import random
 import threading
 
 from coord.chaos.recorder import Process
+from coord.check.session_stream import ENDS
 from coord.client import Client, CoordError
 from coord.tls.files import TLS
 
@@ -30,7 +31,7 @@ than a majority's outage (a `kill` of two members is held up to ~13 s), during w
 member can serve the stream it reconnects to. A stream that delivers no end in that time
 is recorded `info` (its outcome unknown), not `ok`: the checker holds only a stream that
 ended to the end it owed."""
-ENDED = ("released", "expired", "severed", "gone")
+ENDED = (*ENDS, "gone")
 """The event types after which the client ends a session's stream (`gone`: the client
 learned of the end without its reason)."""
 
