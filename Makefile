@@ -8,7 +8,7 @@ SEEDS  ?= 10000
 NODES  ?= 3
 TLS    ?=
 
-.PHONY: all venv proto run test test-slow lint docs soak diff etcd3-suite bench bench-readonly bench-scale bench-snapshot clean etcd-tools zookeeper-server bench-tui chaos chaos-long bench-audit java-runtime database-servers bench-spark bench-spark-full fuzz prometheus
+.PHONY: all venv proto run test test-slow lint docs soak diff etcd3-suite bench bench-readonly bench-scale bench-snapshot clean etcd-tools zookeeper-server bench-tui chaos chaos-long bench-audit java-runtime database-servers bench-spark bench-spark-full fuzz prometheus strace
 
 all: test
 
@@ -18,51 +18,45 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-venv: $(STAMP) coord/v1/.generated etcd-tools java-runtime prometheus database-servers
+# $(call debian-install,CHECK,PACKAGES): when the shell test CHECK fails (a tool or file is
+# missing), apt-get install Debian's PACKAGES if we are root with apt, else say what to
+# install. Tests that need them say what is missing (and fail under CI=true).
+define debian-install
+@if ! ( $(1) ) >/dev/null 2>&1; then \
+  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+    echo "installing $(2) (Debian)"; \
+    (apt-get install -y -q $(2) >/dev/null 2>&1 || \
+     (apt-get update -q >/dev/null && apt-get install -y -q $(2) >/dev/null)) \
+      || echo "warning: could not install $(2)"; \
+  else \
+    echo "note: missing, needs: apt-get install $(2) (as root)"; \
+  fi; \
+fi
+endef
+
+venv: $(STAMP) coord/v1/.generated etcd-tools java-runtime prometheus database-servers strace
 
 # etcdctl and etcd (Debian's etcd-client/etcd-server, 3.4): the etcd-compatibility tests
 # drive coord with clients nobody here wrote. Installed when missing and we are root with
 # apt; otherwise those tests say what is missing (and fail under CI=true).
 etcd-tools:
-	@if ! command -v etcdctl >/dev/null 2>&1 || ! command -v etcd >/dev/null 2>&1; then \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "installing etcd-client and etcd-server (Debian)"; \
-	    (apt-get install -y -q etcd-client etcd-server >/dev/null 2>&1 || \
-	     (apt-get update -q >/dev/null && apt-get install -y -q etcd-client etcd-server >/dev/null)) \
-	      || echo "warning: could not install etcd-client/etcd-server"; \
-	  else \
-	    echo "note: etcdctl or etcd is missing (apt-get install etcd-client etcd-server as root)"; \
-	  fi; \
-	fi
+	$(call debian-install,command -v etcdctl && command -v etcd,etcd-client etcd-server)
+
+# strace (Debian's): the storage tests kill a process between two of SQLite's writes with
+# its syscall fault injection.
+strace:
+	$(call debian-install,command -v strace,strace)
 
 # Prometheus and promtool (Debian's prometheus): the metrics tests lint a member's /metrics
 # and the alert rules with promtool and scrape a real cluster with a real Prometheus.
 # Installed when missing, as etcd-tools above.
 prometheus:
-	@if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1; then \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "installing prometheus (Debian)"; \
-	    (apt-get install -y -q prometheus >/dev/null 2>&1 || \
-	     (apt-get update -q >/dev/null && apt-get install -y -q prometheus >/dev/null)) \
-	      || echo "warning: could not install prometheus"; \
-	  else \
-	    echo "note: promtool or prometheus is missing (apt-get install prometheus as root)"; \
-	  fi; \
-	fi
+	$(call debian-install,command -v promtool && command -v prometheus,prometheus)
 
 # A Java runtime for Spark (the `pipeline` extra: `coord audit` and coord.spark):
 # Debian's default-jre-headless when `java` is missing, as etcd-tools above.
 java-runtime:
-	@if ! command -v java >/dev/null 2>&1; then \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "installing default-jre-headless (Debian)"; \
-	    (apt-get install -y -q default-jre-headless >/dev/null 2>&1 || \
-	     (apt-get update -q >/dev/null && apt-get install -y -q default-jre-headless >/dev/null)) \
-	      || echo "warning: could not install default-jre-headless"; \
-	  else \
-	    echo "note: java is missing (apt-get install default-jre-headless as root)"; \
-	  fi; \
-	fi
+	$(call debian-install,command -v java,default-jre-headless)
 
 # The Spark writer's databases (tests/spark): Debian's PostgreSQL server (15: binaries
 # under /usr/lib/postgresql/15/bin; the tests run initdb and postgres as the postgres
@@ -70,17 +64,7 @@ java-runtime:
 # loads from /usr/share/java. Installed when missing, as etcd-tools above.
 DB_PACKAGES := postgresql libpostgresql-jdbc-java libxerial-sqlite-jdbc-java
 database-servers:
-	@if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
-	    [ ! -e /usr/share/java/postgresql.jar ] || [ ! -e /usr/share/java/sqlite-jdbc.jar ]; then \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "installing $(DB_PACKAGES) (Debian)"; \
-	    (apt-get install -y -q $(DB_PACKAGES) >/dev/null 2>&1 || \
-	     (apt-get update -q >/dev/null && apt-get install -y -q $(DB_PACKAGES) >/dev/null)) \
-	      || echo "warning: could not install $(DB_PACKAGES)"; \
-	  else \
-	    echo "note: PostgreSQL or a JDBC driver is missing (apt-get install $(DB_PACKAGES) as root)"; \
-	  fi; \
-	fi
+	$(call debian-install,ls /usr/lib/postgresql/*/bin/initdb && [ -e /usr/share/java/postgresql.jar ] && [ -e /usr/share/java/sqlite-jdbc.jar ],$(DB_PACKAGES))
 
 # Generated protobuf/gRPC code is not committed; this target reproduces it from proto/
 # (coord/v1 and coord/etcdpb).
@@ -175,16 +159,7 @@ bench-readonly: venv zookeeper-server
 # ZooKeeper 3.8 (Debian's zookeeper: its jars under /usr/share/java) for the read-only
 # benchmark's peer, installed when missing as etcd-tools above. Tests do not need it.
 zookeeper-server:
-	@if [ ! -e /usr/share/java/zookeeper.jar ]; then \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "installing zookeeper (Debian)"; \
-	    (apt-get install -y -q zookeeper >/dev/null 2>&1 || \
-	     (apt-get update -q >/dev/null && apt-get install -y -q zookeeper >/dev/null)) \
-	      || echo "warning: could not install zookeeper"; \
-	  else \
-	    echo "note: zookeeper is missing (apt-get install zookeeper as root)"; \
-	  fi; \
-	fi
+	$(call debian-install,[ -e /usr/share/java/zookeeper.jar ],zookeeper)
 
 # Memory and disk over a 30-minute hot-key soak and a growth to 1M keys, beside etcd 3.4
 # (about an hour on this box; `coord bench scale --help` for smaller runs).

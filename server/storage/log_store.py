@@ -31,7 +31,7 @@ from coord.raft.types import Entry, HardState, Snapshot
 from coord.server import failpoints
 from coord.server.storage import log_format as fmt
 from coord.server.storage.log_format import StorageError
-from coord.server.storage.wal_check import refuse_a_torn_wal, trim_a_failed_write
+from coord.server.storage.wal_check import check_the_wal_tail, trim_a_failed_write
 
 __all__ = ["LogStore", "PersistedState", "StorageError"]
 
@@ -76,7 +76,7 @@ class LogStore:
         changed_dirs = self._make_parent_dirs()
         if not self.path.exists():
             changed_dirs.append(self.path.absolute().parent)
-        refuse_a_torn_wal(self.path)
+        check_the_wal_tail(self.path)
         try:
             conn = sqlite3.connect(
                 # Absolute, so that a name like ":memory:" can never mean "not on disk".
