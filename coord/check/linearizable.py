@@ -6,8 +6,17 @@ audit both call `check_key`. The search walks the oplog's call and return events
 time order, tries to linearize each pending call against the register, and backtracks
 when it reaches the return of an op it has not linearized; a (set of linearized ops,
 register value) pair it has seen before is never explored again. It is bounded in time
-and in the number of such pairs: past either bound the verdict is "unknown", never a
-guess.
+and in the number of such pairs, over the whole key: past either bound the verdict is
+"unknown", never a guess.
+
+A long key is searched in segments (coord.check.segments says where the cuts are and
+why each reduction is sound): the search of one segment collects every configuration
+(register value, unknown-outcome calls still unlinearized) it can end in with all its
+known-outcome calls ordered, and the next segment starts from each of them. The whole
+search pays for every unknown-outcome call as a doubling of the linearized sets it
+can meet anywhere later; the segments pay only while a later op may still read its
+value. The key is illegal when no configuration gets through a segment; that
+segment's deepest point is the anomaly, in the whole search's shape.
 
 Semantics of the rows (see coord.check.oplog):
 - read ok: `value` is what was read (None/null: the key was absent). A read answered by
@@ -29,9 +38,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from coord.check.oplog import INFINITY, Op, OplogError, pair
+from coord.check.segments import NEVER, forget_times, maximal, segments
 
 DEFAULT_TIME_LIMIT_S = 10.0
 DEFAULT_MAX_STATES = 2_000_000
+MAX_CONFIGS = 20_000
+"""At a cut, the most (value, pending unknown-outcome calls) configurations the next
+segment is searched from; past it the verdict is "unknown"."""
 
 FUNCTIONS = ("read", "write", "cas", "add")
 """What the register model reads: `add` (a put to a fresh key, the set workload's) is a
@@ -77,7 +90,6 @@ class _Call:
     arg: Any  # write: value; cas: (old, new)
     out: Any  # read: value read
     id: int = 0
-    ret_time: float = INFINITY
 
 
 def _step(state: Any, c: _Call) -> tuple[bool, Any]:
@@ -117,17 +129,23 @@ def _calls(ops: Sequence[Op]) -> list[_Call]:
 
 def check_key(ops: list[dict], *, initial: Any = ABSENT,
               time_limit_s: float = DEFAULT_TIME_LIMIT_S,
-              max_states: int = DEFAULT_MAX_STATES) -> LinearizabilityResult:
+              max_states: int = DEFAULT_MAX_STATES, split: bool = True) -> LinearizabilityResult:
     """Check the JSONL rows of one key (invokes and completions, any order of processes,
     in the order they were recorded). `initial` is the register's value before the
     oplog (absent by default). Bounded by `time_limit_s` and `max_states` memoised
-    (linearized-set, value) pairs; past either, the verdict is "unknown"."""
+    (linearized-set, value) pairs over the whole key; past either, the verdict is
+    "unknown". `split` searches the key's segments one after another (the verdict is
+    the same; see coord.check.segments); without it, the whole history in one search."""
     t0 = time.monotonic()
     key = next((r.get("key") for r in ops if r.get("key") is not None), None)
     mine = [r for r in ops if r.get("f") in FUNCTIONS]
     paired = pair(sorted(mine, key=lambda r: (r.get("time_ns", 0), r.get("index", 0))))
     calls = _calls(paired)
-    result = _search(calls, frozen(initial), t0, time_limit_s, max_states)
+    bounds = _Bounds(t0, time_limit_s, max_states)
+    if split:
+        result = _search_segments(calls, frozen(initial), bounds)
+    else:
+        result = _search_whole(calls, frozen(initial), bounds)
     if result.anomaly is not None:
         _name_the_writer(result.anomaly, paired)
     result.key = key
@@ -137,18 +155,99 @@ def check_key(ops: list[dict], *, initial: Any = ABSENT,
     return result
 
 
-def _search(calls: list[_Call], initial: Any, t0: float, time_limit_s: float,
-            max_states: int) -> LinearizabilityResult:
+@dataclass
+class _Bounds:
+    """The key's bounds, shared by the searches of its segments."""
+
+    t0: float
+    time_limit_s: float
+    max_states: int
+    states: int = 0  # memoised pairs of the segments searched so far
+
+    def unknown(self, what: str, linearized: int, n: int) -> LinearizabilityResult:
+        return LinearizabilityResult(
+            "unknown", False, reason=f"{what} (linearized {linearized} of {n} ops at best)",
+            states=self.states)
+
+
+@dataclass
+class _Outcome:
+    """What one search reached: every (value, linearized bitmask) at which all its
+    known-outcome calls were ordered (only the first when it was asked for one), the
+    deepest failing point (depth, value, blocked call) and, past a bound, why it
+    stopped."""
+
+    ends: list[tuple[Any, int]]
+    best: tuple[int, Any, int] | None
+    deepest: int
+    stopped: str = ""
+
+
+def _search_whole(calls: list[_Call], initial: Any, bounds: _Bounds) -> LinearizabilityResult:
+    out = _search(calls, 0, [(initial, 0)], bounds, first_only=True)
+    if out.stopped:
+        return bounds.unknown(out.stopped, out.deepest, len(calls))
+    if out.ends:
+        return LinearizabilityResult("ok", True, states=bounds.states)
+    return _illegal(calls, out.best, bounds.states)
+
+
+def _search_segments(calls: list[_Call], initial: Any,
+                     bounds: _Bounds) -> LinearizabilityResult:
+    """The key's segments in time order, each searched from every configuration (value,
+    pending unknown-outcome calls) the one before it could end in; illegal at the first
+    segment no configuration gets through (its anomaly is that segment's)."""
+    for i, c in enumerate(calls):
+        c.id = i
+    forget = forget_times(calls)
+    parts = segments(calls)
+    configs: list[tuple[Any, int]] = [(initial, 0)]  # pending: a bitmask over call ids
+    done = 0  # known-outcome calls of the segments before
+    for k, seg in enumerate(parts):
+        carried = [calls[g] for g in _bits(_union(p for _, p in configs))]
+        new = [u for u in seg.unknown if forget[u.id] != NEVER]
+        local = carried + seg.known + new
+        starts = [(value, sum(1 << j for j, c in enumerate(carried)
+                              if not pending >> c.id & 1)) for value, pending in configs]
+        out = _search(local, len(carried), starts, bounds, first_only=k == len(parts) - 1)
+        if out.stopped:
+            return bounds.unknown(out.stopped, done + out.deepest, len(calls))
+        if not out.ends:
+            return _illegal(local, out.best, bounds.states, done, len(calls))
+        configs = maximal(
+            (value, _union(1 << c.id for j, c in enumerate(local) if c.op.end == INFINITY
+                           and not lin >> j & 1 and forget[c.id] > seg.end))
+            for value, lin in out.ends)
+        if len(configs) > MAX_CONFIGS:
+            return bounds.unknown(f"configuration bound {MAX_CONFIGS} reached at a cut "
+                                  f"after {bounds.states} states", done, len(calls))
+        done += len(seg.known)
+    return LinearizabilityResult("ok", True, states=bounds.states)
+
+
+def _union(masks: Any) -> int:
+    out = 0
+    for m in masks:
+        out |= m
+    return out
+
+
+def _bits(mask: int) -> list[int]:
+    return [i for i in range(mask.bit_length()) if mask >> i & 1]
+
+
+def _search(calls: list[_Call], n_carried: int, starts: list[tuple[Any, int]],
+            bounds: _Bounds, first_only: bool) -> _Outcome:
+    """The Wing–Gong search over `calls` from each start (value, bitmask of calls taken
+    as already linearized), one memo for all starts: a (linearized, value) pair has the
+    same future whichever start reached it. The first `n_carried` calls are carried
+    across a cut: invoked before everything here."""
     n = len(calls)
-    if n == 0:
-        return LinearizabilityResult("ok", True)
     # Events: (time, kind, call id); kind 0 = call, 1 = return. At equal times calls
     # come first, so ops that touch are treated as concurrent (the permissive reading).
     events: list[tuple[float, int, int]] = []
     for i, c in enumerate(calls):
-        c.id = i
-        c.ret_time = c.op.end
-        events.append((c.op.start, 0, i))
+        events.append((-INFINITY if i < n_carried else c.op.start, 0, i))
         events.append((c.op.end, 1, i))
     events.sort()
     # A doubly linked list over the events; node 0 is the head sentinel.
@@ -165,6 +264,7 @@ def _search(calls: list[_Call], initial: Any, t0: float, time_limit_s: float,
         else:
             ret_node[i] = pos
     end = m + 1  # tail sentinel (nxt of the last node)
+    known = [c.op.end != INFINITY for c in calls]
 
     def lift(i: int) -> None:
         for node in (call_node[i], ret_node[i]):
@@ -179,68 +279,78 @@ def _search(calls: list[_Call], initial: Any, t0: float, time_limit_s: float,
             nxt[prv[node]] = node
 
     cache: set[tuple[int, Any]] = set()
-    stack: list[tuple[int, Any]] = []  # (call id, state before it)
-    linearized = 0
-    state = initial
-    node = nxt[0]
-    deepest = -1
-    best: tuple[int, Any, int] | None = None  # (depth, state, blocking call) at the deepest
+    out = _Outcome([], None, -1)
     steps = 0
-    while nxt[0] != end:
-        steps += 1
-        if steps & 0x3FF == 0 and time.monotonic() - t0 > time_limit_s:
-            return LinearizabilityResult(
-                "unknown", False, reason=f"time limit {time_limit_s:g} s reached after "
-                f"{len(cache)} states (linearized {deepest + 1} of {n} ops at best)",
-                states=len(cache))
-        if kind[node] == 0:
-            i = cid[node]
-            ok, new_state = _step(state, calls[i])
-            if ok:
-                new_lin = linearized | (1 << i)
-                memo = (new_lin, new_state)
-                if memo not in cache:
+    for start_state, pre in starts:
+        taken = _bits(pre)
+        for i in taken:
+            lift(i)
+        stack: list[tuple[int, Any]] = []  # (call id, state before it)
+        linearized, state, node = pre, start_state, nxt[0]
+        left = sum(known) - sum(known[i] for i in taken)
+        while True:
+            steps += 1
+            if steps & 0x3FF == 0 and time.monotonic() - bounds.t0 > bounds.time_limit_s:
+                out.stopped = (f"time limit {bounds.time_limit_s:g} s reached after "
+                               f"{bounds.states + len(cache)} states")
+                bounds.states += len(cache)
+                return out
+            if left and kind[node] == 0:
+                i = cid[node]
+                ok, new_state = _step(state, calls[i])
+                memo = (linearized | (1 << i), new_state)
+                if ok and memo not in cache:
                     cache.add(memo)
-                    if len(cache) > max_states:
-                        return LinearizabilityResult(
-                            "unknown", False, reason=f"state bound {max_states} reached "
-                            f"(linearized {deepest + 1} of {n} ops at best)",
-                            states=len(cache))
+                    if bounds.states + len(cache) > bounds.max_states:
+                        out.stopped = f"state bound {bounds.max_states} reached"
+                        bounds.states += len(cache)
+                        return out
                     stack.append((i, state))
-                    state, linearized = new_state, new_lin
+                    state, linearized = new_state, memo[0]
+                    left -= known[i]
                     lift(i)
                     node = nxt[0]
                     continue
-            node = nxt[node]
-        else:
-            if calls[cid[node]].ret_time == INFINITY:
-                # Only ops with unknown outcomes remain: they need never have happened.
-                break
-            # The return of an op not yet linearized: the current order cannot work.
-            if len(stack) > deepest:
-                deepest = len(stack)
-                best = (deepest, state, cid[node])
+                node = nxt[node]
+                continue
+            if left:
+                # The return of an op not yet linearized: the current order cannot work.
+                if len(stack) > out.deepest:
+                    out.deepest = len(stack)
+                    out.best = (out.deepest, state, cid[node])
+            else:
+                # Every known outcome ordered; the unknown ones left need never happen.
+                out.ends.append((state, linearized))
+                if first_only:
+                    bounds.states += len(cache)
+                    return out
             if not stack:
-                return _illegal(calls, best, len(cache))
+                break
             i, state = stack.pop()
             linearized &= ~(1 << i)
+            left += known[i]
             unlift(i)
             node = nxt[call_node[i]]
-    return LinearizabilityResult("ok", True, states=len(cache))
+        for i in reversed(taken):
+            unlift(i)
+    bounds.states += len(cache)
+    return out
 
 
-def _illegal(calls: list[_Call], best: tuple[int, Any, int] | None,
-             states: int) -> LinearizabilityResult:
+def _illegal(calls: list[_Call], best: tuple[int, Any, int] | None, states: int,
+             before: int = 0, total: int | None = None) -> LinearizabilityResult:
     """The smallest failing window we can name: the op whose return no order reached
     with the register in a state it accepts, the ops concurrent with it, and the value
     the register held at the deepest point of the search."""
     assert best is not None
     depth, state, blocked = best
+    depth += before  # the ops of the segments before this search's
     b = calls[blocked]
     window = [c for c in calls
-              if c.op.start <= b.ret_time and c.ret_time >= b.op.start and c is not b]
+              if c.op.start <= b.op.end and c.op.end >= b.op.start and c is not b]
     describe = _describe(b)
-    message = (f"{describe} cannot be linearized: at best {depth} of {len(calls)} ops "
+    message = (f"{describe} cannot be linearized: at best {depth} of "
+               f"{len(calls) if total is None else total} ops "
                f"ordered, the register then held {_show(state)}; "
                f"{len(window)} op(s) concurrent with it")
     anomaly = {
