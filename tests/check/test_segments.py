@@ -53,6 +53,15 @@ def test_an_unknown_write_nothing_reads_afterwards_is_left_out():
     assert sorted(forget.values()) == [NEVER, 9]
 
 
+def test_an_unknown_write_an_unknown_cas_swaps_from_is_never_forgotten():
+    """Nothing known reads 5, but the unknown cas 5 -> 7 may swap from it later, and 7 is
+    read two cuts on: the write of 5 and the cas both took effect late."""
+    h = H().op(0, "write", 1, 2, 1).op(1, "write", 3, None, 5).op(2, "cas", 4, None, [5, 7])
+    h.op(0, "read", 5, 6, out=1).op(0, "read", 10, 11, out=7)
+    assert check_key(h.sorted()).verdict == "ok"
+    assert check_key(h.sorted(), split=False).verdict == "ok"
+
+
 def test_a_long_history_the_whole_search_cannot_decide_is_decided_in_segments():
     """Thousands of ops in short concurrent groups with a quiescent point after each;
     every 40th group an unknown-outcome write nobody reads (each doubles the whole
