@@ -144,9 +144,11 @@ crash-points: venv
 # overlapping pairs, every workload; the run directory keeps its history and report.html.
 CHAOS_LONG_SECONDS ?= 1800
 CHAOS_LONG_SEED    ?= 1
+CHAOS_LONG_LIN_LIMIT ?= 60
 chaos-long: venv
 	$(VENV)/bin/coord chaos --seconds $(CHAOS_LONG_SECONDS) --seed $(CHAOS_LONG_SEED) \
-	  --nemesis all --overlap --out chaos-runs/long-seed$(CHAOS_LONG_SEED)-$(CHAOS_LONG_SECONDS)s
+	  --nemesis all --overlap --lin-time-limit $(CHAOS_LONG_LIN_LIMIT) \
+	  --out chaos-runs/long-seed$(CHAOS_LONG_SEED)-$(CHAOS_LONG_SECONDS)s
 
 bench: venv
 	$(VENV)/bin/coord bench raft

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from coord.chaos.nemesis import DEFAULT_NEMESES, NEMESES
 from coord.chaos.workloads import PLANTS, WORKLOADS
+from coord.check.linearizable import DEFAULT_TIME_LIMIT_S
 
 
 def _names(text: str) -> list[str]:
@@ -42,6 +43,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the cluster over TLS with client certificates required on both "
                    "ports (a CA made in the run directory), every client of the run over TLS")
     p.add_argument("--out", type=Path, help="run directory (default chaos-runs/TIME-seedS)")
+    p.add_argument("--lin-time-limit", type=float, default=DEFAULT_TIME_LIMIT_S,
+                   metavar="SECONDS", help="the linearizability check's time limit per key "
+                   "(past it the key is undecided; long runs have long keys)")
     p.add_argument("--check", type=Path, metavar="OPLOG",
                    help="only check an existing oplog (JSONL) and print the verdicts")
     p.set_defaults(func=main)
@@ -52,7 +56,7 @@ def main(args: argparse.Namespace) -> int:
 
     console = Console(stderr=True)
     if args.check is not None:
-        return _check_only(console, args.check)
+        return _check_only(console, args.check, args.lin_time_limit)
     from coord.chaos.runner import RunConfig, run
 
     if args.seconds <= 0 or args.workers < 1:
@@ -65,7 +69,8 @@ def main(args: argparse.Namespace) -> int:
                     nemeses=list(NEMESES) if args.nemesis == "all" else _names(args.nemesis),
                     workers=args.workers,
                     members=args.members, out=args.out, netns=args.netns,
-                    plant=args.plant, tls=args.tls, overlap=args.overlap)
+                    plant=args.plant, tls=args.tls, overlap=args.overlap,
+                    lin_time_limit_s=args.lin_time_limit)
     try:
         result = run(cfg, console)
     except ValueError as e:
@@ -74,7 +79,7 @@ def main(args: argparse.Namespace) -> int:
     return {"ok": 0, "illegal": 1}.get(result.verdict, 3)
 
 
-def _check_only(console, path: Path) -> int:
+def _check_only(console, path: Path, lin_time_limit_s: float) -> int:
     from coord.check import check_all
     from coord.check.oplog import OplogError, read_jsonl
     from coord.check.sessions import fault_windows
@@ -82,7 +87,8 @@ def _check_only(console, path: Path) -> int:
     faults_file = path.with_name("faults.jsonl")  # a run directory's, if it has one
     try:
         faults = read_jsonl(faults_file) if faults_file.exists() else []
-        checks = check_all(read_jsonl(path), fault_windows(faults))
+        checks = check_all(read_jsonl(path), fault_windows(faults),
+                           lin_time_limit_s=lin_time_limit_s)
     except (OSError, OplogError) as e:
         console.print(f"[red]{e}[/]")
         return 2

@@ -39,6 +39,7 @@ from coord.chaos.session_watch import watch_sessions
 from coord.chaos.sink import FencedSink
 from coord.chaos.workloads import WORKLOADS, Ownership, Workload, make_workloads
 from coord.check import CheckResult, check_all
+from coord.check.linearizable import DEFAULT_TIME_LIMIT_S
 from coord.check.oplog import read_jsonl
 from coord.check.sessions import fault_windows
 from coord.client import Client
@@ -70,6 +71,7 @@ class RunConfig:
     plant: str = ""  # a known-bad client setting (workloads.PLANTS), to see it caught
     tls: bool = False  # the cluster over TLS (mTLS on both ports), its clients too
     overlap: bool = False  # faults in overlapping pairs, not one at a time
+    lin_time_limit_s: float = DEFAULT_TIME_LIMIT_S  # the linearizability check's, per key
 
     def command(self) -> str:
         return shlex.join(["coord", "chaos", "--seconds", f"{self.seconds:g}",
@@ -79,6 +81,8 @@ class RunConfig:
                            "--netns", self.netns,
                            *(["--plant", self.plant] if self.plant else []),
                            *(["--overlap"] if self.overlap else []),
+                           *(["--lin-time-limit", f"{self.lin_time_limit_s:g}"]
+                             if self.lin_time_limit_s != DEFAULT_TIME_LIMIT_S else []),
                            *(["--tls"] if self.tls else [])])
 
 
@@ -202,7 +206,8 @@ def run(cfg: RunConfig, console: Console | None = None) -> RunResult:
     rows = _merge(out)
     t_check = time.monotonic()
     checks = check_all(rows, fault_windows([f.to_json() for f in
-                                            (nemesis.faults if nemesis else [])]))
+                                            (nemesis.faults if nemesis else [])]),
+                       lin_time_limit_s=cfg.lin_time_limit_s)
     check_s = time.monotonic() - t_check
     counts = _counts(rows)
     result = RunResult(out, checks, nemesis.faults if nemesis else [], counts, elapsed)

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from coord.check.informers import check_informer_cache, check_k8s_cas
-from coord.check.linearizable import LinearizabilityResult, check_key
+from coord.check.linearizable import DEFAULT_TIME_LIMIT_S, LinearizabilityResult, check_key
 from coord.check.lost_writes import check_lost_writes
 from coord.check.owner_stream import (
     check_owners_history,
@@ -61,13 +61,23 @@ CHECKERS: dict[str, tuple[tuple[str, ...], Callable[[list[dict]], CheckResult]]]
 
 
 def check_all(rows: Iterable[dict[str, Any]],
-              faults: Iterable[tuple[int, float]] = ()) -> list[CheckResult]:
+              faults: Iterable[tuple[int, float]] = (), *,
+              lin_time_limit_s: float = DEFAULT_TIME_LIMIT_S) -> list[CheckResult]:
     """Each checker whose functions appear in the oplog, in CHECKERS order. `faults`
-    ((start_ns, end_ns) on the oplog's clock) go to the checkers that weigh them."""
+    ((start_ns, end_ns) on the oplog's clock) go to the checkers that weigh them;
+    `lin_time_limit_s` bounds each key of the linearizability check (long runs have
+    long keys)."""
     rows = list(rows)
     present = {r.get("f") for r in rows}
-    return [check_sessions(rows, faults) if name == "sessions" else fn(rows)
-            for name, (fs, fn) in CHECKERS.items() if present & set(fs)]
+
+    def run(name: str, fn: Callable[[list[dict]], CheckResult]) -> CheckResult:
+        if name == "sessions":
+            return check_sessions(rows, faults)
+        if name == "linearizable":
+            return check_registers(rows, time_limit_s=lin_time_limit_s)
+        return fn(rows)
+
+    return [run(name, fn) for name, (fs, fn) in CHECKERS.items() if present & set(fs)]
 
 
 __all__ = ["CHECKERS", "CheckResult", "LinearizabilityResult", "check_all", "check_key",

@@ -6,13 +6,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from coord.check.linearizable import check_key
+from coord.check.linearizable import DEFAULT_MAX_STATES, DEFAULT_TIME_LIMIT_S, check_key
 from coord.check.oplog import by_key
 from coord.check.result import CheckResult
 
 
-def check_registers(rows: Iterable[dict[str, Any]], *, time_limit_s: float = 10.0,
-                    max_states: int = 2_000_000) -> CheckResult:
+def check_registers(rows: Iterable[dict[str, Any]], *,
+                    time_limit_s: float = DEFAULT_TIME_LIMIT_S,
+                    max_states: int = DEFAULT_MAX_STATES) -> CheckResult:
     rows = list(rows)
     res = CheckResult("linearizable")
     unknown: list[str] = []

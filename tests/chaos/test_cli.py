@@ -40,6 +40,20 @@ def test_check_only_re_checks_an_oplog(tmp_path, capsys):
     assert "broken.jsonl:1: not JSON" in _text(capsys)
 
 
+def test_check_only_takes_the_linearizability_time_limit(tmp_path, capsys):
+    """Ten concurrent writes and a read of a value none wrote: decided (illegal) under
+    the default per-key limit, undecided (exit 3) under a limit of 0 s."""
+    h = H()
+    for p in range(10):
+        h.op(p, "write", 1 + p, 100, p)
+    h.op(99, "read", 200, 201, out=-1)
+    path = tmp_path / "o.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in h.sorted()))
+    assert main(["chaos", "--check", str(path)]) == 1
+    assert main(["chaos", "--check", str(path), "--lin-time-limit", "0"]) == 3
+    assert "time limit 0 s reached" in _text(capsys)
+
+
 def test_nemesis_all_names_every_kind(tmp_path, capsys):
     """`--nemesis all` is every kind: delay among them, which cannot run with partitions
     forced into network namespaces, so the run refuses before any member starts."""
