@@ -186,7 +186,7 @@ class _Outcome:
 def _search_whole(calls: list[_Call], initial: Any, bounds: _Bounds) -> LinearizabilityResult:
     out = _search(calls, 0, [(initial, 0)], bounds, first_only=True)
     if out.stopped:
-        return bounds.unknown(out.stopped, out.deepest, len(calls))
+        return bounds.unknown(out.stopped, max(out.deepest, 0), len(calls))
     if out.ends:
         return LinearizabilityResult("ok", True, states=bounds.states)
     return _illegal(calls, out.best, bounds.states)
@@ -196,7 +196,13 @@ def _search_segments(calls: list[_Call], initial: Any,
                      bounds: _Bounds) -> LinearizabilityResult:
     """The key's segments in time order, each searched from every configuration (value,
     pending unknown-outcome calls) the one before it could end in; illegal at the first
-    segment no configuration gets through (its anomaly is that segment's)."""
+    segment no configuration gets through (its anomaly is that segment's).
+
+    What it costs: a segment before the last is searched to the end (every end it can
+    reach, not the first), so k mutually concurrent ops in one segment cost up to about
+    k * 2^(k-1) states where the whole search may find one order at once. Segments are
+    as concurrent as the clients that share a key; past the bounds the verdict is
+    "unknown" as before, and `split=False` is the whole search."""
     for i, c in enumerate(calls):
         c.id = i
     forget = forget_times(calls)
@@ -211,7 +217,7 @@ def _search_segments(calls: list[_Call], initial: Any,
                               if not pending >> c.id & 1)) for value, pending in configs]
         out = _search(local, len(carried), starts, bounds, first_only=k == len(parts) - 1)
         if out.stopped:
-            return bounds.unknown(out.stopped, done + out.deepest, len(calls))
+            return bounds.unknown(out.stopped, done + max(out.deepest, 0), len(calls))
         if not out.ends:
             return _illegal(local, out.best, bounds.states, done, len(calls))
         configs = maximal(
