@@ -312,6 +312,7 @@ class Node:
 
     # -- inputs ---------------------------------------------------------------------------
     def _on_messages(self, messages: list[Message]) -> None:
+        self.round_counts.messages_received += len(messages)
         self._inbox.extend(messages)
         self._wake.set()
 
@@ -547,6 +548,7 @@ class Node:
         # once `advance` says persisted, as etcd's leader does); anyone else persists
         # first, since what it sends (votes, acks) promises that it did.
         early = not rd.vote_changed and self._raw.is_leader
+        self.round_counts.messages_sent += len(rd.messages)
         if early and rd.messages:
             self._transport.send(rd.messages, at_once=_waited_on(rd))
         if rd.must_sync:

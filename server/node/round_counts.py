@@ -1,8 +1,10 @@
 """What a member's write rounds cost in steps, counted where they happen: the driver's
-turns, the Readies it carried out, and the hand-offs to its storage thread (each one a
-thread wake-up there and another back on the loop). Times depend on the machine; these
-counts do not, so a benchmark divides them by its operations and can hold a change to
-them. Plain integer increments on the driver's own path: cheap enough to be always on.
+turns, the Readies it carried out, the hand-offs to its storage thread (each one a
+thread wake-up there and another back on the loop), and the Raft messages it sent and
+received (each one an encode or a decode, and a wake-up of the member it goes to).
+Times depend on the machine; these counts do not, so a benchmark divides them by its
+operations and can hold a change to them. Plain integer increments on the driver's own
+path: cheap enough to be always on.
 
 Status reports them (`StatusResponse.round_counts`); `coord bench etcd` reads them around
 each measurement, beside what /proc says of the process's context switches."""
@@ -22,6 +24,8 @@ class RoundCounts:
     readies: int = 0  # Readies carried out
     storage_handoffs: int = 0  # calls run in the storage thread
     inline_saves: int = 0  # Readies made durable on the loop's own thread
+    messages_sent: int = 0  # Raft messages handed to the peer transport
+    messages_received: int = 0  # Raft messages the peer transport delivered
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
