@@ -70,6 +70,7 @@ class Raft:
         self.vote = hard_state.vote
         self.role = Role.FOLLOWER
         self.lead = NONE
+        self.acked = 0  # the index this follower last acknowledged to its leader
         self.conf = snapshot.meta.conf_state
         self.prs: dict[int, Progress] = {}
         self.votes: dict[int, bool] = {}
@@ -132,6 +133,7 @@ class Raft:
             self.term = term
             self.vote = NONE
         self.lead = NONE
+        self.acked = 0
         self.election_elapsed = 0
         self.heartbeat_elapsed = 0
         self.randomized_election_timeout = self.cfg.election_tick + self.rng.randrange(
@@ -674,9 +676,18 @@ class Raft:
         if m.index < self.log.committed:
             self._send(Message(MT.APP_RESP, to=m.frm, index=self.log.committed))
             return
+        committed = self.log.committed
         last_new, ok = self.log.maybe_append(m.index, m.log_term, m.commit, m.entries)
         if ok:
-            self._send(Message(MT.APP_RESP, to=m.frm, index=last_new))
+            if m.entries or last_new != self.acked or self.log.committed == committed:
+                self.acked = last_new
+                self._send(Message(MT.APP_RESP, to=m.frm, index=last_new))
+            # else: the leader's commit notice (no entries, after the index this member
+            # already acknowledged in this term; it moved our commit). Its answer would
+            # tell the leader nothing it does not know, and cost it a receive and a turn
+            # per follower per write. Should our last answer have been lost, the leader's
+            # next append, or the one it sends on a heartbeat's answer while our match
+            # lags, moves no commit here and is answered.
             return
         hint_index, hint_term = self.log.find_conflict_by_term(
             min(m.index, self.log.last_index()), m.log_term

@@ -1,14 +1,19 @@
 """The driver counts the steps of its rounds (turns, Readies, storage hand-offs, saves on
-the loop's own thread), and Status reports them: what `coord bench etcd` divides by its
-operations. Driven on a one-member cluster in process."""
+the loop's own thread, Raft messages sent and received), and Status reports them: what
+`coord bench etcd` divides by its operations. Driven in process on a one-member cluster,
+and on member a of three whose peers answer only what the test writes
+(`tests.server.held_peers`)."""
 
 from __future__ import annotations
 
+from coord.raft.types import Entry, Message, MessageType
 from coord.server.api.admin import AdminService
-from coord.server.node.driver import Node
+from coord.server.node.driver import Node, NodeOptions
 from coord.sm.commands import Put, encode_command
 from coord.sm.machine import CoordMachine
+from tests.server.held_peers import A, B, HeldPeers, on_a
 from tests.server.solo_node import on_leader
+from tests.server.waits import wait_until
 
 PUTS = 5
 
@@ -38,3 +43,30 @@ def test_status_reports_the_round_counts(tmp_path):
         assert status.round_counts["readies"] > 0
 
     on_leader(tmp_path, body)
+
+
+def test_a_followers_lone_write_is_one_save_on_the_loop_and_one_answer(tmp_path):
+    """Member a, a follower of b: an append of one entry, then b's commit notice. a makes
+    the entry durable on its own thread and answers it; the notice it applies and does
+    not answer (the raft core's choice: the answer would tell b nothing)."""
+
+    async def body(node: Node, peers: HeldPeers) -> None:
+        last = node.status().last_index
+        term = node.term + 1
+        before = node.round_counts.as_dict()
+        peers.answer(Message(MessageType.APP, to=A.id, frm=B.id, term=term,
+                             log_term=1, index=last, commit=last,
+                             entries=(Entry(term=term, index=last + 1),)))
+        await wait_until(lambda: any(m.type == MessageType.APP_RESP and m.index == last + 1
+                                     for m in peers.sent), "a's ack of the append")
+        peers.answer(Message(MessageType.APP, to=A.id, frm=B.id, term=term,
+                             log_term=term, index=last + 1, commit=last + 1))
+        await wait_until(lambda: node.applied_index == last + 1, "a's apply of the entry")
+        grown = {k: v - before[k] for k, v in node.round_counts.as_dict().items()}
+        assert grown["messages_received"] == 2
+        assert grown["messages_sent"] == 1
+        assert grown["readies"] == 2
+        assert grown["inline_saves"] == 1
+        assert grown["storage_handoffs"] == 0
+
+    on_a(tmp_path, body, NodeOptions(tick_ms=20_000, election_ticks=10, seed=1))
