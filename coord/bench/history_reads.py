@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from coord.sm import commands as c
-from coord.sm.kv import ALL_KEYS
+from coord.sm.kv_history import ALL_KEYS
 from coord.sm.machine import CoordMachine
 
 KEYS = 100_000
@@ -58,20 +58,20 @@ def _median_s(fn: Callable[[], Any]) -> tuple[float, Any]:
 def _both(m: CoordMachine, cmd: c.EventsSince | c.Range) -> dict[str, Any]:
     """`cmd` by the index and by a scan (seconds, median of a few), the path the store
     takes by itself, and how much it returned."""
-    kv = m.kv
-    own = kv.scan_factor
+    history = m.kv.history
+    own = history.scan_factor
     answers, row = [], {}
     try:
         for path, factor in (("index", 0), ("scan", _ALWAYS_SCAN)):
-            kv.scan_factor = factor
+            history.scan_factor = factor
             row[f"{path}_s"], answer = _median_s(lambda: m.execute(cmd))
             answers.append(answer)
     finally:
-        kv.scan_factor = own
+        history.scan_factor = own
     if answers[0] != answers[1] or answers[0].error:
         raise RuntimeError(f"the index and the scan answer {cmd!r:.80} differently")
     revision = cmd.revision if isinstance(cmd, c.EventsSince) else cmd.revision + 1
-    row["path"] = "index" if kv.reads_by_index(revision, cmd.key, cmd.range_end) else "scan"
+    row["path"] = "index" if history.reads_by_index(revision, cmd.key, cmd.range_end) else "scan"
     row["returned"] = (len(answers[0].events) if isinstance(cmd, c.EventsSince)
                        else answers[0].count)
     return row

@@ -3,14 +3,8 @@
 Current values live in a dict plus a sorted key container (`SortedList`: insert, delete
 and the bounds of a range in O(log n), where a plain list shifts every later key on each
 insert — a million keys made each new key cost milliseconds). Every change is also
-appended to a history of `WatchEvent`s carrying the previous value, which serves both
-watches that start in the past and reads at a past revision (a key's value then is the
-previous value of its first event after it). `kv_index` keeps where each key's events
-are, so a watch on a key or a narrow range, or a read of one at a past revision, finds
-them by bisection; a range holding many keys with events scans the history's tail
-instead when that is fewer steps (`SCAN_FACTOR`). History is bounded by compaction only:
-`compact(rev)` forgets events before `rev`, after which reads and watches below `rev`
-fail (etcd's rule).
+recorded in the history (`coord.sm.kv_history`), which serves watches that start in the
+past and reads at a past revision, and which compaction trims.
 Revisions are the machine's one global revision (see `Ledger`). The checks of a request
 that need no state are `kv_checks`'.
 """
@@ -18,9 +12,8 @@ that need no state are `kv_checks`'.
 from __future__ import annotations
 
 import operator
-from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterator, Sequence
-from itertools import chain, islice
+from collections.abc import Iterator, Sequence
+from itertools import islice
 from typing import Any
 
 from sortedcontainers import SortedList
@@ -39,16 +32,10 @@ from coord.sm.commands import (
     Txn,
     TxnOp,
 )
-from coord.sm.errors import (
-    COMPACTED,
-    FUTURE_REVISION,
-    INVALID_ARGUMENT,
-    KEY_NOT_FOUND,
-    CommandError,
-)
+from coord.sm.errors import INVALID_ARGUMENT, KEY_NOT_FOUND, CommandError
 from coord.sm.kv_checks import txn_write_conflict
 from coord.sm.kv_hash import KVView
-from coord.sm.kv_index import HistoryIndex
+from coord.sm.kv_history import ALL_KEYS, KVHistory
 from coord.sm.ledger import operation
 from coord.sm.records import DELETE, PUT, KeyValue, SessionEvent, WatchEvent
 from coord.sm.results import (
@@ -61,33 +48,11 @@ from coord.sm.results import (
 )
 from coord.sm.sessions import Session, SessionTable
 
-ALL_KEYS = b"\0"  # as range_end: every key >= key
 KEY_OVERHEAD = 160  # bytes a current key costs beyond its key and value (record, dict, index)
-EVENT_OVERHEAD = 120  # bytes a history event costs beyond the bytes it holds
-SCAN_FACTOR = 4
-"""A range's history is read by its keys' positions while it has fewer keys with events
-than 1/SCAN_FACTOR of the history's tail, else by one pass over the tail: looking a key
-up and bisecting its positions costs a few times what testing one event does (`coord
-bench machine`'s every-key row times both paths)."""
 
 
 def _kv_bytes(kv: KeyValue) -> int:
     return KEY_OVERHEAD + len(kv.key) + len(kv.value)
-
-
-def _event_bytes(e: WatchEvent) -> int:
-    """An event's own bytes: its previous value is a record shared with the event or
-    current value before it, so it is counted there."""
-    return EVENT_OVERHEAD + len(e.kv.key) + len(e.kv.value)
-
-
-def in_range(key: bytes, range_end: bytes) -> Callable[[bytes], bool]:
-    """etcd range semantics as a predicate."""
-    if range_end == b"":
-        return lambda k: k == key
-    if range_end == ALL_KEYS:
-        return lambda k: k >= key
-    return lambda k: key <= k < range_end
 
 
 # A txn level's decided path: (compares held, [(op, nested plan for a Txn op else None)]).
@@ -109,18 +74,10 @@ class KVStore:
         self.ledger = self.sessions.ledger
         self._kvs: dict[bytes, KeyValue] = {}
         self._keys: SortedList = SortedList()  # of bytes
-        self._history: list[WatchEvent] = []
-        self._history_revs: list[int] = []  # parallel to _history, for bisect
-        self._index = HistoryIndex()  # where each key's events are in _history
-        # SCAN_FACTOR; the path changes no answer, so a benchmark or a test may set 0 (the
-        # index whenever the tail has events) or a huge one (always the scan) to compare
-        self.scan_factor = SCAN_FACTOR
-        self.compact_revision = 0
-        self.compacted = False  # etcd: until the first compaction, even Compact(0) works
-        # the estimated memory of current values and history, kept as they change (the
-        # space quota's state measure; derived, so not in the snapshot)
+        self.history = KVHistory()
+        # the estimated memory of current values, kept as they change (with the history's,
+        # the space quota's state measure; derived, so not in the snapshot)
         self._live_bytes = 0
-        self._history_bytes = 0
         self.sessions.add_releaser(self._release_session)
 
     def __len__(self) -> int:
@@ -129,7 +86,12 @@ class KVStore:
     @property
     def bytes(self) -> int:
         """Estimated bytes of current values and history (see KEY_OVERHEAD)."""
-        return self._live_bytes + self._history_bytes
+        return self._live_bytes + self.history.bytes
+
+    @property
+    def compact_revision(self) -> int:
+        """The history's: reads and watches below it fail."""
+        return self.history.compact_revision
 
     def get(self, key: bytes) -> KeyValue | None:
         return self._kvs.get(key)
@@ -174,38 +136,12 @@ class KVStore:
             return [key] if key in self._kvs else []
         return self._slice(*self._span(key, range_end))
 
-    def _indexed_keys(self, key: bytes, range_end: bytes, start: int) -> list[bytes] | None:
-        """The range's keys that have events, if finding their events from index `start`
-        on by the index is cheaper than a scan of the history from there; else None."""
-        lo, hi = ((0, 1) if range_end == b"" else
-                  self._index.span(key, None if range_end == ALL_KEYS else range_end))
-        if (hi - lo) * self.scan_factor >= len(self._history) - start:
-            return None
-        return [key] if range_end == b"" else self._index.keys_at(lo, hi)
-
-    def reads_by_index(self, revision: int, key: bytes, range_end: bytes = b"") -> bool:
-        """Whether the range's events from `revision` on are found by the index (else by
-        a scan): what a benchmark prints beside its timings of both."""
-        start = bisect_left(self._history_revs, revision)
-        return self._indexed_keys(key, range_end, start) is not None
-
     def _state_at(self, revision: int, key: bytes, range_end: bytes) -> list[KeyValue]:
         """The range as it was at `revision`: a key with no event since holds its current
         value; one with events, the previous value of the first of them."""
         state: dict[bytes, KeyValue | None] = {k: self._kvs[k] for k in
                                                self._keys_in(key, range_end)}
-        start = bisect_right(self._history_revs, revision)
-        keys = self._indexed_keys(key, range_end, start)
-        if keys is None:  # many keys: undo the later events, newest first
-            match = in_range(key, range_end)
-            for event in reversed(self._history[start:]):
-                if match(event.kv.key):
-                    state[event.kv.key] = event.prev_kv
-        else:
-            for k in keys:
-                at = self._index.first(k, start)
-                if at is not None:
-                    state[k] = self._history[at].prev_kv
+        self.history.undo_after(revision, key, range_end, state)
         return [kv for _, kv in sorted(state.items()) if kv is not None]
 
     @operation(EventsResult)
@@ -214,21 +150,7 @@ class KVStore:
         kv_checks.check_key(key)
         kv_checks.check_range_end(range_end)
         kv_checks.check_int(revision, "revision", low=1)
-        if revision < self.compact_revision:
-            raise CommandError(
-                COMPACTED, f"revision {revision} is compacted (compact revision "
-                f"{self.compact_revision}); start at or after it",
-                compact_revision=self.compact_revision)
-        start = bisect_left(self._history_revs, revision)
-        keys = self._indexed_keys(key, range_end, start)
-        if keys is None:  # many keys: one pass over the tail
-            match = in_range(key, range_end)
-            events = tuple(e for e in self._history[start:] if match(e.kv.key))
-        else:
-            since = self._index.since
-            at = since(keys[0], start) if len(keys) == 1 else sorted(
-                chain.from_iterable(since(k, start) for k in keys))
-            events = tuple(map(self._history.__getitem__, at))
+        events = self.history.since(revision, key, range_end)
         return EventsResult(revision=self.ledger.head, events=events,
                             compact_revision=self.compact_revision)
 
@@ -326,28 +248,7 @@ class KVStore:
         """Forget history before `revision`, as etcd does: reads at `revision` and watches
         starting there still work (they see the puts that stand at it). A change that
         leaves the revision where it is."""
-        kv_checks.check_int(revision, "revision")
-        if self.compacted and revision <= self.compact_revision:
-            raise CommandError(COMPACTED, f"revision {revision} is already compacted "
-                               f"(compact revision {self.compact_revision})",
-                               compact_revision=self.compact_revision)
-        if revision > self.ledger.revision:
-            raise CommandError(FUTURE_REVISION, f"revision {revision} is in the future "
-                               f"(current {self.ledger.revision})",
-                               compact_revision=self.compact_revision)
-        cut = bisect_left(self._history_revs, revision)
-        end = bisect_right(self._history_revs, revision)
-        # etcd keeps, of the compact revision, only each key's value as it stands there:
-        # its deletes (and puts deleted in the same txn) go with the older history.
-        final = {e.kv.key: e for e in self._history[cut:end]}
-        kept = [e for e in self._history[cut:end] if e.type == PUT and final[e.kv.key] is e]
-        dropped = self._history[:end]
-        self._history_bytes += sum(map(_event_bytes, kept)) - sum(map(_event_bytes, dropped))
-        self._history[:end] = kept
-        self._history_revs[:end] = [revision] * len(kept)
-        self._index.compact([e.kv.key for e in dropped], [e.kv.key for e in kept])
-        self.compact_revision = revision
-        self.compacted = True
+        self.history.compact(revision, self.ledger.revision)
         self.ledger.mark()
         return CompactResult(revision=self.ledger.revision, compact_revision=revision)
 
@@ -368,12 +269,7 @@ class KVStore:
                                "(ignore_value/ignore_lease need a current value)")
 
     def _check_range_revision(self, revision: int) -> None:
-        if revision > self.ledger.revision:
-            raise CommandError(FUTURE_REVISION, f"revision {revision} is in the future "
-                               f"(current {self.ledger.revision})")
-        if 0 < revision < self.compact_revision:
-            raise CommandError(COMPACTED, f"revision {revision} is compacted (compact "
-                               f"revision {self.compact_revision})")
+        self.history.check_read_revision(revision, self.ledger.revision)
 
     def _compare(self, cmp: Compare) -> bool:
         """etcd 3.4's applyCompare: over a range, every key must pass (stopping at the
@@ -465,10 +361,7 @@ class KVStore:
             session.keys.discard(kv.key)
 
     def _record(self, event: WatchEvent) -> None:
-        self._history_bytes += _event_bytes(event)
-        self._history.append(event)
-        self._history_revs.append(event.revision)
-        self._index.append(event.kv.key)
+        self.history.record(event)
         self.ledger.emit(event)
 
     def _release_session(self, session: Session, ended: SessionEvent) -> None:
@@ -480,26 +373,20 @@ class KVStore:
     def capture(self) -> dict:
         """This state now, cheaply: copies of the containers (the records are frozen), to
         be converted later, a slice at a time (`canonical_json.iter_dumps`)."""
-        kvs, keys, history = self._kvs.copy(), list(self._keys), self._history.copy()
+        kvs, keys = self._kvs.copy(), list(self._keys)
         step = kv_columns.CHUNK
-        newest: dict[bytes, KeyValue] = {}  # carried from chunk to chunk, which go in order
         return {
-            "compact_revision": self.compact_revision,
-            "compacted": self.compacted,
+            **self.history.capture(),
             "kv_columns": canonical_json.Lazy(
                 range(0, len(keys), step),
                 lambda at: kv_columns.kv_chunk([kvs[k] for k in keys[at:at + step]]),
-                slice_len=1),
-            "history_columns": canonical_json.Lazy(
-                range(0, len(history), step),
-                lambda at: kv_columns.events_chunk(history[at:at + step], newest),
                 slice_len=1),
         }
 
     def view(self) -> KVView:
         """Copies of the containers (the records are frozen), for hashing off the loop's
         critical path (coord.sm.kv_hash)."""
-        return KVView(self._kvs.copy(), self._history.copy(), self.compact_revision,
+        return KVView(self._kvs.copy(), self.history.events.copy(), self.compact_revision,
                       self.ledger.revision)
 
     @staticmethod
@@ -511,28 +398,17 @@ class KVStore:
 
     def load_state(self, state: dict, chunks: kv_columns.KeySpaceLoader) -> None:
         """`state` as read with `snapshot_hooks`: its chunks already taken by `chunks`."""
-        compact_revision = state["compact_revision"]
-        if type(compact_revision) is not int:
-            raise ValueError("bad compact revision")
         if state.keys() != {"compact_revision", "compacted", "history_columns", "kv_columns"}:
             raise ValueError("KV snapshot fields do not match")
         history, kvs = chunks.take()
         keys = [kv.key for kv in kvs]
-        revs = [e.revision for e in history]
         # Checked pairwise: sorting a copy held a second million-item list at the peak.
-        if (not all(map(operator.lt, keys, islice(keys, 1, None)))
-                or not all(map(operator.le, revs, islice(revs, 1, None)))):
+        if not all(map(operator.lt, keys, islice(keys, 1, None))):
             raise ValueError("KV snapshot out of order")
-        compacted = state["compacted"]
-        if type(compacted) is not bool:
-            raise ValueError("bad compacted flag")
-        self.compact_revision, self.compacted = compact_revision, compacted
+        self.history.load(state, history)
         self._kvs = {kv.key: kv for kv in kvs}
         self._keys = SortedList(keys)
-        self._history, self._history_revs = history, revs
-        self._index = HistoryIndex(e.kv.key for e in history)
         self._live_bytes = sum(map(_kv_bytes, kvs))
-        self._history_bytes = sum(map(_event_bytes, history))
         for kv in kvs:
             if kv.session_id:
                 session = self.sessions.get(kv.session_id)
@@ -541,5 +417,5 @@ class KVStore:
                 session.keys.add(kv.key)
 
     def describe(self) -> dict:
-        return {"keys": len(self._kvs), "history": len(self._history),
+        return {"keys": len(self._kvs), "history": len(self.history),
                 "compact_revision": self.compact_revision}

@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import base64
 import gc
-import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from coord.sm import commands as c
-from coord.sm import json_stream, kv_columns
+from coord.sm import json_stream, kv_columns, snapshot_zlib
 from coord.sm.access import denial_message, lacking
 from coord.sm.alarms import AlarmTable, adds_state
 from coord.sm.auth import AuthStore
@@ -367,7 +366,7 @@ class CoordMachine:
             "alarms": self.alarms.to_state(),
             "auth": self.auth.to_state(),
         }
-        return _compressed(iter_dumps(state))
+        return snapshot_zlib.compressed(iter_dumps(state))
 
     def restore(self, data: bytes | memoryview) -> None:
         """Replace the whole state with a snapshot's (ValueError leaves it untouched)."""
@@ -399,8 +398,8 @@ class CoordMachine:
         """Rebuild this (new, unshared) machine from a snapshot: `restored`'s work."""
         chunks = kv_columns.KeySpaceLoader()
         try:
-            state = json_stream.load_pieces(json_stream.utf8_pieces(_decompressed(data)),
-                                            KVStore.snapshot_hooks("kv", chunks))
+            text = json_stream.utf8_pieces(snapshot_zlib.decompressed(data))
+            state = json_stream.load_pieces(text, KVStore.snapshot_hooks("kv", chunks))
             if type(state) is not dict:
                 raise ValueError("not a snapshot")
             if state.get("format") != SNAPSHOT_FORMAT:
@@ -458,45 +457,3 @@ class CoordMachine:
 def _recent_row(item: tuple[str, tuple[int, bytes]]) -> list:
     rid, (tag, data) = item
     return [rid, tag, base64.b64encode(data).decode("ascii")]
-
-
-SNAPSHOT_ZLIB_LEVEL = 1
-"""zlib's fastest level: every member compresses its whole state at every snapshot, on
-its event loop between Raft's work. The state after 60,000 puts (13.6 MB of JSON) took
-110 ms at level 6 for 2.13 MB and 46 ms at level 1 for 2.30 MB (decompressing: 18 and
-25 ms); a snapshot is made far more often than one is sent. Any level restores."""
-
-
-DECOMPRESS_PIECE = 1 << 20
-"""Bytes of a snapshot decompressed at a time (in and out): a restore's text buffer."""
-
-
-def _decompressed(data: bytes | memoryview) -> Iterator[bytes]:
-    """zlib `data` decompressed a piece at a time, none of them over DECOMPRESS_PIECE
-    (a state of repeated values compresses a hundredfold: the whole text at once was the
-    largest thing a restore held). ValueError if `data` is not one whole zlib stream."""
-    z = zlib.decompressobj()
-    view = memoryview(data)
-    try:
-        for start in range(0, len(view), DECOMPRESS_PIECE):
-            tail: bytes | memoryview = view[start:start + DECOMPRESS_PIECE]
-            while tail:
-                yield z.decompress(tail, DECOMPRESS_PIECE)
-                tail = z.unconsumed_tail
-            if z.eof:
-                break
-        yield z.flush()
-    except zlib.error as exc:
-        raise ValueError(f"snapshot is not zlib data: {exc}") from None
-    if not z.eof:
-        raise ValueError("snapshot is not zlib data: incomplete or truncated stream")
-
-
-def _compressed(pieces: Iterator[str]) -> Iterator[bytes]:
-    """zlib at SNAPSHOT_ZLIB_LEVEL, a piece at a time (the same bytes as compressing them
-    joined)."""
-    z = zlib.compressobj(SNAPSHOT_ZLIB_LEVEL)
-    for piece in pieces:
-        yield z.compress(piece.encode())
-    yield z.flush()
-

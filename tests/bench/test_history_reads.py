@@ -30,9 +30,9 @@ def test_a_range_of_many_keys_takes_the_scan():
 
 def test_paths_that_disagree_stop_the_row():
     m, back = history_reads.build(200, keys=10)
-    kv = m.kv
-    keys = [e.kv.key for e in kv._history]
+    history = m.kv.history
+    keys = [e.kv.key for e in history.events]
     keys[keys.index(history_reads.WATCHED, len(keys) // 2)] = b"elsewhere"  # planted
-    kv._index = HistoryIndex(keys)
+    history.index = HistoryIndex(keys)
     with pytest.raises(RuntimeError, match="differently"):
         history_reads._both(m, c.EventsSince(back + 1, history_reads.WATCHED))

@@ -83,8 +83,8 @@ def test_a_planted_wrong_compaction_is_caught():
     m = _run([c.Put(b"a", b"1"), c.Put(b"a", b"2"), c.Put(b"b", b"3")])
     before = _view(m, 2)
     m.execute(c.Compact(2))
-    kv = m.kv
-    kv._history = [e for e in kv._history if e.revision != 3]  # the planted loss
-    kv._history_revs = [e.revision for e in kv._history]
-    kv._index = HistoryIndex(e.kv.key for e in kv._history)
+    history = m.kv.history
+    history.events = [e for e in history.events if e.revision != 3]  # the planted loss
+    history.revs = [e.revision for e in history.events]
+    history.index = HistoryIndex(e.kv.key for e in history.events)
     assert _view(m, 2) != before

@@ -264,7 +264,7 @@ def test_compact_zero_works_until_the_first_compaction_and_survives_snapshots(m)
     assert m.execute(c.Compact(0)).error == COMPACTED
     fresh = CoordMachine()
     fresh.restore(m.snapshot())
-    assert fresh.kv.compacted and fresh.execute(c.Compact(0)).error == COMPACTED
+    assert fresh.kv.history.compacted and fresh.execute(c.Compact(0)).error == COMPACTED
 
 
 def test_a_txn_checks_every_put_on_its_path_before_any_range(m):

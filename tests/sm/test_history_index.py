@@ -11,7 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from coord.sm import commands as c
-from coord.sm.kv import ALL_KEYS, SCAN_FACTOR, KVStore, in_range
+from coord.sm.kv import KVStore
+from coord.sm.kv_history import ALL_KEYS, SCAN_FACTOR, in_range
 from coord.sm.kv_index import HistoryIndex
 from coord.sm.machine import CoordMachine
 from coord.sm.records import KeyValue, WatchEvent
@@ -65,7 +66,7 @@ def _scan_state(kv: KVStore, revision: int, key: bytes, range_end: bytes) -> lis
     """The reference: current values, with every later event undone, newest first."""
     match = in_range(key, range_end)
     state: dict[bytes, KeyValue | None] = {k: v for k, v in kv._kvs.items() if match(k)}
-    for e in reversed(kv._history):
+    for e in reversed(kv.history.events):
         if e.revision > revision and match(e.kv.key):
             state[e.kv.key] = e.prev_kv
     return [v for _, v in sorted(state.items()) if v is not None]
@@ -74,16 +75,16 @@ def _scan_state(kv: KVStore, revision: int, key: bytes, range_end: bytes) -> lis
 def _scan_events(kv: KVStore, revision: int, key: bytes, range_end: bytes
                  ) -> tuple[WatchEvent, ...]:
     match = in_range(key, range_end)
-    return tuple(e for e in kv._history if e.revision >= revision and match(e.kv.key))
+    return tuple(e for e in kv.history.events if e.revision >= revision and match(e.kv.key))
 
 
 def _check_index(kv: KVStore) -> None:
     """The index holds exactly each key's positions in the history."""
     expected: dict[bytes, list[int]] = {}
-    for i, e in enumerate(kv._history):
+    for i, e in enumerate(kv.history.events):
         expected.setdefault(e.kv.key, []).append(i)
-    index = kv._index
-    assert len(index) == len(kv._history)
+    index = kv.history.index
+    assert len(index) == len(kv.history.events)
     assert index.keys_at(*index.span(b"\0", None)) == sorted(expected)
     for key, positions in expected.items():
         assert index.since(key, 0) == positions
@@ -99,7 +100,7 @@ def test_indexed_reads_and_watches_equal_a_scan(steps, reads, factor, data):
     kv = m.kv
     _check_index(kv)
     low = max(1, kv.compact_revision)
-    kv.scan_factor = factor  # 0: the index, 10**9: a scan
+    kv.history.scan_factor = factor  # 0: the index, 10**9: a scan
     for key, range_end in reads:
         revision = data.draw(st.integers(low, m.revision), label="revision")
         got = m.execute(c.Range(key, range_end, revision=revision))
@@ -115,8 +116,8 @@ def test_a_stale_index_is_caught():
     m = _run([("put", c.Put(b"a", b"1")), ("put", c.Put(b"a", b"2")),
               ("put", c.Put(b"b", b"3"))])
     kv = m.kv
-    kv._index = HistoryIndex(e.kv.key for e in kv._history[:-1])  # the planted loss
-    kv.scan_factor = 0  # so the watch goes by the index
+    kv.history.index = HistoryIndex(e.kv.key for e in kv.history.events[:-1])  # the planted loss
+    kv.history.scan_factor = 0  # so the watch goes by the index
     with pytest.raises(AssertionError):
         _check_index(kv)
     assert m.execute(c.EventsSince(1, b"b")).events != _scan_events(kv, 1, b"b", b"")

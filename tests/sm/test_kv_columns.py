@@ -6,7 +6,7 @@ import zlib
 
 import pytest
 
-from coord.sm import canonical_json, json_stream, kv_columns, machine
+from coord.sm import canonical_json, json_stream, kv_columns, snapshot_zlib
 from coord.sm import commands as c
 from coord.sm.machine import CoordMachine
 from coord.sm.records import DELETE, PUT, KeyValue, WatchEvent
@@ -53,8 +53,8 @@ def test_restored_records_are_shared_as_in_the_machine_that_applied_them():
     m = busy_machine()
     other = CoordMachine()
     other.restore(m.snapshot())
-    shared, newest = shared_records(other.kv._history)
-    assert shared > 600 and shared == shared_records(m.kv._history)[0]
+    shared, newest = shared_records(other.kv.history.events)
+    assert shared > 600 and shared == shared_records(m.kv.history.events)[0]
     live = other.kv._kvs
     assert all(live[key] is newest[key] for key in live)  # every put is still in history
 
@@ -150,7 +150,7 @@ def test_a_previous_record_is_written_once_as_a_flag_and_comes_back_shared():
     chunks = state["kv"]["history_columns"]
     flags = "".join(chunk[3] for chunk in chunks)
     given = sum(len(chunk[4][1]) for chunk in chunks)
-    history = m.kv._history
+    history = m.kv.history.events
     assert len(flags) == len(history) and given == flags.count("1")
     shared = sum(e.prev_kv is not None for e in history) - given
     assert flags.count("2") == shared > 600 and given < 400  # 400 keys: one each at most
@@ -181,15 +181,15 @@ def test_a_restore_read_a_few_bytes_at_a_time_is_the_whole_document_s_restore(mo
     m = busy_machine()
     snap = m.snapshot()
     whole = canonical_json.loads(zlib.decompress(snap))
-    monkeypatch.setattr(machine, "DECOMPRESS_PIECE", 7)
-    pieces = list(machine._decompressed(snap))
+    monkeypatch.setattr(snapshot_zlib, "DECOMPRESS_PIECE", 7)
+    pieces = list(snapshot_zlib.decompressed(snap))
     assert len(pieces) > 100 and max(map(len, pieces)) <= 7
     assert json_stream.load_pieces(json_stream.utf8_pieces(pieces), {}) == whole
     other = CoordMachine()
     other.restore(snap)
     assert other.snapshot() == snap and other.describe() == m.describe()
     assert other.kv.range(b"k", b"\0").kvs == m.kv.range(b"k", b"\0").kvs
-    assert shared_records(other.kv._history) == shared_records(m.kv._history)
+    assert shared_records(other.kv.history.events) == shared_records(m.kv.history.events)
 
 
 def test_a_cut_or_padded_snapshot_is_refused_and_leaves_the_machine_untouched():

@@ -22,7 +22,7 @@ import grpc
 
 from coord.etcdpb import rpc_pb2 as pb
 from coord.etcdpb import rpc_pb2_grpc as stubs
-from coord.sm.kv import in_range
+from coord.sm.kv_history import in_range
 from coord.testing.etcd_diff.generate import Step, prefix_end, prefix_of
 
 T = 10.0  # every call's deadline
