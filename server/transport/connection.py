@@ -26,7 +26,6 @@ from google.protobuf.message import DecodeError
 
 from coord.server.transport.auth import PeerAuth
 from coord.server.transport.frames import PREAMBLE, FrameError, FrameReader, Kind, frame
-from coord.server.transport.snapshot_pieces import Spool
 from coord.v1 import raft_pb2
 
 if TYPE_CHECKING:
@@ -89,6 +88,9 @@ class Outbound(asyncio.Protocol):
         self._heard = loop.time()
         self._pinger: asyncio.TimerHandle | None = None
         self._snapshot_sent = False
+        # what the peer holds of a snapshot we were sending it (its ACCEPT says), for the
+        # transport to resume that snapshot from (`snapshot_pieces.cut`)
+        self.held: raft_pb2.SnapshotHeld | None = None
 
     @classmethod
     async def open(cls, auth: PeerAuth, to_id: int, address: str, wakeup: asyncio.Event,
@@ -129,6 +131,13 @@ class Outbound(asyncio.Protocol):
             if kind == Kind.PONG:
                 continue
             if kind == Kind.ACCEPT and not self.accepted.done():
+                yes = raft_pb2.PeerAccept()
+                try:
+                    yes.ParseFromString(payload)
+                except DecodeError:
+                    self._end("INTERNAL", "undecodable accept")
+                    return
+                self.held = yes.held if yes.HasField("held") else None
                 self.accepted.set_result(None)
             elif kind == Kind.REFUSE:
                 why = raft_pb2.PeerRefusal()
@@ -220,7 +229,6 @@ class Inbound:
         self._on_lost = on_lost
         self._reader = FrameReader.for_stranger()  # until the opener authenticates
         self._from = 0
-        self._pieces = Spool(t.spool_dir)  # of a snapshot arriving on this connection
         self._heard = True
         self._idle = asyncio.get_running_loop().call_later(INBOUND_IDLE, self._check_idle)
         no_delay(tr)
@@ -247,7 +255,7 @@ class Inbound:
                     t.dropped_inbound += 1
                     self.refuse("INVALID_ARGUMENT", "undecodable batch")
                     return
-                t.deliver(self._from, batch, self._pieces)
+                t.deliver(self._from, batch)
             elif kind == Kind.PING:
                 self._tr.write(_PONG)
             elif kind == Kind.HELLO and not self._from:
@@ -270,7 +278,9 @@ class Inbound:
             return
         self._from = from_id
         self._reader.trust()
-        self._tr.write(frame(Kind.ACCEPT))
+        held = self._t.receipts.held(from_id)
+        yes = raft_pb2.PeerAccept(held=held) if held is not None else raft_pb2.PeerAccept()
+        self._tr.write(frame(Kind.ACCEPT, yes.SerializeToString()))
         self._t.peer_came_back(from_id)
 
     def refuse(self, code: str, details: str) -> None:
@@ -282,7 +292,6 @@ class Inbound:
 
     def connection_lost(self, _exc: Exception | None) -> None:
         self._idle.cancel()
-        self._pieces.clear()
         self._on_lost(self)
 
     def _check_idle(self) -> None:

@@ -12,8 +12,9 @@ frame is a 5-byte header, the payload's length (4 bytes, big-endian) and its kin
 then the payload. Payloads are protobuf (``coord.v1.raft``) or empty:
 
 - ``HELLO`` (opener → listener): `raft_pb2.PeerHello`, the opener's credentials;
-- ``ACCEPT`` (listener → opener): empty; ``REFUSE``: `raft_pb2.PeerRefusal`, then the
-  listener closes the connection;
+- ``ACCEPT`` (listener → opener): `raft_pb2.PeerAccept`, with what the listener holds of
+  a snapshot the opener was sending it when their last connection ended;
+  ``REFUSE``: `raft_pb2.PeerRefusal`, then the listener closes the connection;
 - ``BATCH`` (opener → listener): `raft_pb2.MessageBatch`;
 - ``PING`` (opener → listener) and ``PONG`` (the answer): empty; they tell the opener
   its peer is still there (a paused process or a cut link closes nothing).

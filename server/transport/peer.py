@@ -35,7 +35,8 @@ from coord.server.transport import snapshot_pieces
 from coord.server.transport.auth import PeerAuth
 from coord.server.transport.connection import ConnectionEnded, Inbound, Outbound
 from coord.server.transport.raft_proto import fill_message_pb, message_from_pb
-from coord.server.transport.snapshot_pieces import Piece, Spool, fill_piece
+from coord.server.transport.snapshot_pieces import Piece, fill_piece
+from coord.server.transport.snapshot_receipt import Outcome, SnapshotReceipts
 from coord.v1 import raft_pb2
 
 __all__ = ["MAX_MESSAGE_BYTES", "PeerTransport"]
@@ -103,7 +104,7 @@ class PeerTransport:
                  spool_dir: str | os.PathLike[str] | None = None) -> None:
         """`tls`: open connections over TLS with this context (the peer port's opening
         end: `coord.tls.credentials.client_context`). `spool_dir`: where a snapshot
-        arriving in pieces is written until its last piece (`Spool`)."""
+        arriving in pieces is written until its last piece (`SnapshotReceipts`)."""
         if queue_limit <= 0:
             raise ValueError("queue_limit must be positive")
         self.auth = auth
@@ -117,6 +118,8 @@ class PeerTransport:
         self._last_unreachable: dict[int, float] = {}
         self._retired: set[asyncio.Task[None]] = set()
         self._inbound: set[Inbound] = set()
+        # what has arrived of a snapshot each peer is sending us, across its connections
+        self.receipts = SnapshotReceipts(spool_dir)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
         # Counters that belong to no configured peer.
@@ -164,6 +167,7 @@ class PeerTransport:
     def remove_peer(self, node_id: int) -> None:
         peer = self._peers.pop(node_id, None)
         self._last_unreachable.pop(node_id, None)
+        self.receipts.drop(node_id)
         if peer is not None:
             self._stop_peer(peer)
 
@@ -189,6 +193,7 @@ class PeerTransport:
             self._stop_peer(peer)
         for conn in list(self._inbound):
             conn.refuse("UNAVAILABLE", "transport closed")
+        self.receipts.clear()
         tasks = list(self._retired)
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
@@ -324,7 +329,7 @@ class PeerTransport:
     def _write_batch(self, peer: _Peer, link: Outbound) -> None:
         """Write the next batch of `peer`'s queue to `link`: the pump's step, and `send`'s."""
         batch = raft_pb2.MessageBatch()
-        n, snapshot = self._fill_batch(peer, batch)
+        n, snapshot = self._fill_batch(peer, batch, link)
         if n:
             link.send(batch.SerializeToString(), snapshot)
             peer.sent += n
@@ -332,9 +337,11 @@ class PeerTransport:
             if snapshot:
                 failpoints.hit("snapshot-send")
 
-    def _fill_batch(self, peer: _Peer, batch: raft_pb2.MessageBatch) -> tuple[int, bool]:
+    def _fill_batch(self, peer: _Peer, batch: raft_pb2.MessageBatch,
+                    link: Outbound) -> tuple[int, bool]:
         """Move queued messages into `batch` (up to BATCH_SOFT_BYTES); return how many,
-        and whether the batch carries (part of) a snapshot."""
+        and whether the batch carries (part of) a snapshot. A snapshot cut into pieces
+        starts where the peer said it holds it up to when `link` opened (once)."""
         queue = peer.queue
         msgs = batch.messages
         add = msgs.add
@@ -348,7 +355,8 @@ class PeerTransport:
                     break  # a piece goes in a batch of its own
                 if type(m) is not Piece:
                     queue.popleft()
-                    queue.extendleft(reversed(snapshot_pieces.cut(m)))
+                    held, link.held = link.held, None
+                    queue.extendleft(reversed(snapshot_pieces.cut(m, held)))
                 return fill_piece(queue.popleft(), batch), True
             queue.popleft()
             x = add()
@@ -446,33 +454,21 @@ class PeerTransport:
         if back is not None and not back.connected:
             back.came_back.set()
 
-    def deliver(self, from_id: int, batch: raft_pb2.MessageBatch,
-                pieces: Spool | None = None) -> None:
+    def deliver(self, from_id: int, batch: raft_pb2.MessageBatch) -> None:
         """Decode a batch received from `from_id` and hand what is for us to the receiver;
         anything else (for another member, undecodable, local-only) is counted and dropped.
-        A snapshot piece is kept in `pieces` (the stream's) until its message completes it."""
-        if batch.HasField("chunk"):
-            self._deliver_piece(from_id, batch.chunk, pieces or Spool(self.spool_dir))
+        A snapshot piece is kept in the sender's receipt until its message completes it."""
+        if not batch.HasField("chunk"):
+            self._hand_over(from_id, batch.messages)
             return
-        self._hand_over(from_id, batch.messages)
-
-    def _deliver_piece(self, from_id: int, chunk: raft_pb2.SnapshotChunk,
-                       pieces: Spool) -> None:
-        if chunk.offset != pieces.size:  # a piece went missing: drop the snapshot
-            pieces.clear()
-            if chunk.offset != 0:
-                self.dropped_inbound += 1
-                return
-        pieces.write(chunk.data)
-        if not chunk.HasField("message"):
-            return
-        if pieces.size != chunk.total:
+        chunk = batch.chunk
+        outcome = self.receipts.add(from_id, chunk)
+        if outcome is Outcome.COMPLETE:
+            self._hand_over(from_id, [chunk.message], self.receipts.take(from_id))
+        elif outcome is not Outcome.KEPT:
             self.dropped_inbound += 1
-            log.warning("dropping a snapshot from %d: %d of %d bytes arrived", from_id,
-                        pieces.size, chunk.total)
-            pieces.clear()
-            return
-        self._hand_over(from_id, [chunk.message], pieces.take())
+            log.warning("dropping a snapshot from %d (%s): piece at byte %d of %d",
+                        from_id, outcome.value, chunk.offset, chunk.total)
 
     def _hand_over(self, from_id: int, messages: Iterable[raft_pb2.Message],
                    snapshot_data: bytes | None = None) -> None:

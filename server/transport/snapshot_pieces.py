@@ -1,23 +1,40 @@
 """A big snapshot message crosses a peer connection in pieces: cut on the sending side
-(`cut`, one piece per batch), put back together on the receiving one (`Spool`).
-No message of hundreds of MiB to build and hold twice, and heartbeats interleave with
-the pieces instead of queueing behind one huge write."""
+(`cut`, one piece per batch), put back together on the receiving one (`Spool`, kept per
+sender by `snapshot_receipt`). No message of hundreds of MiB to build and hold twice,
+and heartbeats interleave with the pieces instead of queueing behind one huge write.
+Each piece names its snapshot (index, term) and carries the CRC-32 of the snapshot's
+bytes up to its end, so a receiver holding the first part of a transfer that was cut
+can tell the sender where to resume (`cut`'s `held`) and both can check what is held."""
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import tempfile
+import zlib
 from typing import BinaryIO
 
 from coord.raft.types import Message, MessageType
 from coord.server.transport.raft_proto import fill_message_pb
 from coord.v1 import raft_pb2
 
-__all__ = ["CHUNK_BYTES", "Piece", "Spool", "cut", "fill_piece", "needs_cutting"]
+__all__ = ["CHUNK_BYTES", "Piece", "Spool", "Transfer", "cut", "fill_piece", "needs_cutting"]
+
+log = logging.getLogger(__name__)
 
 CHUNK_BYTES = 4 * 1024 * 1024
 """A snapshot message bigger than this goes as pieces of this size, one per batch."""
+
+
+@dataclasses.dataclass(slots=True)
+class Transfer:
+    """One snapshot being sent in pieces: its identity, and the CRC-32 of its bytes up
+    to the end of the last piece written (the pieces are written in order)."""
+
+    index: int
+    term: int
+    crc: int
 
 
 @dataclasses.dataclass(slots=True)
@@ -30,6 +47,7 @@ class Piece:
     total: int
     data: memoryview  # of the snapshot's bytes: copied only as its batch is written
     message: Message | None  # on the last piece: the message, its snapshot data empty
+    transfer: Transfer
     type: MessageType = MessageType.SNAP
 
 
@@ -38,19 +56,43 @@ def needs_cutting(m: Message) -> bool:
     return m.snapshot is not None and len(m.snapshot.data) > CHUNK_BYTES
 
 
-def cut(m: Message) -> list[Piece]:
+def cut(m: Message, held: raft_pb2.SnapshotHeld | None = None) -> list[Piece]:
+    """`m`'s pieces, from the first byte the receiver does not hold: `held`, what it
+    said it holds when this connection opened, if that is the start of this very
+    snapshot (its identity, size and CRC-32 agree), else from the start."""
     assert m.snapshot is not None
     data = memoryview(m.snapshot.data)  # pieces as views: a copy of all of them at once
+    meta = m.snapshot.meta
+    start, crc = _resume_point(data, meta.index, meta.term, held)
+    if start:
+        log.info("resuming a snapshot (index %d) to %d at byte %d of %d: it holds the rest",
+                 meta.index, m.to, start, len(data))
+    transfer = Transfer(meta.index, meta.term, crc)
     bare = dataclasses.replace(m, snapshot=dataclasses.replace(m.snapshot, data=b""))
-    starts = range(0, len(data), CHUNK_BYTES)
+    starts = range(start, len(data), CHUNK_BYTES)
     return [Piece(m.to, i, len(data), data[i:i + CHUNK_BYTES],
-                  bare if i == starts[-1] else None) for i in starts]
+                  bare if i == starts[-1] else None, transfer) for i in starts]
+
+
+def _resume_point(data: memoryview, index: int, term: int,
+                  held: raft_pb2.SnapshotHeld | None) -> tuple[int, int]:
+    """(offset, CRC-32 of the bytes before it) to send from: (0, 0) unless `held` is
+    a proper start of `data`."""
+    if (held is None or (held.index, held.term, held.total) != (index, term, len(data))
+            or not 0 < held.offset < len(data)):
+        return 0, 0
+    crc = zlib.crc32(data[:held.offset])
+    return (held.offset, crc) if crc == held.crc else (0, 0)
 
 
 def fill_piece(c: Piece, batch: raft_pb2.MessageBatch) -> int:
     """Write `c` into `batch` (a batch of its own); return the messages it counts as."""
     chunk = batch.chunk
-    chunk.offset, chunk.total, chunk.data = c.offset, c.total, c.data.tobytes()
+    data = c.data.tobytes()
+    t = c.transfer
+    t.crc = zlib.crc32(data, t.crc)
+    chunk.offset, chunk.total, chunk.data = c.offset, c.total, data
+    chunk.index, chunk.term, chunk.crc = t.index, t.term, t.crc
     if c.message is not None:
         fill_message_pb(chunk.message, c.message)
     return 1

@@ -614,36 +614,45 @@ def open_files_under(path: Path) -> int:
     return sum(link.startswith(str(path)) for link in links)
 
 
-def test_a_snapshot_missing_a_piece_is_dropped_not_delivered(tmp_path: Path) -> None:
+def snapshot_batches(data: bytes, index: int = 9, held: raft_pb2.SnapshotHeld | None = None
+                     ) -> list[raft_pb2.MessageBatch]:
+    """The batches a sender writes for a snapshot message of `data` to member 2 (cut
+    at CHUNK_BYTES), resumed from `held`."""
+    meta = SnapshotMeta(index=index, term=3, conf_state=ConfState(voters=frozenset({1, 2})))
+    m = Message(MessageType.SNAP, to=2, frm=1, term=3, snapshot=Snapshot(meta=meta, data=data))
+    out = []
+    for piece in snapshot_pieces.cut(m, held):
+        out.append(raft_pb2.MessageBatch())
+        snapshot_pieces.fill_piece(piece, out[-1])
+    return out
+
+
+def test_a_snapshot_missing_a_piece_is_dropped_not_delivered(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The receiving side of a broken transfer: pieces out of order, or a last piece
     that does not complete the total, deliver nothing (the leader sends it again). The
     pieces wait in a file under the spool dir, not in memory, and the file goes with
-    the transfer, delivered or dropped."""
+    the transfer, delivered, dropped or forgotten with its sender."""
+    monkeypatch.setattr(snapshot_pieces, "CHUNK_BYTES", 4)
     t = PeerTransport(PeerAuth(2, SECRET, CLUSTER), spool_dir=tmp_path)
     got: list = []
     t.receive_with(got.extend)
-    pieces = snapshot_pieces.Spool(tmp_path)
-    last = raft_pb2.MessageBatch()
-    last.chunk.offset, last.chunk.total, last.chunk.data = 4, 8, b"5678"
-    raft_proto.fill_message_pb(last.chunk.message, Message(MessageType.SNAP, to=2, frm=1,
-                                                      snapshot=Snapshot()))
-    t.deliver(1, last, pieces)  # the first piece never came
+    first, last = snapshot_batches(b"12345678")
+    t.deliver(1, last)  # the first piece never came
     assert got == [] and t.dropped_inbound == 1
-    first = raft_pb2.MessageBatch()
-    first.chunk.offset, first.chunk.total, first.chunk.data = 0, 9, b"1234"
-    last.chunk.total = 9
-    t.deliver(1, first, pieces)
-    assert open_files_under(tmp_path) == 1 and pieces.size == 4
-    t.deliver(1, last, pieces)  # 8 of 9 bytes
+    t.deliver(1, first)
+    assert open_files_under(tmp_path) == 1 and t.receipts.held(1).offset == 4
+    last.chunk.total = 9  # not the snapshot the first piece began
+    t.deliver(1, last)
     assert got == [] and t.dropped_inbound == 2 and open_files_under(tmp_path) == 0
-    first.chunk.total = last.chunk.total = 8
-    t.deliver(1, first, pieces)
-    t.deliver(1, last, pieces)
+    last.chunk.total = 8
+    t.deliver(1, first)
+    t.deliver(1, last)
     assert [m.snapshot.data for m in got] == [b"12345678"]
-    assert open_files_under(tmp_path) == 0
-    t.deliver(1, first, pieces)
-    pieces.clear()  # the connection ended mid-transfer
-    assert open_files_under(tmp_path) == 0 and pieces.size == 0
+    assert open_files_under(tmp_path) == 0 and t.receipts.held(1) is None
+    t.deliver(1, first)
+    t.remove_peer(1)  # its sender left the cluster mid-transfer
+    assert open_files_under(tmp_path) == 0 and t.receipts.held(1) is None
 
 
 def test_a_silent_inbound_connection_is_closed_a_pinging_one_kept(
