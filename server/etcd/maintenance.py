@@ -15,7 +15,7 @@ import asyncio
 import hashlib
 import logging
 import zlib
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
 
 import grpc
 
@@ -32,9 +32,10 @@ from coord.server.etcd.errors import (
     etcd_call,
     untranslated,
 )
-from coord.server.node.snapshots import join_pieces
+from coord.server.node.snapshots import spool_pieces
 from coord.server.requests.coordinator import Coordinator
 from coord.server.storage.log_store import LogStore, StorageError, StoreSpace
+from coord.server.transport.snapshot_pieces import Spool
 from coord.sm.alarms import ACTIVATE, DEACTIVATE
 from coord.sm.commands import Alarm
 from coord.sm.kv_hash import hash_steps
@@ -146,20 +147,24 @@ class EtcdMaintenanceService(rpc_pb2_grpc.MaintenanceServicer):
         """The state machine's snapshot as of now (coord's native format, what `coord
         snapshot save` writes), zero-padded to 512-byte sectors and followed by the
         SHA-256 of what came before — the shape `etcdctl snapshot save` checks for — so a
-        copy can be verified; `remaining_bytes` counts down to 0."""
+        copy can be verified; `remaining_bytes` counts down to 0. The capture goes to a
+        spool file and is sent from there a blob at a time: the member never holds the
+        whole snapshot (a second copy of the state) in memory."""
         try:
             await self.access.maintenance_admin(context)
         except EtcdError as e:
             await context.abort(e.code, e.message)
         revision = self.coord.machine.revision
-        data = await join_pieces(self.coord.machine.capture())
-        data += b"\0" * (-len(data) % SECTOR)  # the zlib stream ends before the padding
-        data += hashlib.sha256(data).digest()
-        header = conv.header(self.coord, revision)
-        for start in range(0, len(data), SNAPSHOT_CHUNK):
-            blob = data[start:start + SNAPSHOT_CHUNK]
-            yield pb.SnapshotResponse(header=header, blob=blob,
-                                      remaining_bytes=len(data) - start - len(blob))
+        spool = await spool_pieces(self.coord.machine.capture())
+        try:
+            header = conv.header(self.coord, revision)
+            pad = -spool.size % SECTOR  # the zlib stream ends before the padding
+            remaining = spool.size + pad + hashlib.sha256().digest_size
+            for blob in _sealed(spool, pad):
+                remaining -= len(blob)
+                yield pb.SnapshotResponse(header=header, blob=blob, remaining_bytes=remaining)
+        finally:
+            spool.clear()
 
     @etcd_call
     async def Defragment(self, request, context):  # noqa: N802
@@ -171,3 +176,20 @@ class EtcdMaintenanceService(rpc_pb2_grpc.MaintenanceServicer):
         log.info("%s: defragmented its store: %d -> %d bytes on disk",
                  self.coord.node.me.name, before.file_bytes, after.file_bytes)
         return pb.DefragmentResponse(header=conv.header(self.coord))
+
+
+def _sealed(spool: Spool, pad: int) -> Iterator[bytes]:
+    """The spooled snapshot, `pad` zero bytes and the SHA-256 of both, in blobs of
+    SNAPSHOT_CHUNK (the last one shorter), read from the spool a blob at a time."""
+    sha = hashlib.sha256()
+    last = b""
+    for block in spool.blocks(SNAPSHOT_CHUNK):
+        if last:
+            yield last
+        sha.update(block)
+        last = block
+    zeros = b"\0" * pad
+    sha.update(zeros)
+    tail = last + zeros + sha.digest()
+    for start in range(0, len(tail), SNAPSHOT_CHUNK):
+        yield tail[start:start + SNAPSHOT_CHUNK]

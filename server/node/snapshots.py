@@ -121,15 +121,27 @@ class Snapshots:
             task.cancel()
 
 
-async def join_pieces(pieces: Iterator[bytes],
-                      spool_dir: str | os.PathLike[str] | None = None) -> bytes:
-    """The pieces joined, the loop running between them (one slice each): spooled to a
-    file in `spool_dir` as they come, so the snapshot is not held twice at its end."""
+async def spool_pieces(pieces: Iterator[bytes],
+                       spool_dir: str | os.PathLike[str] | None = None) -> Spool:
+    """The pieces written to a spool file in `spool_dir`, the loop running between them
+    (one slice each); the caller clears the spool."""
     spool = Spool(spool_dir)
     try:
         for piece in pieces:
             spool.write(piece)
             await asyncio.sleep(0)  # let the loop run between slices
+    except BaseException:
+        spool.clear()
+        raise
+    return spool
+
+
+async def join_pieces(pieces: Iterator[bytes],
+                      spool_dir: str | os.PathLike[str] | None = None) -> bytes:
+    """The pieces joined (`spool_pieces`, so the snapshot is not held twice at its
+    end)."""
+    spool = await spool_pieces(pieces, spool_dir)
+    try:
         return spool.take()
     finally:
         spool.clear()

@@ -13,6 +13,7 @@ import logging
 import os
 import tempfile
 import zlib
+from collections.abc import Iterator
 from typing import BinaryIO
 
 from coord.raft.types import Message, MessageType
@@ -120,6 +121,15 @@ class Spool:
         while view:
             view = view[self._file.write(view):]
         self.size += len(data)
+
+    def blocks(self, size: int) -> Iterator[bytes]:
+        """What was written so far, from the start, `size` bytes at a time: a reader that
+        never holds it whole (the spool keeps it)."""
+        if self._file is None:
+            return
+        fd = self._file.fileno()
+        for offset in range(0, self.size, size):
+            yield os.pread(fd, min(size, self.size - offset), offset)
 
     def take(self) -> bytes:
         """Every piece written so far, as one bytes; the spool starts over empty."""
