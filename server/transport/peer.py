@@ -193,7 +193,7 @@ class PeerTransport:
             self._stop_peer(peer)
         for conn in list(self._inbound):
             conn.refuse("UNAVAILABLE", "transport closed")
-        self.receipts.clear()
+        self.receipts.close()
         tasks = list(self._retired)
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)

@@ -8,6 +8,7 @@ can tell the sender where to resume (`cut`'s `held`) and both can check what is 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -100,27 +101,44 @@ def fill_piece(c: Piece, batch: raft_pb2.MessageBatch) -> int:
 
 
 class Spool:
-    """A snapshot's bytes as they come, piece by piece, written to a file (unlinked: it
-    goes with its descriptor) and read back in one allocation at the end. Kept as a list
-    of pieces and then joined, a snapshot was in memory twice over at its end, on top of
-    the state: so a member takes its own snapshot (`server/node/snapshots.py`) and
-    receives a leader's, a piece per batch, on one connection. `directory`: where the
-    file goes (the member's data dir; None: the system's temporary dir)."""
+    """A snapshot's bytes as they come, piece by piece, written to a file and read back
+    in one allocation at the end. Kept as a list of pieces and then joined, a snapshot
+    was in memory twice over at its end, on top of the state: so a member takes its own
+    snapshot (`server/node/snapshots.py`) and receives a leader's, a piece per batch.
+    `directory`: where the file goes (the member's data dir; None: the system's
+    temporary dir). Without a `name` the file is unlinked (it goes with its descriptor);
+    with one it is `directory/name`, which outlives the process until taken or cleared
+    (a receipt a restarted member resumes: `snapshot_receipt`), and is reopened as it
+    was left."""
 
-    def __init__(self, directory: str | os.PathLike[str] | None = None) -> None:
+    def __init__(self, directory: str | os.PathLike[str] | None = None,
+                 name: str | None = None) -> None:
         self._dir = directory
+        self.path = None if directory is None or name is None else os.path.join(directory,
+                                                                                 name)
         self._file: BinaryIO | None = None
         self.size = 0
+        if self.path is not None and os.path.exists(self.path):
+            self._file = open(self.path, "r+b", buffering=0)
+            self.size = self._file.seek(0, os.SEEK_END)
 
     def write(self, data: bytes) -> None:
         """Add the next piece."""
         if self._file is None:
-            self._file = tempfile.TemporaryFile(dir=self._dir, prefix="snapshot-",
-                                                buffering=0)
+            self._file = (tempfile.TemporaryFile(dir=self._dir, prefix="snapshot-",
+                                                 buffering=0) if self.path is None
+                          else open(self.path, "w+b", buffering=0))
         view = memoryview(data)
         while view:
             view = view[self._file.write(view):]
         self.size += len(data)
+
+    def truncate(self, size: int) -> None:
+        """Keep only the first `size` bytes written."""
+        if self._file is not None and size < self.size:
+            self._file.truncate(size)
+            self._file.seek(size)
+            self.size = size
 
     def blocks(self, size: int) -> Iterator[bytes]:
         """What was written so far, from the start, `size` bytes at a time: a reader that
@@ -133,16 +151,23 @@ class Spool:
 
     def take(self) -> bytes:
         """Every piece written so far, as one bytes; the spool starts over empty."""
-        f, self._file = self._file, None
-        self.size = 0
+        f = self._file
         if f is None:
             return b""
-        with f:
-            f.seek(0)
-            return f.readall()
+        f.seek(0)
+        data = f.readall()
+        self.clear()
+        return data
 
     def clear(self) -> None:
         """Drop what was written (a piece went missing, the connection ended)."""
+        self.close()
+        if self.path is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path)
+
+    def close(self) -> None:
+        """Let go of the file: an unlinked one goes, a named one stays."""
         f, self._file = self._file, None
         self.size = 0
         if f is not None:

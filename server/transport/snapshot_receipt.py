@@ -12,22 +12,31 @@ newer one) starting at offset 0 replaces what was held. Every piece carries the 
 of the snapshot's bytes up to its end: a piece that does not continue what is held
 drops the receipt, and the spool is read back and checked against that CRC before the
 snapshot is delivered, so a spool file damaged on disk costs a clean restart, never a
-wrong snapshot.
+wrong snapshot. In a member's data dir the spool is a named file with what it holds
+beside it (`NAME.held`), so a member restarted mid-transfer resumes too: it reopens the
+spool, cut back to what the `.held` file vouches for and checked against its CRC, or
+drops both.
 """
 
 from __future__ import annotations
 
+import contextlib
 import enum
+import logging
 import os
 import zlib
+
+from google.protobuf.message import DecodeError
 
 from coord.server.transport.snapshot_pieces import Spool
 from coord.v1 import raft_pb2
 
 __all__ = ["Outcome", "SnapshotReceipt", "SnapshotReceipts"]
 
+log = logging.getLogger(__name__)
+
 CHECK_BLOCK = 1 << 20
-"""Bytes of the spool read at a time when checking its CRC before delivery."""
+"""Bytes of a reopened spool read at a time to check its CRC."""
 
 
 class Outcome(enum.Enum):
@@ -39,13 +48,41 @@ class Outcome(enum.Enum):
 
 class SnapshotReceipt:
     """What has arrived of one snapshot from one sender: its identity (index, term,
-    size), a spool file of its first `size` bytes, and their running CRC-32."""
+    size), a spool file of its first `size` bytes, and their running CRC-32. With a
+    `directory` and a `name`, kept on disk across restarts (see the module's note)."""
 
-    def __init__(self, directory: str | os.PathLike[str] | None = None) -> None:
-        self._spool = Spool(directory)
+    def __init__(self, directory: str | os.PathLike[str] | None = None,
+                 name: str | None = None) -> None:
+        self._spool = Spool(directory, name)
+        self._held_path = None if self._spool.path is None else self._spool.path + ".held"
         self._id: tuple[int, int, int] | None = None  # index, term, total
         self._crc = 0
         self._complete = b""
+        if self._held_path is not None and (self._spool.size
+                                            or os.path.exists(self._held_path)):
+            self._reopen()
+
+    def _reopen(self) -> None:
+        """Take up what a previous run of this member left: the spool cut back to what
+        the `.held` file says, if its bytes have that CRC; else nothing."""
+        assert self._held_path is not None
+        try:
+            with open(self._held_path, "rb") as f:
+                held = raft_pb2.SnapshotHeld.FromString(f.read())
+        except (OSError, DecodeError):
+            held = None
+        if held is None or not 0 < held.offset <= self._spool.size:
+            self.clear()
+            return
+        self._spool.truncate(held.offset)
+        crc = 0
+        for block in self._spool.blocks(CHECK_BLOCK):
+            crc = zlib.crc32(block, crc)
+        if crc != held.crc:
+            log.warning("dropping a snapshot spool that fails its CRC: %s", self._spool.path)
+            self.clear()
+            return
+        self._id, self._crc = (held.index, held.term, held.total), crc
 
     @property
     def size(self) -> int:
@@ -78,13 +115,14 @@ class SnapshotReceipt:
         self._spool.write(chunk.data)
         self._crc = crc
         if not chunk.HasField("message"):
+            self._save_held()
             return Outcome.KEPT
         if self._spool.size != chunk.total:
             self.clear()
             return Outcome.DROPPED
         data, expected = self._spool.take(), self._crc
         self.clear()
-        if _crc(data) != expected:
+        if zlib.crc32(data) != expected:
             return Outcome.CORRUPT
         self._complete = data
         return Outcome.COMPLETE
@@ -94,9 +132,27 @@ class SnapshotReceipt:
         data, self._complete = self._complete, b""
         return data
 
+    def _save_held(self) -> None:
+        """Write what is held beside a named spool (replaced whole, never half written)."""
+        held = self.held()
+        if self._held_path is None or held is None:
+            return
+        tmp = self._held_path + ".tmp"
+        with open(tmp, "wb") as f:
+            f.write(held.SerializeToString())
+        os.replace(tmp, self._held_path)
+
     def clear(self) -> None:
-        """Hold nothing (the spool file goes)."""
+        """Hold nothing (the spool file goes, and what it held with it)."""
         self._spool.clear()
+        if self._held_path is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self._held_path)
+        self._id, self._crc, self._complete = None, 0, b""
+
+    def close(self) -> None:
+        """Let go of the spool file; a named one stays, for the next run to resume."""
+        self._spool.close()
         self._id, self._crc, self._complete = None, 0, b""
 
 
@@ -108,12 +164,17 @@ class SnapshotReceipts:
         self._dir = directory
         self._by_sender: dict[int, SnapshotReceipt] = {}
 
-    def add(self, from_id: int, chunk: raft_pb2.SnapshotChunk) -> Outcome:
-        """`SnapshotReceipt.add` on `from_id`'s receipt."""
+    def _receipt(self, from_id: int) -> SnapshotReceipt:
+        """`from_id`'s, reopened from the directory when this run has none yet."""
         receipt = self._by_sender.get(from_id)
         if receipt is None:
-            receipt = self._by_sender[from_id] = SnapshotReceipt(self._dir)
-        return receipt.add(chunk)
+            receipt = self._by_sender[from_id] = SnapshotReceipt(
+                self._dir, f"snapshot-from-{from_id}")
+        return receipt
+
+    def add(self, from_id: int, chunk: raft_pb2.SnapshotChunk) -> Outcome:
+        """`SnapshotReceipt.add` on `from_id`'s receipt."""
+        return self._receipt(from_id).add(chunk)
 
     def take(self, from_id: int) -> bytes:
         """The snapshot `from_id`'s last piece completed."""
@@ -121,22 +182,15 @@ class SnapshotReceipts:
 
     def held(self, from_id: int) -> raft_pb2.SnapshotHeld | None:
         """What to tell `from_id` when it connects (`SnapshotReceipt.held`)."""
-        receipt = self._by_sender.get(from_id)
-        return None if receipt is None else receipt.held()
+        return self._receipt(from_id).held()
 
     def drop(self, from_id: int) -> None:
-        receipt = self._by_sender.pop(from_id, None)
-        if receipt is not None:
-            receipt.clear()
+        """Forget `from_id`'s receipt, on disk too (it left the cluster)."""
+        self._receipt(from_id).clear()
+        del self._by_sender[from_id]
 
-    def clear(self) -> None:
-        for from_id in list(self._by_sender):
-            self.drop(from_id)
-
-
-def _crc(data: bytes) -> int:
-    view = memoryview(data)
-    crc = 0
-    for start in range(0, len(view), CHECK_BLOCK):
-        crc = zlib.crc32(view[start:start + CHECK_BLOCK], crc)
-    return crc
+    def close(self) -> None:
+        """Let go of every spool file (named ones stay for the next run)."""
+        for receipt in self._by_sender.values():
+            receipt.close()
+        self._by_sender.clear()

@@ -125,3 +125,39 @@ def test_a_spool_damaged_on_disk_is_caught_and_the_next_transfer_starts_clean(
     assert open_files_under(tmp_path) == 0
     held_after(receipt, batches[:-1])
     assert receipt.add(batches[-1].chunk) is Outcome.COMPLETE and receipt.take() == DATA
+
+
+def test_a_restarted_receiver_resumes_from_its_spool_file_unless_it_fails_its_crc(
+        tmp_path: Path) -> None:
+    """In a data dir the receipt is a named spool plus what it holds: a member that
+    stopped mid-transfer (its receipts closed, or the process killed: the files stay)
+    resumes from them; bytes damaged meanwhile, or a spool cut shorter than what it
+    said it held, drop both files and the next transfer starts from byte 0."""
+    name = "snapshot-from-1"
+    batches = snapshot_batches(DATA)
+    first = SnapshotReceipt(tmp_path, name)
+    held_after(first, batches[:CUT_AFTER])
+    before = first.held()
+    first.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name, name + ".held"]
+    again = SnapshotReceipt(tmp_path, name)
+    assert again.held() == before
+    for batch in snapshot_batches(DATA, held=again.held())[:-1]:
+        assert again.add(batch.chunk) is Outcome.KEPT
+    assert again.add(batches[-1].chunk) is Outcome.COMPLETE and again.take() == DATA
+    assert list(tmp_path.iterdir()) == []
+
+    for damage in ("flip", "cut"):
+        first = SnapshotReceipt(tmp_path, name)
+        held_after(first, batches[:CUT_AFTER])
+        first.close()
+        with open(tmp_path / name, "r+b") as f:
+            if damage == "flip":
+                f.seek(5 * PIECE)
+                f.write(b"\0" * 8)
+            else:
+                f.truncate(5 * PIECE)
+        again = SnapshotReceipt(tmp_path, name)
+        assert again.held() is None, damage
+        assert list(tmp_path.iterdir()) == [], damage
+        assert len(snapshot_batches(DATA, held=again.held())) == 26
