@@ -44,6 +44,7 @@ from coord.client.results import (
     KeyValue,
     Owner,
     OwnerChange,
+    OwnerRead,
     OwnResult,
     PidBlock,
     PidLease,
@@ -318,6 +319,9 @@ class AsyncClient:
     async def get_owner(self, group: str, resource: str, *,
                         serializable: bool = False) -> Owner:
         return await self.send(calls.get_owner_call(group, resource, serializable))
+
+    async def read_owner(self, group: str, resource: str) -> OwnerRead:
+        return await self.send(calls.read_owner_call(group, resource))
 
     async def list_owners(self, group: str, prefix: str = "", *,
                           serializable: bool = False) -> tuple[Owner, ...]:

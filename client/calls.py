@@ -27,6 +27,7 @@ from coord.client.results import (
     Header,
     KeyValue,
     Owner,
+    OwnerRead,
     OwnResult,
     PidBlock,
     PidLease,
@@ -297,6 +298,14 @@ def get_owner_call(group: str, resource: str, serializable: bool = False) -> Cal
     req = pb.GetOwnerRequest(group=group, resource=resource, serializable=serializable)
     return Call("Ownership", "GetOwner", req, lambda r: owner(r.owner), safe=True,
                 linearizable=not serializable)
+
+
+def read_owner_call(group: str, resource: str) -> Call[OwnerRead]:
+    """GetOwner, linearizable, answered with its header (`OwnerRead`)."""
+    req = pb.GetOwnerRequest(group=group, resource=resource)
+    return Call("Ownership", "GetOwner", req,
+                lambda r: OwnerRead(header(r.header), owner(r.owner)), safe=True,
+                linearizable=True)
 
 
 def list_owners_call(

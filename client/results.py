@@ -26,6 +26,7 @@ __all__ = [
     "OwnResult",
     "Owner",
     "OwnerChange",
+    "OwnerRead",
     "PidBlock",
     "PidLease",
     "Producer",
@@ -176,6 +177,16 @@ class Owner:
     @property
     def free(self) -> bool:
         return self.session_id == 0
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerRead:
+    """A resource's owner with the header of the read that found it: `header.revision`
+    is the revision of coord's state the owner was read from, so a linearizable read
+    shows that this was the owner at that revision (what an audit checks it against)."""
+
+    header: Header
+    owner: Owner
 
 
 @dataclass(frozen=True, slots=True)

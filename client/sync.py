@@ -39,6 +39,7 @@ from coord.client.results import (
     KeyValue,
     Owner,
     OwnerChange,
+    OwnerRead,
     OwnResult,
     PidBlock,
     PidLease,
@@ -354,6 +355,12 @@ class Client:
     def get_owner(self, group: str, resource: str, *, serializable: bool = False) -> Owner:
         """The owner (session_id 0: free)."""
         return self._wait(self._aio.get_owner(group, resource, serializable=serializable))
+
+    def read_owner(self, group: str, resource: str) -> OwnerRead:
+        """The owner, read linearizably, and the revision it was read at
+        (`OwnerRead.header.revision`): at that revision of coord's state, this was the
+        owner."""
+        return self._wait(self._aio.read_owner(group, resource))
 
     def list_owners(self, group: str, prefix: str = "", *,
                     serializable: bool = False) -> tuple[Owner, ...]:

@@ -193,16 +193,21 @@ def _writer_read_only_ok(coord: Coordinator, caller: Caller, cmd: Any) -> bool:
 
 
 async def query(coord: Coordinator, caller: Caller, cmd: Any, serializable: bool = False) -> Any:
+    """`cmd` read from this member's state once it has caught up (the barrier, unless
+    serializable), after the caller's permission check: nothing awaits between the
+    read and the caller's answer, so the header's revision (`coord.header()`) is the
+    revision of the state read — what a client cites as the point its read saw."""
     if admit(coord, caller):
         serializable = True  # read-only: this member's applied state is all there is
-    try:
-        result = await coord.read(cmd, serializable, timeout=caller.timeout)
-    except NodeError as e:
-        if not (coord.mode.read_only and caller.read_only_ok(coord)):
-            raise e.as_api_error() from None
-        result = coord.machine.query(cmd)  # the member went read-only while we waited
+    if not serializable:
+        try:
+            await coord.barrier(timeout=caller.timeout)
+        except NodeError as e:
+            if not (coord.mode.read_only and caller.read_only_ok(coord)):
+                raise e.as_api_error() from None
+            # the member went read-only while we waited: its applied state is all there is
     await check_read(coord, caller, cmd)
-    return checked(result)
+    return checked(coord.machine.query(cmd))
 
 
 def invalid_argument(message: str) -> ApiError:
