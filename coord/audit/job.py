@@ -171,7 +171,7 @@ def _sink_checks(spark: Any, path: str | Path, history: Any, names: list[str],
     examples: list[dict[str, Any]] = []
     for name in names:
         on_step(f"check {name}")
-        examples += _run_check(SINK_CHECKS[name], name, summary, log, toks)
+        examples += _run_check(SINK_CHECKS[name], name, summary, log, toks, history)
     toks.unpersist()
     log.unpersist()
     return examples

@@ -103,7 +103,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "every producer's sequences are gap-free and unrepeated, that each "
                    "publish was of the attempt holding the partition, and, joined with "
                    "the history, that coord granted every token and had not fenced it "
-                   "by the time the sink had seen its successor")
+                   "by the time the sink had seen its successor, and that each publish's "
+                   "run was the newest when its driver checked")
     a.add_argument("--json", action="store_true", help="print the summary as JSON")
     a.set_defaults(func=cmd_audit)
 

@@ -17,7 +17,9 @@ A run is the driver's claim on the job: `start_run` takes the resource `run` in
 `spark/<job>` over (a generation above every earlier run's) and lets it go at once — the
 generation is what identifies the run, not a live lease. Every task of the run checks
 `check_run` before it claims a partition and the driver checks it before publishing, so
-once a newer run has started, an older one fails with RunFencedError naming it.
+once a newer run has started, an older one fails with RunFencedError naming it. The
+driver's check answers the revision it read the run slot at; the sink logs it with the
+publish, so the audit can place the publish in coord's order of runs.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from dataclasses import dataclass
 from coord.client import TLS, Client, Grant, OwnedByHigherGenerationError, Session
 from coord.client.recipes.fence import RunFencedError, Token
 
-__all__ = ["Claim", "LostClaimError", "check_run", "claim", "client_for", "group_of",
+__all__ = ["Claim", "LostClaimError", "RunCheck", "check_run", "claim", "client_for", "group_of",
            "producer_key", "resource_of", "start_run"]
 
 CLAIM_TRIES = 8  # takeovers raced by another attempt before giving up
@@ -102,11 +104,26 @@ def start_run(client: Client, job: str) -> int:
         session.close()  # the slot keeps its generation; the next run takes + 1
 
 
-def check_run(client: Client, job: str, run: int) -> None:
-    """RunFencedError if a newer run of `job` than `run` has started."""
-    newest = client.get_owner(group_of(job), RUN).generation
-    if newest != run:
-        raise RunFencedError(job, run, newest)
+@dataclass(frozen=True, slots=True)
+class RunCheck:
+    """What a passed `check_run` saw: at `revision` of coord's state, `run` was the
+    newest run of `job` (the job whose run slot was read: a streaming query writes under
+    another key than its job)."""
+
+    job: str
+    run: int
+    revision: int
+
+
+def check_run(client: Client, job: str, run: int) -> RunCheck:
+    """RunFencedError if a newer run of `job` than `run` has started; else the revision
+    of coord's state at which `run` was the newest (the linearizable read's): the driver
+    hands it to the sink's publish, which logs it, and the audit checks that no newer
+    run had taken the slot by then (`coord.audit.checks.sink_run`)."""
+    read = client.read_owner(group_of(job), RUN)
+    if read.owner.generation != run:
+        raise RunFencedError(job, run, read.owner.generation)
+    return RunCheck(job, run, read.header.revision)
 
 
 def claim(client: Client, job: str, partition: int, ttl: float = 10.0, run: int = 0,

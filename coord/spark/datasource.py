@@ -153,14 +153,15 @@ def publish(opts: WriteOptions, key: str, run: int, version: int,
     records `version` under `key` atomically, then coord records it. None if published;
     else the version the sink had already recorded (nothing changed)."""
     client = client_for(opts.endpoints, opts.tls)
-    check_run(client, opts.job, run)
+    checked = check_run(client, opts.job, run)
     winners: dict[int, tuple[Token, int]] = {}
     for r in results:
         assert r.token is not None
         winners[r.partition] = (r.token, r.rows)
     sink = open_sink(opts.sink)
     try:
-        done = None if sink.publish(key, version, winners) else sink.committed_version(key)
+        done = (None if sink.publish(key, version, winners, checked)
+                else sink.committed_version(key))
     finally:
         sink.close()
     record_version(client, key, version if done is None else done)

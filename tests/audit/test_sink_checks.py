@@ -5,7 +5,8 @@ coord's history is exported. That log passes every check; each check catches the
 violation planted for it in that same log (a write accepted after the fence, a sequence
 gap and a repeat, a publish of an attempt that did not hold the partition, a token coord
 never granted, a producer epoch issued after the grant had ended, a write and a publish
-after coord's history shows the partition taken over)."""
+after coord's history shows the partition taken over, a publish checked after a newer
+run had started or before its own)."""
 
 from __future__ import annotations
 
@@ -22,13 +23,14 @@ from coord.audit.load import load_history
 from coord.client import Client
 from coord.client.recipes.fence import FencedWriteError, Token
 from coord.history.sink import HistorySink
-from coord.spark.attempt import claim, start_run
+from coord.spark.attempt import RUN, RunCheck, check_run, claim, group_of, start_run
 from coord.spark.sinks import open_sink
 from coord.spark.sinks.log import LOG_SCHEMA, export_log, with_coord_names
 from coord.testing import cluster
 
 EXPECTED = ("sink.no_fenced_writes", "sink.sequences", "sink.publish_holder",
-            "sink.tokens_granted", "sink.coord_fenced_writes", "sink.coord_publish_holder")
+            "sink.tokens_granted", "sink.coord_fenced_writes", "sink.coord_publish_holder",
+            "sink.publish_run_newest")
 SCHEMA = pa.schema([("id", pa.int64())])
 
 
@@ -38,14 +40,18 @@ def _batch(lo: int, hi: int) -> pa.RecordBatch:
 
 class Coord:
     """What coord hands out, in its order: run 1 of job j; OLD claims partition 0, NEW
-    takes it over (severing OLD), OTHER claims partition 1; `finish` (after the publish)
-    ends the winners' sessions, lets LATER (the next run's attempt, which never writes)
-    claim partition 0 and exports coord's history to `history`."""
+    takes it over (severing OLD), OTHER claims partition 1; the driver checks its run
+    (`checked`, before the publish); `finish` (after the publish) ends the winners'
+    sessions, starts run 2, lets LATER (run 2's attempt, which never writes) claim
+    partition 0 and exports coord's history to `history` (`run_grants`: the revision of
+    each run's grant of the run slot there)."""
 
     OLD: Token
     NEW: Token
     OTHER: Token
     LATER: Token
+    checked: RunCheck
+    run_grants: dict[int, int]
 
     def __init__(self, client: Client, history: Path) -> None:
         self.client, self.history = client, history
@@ -55,6 +61,7 @@ class Coord:
             session, attempt = claim(client, "j", partition, run=run, version=1)
             self._sessions.append(session)
             setattr(self, name, attempt.token)
+        self.checked = check_run(client, "j", run)
 
     def finish(self) -> None:
         for session in self._sessions:
@@ -63,8 +70,11 @@ class Coord:
                                  version=2)
         self.LATER = attempt.token
         session.close()
-        HistorySink(self.history).write(r for page in self.client.export_history()
-                                        for r in page.rows)
+        rows = [r for page in self.client.export_history() for r in page.rows]
+        self.run_grants = {r["generation"]: r["revision"] for r in rows
+                           if r["kind"] == "owner.grant"
+                           and (r.get("group"), r.get("resource")) == (group_of("j"), RUN)}
+        HistorySink(self.history).write(rows)
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +105,7 @@ def write_zombie_job(options: dict[str, str], coord: Coord) -> pa.Table:
         sink.begin("j", 1, OTHER)
         sink.append("j", 1, OTHER, 1, _batch(30, 35))
         sink.seal("j", 1, OTHER, 2, 5)
-        assert sink.publish("j", 1, {0: (NEW, 30), 1: (OTHER, 5)})
+        assert sink.publish("j", 1, {0: (NEW, 30), 1: (OTHER, 5)}, coord.checked)
         return sink.log()
     finally:
         sink.close()
@@ -127,7 +137,7 @@ def history(spark, coord, real_logs):
 
 def _checked(spark, history, log: pa.Table, name: str) -> list:
     df = spark.createDataFrame(with_coord_names(log))
-    return SINK_CHECKS[name](df, tokens(history, df)).collect()
+    return SINK_CHECKS[name](df, tokens(history, df), history).collect()
 
 
 def _with(log: pa.Table, *rows: dict) -> pa.Table:
@@ -137,9 +147,11 @@ def _with(log: pa.Table, *rows: dict) -> pa.Table:
     return pa.concat_tables([log, pa.Table.from_pylist(extra, schema=LOG_SCHEMA)])
 
 
-def _row(op: str, token: Token, seq: int | None, rows: int, partition: int = 0) -> dict:
+def _row(op: str, token: Token, seq: int | None, rows: int, partition: int = 0,
+         checked: RunCheck | None = None) -> dict:
     return {"op": op, "job": "j", "partition": partition, **token.as_dict(),
-            "sequence": seq, "rows": rows}
+            "sequence": seq, "rows": rows, "run_job": checked and checked.job,
+            "checked_revision": checked and checked.revision}
 
 
 def test_the_sink_checks_are_the_expected_ones():
@@ -154,6 +166,14 @@ def test_the_real_log_records_what_the_sink_accepted(real_log, coord):
     assert ops == [("append", 0, 0, old), ("append", 0, 1, old), ("append", 0, 2, old),
                    ("append", 1, 0, new), ("append", 1, 1, new), ("append", 1, 2, new),
                    ("seal", 1, 3, new), ("publish", 1, None, new)]
+    checks = {(r["op"], r["run_job"], r["checked_revision"]) for r in real_log.to_pylist()}
+    assert checks == {("append", None, None), ("seal", None, None),
+                      ("publish", "j", coord.checked.revision)}
+    # the driver read its run's slot after the last claim, before run 2 took it
+    assert coord.run_grants[1] < new <= coord.checked.revision < coord.run_grants[2]
+    named = with_coord_names(real_log).to_pylist()
+    assert {(r["op"], r["run_group"], r["run_resource"]) for r in named} == {
+        ("append", None, None), ("seal", None, None), ("publish", "spark/j", "run")}
 
 
 @pytest.mark.parametrize("name", EXPECTED)
@@ -214,6 +234,18 @@ def _plant_publish_after_takeover(log: pa.Table, coord: Coord) -> pa.Table:
                  _row("publish", coord.NEW, None, 30))
 
 
+def _plant_publish_after_a_newer_run(log: pa.Table, coord: Coord) -> pa.Table:
+    # run 1's publish again, its driver's check reading run 2's grant revision as run 1's
+    late = replace(coord.checked, revision=coord.run_grants[2])
+    return _with(log, _row("publish", coord.NEW, None, 30, checked=late))
+
+
+def _plant_publish_before_its_run(log: pa.Table, coord: Coord) -> pa.Table:
+    # a check that claims run 1 was the newest before coord granted run 1 at all
+    early = replace(coord.checked, revision=coord.run_grants[1] - 1)
+    return _with(log, _row("publish", coord.NEW, None, 30, checked=early))
+
+
 PLANTS = [
     ("sink.no_fenced_writes", _plant_fenced_write, "after it had accepted the newer"),
     ("sink.sequences", _plant_gap, "a sequence missing"),
@@ -226,6 +258,8 @@ PLANTS = [
     ("sink.coord_fenced_writes", _plant_fenced_write, "ended that grant"),
     ("sink.coord_fenced_writes", _plant_fenced_write_of_a_newer_run, "ended that grant"),
     ("sink.coord_publish_holder", _plant_publish_after_takeover, "ended that grant"),
+    ("sink.publish_run_newest", _plant_publish_after_a_newer_run, "to the newer run 2"),
+    ("sink.publish_run_newest", _plant_publish_before_its_run, "no grant of spark/j/run"),
 ]
 
 

@@ -11,6 +11,7 @@ import pyarrow as pa
 import pytest
 
 from coord.client.recipes.fence import FencedWriteError, RunFencedError, Token
+from coord.spark.attempt import RunCheck
 from coord.spark.sinks import PublishError, SealError, Sink, SqlSink, open_sink
 
 SCHEMA = pa.schema([("id", pa.int64()), ("s", pa.string())])
@@ -61,9 +62,12 @@ def test_nothing_is_visible_until_published(sink):
     sink.append("j", 0, OLD, 0, batch(0, 5))
     sink.seal("j", 0, OLD, 1, 5)
     assert ids(sink) == []
-    assert sink.publish("j", 1, {0: (OLD, 5)})
+    assert sink.publish("j", 1, {0: (OLD, 5)}, RunCheck("j", OLD.run, 42))
     assert ids(sink) == list(range(5))
     assert sink.committed_version("j") == 1
+    # the publish row carries the driver's run check; the writes, none
+    assert [(r["op"], r["run_job"], r["checked_revision"]) for r in sink.log().to_pylist()
+            ] == [("append", None, None), ("seal", None, None), ("publish", "j", 42)]
 
 
 def test_a_zombie_is_refused_and_only_the_winner_is_published(sink):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from coord.audit.checks import log, ownership, pids, sessions, sink, sink_coord
+from coord.audit.checks import log, ownership, pids, sessions, sink, sink_coord, sink_run
 
 Checker = Callable[[Any], Any]
 
@@ -30,22 +30,34 @@ CHECKS: dict[str, Checker] = {
     "sessions.ttl_respected": sessions.ttl_respected,
 }
 
-SinkChecker = Callable[[Any, Any], Any]
+SinkChecker = Callable[[Any, Any, Any], Any]
+"""A sink check: (the log, its tokens as coord's history shows them, the history)."""
 
 
 def _own_order(check: Checker) -> SinkChecker:
-    """A check of the sink's own order: it reads the log only, not coord's tokens."""
-    return lambda log, _tokens: check(log)
+    """A check of the sink's own order: it reads the log only."""
+    return lambda log, _tokens, _history: check(log)
+
+
+def _by_tokens(check: Callable[[Any, Any], Any]) -> SinkChecker:
+    """A check of the log against coord's grants of its tokens (`sink_coord.tokens`)."""
+    return lambda log, tokens, _history: check(log, tokens)
+
+
+def _by_history(check: Callable[[Any, Any], Any]) -> SinkChecker:
+    """A check of the log against other rows of coord's history than its tokens'."""
+    return lambda log, _tokens, history: check(log, history)
 
 
 SINK_CHECKS: dict[str, SinkChecker] = {
     "sink.no_fenced_writes": _own_order(sink.no_fenced_writes),
     "sink.sequences": _own_order(sink.sequences),
     "sink.publish_holder": _own_order(sink.publish_holder),
-    "sink.tokens_granted": sink_coord.tokens_granted,
-    "sink.coord_fenced_writes": sink_coord.coord_fenced_writes,
-    "sink.coord_publish_holder": sink_coord.coord_publish_holder,
+    "sink.tokens_granted": _by_tokens(sink_coord.tokens_granted),
+    "sink.coord_fenced_writes": _by_tokens(sink_coord.coord_fenced_writes),
+    "sink.coord_publish_holder": _by_tokens(sink_coord.coord_publish_holder),
+    "sink.publish_run_newest": _by_history(sink_run.publish_run_newest),
 }
 """The checks of a fenced sink's exported log of accepted writes (`--sink-log`): each
-takes the log's DataFrame and its tokens as coord's history shows them
-(`sink_coord.tokens`), not the history itself."""
+takes the log's DataFrame, its tokens as coord's history shows them
+(`sink_coord.tokens`) and the history (`SinkChecker`)."""

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from coord.client.recipes.fence import FenceRow, PartitionSealedError, RunFencedError, Token
+from coord.spark.attempt import RunCheck
 
 __all__ = ["PublishError", "Refusal", "SealError", "Sink", "check_winner"]
 
@@ -82,10 +83,13 @@ class Sink(ABC):
         """The attempt's last write: it sent `rows` rows in sequences below `seq`."""
 
     @abstractmethod
-    def publish(self, job: str, version: int, winners: dict[int, tuple[Token, int]]) -> bool:
+    def publish(self, job: str, version: int, winners: dict[int, tuple[Token, int]],
+                checked: RunCheck | None = None) -> bool:
         """Make the winners' rows visible and record `version`, atomically; False (and
         nothing changes) if `version` is not above the recorded one. `winners` maps
-        partition -> (token, rows)."""
+        partition -> (token, rows); `checked`, the driver's `check_run` before it, is
+        logged with each publish row (the audit places the publish in coord's order
+        of runs by it)."""
 
     @abstractmethod
     def committed_version(self, job: str) -> int | None:

@@ -9,6 +9,12 @@ so the sink writes them here and `coord audit --sink-log DIR` reads them; the ex
 adds where coord keeps each row's claim (the ownership group and resource, the producer
 key, as `coord.spark.attempt` names them), so the audit joins the log with coord's
 history without knowing the writer's naming.
+
+A publish row also carries the driver's run check just before it (`run_job`,
+`checked_revision`: at that revision of coord's state, the row's `run` was the newest run
+of `run_job`), and the export adds the run slot it read (`run_group`, `run_resource`):
+the audit checks against coord's grants of that slot that no newer run had started by
+then.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from coord.spark.attempt import group_of, producer_key, resource_of
+from coord.spark.attempt import RUN, group_of, producer_key, resource_of
 
 __all__ = ["EXPORT_SCHEMA", "LOG_FILE", "LOG_SCHEMA", "export_log", "with_coord_names"]
 
@@ -32,20 +38,28 @@ LOG_SCHEMA = pa.schema([
     ("run", pa.int64()), ("version", pa.int64()),
     ("sequence", pa.int64()),  # null for a publish
     ("rows", pa.int64()), ("at_ms", pa.int64()),
+    # a publish: the driver's check_run before it (coord.spark.attempt.RunCheck), the
+    # job whose run slot it read and the revision of coord's state it read it at, when
+    # `run` was the newest run; null for other rows and a publish without a check
+    ("run_job", pa.string()), ("checked_revision", pa.int64()),
 ])
 
 COORD_NAMES = pa.schema([
     ("group", pa.string()), ("resource", pa.string()),  # the partition's ownership claim
     ("producer", pa.string()),  # its InitProducer key
 ])
-EXPORT_SCHEMA = pa.schema([*LOG_SCHEMA, *COORD_NAMES])
+RUN_NAMES = pa.schema([
+    ("run_group", pa.string()), ("run_resource", pa.string()),  # a publish's run slot
+])
+EXPORT_SCHEMA = pa.schema([*LOG_SCHEMA, *COORD_NAMES, *RUN_NAMES])
 
 LOG_FILE = "sink_log.parquet"
 
 
 def with_coord_names(log: pa.Table) -> pa.Table:
-    """`log` (LOG_SCHEMA) with the names coord keeps each row's (job, partition) under
-    (EXPORT_SCHEMA): what the audit joins with coord's history."""
+    """`log` (LOG_SCHEMA) with the names coord keeps each row's (job, partition) under,
+    and a publish's run slot under (EXPORT_SCHEMA): what the audit joins with coord's
+    history."""
     log = log.cast(LOG_SCHEMA)
     if not log.num_rows:
         return EXPORT_SCHEMA.empty_table()
@@ -56,7 +70,12 @@ def with_coord_names(log: pa.Table) -> pa.Table:
           "producer": producer_key(p["job"], p["partition"])} for p in pairs],
         schema=pa.schema([LOG_SCHEMA.field("job"), LOG_SCHEMA.field("partition"),
                           *COORD_NAMES]))
-    return log.join(names, ["job", "partition"]).sort_by("id").select(EXPORT_SCHEMA.names)
+    runs = pa.Table.from_pylist(
+        [{"run_job": job, "run_group": group_of(job), "run_resource": RUN}
+         for job in log.column("run_job").unique().drop_null().to_pylist()],
+        schema=pa.schema([LOG_SCHEMA.field("run_job"), *RUN_NAMES]))
+    return (log.join(names, ["job", "partition"]).join(runs, "run_job")
+            .sort_by("id").select(EXPORT_SCHEMA.names))
 
 
 def export_log(log: pa.Table, out: str | os.PathLike[str]) -> Path:

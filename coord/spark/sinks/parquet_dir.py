@@ -43,6 +43,7 @@ import pyarrow.parquet as pq
 
 from coord.client.recipes.fence import FencedWriteError, FenceRow, Token, judge, refused
 from coord.client.recipes.sequence import ACCEPT
+from coord.spark.attempt import RunCheck
 from coord.spark.sinks.base import Refusal, SealError, Sink, check_winner
 
 __all__ = ["ParquetDirSink"]
@@ -191,7 +192,8 @@ class ParquetDirSink(Sink):
         manifests = self._manifests(job)
         return int(manifests[-1].stem[1:]) if manifests else None
 
-    def publish(self, job: str, version: int, winners: dict[int, tuple[Token, int]]) -> bool:
+    def publish(self, job: str, version: int, winners: dict[int, tuple[Token, int]],
+                checked: RunCheck | None = None) -> bool:
         """All under the job's lock, which every publish and clean-up of `job` takes: the
         version check, the winners' fence checks (their partition locks held until the
         manifest is in place), the manifest, and the clearing of superseded attempts —
@@ -217,7 +219,7 @@ class ParquetDirSink(Sink):
                                        "published_ms": int(time.time() * 1000)})
                 _sync_paths([manifest], self.root, files=False)
                 for partition, (token, rows) in sorted(winners.items()):
-                    self._log("publish", job, partition, token, None, rows)
+                    self._log("publish", job, partition, token, None, rows, checked)
             self._drop_unpublished(job, [int(p) for p in entries])
         return True
 
@@ -265,11 +267,13 @@ class ParquetDirSink(Sink):
         return files
 
     def _log(self, op: str, job: str, partition: int, token: Token, seq: int | None,
-             rows: int) -> None:
+             rows: int, checked: RunCheck | None = None) -> None:
         """One accepted write in `_coord/log.jsonl` (the caller holds the partition's
         lock, so the line's place orders it within the partition)."""
         line = json.dumps({"op": op, "job": job, "partition": partition, **token.as_dict(),
-                           "sequence": seq, "rows": rows, "at_ms": int(time.time() * 1000)})
+                           "sequence": seq, "rows": rows, "at_ms": int(time.time() * 1000),
+                           "run_job": checked and checked.job,
+                           "checked_revision": checked and checked.revision})
         with self._lock("log"), open(self._coord / "log.jsonl", "a") as f:
             f.write(line + "\n")
 

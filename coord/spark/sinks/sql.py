@@ -9,8 +9,9 @@ For a target table `t`:
   - `t__jobs`: the last published version per job (Delta's txnAppId/txnVersion);
   - `t__refusals`: every write the fence refused, in order;
   - `t__log`: every accepted append, seal and publish, in the order the sink accepted
-    them (its id), with the token (coord's grant revision included), sequence and rows:
-    what `coord audit --sink-log`
+    them (its id), with the token (coord's grant revision included), sequence and rows,
+    and for a publish the driver's run check (`run_job`, `checked_revision`): what
+    `coord audit --sink-log`
     checks (exported by `coord.spark.sinks.log.export_log`);
   - `t`: a view of the rows of published attempts: what readers see.
 Each append judges the fence and stores rows + fence row in ONE transaction; a refusal
@@ -35,6 +36,7 @@ import pyarrow as pa
 
 from coord.client.recipes.fence import FencedWriteError, FenceRow, Token, judge, refused
 from coord.client.recipes.sequence import ACCEPT
+from coord.spark.attempt import RunCheck
 from coord.spark.sinks.base import Refusal, SealError, Sink, check_winner
 
 __all__ = ["SqlSink", "check_table_name", "column_type", "quote"]
@@ -135,7 +137,8 @@ class SqlSink(Sink):
                 f"verdict TEXT, at_ms {i})",
                 f"CREATE TABLE IF NOT EXISTS {self._t('__log')} (id {self.ID}, op TEXT, "
                 f"job TEXT, partition {i}, generation {i}, revision {i}, pid {i}, "
-                f"epoch {i}, run {i}, version {i}, sequence {i}, rows {i}, at_ms {i})",
+                f"epoch {i}, run {i}, version {i}, sequence {i}, rows {i}, at_ms {i}, "
+                f"run_job TEXT, checked_revision {i})",
                 f"{self.CREATE_VIEW} {self._t()} AS SELECT {names} FROM {self._t('__rows')} "
                 f"WHERE _coord_attempt IN (SELECT id FROM {self._t('__attempts')} "
                 f"WHERE published_version IS NOT NULL)",
@@ -205,14 +208,15 @@ class SqlSink(Sink):
         return attempt, None
 
     def _log(self, op: str, job: str, partition: int, token: Token, seq: int | None,
-             rows: int) -> None:
+             rows: int, checked: RunCheck | None = None) -> None:
         """Inside the transaction that makes it so: one accepted write in `t__log`."""
         self._execute(
             f"INSERT INTO {self._t('__log')} (op, job, partition, generation, revision, pid, "
-            f"epoch, run, version, sequence, rows, at_ms) "
-            f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            f"epoch, run, version, sequence, rows, at_ms, run_job, checked_revision) "
+            f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (op, job, partition, token.generation, token.revision, token.pid, token.epoch,
-             token.run, token.version, seq, rows, int(time.time() * 1000)))
+             token.run, token.version, seq, rows, int(time.time() * 1000),
+             checked and checked.job, checked and checked.revision))
 
     def append(self, job: str, partition: int, token: Token, seq: int,
                batch: pa.RecordBatch) -> None:
@@ -264,7 +268,8 @@ class SqlSink(Sink):
         for partition in sorted(partitions):
             self._serialize(self.table, job, partition)
 
-    def publish(self, job: str, version: int, winners: dict[int, tuple[Token, int]]) -> bool:
+    def publish(self, job: str, version: int, winners: dict[int, tuple[Token, int]],
+                checked: RunCheck | None = None) -> bool:
         with self._txn():
             self._serialize_job(job, winners)
             done = self._committed(job)
@@ -276,7 +281,7 @@ class SqlSink(Sink):
                 check_winner(job, partition, stored, token, rows)
                 assert attempt is not None
                 won.append(attempt)
-                self._log("publish", job, partition, token, None, rows)
+                self._log("publish", job, partition, token, None, rows, checked)
             if won:
                 self._execute(f"UPDATE {self._t('__attempts')} SET published_version = ? "
                               f"WHERE id IN ({', '.join('?' * len(won))})", (version, *won))
