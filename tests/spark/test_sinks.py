@@ -82,9 +82,10 @@ def test_a_zombie_is_refused_and_only_the_winner_is_published(sink):
     with pytest.raises(FencedWriteError):
         sink.seal("j", 0, OLD, 1, 5)
     refusals = sink.refusals("j")
-    assert [(r.token, r.sequence, r.verdict) for r in refusals] == [
-        (OLD, 1, "FENCED_GENERATION"), (OLD, 2, "FENCED_GENERATION"),
-        (OLD, 0, "FENCED_GENERATION"), (OLD, 1, "FENCED_GENERATION")]
+    # each names the holder it was judged against: the replacement's token
+    assert [(r.token, r.sequence, r.verdict, r.held) for r in refusals] == [
+        (OLD, 1, "FENCED_GENERATION", NEW), (OLD, 2, "FENCED_GENERATION", NEW),
+        (OLD, 0, "FENCED_GENERATION", NEW), (OLD, 1, "FENCED_GENERATION", NEW)]
     with pytest.raises(PublishError):  # the driver naming the zombie publishes nothing
         sink.publish("j", 1, {0: (OLD, 5)})
     assert ids(sink) == [] and sink.committed_version("j") is None
@@ -174,6 +175,8 @@ def test_a_later_copy_of_a_sealed_partition_writes_nothing_and_an_older_run_is_r
     assert sink.begin("j", 0, newer) is None  # a newer run is no copy: it takes over
     with pytest.raises(FencedWriteError):
         sink.begin("j", 0, Token(4, 7, 3, 5, 1))  # run 5 again, at a higher generation
+    # the refusal names its basis: run 6's attempt, with coord's revision of its grant
+    assert [(r.token, r.held) for r in sink.refusals("j")] == [(Token(4, 7, 3, 5, 1), newer)]
     with pytest.raises(RunFencedError, match="run 5 was superseded by the newer run 6"):
         sink.publish("j", 1, {0: (first, 3)})
     sink.seal("j", 0, newer, 1, 0)

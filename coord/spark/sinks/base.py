@@ -4,20 +4,22 @@ A sink stores an attempt's batches as they arrive (judged by
 `coord.client.recipes.fence`), keeps them invisible until the driver publishes the job
 version, and makes exactly the winning attempts' rows visible in one atomic step that
 also records the version, so a re-run of a published version publishes nothing. Refused
-writes are logged in the sink (`refusals()`): the evidence that a zombie tried.
+writes are logged in the sink (`refusals()`), each with the token it was judged against:
+the evidence that a zombie tried, and of which newer attempt refused it.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 
 from coord.client.recipes.fence import FenceRow, PartitionSealedError, RunFencedError, Token
 from coord.spark.attempt import RunCheck
 
-__all__ = ["PublishError", "Refusal", "SealError", "Sink", "check_winner"]
+__all__ = ["REFUSAL_COLUMNS", "PublishError", "Refusal", "SealError", "Sink", "check_winner"]
 
 
 class PublishError(RuntimeError):
@@ -31,11 +33,39 @@ class SealError(RuntimeError):
 
 @dataclass(frozen=True, slots=True)
 class Refusal:
+    """A write the fence refused: who sent it (`token`, coord's grant revision
+    included) and what the fence judged it against (`held`: the token of the attempt
+    whose fence row the partition had, with its run and coord's revision of its grant;
+    None if the partition was never written), so a refusal names the newer holder and
+    where coord's history has its grant."""
+
     job: str
     partition: int
     token: Token
     sequence: int
     verdict: str
+    held: Token | None = None
+
+    def as_row(self, at_ms: int) -> dict[str, Any]:
+        """The refusal as the sink stores it (REFUSAL_COLUMNS)."""
+        held = self.held.as_dict() if self.held else dict.fromkeys(TOKEN_FIELDS)
+        return {"job": self.job, "partition": self.partition, **self.token.as_dict(),
+                "sequence": self.sequence, "verdict": self.verdict, "at_ms": at_ms,
+                **{f"held_{k}": v for k, v in held.items()}}
+
+    @classmethod
+    def of_row(cls, row: dict[str, Any]) -> Refusal:
+        held = None if row["held_generation"] is None else Token(
+            **{k: row[f"held_{k}"] for k in TOKEN_FIELDS})
+        return cls(row["job"], row["partition"], Token(**{k: row[k] for k in TOKEN_FIELDS}),
+                   row["sequence"], row["verdict"], held)
+
+
+TOKEN_FIELDS = tuple(Token.__slots__)
+REFUSAL_COLUMNS = ("job", "partition", *TOKEN_FIELDS, "sequence", "verdict", "at_ms",
+                   *(f"held_{k}" for k in TOKEN_FIELDS))
+"""How a sink stores a refusal (`Refusal.as_row`): the refused token, the sequence and
+verdict, and the held token it was judged against."""
 
 
 def check_winner(job: str, partition: int, stored: FenceRow | None, token: Token,

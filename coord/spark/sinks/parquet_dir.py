@@ -9,7 +9,8 @@ Layout under the root:
   - `_coord/manifests/<job>/v<version>.json`: the commit point. One manifest per
     published version lists the winners' files and their fence tokens; it appears by
     one atomic rename, so a version is either wholly visible or not at all;
-  - `_coord/refusals.jsonl`: the refused writes.
+  - `_coord/refusals.jsonl`: the refused writes, each with the fence row's token it was
+    judged against (`held_*`: the newer holder and coord's revision of its grant).
   - `_coord/log.jsonl`: every accepted append, seal and publish (the sink log that
     `coord audit --sink-log` checks), a line written while the partition's lock is
     held, just after the fence row or manifest it records: per partition, the file's
@@ -143,9 +144,9 @@ class ParquetDirSink(Sink):
         stored = self.fence(job, partition)
         verdict = judge(stored, token, seq)
         if refused(verdict):
-            line = json.dumps({"job": job, "partition": partition, **token.as_dict(),
-                               "sequence": seq, "verdict": str(verdict),
-                               "at_ms": int(time.time() * 1000)})
+            line = json.dumps(Refusal(job, partition, token, seq, str(verdict),
+                                      stored and stored.token)
+                              .as_row(int(time.time() * 1000)))
             with self._lock("refusals"), open(self._coord / "refusals.jsonl", "a") as f:
                 f.write(line + "\n")
             raise FencedWriteError(verdict, job, partition, token, seq, stored)
@@ -293,9 +294,7 @@ class ParquetDirSink(Sink):
         for line in path.read_text().splitlines():
             r = json.loads(line)
             if job is None or r["job"] == job:
-                out.append(Refusal(r["job"], r["partition"],
-                                   Token(r["generation"], r["pid"], r["epoch"]),
-                                   r["sequence"], r["verdict"]))
+                out.append(Refusal.of_row(r))
         return out
 
     # -- unfenced baseline and reading --------------------------------------------------

@@ -7,7 +7,8 @@ For a target table `t`:
   - `t__fence`: the fence row per (job, partition): (generation, pid, epoch,
     last_sequence, sealed, rows, attempt, run, version, revision);
   - `t__jobs`: the last published version per job (Delta's txnAppId/txnVersion);
-  - `t__refusals`: every write the fence refused, in order;
+  - `t__refusals`: every write the fence refused, in order, with the fence row's token
+    it was judged against (`held_*`: the newer holder and coord's revision of its grant);
   - `t__log`: every accepted append, seal and publish, in the order the sink accepted
     them (its id), with the token (coord's grant revision included), sequence and rows,
     and for a publish the driver's run check (`run_job`, `checked_revision`): what
@@ -37,7 +38,7 @@ import pyarrow as pa
 from coord.client.recipes.fence import FencedWriteError, FenceRow, Token, judge, refused
 from coord.client.recipes.sequence import ACCEPT
 from coord.spark.attempt import RunCheck
-from coord.spark.sinks.base import Refusal, SealError, Sink, check_winner
+from coord.spark.sinks.base import REFUSAL_COLUMNS, Refusal, SealError, Sink, check_winner
 
 __all__ = ["SqlSink", "check_table_name", "column_type", "quote"]
 
@@ -132,9 +133,9 @@ class SqlSink(Sink):
                 f"PRIMARY KEY (job, partition))",
                 f"CREATE TABLE IF NOT EXISTS {self._t('__jobs')} (job TEXT PRIMARY KEY, "
                 f"version {i}, published_ms {i})",
-                f"CREATE TABLE IF NOT EXISTS {self._t('__refusals')} (id {self.ID}, job TEXT, "
-                f"partition {i}, generation {i}, pid {i}, epoch {i}, sequence {i}, "
-                f"verdict TEXT, at_ms {i})",
+                f"CREATE TABLE IF NOT EXISTS {self._t('__refusals')} (id {self.ID}, "
+                + ", ".join(f"{c} {'TEXT' if c in ('job', 'verdict') else i}"
+                            for c in REFUSAL_COLUMNS) + ")",
                 f"CREATE TABLE IF NOT EXISTS {self._t('__log')} (id {self.ID}, op TEXT, "
                 f"job TEXT, partition {i}, generation {i}, revision {i}, pid {i}, "
                 f"epoch {i}, run {i}, version {i}, sequence {i}, rows {i}, at_ms {i}, "
@@ -181,11 +182,12 @@ class SqlSink(Sink):
         stored, attempt = self._fence_row(job, partition)
         verdict = judge(stored, token, seq)
         if refused(verdict):
+            row = Refusal(job, partition, token, seq, str(verdict),
+                          stored and stored.token).as_row(int(time.time() * 1000))
             self._execute(
-                f"INSERT INTO {self._t('__refusals')} (job, partition, generation, pid, "
-                f"epoch, sequence, verdict, at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (job, partition, token.generation, token.pid, token.epoch, seq, str(verdict),
-                 int(time.time() * 1000)))
+                f"INSERT INTO {self._t('__refusals')} ({', '.join(REFUSAL_COLUMNS)}) "
+                f"VALUES ({', '.join('?' * len(REFUSAL_COLUMNS))})",
+                [row[c] for c in REFUSAL_COLUMNS])
             return None, FencedWriteError(verdict, job, partition, token, seq, stored)
         if verdict != ACCEPT:
             return None, None
@@ -323,14 +325,13 @@ class SqlSink(Sink):
             self._drop_unpublished(job, sorted(attempts), only=list(attempts.values()))
 
     def refusals(self, job: str | None = None) -> list[Refusal]:
-        sql = (f"SELECT job, partition, generation, pid, epoch, sequence, verdict "
-               f"FROM {self._t('__refusals')}")
+        sql = f"SELECT {', '.join(REFUSAL_COLUMNS)} FROM {self._t('__refusals')}"
         try:
             rows = (self._execute(sql + " WHERE job = ? ORDER BY id", (job,))
                     if job is not None else self._execute(sql + " ORDER BY id")).fetchall()
         except self.MISSING_TABLE:
             return []
-        return [Refusal(r[0], r[1], Token(r[2], r[3], r[4]), r[5], r[6]) for r in rows]
+        return [Refusal.of_row(dict(zip(REFUSAL_COLUMNS, r, strict=True))) for r in rows]
 
     def log(self) -> pa.Table:
         """The accepted-write log (`t__log`), in the sink's order; empty if none."""
