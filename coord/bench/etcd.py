@@ -39,8 +39,9 @@ from coord.bench.api import bench_kv, metered, own_in_one_request, timed_level
 from coord.bench.flame import Profiler
 from coord.bench.grpc_floor import floor_server
 from coord.bench.member_cpu import Meter, member_meter
-from coord.bench.round_table import legend, round_table
+from coord.bench.round_table import round_table
 from coord.bench.run_record import print_json
+from coord.bench.tables import BenchTable, printed
 from coord.client import AsyncClient
 from coord.etcdpb import rpc_pb2 as epb
 from coord.etcdpb import rpc_pb2_grpc as erpc
@@ -231,12 +232,15 @@ def _snapshots(r: dict) -> str:
     return f"{snaps['count']}/{snaps['seconds']:.2f}s" if snaps["count"] else "0"
 
 
-def table(rows: list[dict]) -> list[str]:
-    """One line per (op, api, clients): coord and etcd figures and coord/etcd."""
+def _rate(r: dict) -> list[str]:
+    """ops/s, p50 and p99 ms: the three cells of one system's figure in a row."""
+    return [f"{r['per_s']:,.0f}", f"{r['p50_ms']:.2f}", f"{r['p99_ms']:.2f}"]
+
+
+def comparison_table(rows: list[dict]) -> BenchTable:
+    """One row per coord (op, api, clients), and the gRPC floor's: its figures, etcd's
+    for the same op and clients, and coord/etcd."""
     etcd = {(r["op"], r["clients"]): r for r in rows if r["system"] == "etcd"}
-    lines = [f"{'op':6} {'api':7} {'clients':>7} {'coord/s':>9} {'p50 ms':>7} {'p99 ms':>7}"
-             f" {'etcd/s':>9} {'p50 ms':>7} {'p99 ms':>7} {'coord/etcd':>10}"
-             f"  {'CPU us/op leader/follower: coord':>32} {'etcd':>11} {'snapshots':>10}"]
     ops, apis = ["put", "get", "claim", "ownall"], ["etcd", "native", "stream", "floor"]
 
     def order(r: dict) -> tuple:
@@ -245,16 +249,43 @@ def table(rows: list[dict]) -> list[str]:
 
     mine = [r for r in rows if r["system"] == "coord"]
     mine += [{**r, "api": "floor"} for r in rows if r["system"] == "floor"]
+    lines = []
     for r in sorted(mine, key=order):
         e = etcd.get((r["op"], r["clients"]))
-        peer = f"{'-':>9} {'-':>7} {'-':>7} {'-':>10}"
-        if e:
-            peer = (f"{e['per_s']:9.0f} {e['p50_ms']:7.2f} {e['p99_ms']:7.2f} "
-                    f"{r['per_s'] / e['per_s']:10.2f}")
-        lines.append(f"{r['op']:6} {r['api']:7} {r['clients']:7d} {r['per_s']:9.0f} "
-                     f"{r['p50_ms']:7.2f} {r['p99_ms']:7.2f} {peer}  {_cpu(r):>32} "
-                     f"{_cpu(e) if e else '-':>11} {_snapshots(r):>10}")
-    return lines
+        peer = [*_rate(e), f"{r['per_s'] / e['per_s']:.2f}"] if e else ["-"] * 4
+        lines.append([r["op"], r["api"], str(r["clients"]), *_rate(r), *peer, _cpu(r),
+                      _cpu(e) if e else "-", _snapshots(r)])
+    return BenchTable(["op", "api", "clients", "coord/s", "p50 ms", "p99 ms", "etcd/s",
+                       "p50 ms", "p99 ms", "coord/etcd", "CPU us/op leader/follower: coord",
+                       "etcd", "snapshots"], lines)
+
+
+VARIANTS = {"tls": "TLS (mTLS on both ports)",
+            "auth": "auth on (a user that is not root, every call checked)",
+            "metrics": "metrics served (each member scraped every second)"}
+"""What each variant of coord's run is, said beside plaintext."""
+
+
+def variants_of(rows: list[dict]) -> list[str]:
+    """The variants coord ran in, plaintext first, then in the order the rows give them."""
+    seen = ["plain"]
+    for r in rows:
+        if r.get("variant", "plain") not in seen:
+            seen.append(r["variant"])
+    return seen
+
+
+def table(figures: dict) -> list[BenchTable]:
+    """The tables `coord bench etcd` prints, from its figures (as --json gives them):
+    coord beside etcd, each variant beside plaintext (when there is one), and what one
+    op cost each member in steps."""
+    rows = figures["rows"]
+    plain = [r for r in rows if r.get("variant", "plain") == "plain"]
+    variants = variants_of(rows)
+    tables = [comparison_table(plain)]
+    if len(variants) > 1:
+        tables.append(cost_table(rows, variants))
+    return [*tables, round_table(plain)]
 
 
 SCRAPE_INTERVAL_S = 1.0
@@ -317,21 +348,7 @@ def run_etcd_bench(args: argparse.Namespace) -> int:
     print(f"  ownall: one native Own request of {args.resources} resources, {OWN_ALL_TIMES} "
           "times: claims/s at the median request, p50/p99 the median and slowest request's "
           "ms (etcd has no one-request claim of many keys)")
-    for line in table([r for r in rows if r.get("variant", "plain") == "plain"]):
-        print("  " + line)
-    if len(variants) > 1:
-        print("coord plaintext beside " + " and ".join(
-            {"tls": "TLS (mTLS on both ports)", "auth": "auth on (a user that is not root, "
-             "every call checked)", "metrics": "metrics served (each member scraped "
-             "every second)"}[v] for v in variants[1:]) + ", the same run:")
-        for line in cost_table(rows, variants):
-            print("  " + line)
-    print("what one op cost each member in steps (per op; followers: their mean; CPU's "
-          "ratio to the floor's and etcd's same op and clients in this run):")
-    for line in legend():
-        print("  " + line)
-    for line in round_table([r for r in rows if r.get("variant", "plain") == "plain"]):
-        print("  " + line)
+    print(printed(table({"rows": rows}), indent="  "))
     return 0
 
 
@@ -366,26 +383,27 @@ def _coord_rows(args: argparse.Namespace, variant: str, levels: list[int],
     return rows
 
 
-def cost_table(rows: list[dict], variants: list[str]) -> list[str]:
-    """One line per coord (op, api, clients): ops/s and p50 of each variant, and each
+def cost_table(rows: list[dict], variants: list[str]) -> BenchTable:
+    """One row per coord (op, api, clients): ops/s and p50 of each variant, and each
     variant's ops/s over plaintext's."""
     by = {(r["variant"], r["op"], r["api"], r["clients"]): r
           for r in rows if r["system"] == "coord"}
     others = variants[1:]
-    head = f"{'op':6} {'api':7} {'clients':>7} {'plain/s':>9} {'p50 ms':>7}"
+    headers = ["op", "api", "clients", "plain/s", "p50 ms"]
     for v in others:
-        head += f" {v + '/s':>9} {'p50 ms':>7} {v + '/plain':>11}"
-    lines = [head]
+        headers += [v + "/s", "p50 ms", v + "/plain"]
+    lines = []
     for (variant, op, api, clients), r in by.items():
         if variant != "plain":
             continue
-        line = f"{op:6} {api:7} {clients:7d} {r['per_s']:9.0f} {r['p50_ms']:7.2f}"
+        line = [op, api, str(clients), f"{r['per_s']:,.0f}", f"{r['p50_ms']:.2f}"]
         for v in others:
             o = by.get((v, op, api, clients))
-            line += (f" {o['per_s']:9.0f} {o['p50_ms']:7.2f} {o['per_s'] / r['per_s']:11.2f}"
-                     if o else f" {'-':>9} {'-':>7} {'-':>11}")
+            line += ([f"{o['per_s']:,.0f}", f"{o['p50_ms']:.2f}",
+                      f"{o['per_s'] / r['per_s']:.2f}"] if o else ["-"] * 3)
         lines.append(line)
-    return lines
+    return BenchTable(headers, lines, title="coord plaintext beside " + " and ".join(
+        VARIANTS.get(v, v) for v in others) + ", the same run:")
 
 
 def _round_counts(cluster: LocalCluster, member: str) -> dict[str, int]:

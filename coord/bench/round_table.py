@@ -7,6 +7,8 @@ wake-ups makes every context switch dearer, but not more numerous."""
 
 from __future__ import annotations
 
+from coord.bench.tables import BenchTable
+
 COLUMNS = (
     ("vcsw", "vcsw", "voluntary context switches, all threads"),
     ("ivcsw", "ivcsw", "involuntary context switches, all threads"),
@@ -24,14 +26,13 @@ def _ratio(cpu: float, other: dict | None, role: str) -> str:
     return f"{cpu / theirs:.2f}" if theirs else "-"
 
 
-def round_table(rows: list[dict]) -> list[str]:
-    """One line per metered row and role: µs of CPU per op, its ratio to the floor's
-    (whose one process is its leader) and to etcd's same role, then each count per op."""
+def round_table(rows: list[dict]) -> BenchTable:
+    """One row per metered row and role: µs of CPU per op, its ratio to the floor's
+    (whose one process is its leader) and to etcd's same role, then each count per op;
+    below it, what each count is."""
     floor = {(r["op"], r["clients"]): r for r in rows if r["system"] == "floor"}
     etcd = {(r["op"], r["clients"]): r for r in rows if r["system"] == "etcd"}
-    lines = [f"{'system':6} {'op':6} {'api':7} {'clients':>7} {'role':8} {'CPU us':>7}"
-             f" {'/floor':>6} {'/etcd':>6} "
-             + " ".join(f"{header:>11}" for _, header, _ in COLUMNS)]
+    lines = []
     for r in rows:
         counts = r.get("counts_per_op")
         if not counts:
@@ -41,13 +42,12 @@ def round_table(rows: list[dict]) -> list[str]:
             cpu = r["cpu_us_per_op"][role]
             to_floor = _ratio(cpu, floor.get(key), "leader") if r["system"] != "floor" else "-"
             to_etcd = _ratio(cpu, etcd.get(key), role) if r["system"] != "etcd" else "-"
-            cells = " ".join(f"{per_op[k]:11.2f}" if k in per_op else f"{'-':>11}"
-                             for k, _, _ in COLUMNS)
-            lines.append(f"{r['system']:6} {r['op']:6} {r['api']:7} {r['clients']:7d} "
-                         f"{role:8} {cpu:7.0f} {to_floor:>6} {to_etcd:>6} {cells}")
-    return lines
-
-
-def legend() -> list[str]:
-    """What each column of the round table counts."""
-    return [f"{header}: {about}" for _, header, about in COLUMNS]
+            lines.append([r["system"], r["op"], r["api"], str(r["clients"]), role,
+                          f"{cpu:.0f}", to_floor, to_etcd,
+                          *(f"{per_op[k]:.2f}" if k in per_op else "-" for k, _, _ in COLUMNS)])
+    return BenchTable(["system", "op", "api", "clients", "role", "CPU us", "/floor", "/etcd",
+                       *(header for _, header, _ in COLUMNS)], lines,
+                      [f"{header}: {about}" for _, header, about in COLUMNS],
+                      title="what one op cost each member in steps (per op; followers: their "
+                      "mean; CPU's ratio to the floor's and etcd's same op and clients in this "
+                      "run):")

@@ -14,9 +14,13 @@ from typing import Any
 
 TABLES: dict[str, str] = {"own": "coord.bench.api", "pid": "coord.bench.api",
                           "kv": "coord.bench.api", "raft": "coord.bench.raft",
-                          "startup": "coord.bench.startup", "machine": "coord.bench.machine"}
+                          "startup": "coord.bench.startup", "machine": "coord.bench.machine",
+                          "etcd": "coord.bench.etcd", "readonly": "coord.bench.readonly",
+                          "scale": "coord.bench.scale", "snapshot": "coord.bench.snapshot_transfer",
+                          "audit": "coord.bench.audit", "tui": "coord.bench.tui"}
 """Each benchmark whose table is rendered from its --json output: the module whose
-`table(figures)` makes it (imported only when asked for: they bring clusters and gRPC)."""
+`table(figures)` makes it (imported only when asked for: they bring clusters and gRPC).
+A benchmark that prints several tables (one per phase, say) returns them in order."""
 
 
 def cell(value: object) -> str:
@@ -34,11 +38,13 @@ def cell(value: object) -> str:
 @dataclass(frozen=True)
 class BenchTable:
     """Headers and rows of cells (already strings, from `cell`), and notes: figures of
-    another shape than the rows', one line each, printed below the table."""
+    another shape than the rows', one line each, printed below the table; a title, when
+    a benchmark prints several tables, says which one this is."""
 
     headers: Sequence[str]
     rows: Sequence[Sequence[str]]
     notes: Sequence[str] = ()
+    title: str = ""
 
     def text(self) -> list[str]:
         """Fixed-width lines: the first column left-aligned, figures right-aligned."""
@@ -50,15 +56,32 @@ class BenchTable:
                              for i, (c, w) in enumerate(zip(cells, widths, strict=True))
                              ).rstrip()
 
-        return [line(self.headers), *(line(r) for r in self.rows), *self.notes]
+        return [*([self.title] if self.title else []), line(self.headers),
+                *(line(r) for r in self.rows), *self.notes]
 
     def markdown(self) -> str:
         def line(cells: Sequence[str]) -> str:
             return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
 
         align = ["---", *("---:" for _ in self.headers[1:])]
-        return "\n\n".join(["\n".join([line(self.headers), line(align),
-                                       *(line(r) for r in self.rows)]), *self.notes])
+        return "\n\n".join([*([f"**{self.title}**"] if self.title else []),
+                             "\n".join([line(self.headers), line(align),
+                                        *(line(r) for r in self.rows)]), *self.notes])
+
+
+Tables = BenchTable | Sequence[BenchTable]
+"""What a benchmark's `table(figures)` returns: its table, or its tables in order."""
+
+
+def as_list(tables: Tables) -> list[BenchTable]:
+    return [tables] if isinstance(tables, BenchTable) else list(tables)
+
+
+def printed(tables: Tables, indent: str = "") -> str:
+    """Tables as a benchmark prints them: each table's lines, a blank line between
+    tables."""
+    return "\n\n".join("\n".join(indent + line for line in t.text())
+                        for t in as_list(tables))
 
 
 def from_dicts(rows: Sequence[dict[str, Any]]) -> BenchTable:
@@ -81,7 +104,7 @@ def footer(run: dict[str, Any]) -> str:
             f"coord {c['version']}{at}")
 
 
-def table_maker(benchmark: str) -> Callable[[dict[str, Any]], BenchTable]:
+def table_maker(benchmark: str) -> Callable[[dict[str, Any]], Tables]:
     if benchmark not in TABLES:
         raise ValueError(f"no table is rendered for coord bench {benchmark}")
     return importlib.import_module(TABLES[benchmark]).table
@@ -95,7 +118,10 @@ def markdown_page_table(output: object) -> str:
         raise ValueError("not a coord bench --json output: no run record")
     run = output["run"]
     try:
-        table = table_maker(run["benchmark"])(output)
-        return f"{table.markdown()}\n\n{footer(run)}\n"
+        tables = as_list(table_maker(run["benchmark"])(output))
+        if not tables:
+            raise ValueError("a coord bench --json output with no figures to show")
+        body = "\n\n".join(t.markdown() for t in tables)
+        return f"{body}\n\n{footer(run)}\n"
     except (KeyError, TypeError, IndexError) as e:
         raise ValueError(f"a malformed coord bench --json output: {e!r}") from e

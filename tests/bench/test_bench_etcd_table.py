@@ -4,7 +4,7 @@ import grpc
 import pytest
 
 from coord.bench import bench_auth
-from coord.bench.etcd import OWN_ALL_TIMES, cost_table, own_all, table
+from coord.bench.etcd import OWN_ALL_TIMES, comparison_table, cost_table, own_all, table
 from coord.bench.round_table import round_table
 from coord.etcdpb import rpc_pb2 as epb
 from coord.etcdpb import rpc_pb2_grpc as erpc
@@ -18,14 +18,14 @@ def _row(system: str, api: str, op: str, clients: int, per_s: float) -> dict:
             "p50_ms": 1.0, "p99_ms": 2.0}
 
 
-def _ratio(line: str) -> str:
+def _ratio(row: list[str]) -> str:
     """The coord/etcd column (before the two CPU columns and the snapshots)."""
-    return line.split()[-4]
+    return row[-4]
 
 
-def _cpu(line: str) -> list[str]:
+def _cpu(row: list[str]) -> list[str]:
     """The two CPU columns: coord's (or the floor's) and etcd's."""
-    return line.split()[-3:-1]
+    return row[-3:-1]
 
 
 def test_table_pairs_coord_with_etcd_by_op_and_clients():
@@ -35,11 +35,12 @@ def test_table_pairs_coord_with_etcd_by_op_and_clients():
         _row("coord", "native", "put", 16, 1200.0),
         _row("coord", "etcd", "claim", 64, 900.0),  # no etcd figure for it
     ]
-    header, *lines = table(rows)
-    assert "coord/etcd" in header
+    made = comparison_table(rows)
+    lines = made.rows
+    assert "coord/etcd" in made.headers
     assert len(lines) == 3  # coord rows only
-    assert lines[0].split()[:3] == ["put", "etcd", "16"] and _ratio(lines[0]) == "0.50"
-    assert lines[1].split()[:2] == ["put", "native"] and _ratio(lines[1]) == "0.40"
+    assert lines[0][:3] == ["put", "etcd", "16"] and _ratio(lines[0]) == "0.50"
+    assert lines[1][:2] == ["put", "native"] and _ratio(lines[1]) == "0.40"
     assert _ratio(lines[2]) == "-"
 
 
@@ -53,8 +54,8 @@ def test_stream_rows_sit_beside_the_etcd_api_rows_of_their_op_and_clients():
         _row("coord", "stream", "put", 64, 5000.0),
         _row("coord", "stream", "claim", 64, 3000.0),
     ]
-    _, *lines = table(rows)
-    assert [line.split()[:3] for line in lines] == [
+    lines = comparison_table(rows).rows
+    assert [line[:3] for line in lines] == [
         ["put", "etcd", "64"], ["put", "native", "64"], ["put", "stream", "64"],
         ["claim", "etcd", "64"], ["claim", "stream", "64"]]
     assert _ratio(lines[2]) == "1.25" and _ratio(lines[4]) == "1.50"
@@ -66,8 +67,9 @@ def test_cpu_per_op_sits_beside_each_row_for_both_systems():
              {"leader": 90.0, "follower": 40.0}},
             {**_row("coord", "stream", "put", 64, 5000.0), **cpu},
             _row("coord", "native", "put", 64, 1000.0)]  # measured without a meter
-    header, *lines = table(rows)
-    assert "CPU us/op" in header
+    made = comparison_table(rows)
+    lines = made.rows
+    assert "CPU us/op leader/follower: coord" in made.headers
     assert _cpu(lines[0]) == ["-", "90/40"]
     assert _cpu(lines[1]) == ["150/61", "90/40"]
 
@@ -79,8 +81,8 @@ def test_the_grpc_floor_sits_last_in_its_op_and_clients_with_its_ratio_to_etcd()
         _row("coord", "etcd", "get", 64, 3000.0),
         _row("coord", "stream", "get", 64, 20000.0),
     ]
-    _, *lines = table(rows)
-    assert [line.split()[:3] for line in lines] == [
+    lines = comparison_table(rows).rows
+    assert [line[:3] for line in lines] == [
         ["get", "etcd", "64"], ["get", "stream", "64"], ["get", "floor", "64"]]
     assert _ratio(lines[2]) == "0.70"
     assert _cpu(lines[2]) == ["130", "-"]  # one process: no follower figure
@@ -94,10 +96,10 @@ def test_the_snapshots_coords_members_took_during_a_row_end_it():
         {**_row("coord", "etcd", "put", 64, 1000.0), "snapshots": {"count": 0, "seconds": 0}},
         _row("floor", "etcd", "put", 64, 8000.0),  # not coord: nothing counted
     ]
-    header, *lines = table(rows)
-    assert header.split()[-1] == "snapshots"
-    assert [line.split()[1] for line in lines] == ["etcd", "stream", "floor"]
-    assert [line.split()[-1] for line in lines] == ["0", "3/0.91s", "-"]
+    made = comparison_table(rows)
+    assert made.headers[-1] == "snapshots"
+    assert [line[1] for line in made.rows] == ["etcd", "stream", "floor"]
+    assert [line[-1] for line in made.rows] == ["0", "3/0.91s", "-"]
 
 
 def test_the_cost_table_sets_each_variant_beside_plaintext_with_the_ratio():
@@ -107,12 +109,12 @@ def test_the_cost_table_sets_each_variant_beside_plaintext_with_the_ratio():
             {**_row("coord", "stream", "get", 1, 500.0), "variant": "plain"},
             {**_row("coord", "stream", "get", 1, 250.0), "variant": "tls"},
             {**_row("etcd", "etcd", "put", 64, 4000.0), "variant": "plain"}]  # not coord
-    header, *lines = cost_table(rows, ["plain", "tls", "auth"])
-    assert "tls/plain" in header and "auth/plain" in header
-    assert [line.split()[:3] for line in lines] == [["put", "etcd", "64"],
-                                                    ["get", "stream", "1"]]
-    assert lines[0].split()[7] == "0.80" and lines[0].split()[-1] == "0.90"
-    assert lines[1].split()[7] == "0.50" and lines[1].split()[-1] == "-"  # no auth row
+    made = cost_table(rows, ["plain", "tls", "auth"])
+    assert "tls/plain" in made.headers and "auth/plain" in made.headers
+    lines = made.rows
+    assert [line[:3] for line in lines] == [["put", "etcd", "64"], ["get", "stream", "1"]]
+    assert lines[0][7] == "0.80" and lines[0][-1] == "0.90"
+    assert lines[1][7] == "0.50" and lines[1][-1] == "-"  # no auth row
 
 
 def test_round_table_gives_each_role_its_counts_and_cpu_ratios():
@@ -128,15 +130,16 @@ def test_round_table_gives_each_role_its_counts_and_cpu_ratios():
                  "follower": {"vcsw": 8.0, "readies": 2.0}}),
         metered("floor", "etcd", {"leader": 300.0}, {"leader": {"vcsw": 10.0}}),
     ]
-    header, *lines = round_table(rows)
-    assert "readies" in header and "/floor" in header
-    coord_leader = next(ln.split() for ln in lines if ln.startswith("coord") and "leader" in ln)
-    coord_follower = next(ln.split() for ln in lines if "follower" in ln and ln.startswith("coord"))
+    made = round_table(rows)
+    assert "readies" in made.headers and "/floor" in made.headers
+    lines = made.rows
+    coord_leader = next(ln for ln in lines if ln[0] == "coord" and ln[4] == "leader")
+    coord_follower = next(ln for ln in lines if ln[0] == "coord" and ln[4] == "follower")
     # CPU, then its ratio to the floor's (one process: its "leader") and to etcd's same role
     assert coord_leader[5:8] == ["1200", "4.00", "3.00"]
     assert coord_follower[5:8] == ["600", "2.00", "3.00"]
     assert "16.00" in coord_leader and "2.00" in coord_leader
-    etcd_leader = next(ln.split() for ln in lines if ln.startswith("etcd"))
+    etcd_leader = next(ln for ln in lines if ln[0] == "etcd")
     assert etcd_leader[6:8] == ["1.33", "-"] and "-" in etcd_leader[8:]  # no round counts
 
 
@@ -166,5 +169,5 @@ def test_the_one_request_own_row_is_served_as_the_bench_user_and_fits_the_tables
     rows = [{**row, "system": "coord", "api": "native", "variant": "plain"},
             {**row, "system": "coord", "api": "native", "variant": "auth",
              "per_s": row["per_s"] / 2}]
-    assert table(rows[:1])[1].split()[:3] == ["ownall", "native", "1"]
-    assert cost_table(rows, ["plain", "auth"])[1].split()[-1] == "0.50"
+    assert table({"rows": rows[:1]})[0].rows[0][:3] == ["ownall", "native", "1"]
+    assert cost_table(rows, ["plain", "auth"]).rows[0][-1] == "0.50"
