@@ -39,7 +39,6 @@ members' log timestamps (same machine, same clock). Prints figures; asserts noth
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from dataclasses import asdict, dataclass
 
@@ -49,6 +48,7 @@ from coord.bench import log
 from coord.bench.readonly_trials import POLL_S, SESSION_TTL_S, Trial, run_coord, run_zk
 from coord.bench.run_record import print_json
 from coord.bench.stats import ratio, summarize
+from coord.bench.tables import BenchTable
 from coord.testing import ClusterError
 
 COORD_TICK_MS, COORD_ELECTION_TICKS = 50, 12  # coord serve's defaults
@@ -74,26 +74,24 @@ METRICS = (
 )
 
 
-def _fmt(v: float | int | None, width: int = 7) -> str:
-    return f"{'-':>{width}}" if v is None else f"{v:>{width}.0f}"
+def _fmt(v: float | int | None) -> str:
+    return "-" if v is None else f"{v:,.0f}"
 
 
-def render_table(trials: list[Trial], targets: dict[str, float], systems: list[str]) -> str:
+def render_table(trials: list[Trial], targets: dict[str, float],
+                 systems: list[str]) -> BenchTable:
     """The table: per metric and survivor role, each system's median / max (n), the
     coord/ZK ratio of medians and the issue's target. `targets` maps a metric's target
     kind ("election", or ms as text) to ms."""
     roles = sorted({t.survivor_role for t in trials}, key=lambda r: (r != "follower", r))
-    head = f"{'metric (ms)':<33} {'survivor':<9} {'target':>7}"
-    for s in systems:
-        head += f"  {s + ' median/max (n)':>26}"
+    headers = ["metric (ms)", "survivor", "target", *(f"{s} median/max (n)" for s in systems)]
     if len(systems) == 2:
-        head += f"  {'/'.join(systems) + ' med':>12}"
-    lines = [head, "-" * len(head)]
+        headers.append("/".join(systems) + " med")
+    rows = []
     for m in METRICS:
         for role in roles:
-            row = f"{m.label:<33} {role:<9} "
             target = targets.get(m.target) if m.target else None
-            row += f"{'<=' + format(target, '.0f') if target is not None else '':>7}"
+            row = [m.label, role, "" if target is None else f"<={target:.0f}"]
             medians = []
             for s in systems:
                 vals = [t.values.get(m.key) for t in trials
@@ -101,13 +99,26 @@ def render_table(trials: list[Trial], targets: dict[str, float], systems: list[s
                 st = summarize(vals)
                 medians.append(st["median"])
                 miss = f"+{st['missing']}?" if st["missing"] else ""
-                cell = f"{_fmt(st['median'])} / {_fmt(st['max'])} ({st['n']}{miss})"
-                row += f"  {cell:>26}"
+                row.append(f"{_fmt(st['median'])} / {_fmt(st['max'])} ({st['n']}{miss})")
             if len(systems) == 2:
                 r = ratio(medians[0], medians[1])
-                row += f"  {'-' if r is None else format(r, '.2f'):>12}"
-            lines.append(row)
-    return "\n".join(lines)
+                row.append("-" if r is None else f"{r:.2f}")
+            rows.append(row)
+    return BenchTable(headers, rows)
+
+
+def targets_of(config: dict) -> dict[str, float]:
+    """Each target kind's ms: "election" is twice coord's election timeout."""
+    coord = config["coord"]
+    return {"election": 2.0 * coord["tick_ms"] * coord["election_ticks"], "100": 100.0,
+            "1000": 1000.0}
+
+
+def table(figures: dict) -> BenchTable:
+    """The table `coord bench readonly` prints, from its figures (as --json gives them)."""
+    trials = [Trial(**t) for t in figures["trials"]]
+    systems = ["coord", "zk"] if any(t.system == "zk" for t in trials) else ["coord"]
+    return render_table(trials, targets_of(figures["config"]), systems)
 
 
 def run_readonly_bench(args: argparse.Namespace) -> int:
@@ -124,7 +135,6 @@ def run_readonly_bench(args: argparse.Namespace) -> int:
                              " (or pass --no-zk)") from None
     trials: list[Trial] = []
     started = time.time()
-    load_before = os.getloadavg()
     errors: list[str] = []
     try:
         run_coord(args.trials, roles, trials)
@@ -140,32 +150,27 @@ def run_readonly_bench(args: argparse.Namespace) -> int:
     except (ClusterError, grpc.RpcError) as e:
         errors.append(f"coord: {e}")
         log(f"coord: {e}")
-    load_after = os.getloadavg()
     election_ms = COORD_TICK_MS * COORD_ELECTION_TICKS
-    targets = {"election": 2.0 * election_ms, "100": 100.0, "1000": 1000.0}
-    systems = ["coord", "zk"] if any(t.system == "zk" for t in trials) else ["coord"]
-    table = render_table(trials, targets, systems) if trials else "(no trials completed)"
+    figures = {
+        "config": {"trials": args.trials, "survivor": roles,
+                   "coord": {"tick_ms": COORD_TICK_MS, "election_ticks": COORD_ELECTION_TICKS},
+                   "zk": {"tick_ms": args.zk_tick_ms, "sync_limit": args.zk_sync_limit,
+                          "init_limit": args.zk_init_limit} if args.zk else None,
+                   "session_ttl_s": SESSION_TTL_S, "poll_s": POLL_S},
+        "errors": errors,
+        "trials": [asdict(t) for t in trials],
+    }
     title = (
         f"coord bench readonly: {args.trials} trials per row, one system at a time, 127.0.0.1;"
         f" coord election timeout {election_ms} ms (target read-only <= 2x);"
         f" ZK tickTime {args.zk_tick_ms} ms x syncLimit {args.zk_sync_limit}"
         f" = {args.zk_tick_ms * args.zk_sync_limit} ms"
     )
-    footer = (f"load average before {load_before[0]:.2f} after {load_after[0]:.2f};"
-              f" {time.time() - started:.0f} s")
-    text = "\n".join([title, table, footer, *errors])
+    shown = "\n".join(table(figures).text()) if trials else "(no trials completed)"
+    text = "\n".join([title, shown, f"{time.time() - started:.0f} s in all", *errors])
     if args.json:
         log(text)
-        print_json(args.run, {
-            "config": {"trials": args.trials, "survivor": roles,
-                       "coord": {"tick_ms": COORD_TICK_MS,
-                                 "election_ticks": COORD_ELECTION_TICKS},
-                       "zk": {"tick_ms": args.zk_tick_ms, "sync_limit": args.zk_sync_limit,
-                              "init_limit": args.zk_init_limit} if args.zk else None,
-                       "session_ttl_s": SESSION_TTL_S, "poll_s": POLL_S},
-            "errors": errors,
-            "trials": [asdict(t) for t in trials],
-        })
+        print_json(args.run, figures)
     else:
         print(text)
     return 1 if errors else 0

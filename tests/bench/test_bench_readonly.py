@@ -4,9 +4,10 @@ members' own switch times out of their logs. No processes, no timing asserts."""
 from __future__ import annotations
 
 import time
+from dataclasses import asdict
 from datetime import datetime
 
-from coord.bench.readonly import METRICS, render_table
+from coord.bench.readonly import METRICS, render_table, table
 from coord.bench.readonly_trials import Trial, clock_to_epoch, coord_switch_time, zk_switch_time
 from coord.bench.stats import ratio, summarize
 
@@ -31,21 +32,31 @@ def test_table_has_a_row_per_metric_and_role_with_both_systems_and_the_ratio():
     trials = [_trial("coord", r, i, 100.0 * i) for r in ("leader", "follower") for i in (1, 2, 3)]
     trials += [_trial("zk", r, i, 400.0 * i) for r in ("leader", "follower") for i in (1, 2)]
     trials.append(_trial("zk", "follower", 3, None))
-    table = render_table(trials, {"election": 1200.0, "100": 100.0, "1000": 1000.0},
-                         ["coord", "zk"])
-    lines = table.splitlines()
-    assert len(lines) == 2 + 2 * len(METRICS)
-    first = lines[2]  # follower rows come first
-    assert first.startswith(METRICS[0].label) and "follower" in first and "<=1200" in first
-    assert "200 /     300 (3)" in first  # coord: median 200, max 300, n 3
-    assert "600 /     800 (2+1?)" in first  # zk: one trial missing, shown as such
-    assert first.rstrip().endswith("0.33")  # 200 / 600
-    assert "<=100" in table and "<=1000" in table
+    made = render_table(trials, {"election": 1200.0, "100": 100.0, "1000": 1000.0},
+                        ["coord", "zk"])
+    assert len(made.rows) == 2 * len(METRICS)
+    first = made.rows[0]  # follower rows come first
+    assert first[:3] == [METRICS[0].label, "follower", "<=1200"]
+    assert first[3] == "200 / 300 (3)"  # coord: median 200, max 300, n 3
+    assert first[4] == "600 / 800 (2+1?)"  # zk: one trial missing, shown as such
+    assert first[5] == "0.33"  # 200 / 600
+    assert {"<=100", "<=1000"} <= {row[2] for row in made.rows}
 
 
 def test_table_for_one_system_has_no_ratio_column():
-    table = render_table([_trial("coord", "follower", 1, 5.0)], {}, ["coord"])
-    assert "/zk" not in table.splitlines()[0]
+    made = render_table([_trial("coord", "follower", 1, 5.0)], {}, ["coord"])
+    assert made.headers == ["metric (ms)", "survivor", "target", "coord median/max (n)"]
+
+
+def test_the_json_outputs_trials_give_the_printed_table():
+    """The manual renders the table from --json's trials and config: the same rows, the
+    election target from coord's tick and election ticks."""
+    trials = [_trial("coord", "leader", i, 10.0 * i) for i in (1, 2)]
+    config = {"coord": {"tick_ms": 50, "election_ticks": 12}}
+    made = table({"config": config, "trials": [asdict(t) for t in trials]})
+    assert made == render_table(trials, {"election": 1200.0, "100": 100.0, "1000": 1000.0},
+                                ["coord"])
+    assert made.rows[0][2] == "<=1200"
 
 
 def test_coord_switch_time_is_the_members_first_logged_switch_to_that_mode():
