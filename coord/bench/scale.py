@@ -23,6 +23,7 @@ import argparse
 import asyncio
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 import grpc
 
@@ -44,6 +45,7 @@ from coord.bench.scale_owners import GROW_BATCH, owners, owners_table
 from coord.bench.scale_pids import IN_FLIGHT, pids, pids_table
 from coord.bench.scale_restart import restart, restart_table
 from coord.bench.scale_sessions import SESSION_STREAMS, sessions, sessions_table
+from coord.bench.tables import BenchTable, printed
 from coord.etcdpb import rpc_pb2 as epb
 from coord.etcdpb import rpc_pb2_grpc as erpc
 from coord.progress_bars import Phases, on_terminal
@@ -138,39 +140,60 @@ async def grow(run: Running, total: int, clients: int, probe_ops: int,
     return rows
 
 
-def soak_table(rows: list[dict]) -> list[str]:
-    lines = ["system    t_s       puts errors  rss MiB (per member)         "
-             "disk MiB (per member)"]
-    for r in rows:
-        lines.append(f"{r['system']:6} {r['t_s']:7.1f} {r['puts']:9d} {r['errors']:6d}  "
-                     f"{per_member(r['rss']):27}  "
-                     f"{per_member(r['disk'])}")
+def soak_table(rows: list[dict]) -> BenchTable:
+    """A row per sample; below, each system's largest member's RSS spread over the
+    second half of the soak (flat memory: bounded history)."""
+    notes = []
     for system in sorted({r["system"] for r in rows}):
         mine = [r for r in rows if r["system"] == system]
         half = mine[len(mine) // 2:]
         if len(half) >= 2:
             lo, hi = min(r["rss_max"] for r in half), max(r["rss_max"] for r in half)
-            lines.append(f"{system}: max-member RSS over the second half of the soak "
+            notes.append(f"{system}: max-member RSS over the second half of the soak "
                          f"{mib(lo)}..{mib(hi)} MiB ({(hi - lo) / max(lo, 1) * 100:+.1f}%)")
-    return lines
+    return BenchTable(["system", "t_s", "puts", "errors", "rss MiB (per member)",
+                       "disk MiB (per member)"],
+                      [[r["system"], f"{r['t_s']:.1f}", f"{r['puts']:,}", str(r["errors"]),
+                        per_member(r["rss"]), per_member(r["disk"])] for r in rows], notes)
 
 
-def keys_table(rows: list[dict]) -> list[str]:
-    lines = ["system      keys  load/s  rss MiB  B/key  disk MiB  put p50/p99 ms  get p50/p99 ms"
-             "  errors  snapshot s"]
+def keys_table(rows: list[dict]) -> BenchTable:
+    """A row per system and decade of keys; below, coord/etcd at each decade both
+    reached."""
+    lines = []
     for r in rows:
         snap = r.get("snapshot_s")
-        lines.append(f"{r['system']:6} {r['keys']:>9d} {r['load_per_s']:7.0f} "
-                     f"{mib(r['rss_max']):>8} {r['bytes_per_key']:6.0f} {mib(r['disk_max']):>9} "
-                     f"{r['put_p50_ms']:6.2f}/{r['put_p99_ms']:<7.2f} "
-                     f"{r['get_p50_ms']:6.2f}/{r['get_p99_ms']:<7.2f} {r.get('errors', 0):7d}"
-                     f"  {'-' if snap is None else f'{snap:10.2f}':>10}")
-    for r, e in beside_etcd(rows, "keys"):
-        if e["bytes_per_key"] > 0:
-            lines.append(f"at {r['keys']} keys coord/etcd: RSS per key "
-                         f"{r['bytes_per_key'] / e['bytes_per_key']:.2f}x, put p99 "
-                         f"{r['put_p99_ms'] / max(e['put_p99_ms'], 1e-9):.2f}x")
-    return lines
+        lines.append([r["system"], f"{r['keys']:,}", f"{r['load_per_s']:,.0f}",
+                      mib(r["rss_max"]), f"{r['bytes_per_key']:,.0f}", mib(r["disk_max"]),
+                      f"{r['put_p50_ms']:.2f}/{r['put_p99_ms']:.2f}",
+                      f"{r['get_p50_ms']:.2f}/{r['get_p99_ms']:.2f}", str(r.get("errors", 0)),
+                      "-" if snap is None else f"{snap:.2f}"])
+    notes = [f"at {r['keys']:,} keys coord/etcd: RSS per key "
+             f"{r['bytes_per_key'] / e['bytes_per_key']:.2f}x, put p99 "
+             f"{r['put_p99_ms'] / max(e['put_p99_ms'], 1e-9):.2f}x"
+             for r, e in beside_etcd(rows, "keys") if e["bytes_per_key"] > 0]
+    return BenchTable(["system", "keys", "load/s", "rss MiB", "B/key", "disk MiB",
+                       "put p50/p99 ms", "get p50/p99 ms", "errors", "snapshot s"], lines, notes)
+
+
+TABLES: dict[str, tuple[str, Callable[[list[dict]], BenchTable]]] = {
+    "soak": ("soak: puts on one key, each member's footprint every sample", soak_table),
+    "keys": ("keys: a growing key space, at each decade", keys_table),
+    "restart": ("restart: at each decade, kill -9 of every member to the first "
+                "linearizable Range; a follower wiped and re-added to its Status at the "
+                "leader's revision", restart_table),
+    "sessions": ("sessions (etcd: leases) kept alive, at each decade", sessions_table),
+    "owners": ("owners: coord grown to owned resources, at each decade", owners_table),
+    "pids": ("pids: coord grown to live pid leases, at each decade", pids_table),
+}
+"""Each phase's short title (the printed one says the run's flags too) and its table."""
+
+
+def table(figures: dict) -> list[BenchTable]:
+    """The tables `coord bench scale` prints, from its figures (as --json gives them):
+    one per phase that ran, in PHASES order."""
+    return [replace(TABLES[phase][1](figures[phase]), title=TABLES[phase][0])
+            for phase in PHASES if figures.get(phase)]
 
 
 def run_scale_bench(args: argparse.Namespace) -> int:
@@ -217,31 +240,28 @@ def run_scale_bench(args: argparse.Namespace) -> int:
         return 0
     print(f"coord bench scale: {args.members} member(s) per cluster on 127.0.0.1, "
           f"{clients} clients, {' '.join(compaction)}")
-    sections = {
-        "soak": lambda: (f"soak: puts of {len(VALUE)} B on one key for {args.seconds:g} s",
-                         soak_table),
+    titles = {
+        "soak": lambda: f"soak: puts of {len(VALUE)} B on one key for {args.seconds:g} s",
         "keys": lambda: (f"keys: {args.keys} distinct keys of {len(VALUE)} B values, "
-                         f"{args.probe_ops} probe ops per decade", keys_table),
+                         f"{args.probe_ops} probe ops per decade"),
         "restart": lambda: (f"restart: at each decade up to {args.keys} keys, kill -9 of every "
                             "member to the first linearizable Range; a follower wiped and "
-                            "re-added to its Status at the leader's revision", restart_table),
+                            "re-added to its Status at the leader's revision"),
         "sessions": lambda: (
             f"sessions: up to {args.sessions} sessions (etcd: leases) of TTL "
             f"{args.session_ttl:g} s kept alive every TTL/3 over {SESSION_STREAMS} streams "
             f"{'spread over every member' if args.keepalives_to == 'spread' else 'to the leader'}"
             f" by one driver process on the same box; CPU % of one core over "
-            f"{args.sample_s:g} s at each decade", sessions_table),
+            f"{args.sample_s:g} s at each decade"),
         "owners": lambda: (f"owners: coord grown to {args.owners} owned resources (claimed "
                            f"{GROW_BATCH:,} per own); one claim's latency from "
-                           f"{args.probe_ops} claims", owners_table),
+                           f"{args.probe_ops} claims"),
         "pids": lambda: (f"pids: coord grown to {args.pids} live pid leases ({IN_FLIGHT:,} at a "
                          f"time on one pipelined stream); one lease's latency from "
-                         f"{args.probe_ops} leases", pids_table),
+                         f"{args.probe_ops} leases"),
     }
     for phase in PHASES:
         if out[phase]:
-            title, table = sections[phase]()
-            print(title)
-            for line in table(out[phase]):
-                print("  " + line)
+            print(titles[phase]())
+            print(printed(TABLES[phase][1](out[phase]), indent="  "))
     return 0

@@ -19,6 +19,7 @@ import grpc
 
 from coord.bench.footprint import mib, per_member
 from coord.bench.scale_common import Running, decades, log, machine_state, probe, retrying
+from coord.bench.tables import BenchTable
 from coord.sm.limits import MAX_TTL_MS
 from coord.v1 import coord_pb2 as pb
 from coord.v1 import coord_pb2_grpc as cpb
@@ -105,19 +106,20 @@ async def owners(run: Running, total: int, probe_ops: int) -> list[dict]:
     return rows
 
 
-def owners_table(rows: list[dict]) -> list[str]:
-    lines = ["   owned  own/s  rss MiB (per member)      B/owned  disk MiB  claim p50/p99 ms"
-             f"  own of {BATCHED} ms"]
-    for r in rows:
-        lines.append(f"{r['owned']:>8d} {r['own_per_s']:6.0f}  "
-                     f"{per_member(r['rss']):24}  "
-                     f"{r['bytes_per_owned']:7.0f}  {mib(r['disk_max']):>8}  "
-                     f"{r['claim_p50_ms']:7.2f}/{r['claim_p99_ms']:<8.2f}"
-                     f"  {r['batched_own_s'] * 1000:10.0f}")
+def owners_table(rows: list[dict]) -> BenchTable:
+    """A row per decade of owned resources; below, a leader whose count differs from
+    what was claimed, and calls that failed and were retried."""
+    notes = []
     for r in rows:
         if r["owned_on_leader"] != r["owned"]:
-            lines.append(f"at {r['owned']} owned: the leader holds {r['owned_on_leader']}")
+            notes.append(f"at {r['owned']:,} owned: the leader holds {r['owned_on_leader']:,}")
         if r["errors"]:
-            lines.append(f"up to {r['owned']} owned: {r['errors']} calls failed and were "
+            notes.append(f"up to {r['owned']:,} owned: {r['errors']} calls failed and were "
                          "retried")
-    return lines
+    return BenchTable(
+        ["owned", "own/s", "rss MiB (per member)", "B/owned", "disk MiB", "claim p50/p99 ms",
+         f"own of {BATCHED:,} ms"],
+        [[f"{r['owned']:,}", f"{r['own_per_s']:,.0f}", per_member(r["rss"]),
+          f"{r['bytes_per_owned']:,.0f}", mib(r["disk_max"]),
+          f"{r['claim_p50_ms']:.2f}/{r['claim_p99_ms']:.2f}",
+          f"{r['batched_own_s'] * 1000:,.0f}"] for r in rows], notes)

@@ -19,6 +19,7 @@ import time
 
 from coord.bench.footprint import mib, per_member
 from coord.bench.scale_common import Running, decades, log, machine_state, probe
+from coord.bench.tables import BenchTable
 from coord.client.aio import AsyncClient
 
 IN_FLIGHT = 3_200
@@ -85,14 +86,14 @@ async def pids(run: Running, total: int, probe_ops: int) -> list[dict]:
     return rows
 
 
-def pids_table(rows: list[dict]) -> list[str]:
-    lines = ["  leases  leases/s  rss MiB (per member)      B/lease  disk MiB  lease p50/p99 ms"]
-    for r in rows:
-        lines.append(f"{r['leases']:>8d} {r['lease_per_s']:9.0f}  {per_member(r['rss']):24}  "
-                     f"{r['bytes_per_lease']:7.0f}  {mib(r['disk_max']):>8}  "
-                     f"{r['lease_p50_ms']:7.2f}/{r['lease_p99_ms']:<8.2f}")
-    for r in rows:
-        if r["leases_on_leader"] != r["leased"]:
-            lines.append(f"at {r['leases']} leases: the leader holds {r['leases_on_leader']} "
-                         f"live, {r['leased']} were leased")
-    return lines
+def pids_table(rows: list[dict]) -> BenchTable:
+    """A row per decade of live leases; below, a leader whose live count differs from
+    the leases made."""
+    return BenchTable(
+        ["leases", "leases/s", "rss MiB (per member)", "B/lease", "disk MiB",
+         "lease p50/p99 ms"],
+        [[f"{r['leases']:,}", f"{r['lease_per_s']:,.0f}", per_member(r["rss"]),
+          f"{r['bytes_per_lease']:,.0f}", mib(r["disk_max"]),
+          f"{r['lease_p50_ms']:.2f}/{r['lease_p99_ms']:.2f}"] for r in rows],
+        [f"at {r['leases']:,} leases: the leader holds {r['leases_on_leader']:,} live, "
+         f"{r['leased']:,} were leased" for r in rows if r["leases_on_leader"] != r["leased"]])

@@ -19,6 +19,7 @@ import grpc
 from coord.bench.footprint import dir_bytes, mib
 from coord.bench.scale_common import beside_etcd, decades, key, load, log
 from coord.bench.startup import PROBE_OPTIONS
+from coord.bench.tables import BenchTable
 from coord.etcdpb import rpc_pb2 as epb
 from coord.etcdpb import rpc_pb2_grpc as erpc
 from coord.testing import LocalCluster
@@ -204,16 +205,15 @@ def restart(system: str, members: int, compaction: list[str], total: int,
     return rows
 
 
-def restart_table(rows: list[dict]) -> list[str]:
-    lines = ["system      keys  load/s  disk MiB   revision  restart->serving s  "
-             "wiped catch-up s  errors"]
-    for r in rows:
-        lines.append(f"{r['system']:6} {r['keys']:>9d} {r['load_per_s']:7.0f} "
-                     f"{mib(r['disk_max']):>9} {r['revision']:>10d} "
-                     f"{r['restart_serving_s']:19.2f} {r['catchup_s']:17.2f} "
-                     f"{r.get('errors', 0):7d}")
-    for r, e in beside_etcd(rows, "keys"):
-        lines.append(f"at {r['keys']} keys coord/etcd: restart to serving "
-                     f"{r['restart_serving_s'] / max(e['restart_serving_s'], 1e-9):.2f}x, "
-                     f"wiped catch-up {r['catchup_s'] / max(e['catchup_s'], 1e-9):.2f}x")
-    return lines
+def restart_table(rows: list[dict]) -> BenchTable:
+    """A row per system and decade; below, coord/etcd at each decade both reached."""
+    return BenchTable(
+        ["system", "keys", "load/s", "disk MiB", "revision", "restart->serving s",
+         "wiped catch-up s", "errors"],
+        [[r["system"], f"{r['keys']:,}", f"{r['load_per_s']:,.0f}", mib(r["disk_max"]),
+          f"{r['revision']:,}", f"{r['restart_serving_s']:.2f}", f"{r['catchup_s']:.2f}",
+          str(r.get("errors", 0))] for r in rows],
+        [f"at {r['keys']:,} keys coord/etcd: restart to serving "
+         f"{r['restart_serving_s'] / max(e['restart_serving_s'], 1e-9):.2f}x, "
+         f"wiped catch-up {r['catchup_s'] / max(e['catchup_s'], 1e-9):.2f}x"
+         for r, e in beside_etcd(rows, "keys")])

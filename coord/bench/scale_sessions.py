@@ -21,6 +21,7 @@ import grpc
 from coord.bench.footprint import cpu_seconds, mib, per_member
 from coord.bench.scale_common import Running, beside_etcd, decades, log, retrying
 from coord.bench.stats import latency_ms
+from coord.bench.tables import BenchTable
 from coord.etcdpb import rpc_pb2 as epb
 from coord.etcdpb import rpc_pb2_grpc as erpc
 from coord.v1 import admin_pb2, admin_pb2_grpc
@@ -252,41 +253,42 @@ async def sessions(run: Running, total: int, ttl_s: float, sample_s: float,
     return rows
 
 
-def sessions_table(rows: list[dict]) -> list[str]:
-    lines = ["system sessions  open/s  CPU % leader follower driver  rss MiB (per member)"
-             "      keepalive p50/p99 ms    ka/s  late ms  expired"]
+def sessions_table(rows: list[dict]) -> BenchTable:
+    """A row per system and decade of sessions; below, what makes a row not a sustained
+    load (expiries, renewals missed, a driver behind or saturated), and coord/etcd at
+    each decade both reached."""
+    notes = []
     for r in rows:
-        lines.append(f"{r['system']:6} {r['sessions']:>8d} {r['open_per_s']:7.0f} "
-                     f"{r['leader_cpu_pct']:12.0f} "
-                     f"{r['follower_cpu_pct']:8.0f} {r['driver_cpu_pct']:6.0f}  "
-                     f"{per_member(r['rss']):24}  "
-                     f"{r['keepalive_p50_ms']:9.2f}/{r['keepalive_p99_ms']:<9.2f} "
-                     f"{r['keepalives_per_s']:7.0f} {r['sender_late_ms']:8.0f} "
-                     f"{r['expired']:8d}")
-    for r in rows:
+        at, upto = f"{r['system']} at {r['sessions']:,} sessions", \
+            f"{r['system']} up to {r['sessions']:,} sessions"
         if r["expired"]:
-            lines.append(f"{r['system']} at {r['sessions']} sessions: {r['expired']} expired: "
-                         "the row does not show a sustained load")
+            notes.append(f"{at}: {r['expired']} expired: the row does not show a sustained "
+                         "load")
         if r["not_renewed"]:
-            lines.append(f"{r['system']} up to {r['sessions']} sessions: {r['not_renewed']} "
-                         "keepalives answered without a renewal (no leader in time)")
+            notes.append(f"{upto}: {r['not_renewed']} keepalives answered without a renewal "
+                         "(no leader in time)")
         if r["sender_late_ms"] > LATE_NOTE_MS:
-            lines.append(f"{r['system']} at {r['sessions']} sessions: the driver fell up to "
-                         f"{r['sender_late_ms'] / 1000:.1f} s behind its keepalive schedule "
-                         "(its writes waited on the server): fewer keepalives than due were "
-                         "sent in the window (ka/s)")
+            notes.append(f"{at}: the driver fell up to {r['sender_late_ms'] / 1000:.1f} s "
+                         "behind its keepalive schedule (its writes waited on the server): "
+                         "fewer keepalives than due were sent in the window (ka/s)")
         if r.get("stream_errors"):
-            lines.append(f"{r['system']} up to {r['sessions']} sessions: {r['stream_errors']} "
-                         "keepalive streams ended in an error and were opened again "
-                         f"({r.get('unsent', 0)} keepalives not sent)")
+            notes.append(f"{upto}: {r['stream_errors']} keepalive streams ended in an error "
+                         f"and were opened again ({r.get('unsent', 0)} keepalives not sent)")
         if r["driver_cpu_pct"] >= 90:
-            lines.append(f"{r['system']} at {r['sessions']} sessions: the driver used "
-                         f"{r['driver_cpu_pct']:.0f}% of a core: it, not coord, may be the "
-                         "limit (it shares the box with the members)")
+            notes.append(f"{at}: the driver used {r['driver_cpu_pct']:.0f}% of a core: it, "
+                         "not coord, may be the limit (it shares the box with the members)")
     for r, e in beside_etcd(rows, "sessions"):
-        lines.append(f"at {r['sessions']} sessions coord/etcd: leader CPU "
+        notes.append(f"at {r['sessions']:,} sessions coord/etcd: leader CPU "
                      f"{r['leader_cpu_pct'] / max(e['leader_cpu_pct'], 1e-9):.2f}x, "
                      f"leader RSS {r['leader_rss'] / max(e['leader_rss'], 1):.2f}x, "
                      f"keepalive p99 "
                      f"{r['keepalive_p99_ms'] / max(e['keepalive_p99_ms'], 1e-9):.2f}x")
-    return lines
+    return BenchTable(
+        ["system", "sessions", "open/s", "CPU % leader", "follower", "driver",
+         "rss MiB (per member)", "keepalive p50/p99 ms", "ka/s", "late ms", "expired"],
+        [[r["system"], f"{r['sessions']:,}", f"{r['open_per_s']:,.0f}",
+          f"{r['leader_cpu_pct']:.0f}", f"{r['follower_cpu_pct']:.0f}",
+          f"{r['driver_cpu_pct']:.0f}", per_member(r["rss"]),
+          f"{r['keepalive_p50_ms']:.2f}/{r['keepalive_p99_ms']:.2f}",
+          f"{r['keepalives_per_s']:,.0f}", f"{r['sender_late_ms']:,.0f}", str(r["expired"])]
+         for r in rows], notes)

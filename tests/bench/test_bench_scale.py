@@ -39,13 +39,13 @@ def _keys_row(system: str, keys: int, per_key: float, p99: float) -> dict:
 
 
 def test_tables_pair_coord_with_etcd_and_show_the_soak_spread():
-    lines = keys_table([_keys_row("coord", 1000, 300.0, 4.0), _keys_row("etcd", 1000, 100.0,
-                                                                       2.0)])
-    assert lines[-1] == "at 1000 keys coord/etcd: RSS per key 3.00x, put p99 2.00x"
+    made = keys_table([_keys_row("coord", 1000, 300.0, 4.0), _keys_row("etcd", 1000, 100.0,
+                                                                      2.0)])
+    assert made.notes == ["at 1,000 keys coord/etcd: RSS per key 3.00x, put p99 2.00x"]
     soak = [{"system": "coord", "t_s": float(t), "puts": t * 10, "errors": 0,
              "rss": {"n1": rss}, "disk": {"n1": 1}, "rss_max": rss}
             for t, rss in ((1, 100 << 20), (2, 100 << 20), (3, 110 << 20))]
-    assert soak_table(soak)[-1].endswith("(+10.0%)")
+    assert soak_table(soak).notes[-1].endswith("(+10.0%)")
     assert decades(25_000) == [1000, 10_000, 25_000] and decades(1000) == [1000]
 
 
@@ -71,8 +71,8 @@ def test_the_keys_rows_take_their_snapshot_time_from_the_members_logs(tmp_path):
     quiet.write_text("n1: leader term=2 leader=n1 quorum=yes\n")
     assert Running("coord", "", {}, {}, "n1", {}, {"n1": quiet}).last_snapshot() is None
     row = {**_keys_row("coord", 1000, 300.0, 4.0), **snap}
-    assert keys_table([row])[1].split()[-1] == f"{snap['snapshot_s']:.2f}"
-    assert keys_table([_keys_row("etcd", 1000, 1.0, 1.0)])[1].split()[-1] == "-"
+    assert keys_table([row]).rows[0][-1] == f"{snap['snapshot_s']:.2f}"
+    assert keys_table([_keys_row("etcd", 1000, 1.0, 1.0)]).rows[0][-1] == "-"
 
 
 def _restart_row(system: str, keys: int, serving_s: float, catchup_s: float) -> dict:
@@ -82,12 +82,13 @@ def _restart_row(system: str, keys: int, serving_s: float, catchup_s: float) -> 
 
 
 def test_the_restart_table_pairs_coord_with_etcd_at_each_size():
-    lines = restart_table([_restart_row("coord", 1000, 1.2, 0.3),
-                           _restart_row("etcd", 1000, 0.4, 0.1),
-                           _restart_row("coord", 10_000, 2.0, 1.0)])  # no etcd row: no ratio
-    assert lines[1].split() == ["coord", "1000", "100", "1.0", "11", "1.20", "0.30", "0"]
-    assert lines[-1] == "at 1000 keys coord/etcd: restart to serving 3.00x, wiped catch-up 3.00x"
-    assert len(lines) == 5
+    made = restart_table([_restart_row("coord", 1000, 1.2, 0.3),
+                          _restart_row("etcd", 1000, 0.4, 0.1),
+                          _restart_row("coord", 10_000, 2.0, 1.0)])  # no etcd row: no ratio
+    assert made.rows[0] == ["coord", "1,000", "100", "1.0", "11", "1.20", "0.30", "0"]
+    assert made.notes == ["at 1,000 keys coord/etcd: restart to serving 3.00x, wiped "
+                          "catch-up 3.00x"]
+    assert len(made.rows) == 3
 
 
 def test_a_short_restart_run_times_every_decade():
@@ -136,17 +137,18 @@ def _sessions_row(sessions: int, driver: float, expired: int, system: str = "coo
 def test_the_sessions_table_names_expiries_and_a_saturated_driver():
     etcd = {**_sessions_row(1000, 20.0, 0, "etcd"), "leader_cpu_pct": 20.0,
             "keepalive_p99_ms": 1.5}
-    lines = sessions_table([_sessions_row(1000, 20.0, 0), _sessions_row(10_000, 95.0, 3),
-                            etcd])
+    made = sessions_table([_sessions_row(1000, 20.0, 0), _sessions_row(10_000, 95.0, 3),
+                           etcd])
     late = sessions_table([{**_sessions_row(1000, 20.0, 0), "sender_late_ms": 2500.0}])
-    assert late[-1].startswith("coord at 1000 sessions: the driver fell up to 2.5 s behind")
-    assert lines[1].split() == ["coord", "1000", "2000", "40", "5", "20", "100.0", "90.0",
-                                "90.0", "0.50/3.00", "1000", "0", "0"]
-    assert lines[4].startswith("coord at 10000 sessions: 3 expired")
-    assert lines[5].startswith("coord at 10000 sessions: the driver used 95% of a core")
-    assert lines[6] == ("at 1000 sessions coord/etcd: leader CPU 2.00x, leader RSS 1.00x, "
-                        "keepalive p99 2.00x")
-    assert len(lines) == 7
+    assert late.notes[-1].startswith("coord at 1,000 sessions: the driver fell up to 2.5 s "
+                                     "behind")
+    assert made.text()[1].split() == ["coord", "1,000", "2,000", "40", "5", "20", "100.0",
+                                      "90.0", "90.0", "0.50/3.00", "1,000", "0", "0"]
+    assert made.notes[0].startswith("coord at 10,000 sessions: 3 expired")
+    assert made.notes[1].startswith("coord at 10,000 sessions: the driver used 95% of a core")
+    assert made.notes[2] == ("at 1,000 sessions coord/etcd: leader CPU 2.00x, leader RSS "
+                             "1.00x, keepalive p99 2.00x")
+    assert len(made.notes) == 3
 
 
 def test_a_short_sessions_run_keeps_every_session_alive():
@@ -190,7 +192,7 @@ def test_a_short_owners_run_grows_the_table_and_measures_each_decade():
         assert r["owned_on_leader"] == r["owned"], r  # the probes' claims were released
         for k in ("own_per_s", "rss_max", "claim_p50_ms", "claim_p99_ms", "batched_own_s"):
             assert r[k] > 0, (k, r)
-    assert owners_table(rows)[2].split()[0] == "2000"
+    assert owners_table(rows).rows[1][0] == "2,000"
 
 
 # slow, left to `make test-slow`: tests/server/test_pid_capacity.py grows the capacity in make test
@@ -206,7 +208,7 @@ def test_a_short_pids_run_grows_past_the_default_capacity_and_counts_each_lease(
         assert r["leases_on_leader"] == r["leased"] >= r["leases"], r
         for k in ("lease_per_s", "rss_max", "lease_p50_ms", "lease_p99_ms"):
             assert r[k] > 0, (k, r)
-    assert pids_table(rows)[3].split()[0] == "70000"
+    assert pids_table(rows).rows[2][0] == "70,000"
 
 
 def _children(pid: int) -> set[int]:
