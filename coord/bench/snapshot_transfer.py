@@ -25,6 +25,7 @@ from coord.bench import log
 from coord.bench.footprint import high_water_bytes, logged_snapshots, mib, rss_bytes
 from coord.bench.run_record import print_json
 from coord.bench.scale_restart import caught_up, load_on
+from coord.bench.tables import BenchTable
 from coord.etcdpb import rpc_pb2 as epb
 from coord.etcdpb import rpc_pb2_grpc as erpc
 from coord.testing import LocalCluster
@@ -135,17 +136,20 @@ def measure(keys: int, clients: int, random_values: bool = False) -> dict:
     return row
 
 
-def table(row: dict) -> list[str]:
+def table(row: dict) -> BenchTable:
+    """The table `coord bench snapshot` prints, from its figures (as --json gives them):
+    the wiped follower's peak and steady RSS beside the one that was not wiped."""
     install = "-" if row["install_s"] is None else f"{row['install_s']:.2f}"
-    return [
-        "keys      snapshot MiB  installs  install s  catch-up s  peak MiB  steady MiB  "
-        "peak/steady  kept follower MiB  peak/kept  leader before/max MiB",
-        f"{row['keys']:<9d} {mib(row['snapshot_bytes']):>12} {row['installs']:9d} "
-        f"{install:>10} {row['catchup_s']:11.2f} {mib(row['follower_peak_rss']):>9} "
-        f"{mib(row['follower_steady_rss']):>11} {row['ratio']:12.2f} "
-        f"{mib(row['kept_follower_rss']):>18} {row['ratio_to_kept']:10.2f} "
-        f"{mib(row['leader_rss_before']):>11}/{mib(row['leader_rss_max_during'])}",
-    ]
+    return BenchTable(
+        ["keys", "values", "snapshot MiB", "installs", "install s", "catch-up s", "peak MiB",
+         "steady MiB", "peak/steady", "kept follower MiB", "peak/kept",
+         "leader before/max MiB"],
+        [[f"{row['keys']:,}", "random" if row["random_values"] else "repeated",
+          mib(row["snapshot_bytes"]), str(row["installs"]), install,
+          f"{row['catchup_s']:.2f}", mib(row["follower_peak_rss"]),
+          mib(row["follower_steady_rss"]), f"{row['ratio']:.2f}",
+          mib(row["kept_follower_rss"]), f"{row['ratio_to_kept']:.2f}",
+          f"{mib(row['leader_rss_before'])}/{mib(row['leader_rss_max_during'])}"]])
 
 
 def run_snapshot_bench(args: argparse.Namespace) -> int:
@@ -157,7 +161,7 @@ def run_snapshot_bench(args: argparse.Namespace) -> int:
     if args.json:
         print_json(args.run, row)
     else:
-        print("\n".join(table(row)))
+        print("\n".join(table(row).text()))
     return 0
 
 
