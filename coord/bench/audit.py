@@ -3,14 +3,14 @@ real state machine making a history, written to Parquet), export (a real member'
 history, live through History.Export and then offline from its data dir, with the
 member's put latency while a live export runs), and the PySpark audit (per check) — at
 the sizes given, each phase with its memory curve (driver Python, JVMs, Python workers:
-peak and samples) and the machine's load while it ran.
+peak and samples). Each phase's figures go to stderr as a JSON line as soon as it ends
+(a long run keeps what it measured), the table (or --json) to stdout at the end.
 Heavy by design: `make bench-audit` runs it, the suite never does."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import shutil
 import tempfile
@@ -18,12 +18,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from coord.bench import log
 from coord.bench.memory_curve import MemoryCurve
 from coord.bench.run_record import print_json
-
-
-def _load() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+from coord.bench.tables import BenchTable
 
 
 def _synth(n: int, out: Path) -> dict[str, Any]:
@@ -41,7 +39,7 @@ def _synth(n: int, out: Path) -> dict[str, Any]:
         w = HistorySink(out).write(synthesize(n, seed=1))
     s = time.monotonic() - t
     return {"commands": n, "rows": w.rows, "seconds": round(s, 2),
-            "entries_per_s": round(n / s), "rows_per_s": round(w.rows / s), "load": _load(),
+            "entries_per_s": round(n / s), "rows_per_s": round(w.rows / s),
             "memory": memory.figures()}
 
 
@@ -108,7 +106,7 @@ def _export(entries: int, root: Path) -> dict[str, Any]:
             "offline_rows_per_s": round(w.rows / s), "live_seconds": round(live_s, 2),
             "live_rows_per_s": round(live.rows / live_s),
             "live_vs_offline": round((live.rows / live_s) / (w.rows / s), 2),
-            "put_ms_idle": idle, "put_ms_during_live_export": during, "load": _load()}
+            "put_ms_idle": idle, "put_ms_during_live_export": during}
 
 
 def _audit(history: Path, master: str) -> dict[str, Any]:
@@ -128,13 +126,57 @@ def _audit(history: Path, master: str) -> dict[str, Any]:
             "rows": s["overview"]["rows"], "seconds": round(s["seconds"], 1),
             "rows_per_s": round(s["rows_per_second"]), "load_s": round(s["load_seconds"], 1),
             "checks_s": {k: round(v["seconds"], 1) for k, v in s["checks"].items()},
-            "violations": s["violations"], "load": _load(), "memory": memory.figures()}
+            "violations": s["violations"], "memory": memory.figures()}
 
 
 def masters(text: str) -> list[str]:
     """`--masters`, split on the commas outside brackets: `local-cluster[2,1,1024]` is
     one master."""
     return [m for m in re.split(r",(?![^\[]*\])", text) if m]
+
+
+def _peak(memory: dict[str, Any] | None) -> str:
+    """A phase's memory peak as one cell: each group that held any, in MiB."""
+    peak = (memory or {}).get("peak_mib", {})
+    return ", ".join(f"{group} {peak[group]:,.0f}" for group in ("driver_py", "jvm",
+                                                                 "py_workers")
+                     if peak.get(group))
+
+
+def _top_checks(checks: dict[str, float], top: int = 3) -> str:
+    slowest = sorted(checks.items(), key=lambda kv: -kv[1])[:top]
+    return ", ".join(f"{name.split('.')[-1]} {s:.1f}" for name, s in slowest)
+
+
+def table(figures: dict) -> BenchTable:
+    """The table `coord bench audit` prints, from its figures (as --json gives them): a
+    row per phase (the export's live and offline reads, each size's synth, each size's
+    audit per master), with the export's put latency below."""
+    rows, notes = [], []
+    for key, f in figures.items():
+        if key == "export":
+            for how in ("live", "offline"):
+                rows.append([f"export ({how})", f"{f['rows']:,}", f"{f[how + '_seconds']:.2f}",
+                             f"{f[how + '_rows_per_s']:,}", "", ""])
+            idle, during = f["put_ms_idle"], f["put_ms_during_live_export"]
+            notes.append(f"export: live/offline rows/s {f['live_vs_offline']:.2f}; put p50/p99 "
+                         f"{idle['p50']}/{idle['p99']} ms idle, {during['p50']}/"
+                         f"{during['p99']} ms during a live export")
+        elif key.startswith("synth_"):
+            rows.append([f"synth {f['commands']:,} commands", f"{f['rows']:,}",
+                         "reused" if "reused" in f else f"{f['seconds']:.2f}",
+                         f"{f['rows_per_s']:,}" if "rows_per_s" in f else "", "",
+                         _peak(f.get("memory"))])
+        elif key.startswith("audit_"):
+            commands = int(key.split("_")[1])
+            rows.append([f"audit {commands:,}, {f['master']}", f"{f['rows']:,}",
+                         f"{f['seconds']:.1f} (+{f['session_start_s']:.1f} start)",
+                         f"{f['rows_per_s']:,}", _top_checks(f["checks_s"]),
+                         _peak(f.get("memory"))])
+            if f["violations"]:
+                notes.append(f"audit {commands:,}, {f['master']}: {f['violations']} violations")
+    return BenchTable(["phase", "rows", "seconds", "rows/s", "slowest checks (s)",
+                       "peak MiB"], rows, notes)
 
 
 def run_audit_bench(args: argparse.Namespace) -> int:
@@ -145,18 +187,21 @@ def run_audit_bench(args: argparse.Namespace) -> int:
     try:
         if args.export_entries:
             results["export"] = _export(args.export_entries, root)
-            print(json.dumps({"export": results["export"]}), flush=True)
+            log(json.dumps({"export": results["export"]}))
         for n in sizes:
             out = (kept or root) / f"synth-{n}"
             results[f"synth_{n}"] = _synth(n, out)
-            print(json.dumps({f"synth_{n}": results[f"synth_{n}"]}), flush=True)
+            log(json.dumps({f"synth_{n}": results[f"synth_{n}"]}))
             for master in masters(args.masters):
                 key = f"audit_{n}_{master}"
                 results[key] = _audit(out, master)
-                print(json.dumps({key: results[key]}), flush=True)
+                log(json.dumps({key: results[key]}))
             if kept is None:
                 shutil.rmtree(out, ignore_errors=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    print_json(args.run, results)
+    if args.json:
+        print_json(args.run, results)
+    else:
+        print("\n".join(table(results).text()))
     return 0

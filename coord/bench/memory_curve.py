@@ -67,14 +67,13 @@ def tree_rss(root: int) -> dict[str, int]:
 @dataclass
 class MemoryCurve:
     """Samples `tree_rss(os.getpid())` every `every_s` seconds between `start` and
-    `stop` (or as a context manager), and the machine's 1-min load with each (the box is
-    shared: a figure is read with the load it ran under); `figures()` is the peak of
-    each group, a few samples spread over the run and the load's range."""
+    `stop` (or as a context manager); `figures()` is the peak of each group and a few
+    samples spread over the run. (The machine's load is the run record's:
+    `coord.bench.run_record`.)"""
 
     every_s: float = 1.0
     root: int = field(default_factory=os.getpid)
     samples: list[tuple[float, dict[str, int]]] = field(default_factory=list)
-    loads: list[float] = field(default_factory=list)  # the 1-min load at each sample
 
     def __post_init__(self) -> None:
         self._stop = threading.Event()
@@ -101,7 +100,6 @@ class MemoryCurve:
 
     def _sample(self) -> None:
         self.samples.append((time.monotonic() - self._t0, tree_rss(self.root)))
-        self.loads.append(os.getloadavg()[0])
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -111,9 +109,8 @@ class MemoryCurve:
     def figures(self, points: int = 8) -> dict[str, Any]:
         """Peak MiB per group (and of the total at any one time), each group's growth
         from the first sample to its peak (what this phase added: the driver keeps what
-        an earlier phase in the same process used), the most JVMs seen, `points`
-        samples (seconds, total MiB) spread evenly over the run, and the 1-min load's
-        lowest and highest."""
+        an earlier phase in the same process used), the most JVMs seen, and `points`
+        samples (seconds, total MiB) spread evenly over the run."""
         if not self.samples:
             return {}
         peak = {g: float(mib(max(s[g] for _, s in self.samples))) for g in (*GROUPS, "total")}
@@ -123,5 +120,4 @@ class MemoryCurve:
         growth = {g: round(peak[g] - float(mib(first[g])), 1) for g in peak}
         return {"peak_mib": peak, "growth_mib": growth,
                 "jvms": max(s["jvms"] for _, s in self.samples), "samples": len(self.samples),
-                "curve_s_mib": [[round(t), float(mib(s["total"]))] for t, s in picked],
-                "load_1m": [round(min(self.loads), 2), round(max(self.loads), 2)]}
+                "curve_s_mib": [[round(t), float(mib(s["total"]))] for t, s in picked]}

@@ -130,7 +130,9 @@ TARGETS: dict[str, tuple[str, tuple[str, ...]]] = {
     "snapshot": ("a wiped follower's peak and steady RSS while a large snapshot reaches it",
                  ("--keys", "--random-values", "--concurrency", "--json")),
     "audit": ("history synth, export and the PySpark audit, rows/s",
-              ("--commands", "--masters", "--export-entries", "--history-dir")),
+              ("--commands", "--masters", "--export-entries", "--history-dir", "--json")),
+    "tui": ("the console on 10,000 owners and keys: time to its rows, and its CPU",
+            ("--json",)),
     "spark": ("the fenced Spark writer vs Spark's JDBC writer and a plain write",
               ("--rows", "--partitions", "--runs", "--cost-partitions", "--many-partitions",
                "--json")),
@@ -194,6 +196,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from coord.bench.spark_writer import run_spark_bench as run
     elif args.target == "machine":
         from coord.bench.machine import run_machine_bench as run
+    elif args.target == "tui":
+        from coord.bench.tui import run_tui_bench as run
     else:
         from coord.bench.api import run_api_bench as run
     return run(args)

@@ -30,7 +30,7 @@ def test_the_curve_counts_a_childs_resident_memory():
         assert figures["samples"] >= 3
         assert figures["peak_mib"]["py_workers"] >= HOLD >> 20
         assert figures["peak_mib"]["total"] >= figures["peak_mib"]["driver_py"] + 64
-        assert len(figures["curve_s_mib"]) == 2 and figures["load_1m"][0] >= 0
+        assert len(figures["curve_s_mib"]) == 2
         assert figures["growth_mib"]["py_workers"] < HOLD >> 20  # it held them from the start
     finally:
         child.kill()
