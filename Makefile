@@ -175,7 +175,7 @@ bench-snapshot: venv
 
 # The console with 10,000 owners and keys: claim-to-row latency, idle and busy CPU.
 bench-tui: venv
-	$(PY) -m coord.bench.tui
+	$(VENV)/bin/coord bench tui
 
 # The history pipeline at scale: synth, export and the PySpark audit, rows/s
 # (`make bench-audit COMMANDS=1000000,10000000 MASTERS=local[2],local-cluster[2,1,1024]`;

@@ -1,6 +1,7 @@
-"""How the console copes with a big, busy cluster (`make bench-tui`): 10,000 owners and
-10,000 keys, the time from a claim and from a session's opening to its row on screen,
-and the console's CPU while idle and while the cluster takes ~1,000 changes/s.
+"""`coord bench tui` (`make bench-tui`): how the console copes with a big, busy cluster:
+10,000 owners and 10,000 keys, the time from a claim and from a session's opening to its
+row on screen, and the console's CPU while idle and while the cluster takes ~1,000
+changes/s.
 
 The cluster is one `coord serve` process; the changes come from another process; the
 console runs headless (textual's pilot) in this one, so `time.process_time()` here is
@@ -8,8 +9,8 @@ the console's CPU (its feeds, model and drawing)."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
-import os
 import statistics
 import subprocess
 import sys
@@ -19,6 +20,9 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from coord.bench import log
+from coord.bench.run_record import print_json
+from coord.bench.tables import BenchTable
 from coord.client import AsyncClient, Client
 from coord.testing import LocalCluster
 from coord.tui.app import CoordApp
@@ -131,22 +135,41 @@ async def measure(endpoints: list[str]) -> dict[str, float]:
     return out
 
 
-def main() -> int:
+FIGURES = (
+    ("load_s", "s", "all owners on screen"),
+    ("idle_cpu_pct", "% of a core", "the console's CPU, idle"),
+    ("busy_cpu_pct", "% of a core", "the console's CPU, the cluster busy"),
+    ("busy_changes_per_s", "changes/s", "the cluster's changes while busy"),
+    ("claim_to_row_ms_median", "ms", "a claim to its row, median"),
+    ("claim_to_row_ms_max", "ms", "a claim to its row, max"),
+    ("own_rpc_ms_median", "ms", "of which the own call, median"),
+    ("session_to_row_ms_median", "ms", "a session's opening to its row, median"),
+    ("session_to_row_ms_max", "ms", "a session's opening to its row, max"),
+    ("open_rpc_ms_median", "ms", "of which the open call, median"),
+)
+"""Each figure `measure` takes: its key, unit, and what it is."""
+
+
+def table(figures: dict) -> BenchTable:
+    """The table `coord bench tui` prints, from its figures (as --json gives them)."""
+    return BenchTable([f"{N_OWNERS:,} owners and {N_KEYS:,} keys", "value", "unit"],
+                      [[about, f"{figures[key]:,.1f}", unit] for key, unit, about in FIGURES
+                       if key in figures])
+
+
+def run_tui_bench(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory() as d:
         cluster = LocalCluster(1, data_dir=Path(d)).start()
         try:
             t = time.monotonic()
             preload(cluster.endpoints)
-            print(f"preloaded {N_OWNERS} owners and {N_KEYS} keys in "
-                  f"{time.monotonic() - t:.1f}s")
+            log(f"preloaded {N_OWNERS} owners and {N_KEYS} keys in "
+                f"{time.monotonic() - t:.1f}s")
             results = asyncio.run(measure(cluster.endpoints))
         finally:
             cluster.stop()
-    print(f"load average: {os.getloadavg()[0]:.1f} (this machine, at the end)")
-    for k, v in results.items():
-        print(f"{k:>26}: {v:.1f}")
+    if args.json:
+        print_json(args.run, results)
+    else:
+        print("\n".join(table(results).text()))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

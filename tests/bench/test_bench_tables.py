@@ -4,9 +4,12 @@ that is not one."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
-from coord.bench.tables import from_dicts, markdown_page_table
+from coord.bench.tables import footer, from_dicts, markdown_page_table
 
 RUN = {
     "benchmark": "own", "date": "2026-01-02T03:04:05Z",
@@ -79,3 +82,74 @@ def test_the_machine_table_gives_a_row_per_step_of_the_own():
     assert lines[2:6] == ["| decode the command | 1.50 | 5,678 |", "| apply: own() | 20.25 |  |",
                           "| encode the result | 2.00 | 1,234 |",
                           "| the whole apply() | 30.00 |  |"]
+
+
+DATA = Path(__file__).resolve().parents[2] / "docs" / "manual" / "benchmarks"
+
+
+@pytest.mark.parametrize("path", sorted(DATA.glob("*.json")), ids=lambda p: p.name)
+def test_each_data_file_of_the_manual_renders_and_names_its_run(path: Path):
+    """Every --json output kept for the manual renders through its benchmark's table
+    code, and its footer names the command, date and commit it came from."""
+    output = json.loads(path.read_text())
+    page = markdown_page_table(output)
+    run = output["run"]
+    assert page.startswith("|") or page.startswith("**")
+    assert page.rstrip().endswith(footer(run))
+    assert run["command"].startswith(f"coord bench {run['benchmark']}")
+    assert run["command"] in page and run["date"] in page and run["coord"]["commit"] in page
+
+
+def _etcd_row(system: str, api: str, per_s: float, variant: str = "plain") -> dict:
+    return {"system": system, "api": api, "op": "put", "clients": 1, "per_s": per_s,
+            "p50_ms": 1.5, "p99_ms": 3.0, "variant": variant}
+
+
+def test_the_etcd_tables_come_from_its_rows_each_variant_beside_plaintext():
+    """coord bench etcd: coord beside etcd, the TLS variant beside plaintext (its title
+    says which), then the round table (no metered rows here: no rows, its legend)."""
+    rows = [_etcd_row("etcd", "etcd", 2000.0), _etcd_row("coord", "etcd", 1000.0),
+            _etcd_row("coord", "etcd", 500.0, "tls"), _etcd_row("floor", "etcd", 4000.0)]
+    parts = markdown_page_table({"run": {**RUN, "benchmark": "etcd"}, "rows": rows})
+    assert "| put | etcd | 1 | 1,000 | 1.50 | 3.00 | 2,000 | 1.50 | 3.00 | 0.50 |" in parts
+    assert "| put | floor | 1 | 4,000 | 1.50 | 3.00 | 2,000 | 1.50 | 3.00 | 2.00 |" in parts
+    assert "**coord plaintext beside TLS (mTLS on both ports), the same run:**" in parts
+    assert "| put | etcd | 1 | 1,000 | 1.50 | 500 | 1.50 | 0.50 |" in parts
+    assert "turns: coord: the Raft driver's wake-ups" in parts
+
+
+def test_the_scale_tables_are_one_per_phase_that_ran():
+    keys = {"system": "coord", "keys": 1000, "load_per_s": 500.0, "rss_max": 50 << 20,
+            "disk_max": 1 << 20, "bytes_per_key": 2675.4, "put_p50_ms": 1.0,
+            "put_p99_ms": 4.0, "get_p50_ms": 0.5, "get_p99_ms": 2.0, "errors": 0,
+            "snapshot_s": None}
+    page = markdown_page_table({"run": {**RUN, "benchmark": "scale"}, "soak": [],
+                                "keys": [keys], "restart": []})
+    assert page.count("**") == 2 and "**keys: a growing key space, at each decade**" in page
+    assert "| coord | 1,000 | 500 | 50.0 | 2,675 | 1.0 | 1.00/4.00 | 0.50/2.00 | 0 | - |" in page
+
+
+def test_the_snapshot_audit_and_tui_tables_come_from_their_figures():
+    snapshot = {"keys": 10000, "random_values": False, "snapshot_bytes": 1 << 20,
+                "installs": 1, "install_s": 0.5, "catchup_s": 1.25,
+                "follower_peak_rss": 80 << 20, "follower_steady_rss": 64 << 20, "ratio": 1.25,
+                "kept_follower_rss": 60 << 20, "ratio_to_kept": 1.33,
+                "leader_rss_before": 70 << 20, "leader_rss_max_during": 72 << 20}
+    page = markdown_page_table({"run": {**RUN, "benchmark": "snapshot"}, **snapshot})
+    assert ("| 10,000 | repeated | 1.0 | 1 | 0.50 | 1.25 | 80.0 | 64.0 | 1.25 | 60.0 | 1.33 "
+            "| 70.0/72.0 |") in page
+    audit = {"synth_1000": {"commands": 1000, "rows": 1990, "seconds": 0.5,
+                            "rows_per_s": 3980, "memory": {"peak_mib": {"driver_py": 120.0}}},
+             "audit_1000_local[2]": {"master": "local[2]", "session_start_s": 3.9,
+                                     "rows": 1990, "seconds": 20.3, "rows_per_s": 98,
+                                     "checks_s": {"log.gap_free": 1.7,
+                                                  "revisions.monotone": 3.2},
+                                     "violations": 0, "memory": {"peak_mib": {"jvm": 931.0}}}}
+    page = markdown_page_table({"run": {**RUN, "benchmark": "audit"}, **audit})
+    assert "| synth 1,000 commands | 1,990 | 0.50 | 3,980 |  | driver_py 120 |" in page
+    assert ("| audit 1,000, local[2] | 1,990 | 20.3 (+3.9 start) | 98 | monotone 3.2, "
+            "gap_free 1.7 | jvm 931 |") in page
+    page = markdown_page_table({"run": {**RUN, "benchmark": "tui"}, "load_s": 2.25,
+                                "idle_cpu_pct": 0.5})
+    assert "| all owners on screen | 2.2 | s |" in page
+    assert "| the console's CPU, idle | 0.5 | % of a core |" in page
