@@ -5,7 +5,14 @@ keys on `event` instead of parsing prose.
 The fields: `ts`, `level`, `logger`, `msg`, and `member`, `term`, `leader`, `event`,
 `request_id`. A state change an operator needs names its `event` with the words the
 console's event log and `coord status` use (`leader`, `quorum`, `mode`, `member`,
-`snapshot`, `compaction`, `alarm`); every other line has `event: null`. `member`, `term`
+`snapshot`, `compaction`, `alarm`); every other line has `event: null`. `request_id` is
+the id a client gave the request that caused the line (`request(...)`): the lines about a
+member-local session a read-only member opened — its open, and its registration or drop
+once the member rejoins a majority — are the ones a client's request causes. Every other
+line has `request_id: null`, the state changes among them: an election, a mode change, a
+snapshot, an auto-compaction or the quota guard's alarm is the member's own doing, and a
+membership change, a Compact or an alarm disarmed through the API carries no request id
+(their requests have none). `member`, `term`
 and `leader` come from the record's `extra=` when the call site knows them (a leader
 change logs the new leader), else from the member whose task logged it: a member binds
 itself once (`bind_member`), and the asyncio tasks it starts inherit that binding, so
@@ -60,6 +67,12 @@ def event(name: str, **fields: Any) -> dict[str, Any]:
     (term=, leader=, ...)."""
     assert name in EVENTS, name
     return {"event": name, **fields}
+
+
+def request(request_id: str | None) -> dict[str, Any]:
+    """`extra=` for a line a client's request caused: the id the client gave it (None
+    when it gave none: a member never makes one up for the log)."""
+    return {"request_id": request_id or None}
 
 
 class MemberFieldsFilter(logging.Filter):

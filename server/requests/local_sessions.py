@@ -33,6 +33,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from coord.server import log_lines
 from coord.server.node.errors import NodeError
 from coord.server.requests.coordinator import Coordinator
 from coord.server.upkeep.mode import READ_WRITE, ModeChange
@@ -69,6 +70,12 @@ class LocalSession:
     registering: bool = False
     attempts: int = 0
     settled: asyncio.Event = field(default_factory=asyncio.Event)
+    client_gave_id: bool = False  # request_id is the client's, not one made up here
+
+    def log_fields(self) -> dict:
+        """`extra=` for a line about this session: its open's request id, if the client
+        gave one."""
+        return log_lines.request(self.request_id if self.client_gave_id else None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,11 +140,12 @@ class LocalSessions:
             raise CommandError(LIMIT_EXCEEDED, f"{limits.MAX_SESSIONS} sessions are open "
                                "(local ones included): close unused ones first")
         session = LocalSession(self._new_id(), name, ttl_ms,
-                               request_id or f"local-{uuid.uuid4().hex}", self.clock())
+                               request_id or f"local-{uuid.uuid4().hex}", self.clock(),
+                               client_gave_id=bool(request_id))
         self._live[session.id] = session
         self._by_request[session.request_id] = session.id
         log.info("%s: member-local session %d opened (%r, ttl %d ms)",
-                 self._member, session.id, name, ttl_ms)
+                 self._member, session.id, name, ttl_ms, extra=session.log_fields())
         return session
 
     def keepalive(self, session_id: int) -> int | None:
@@ -210,7 +218,8 @@ class LocalSessions:
                 return  # cut off again: it stays local, registered at the next return
             session.attempts += 1
             log.warning("%s: registering member-local session %d failed (%d of %d): %s",
-                        self._member, session.id, session.attempts, MAX_ATTEMPTS, e)
+                        self._member, session.id, session.attempts, MAX_ATTEMPTS, e,
+                        extra=session.log_fields())
             if session.attempts >= MAX_ATTEMPTS:
                 self._settle(session, DROPPED, (
                     f"member-local session {session.id} could not be registered with the "
@@ -253,7 +262,8 @@ class LocalSessions:
         while len(self._outcomes) > OUTCOMES_KEPT:
             self._outcomes.popitem(last=False)
         session.settled.set()
-        (log.info if kind != DROPPED else log.warning)("%s: %s", self._member, reason)
+        (log.info if kind != DROPPED else log.warning)("%s: %s", self._member, reason,
+                                                       extra=session.log_fields())
         self.offer(outcome)
 
     def _new_id(self) -> int:

@@ -1,7 +1,8 @@
 """`--log-format json` on real `coord serve` processes: every line a JSON object with the
 stable fields, one named line per state change an operator needs (an election, read-only
-and back, a snapshot taken and one installed, a compaction, a member added), and no line
-per request at the default level."""
+and back, a snapshot taken and one installed, a compaction, a member added), no line
+per request at the default level, and a client's request id on the lines its request
+caused (a member-local session's open and registration), null on every other."""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ import json
 import logging
 from pathlib import Path
 
+import grpc
 import pytest
 
 from coord.client import Client, NoSpaceError
 from coord.server import log_lines
 from coord.testing import LocalCluster
+from coord.v1 import coord_pb2, coord_pb2_grpc
 from tests.cut_off import mode_of, resume_paused, split_off, wait_until
 
 SNAPSHOT_EVERY = 100
@@ -102,6 +105,13 @@ def test_a_json_member_logs_named_state_changes_and_no_line_per_request(json_clu
             c.pause(n)
         wait_until("read-only", lambda: mode_of(c, survivor) == "read-only")
         wait_until("the read-only line", lambda: events(logs[survivor], log_lines.MODE))
+        # A read-only client's opens there: member-local sessions, one with a request id.
+        with grpc.insecure_channel(c.members[survivor].listen) as ch:
+            stub = coord_pb2_grpc.SessionsStub(ch)
+            given, unnamed = (stub.OpenSession(coord_pb2.OpenSessionRequest(
+                name=name, ttl_ms=60_000, read_only_ok=True, request_id=rid), timeout=10)
+                for name, rid in (("given", "rid-log-lines"), ("unnamed", "")))
+        assert given.local and unnamed.local
         for n in others:
             c.resume(n)
         wait_until("read-write", lambda: mode_of(c, survivor) == "read-write")
@@ -109,6 +119,18 @@ def test_a_json_member_logs_named_state_changes_and_no_line_per_request(json_clu
                    lambda: len(events(logs[survivor], log_lines.MODE)) >= 2)
     finally:
         resume_paused(c, others)
+    # The lines a client's request caused carry its id (its open, and the registration
+    # once the member is back in a majority), and only those: no id is made up for the
+    # open that gave none, and no state change carries one.
+    wait_until("the registrations", lambda: sum(
+        "registered with the cluster" in line["msg"] for line in json_lines(logs[survivor]))
+        >= 2)
+    lines = json_lines(logs[survivor])
+    about = {sid: [line for line in lines if f"member-local session {sid} " in line["msg"]]
+             for sid in (given.session_id, unnamed.session_id)}
+    assert [line["request_id"] for line in about[given.session_id]] == ["rid-log-lines"] * 2
+    assert [line["request_id"] for line in about[unnamed.session_id]] == [None, None]
+    assert {line["request_id"] for line in lines if line["event"]} == {None}
     modes = events(logs[survivor], log_lines.MODE)
     assert [m["msg"].split(": ", 1)[1].split(" (")[0] for m in modes] == [
         "read-write -> read-only", "read-only -> read-write"]
