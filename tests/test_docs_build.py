@@ -40,7 +40,11 @@ def test_the_manual_builds_strict(tmp_path: Path) -> None:
     assert "failover after kill -9 of the leader" in benchmarks  # raft.json's
     assert "<td>etcd 3.4 (process)</td>" in benchmarks  # startup.json's
     assert "<td>the whole apply()</td>" in benchmarks  # machine.json's
+    assert "<td>ownall</td>" in benchmarks and "tls/plain</th>" in benchmarks  # etcd's two
+    assert "<td>t0 -&gt; member switch (its log)</td>" in benchmarks  # readonly.json's
     assert "bench-table:" not in benchmarks
+    console = (site / "using/console/index.html").read_text()
+    assert "<td>all owners on screen</td>" in console and "bench-table:" not in console
 
 
 def test_the_link_rules_fail_a_planted_broken_link(tmp_path: Path) -> None:
