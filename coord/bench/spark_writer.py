@@ -7,8 +7,11 @@ decimal string) is written to fresh tables of each sink — SQLite, PostgreSQL, 
 directory — by each writer, alternating: `plain` (coord-fenced with fence=off: each batch
 straight into the visible table, as any simple Python data source would), `fenced`, and,
 on the two databases, `jdbc` (Spark's own `df.write.jdbc` through Debian's JDBC drivers,
-coord.testing.jdbc: what a Spark user writes to a database with). Rows/s are the row
-count over the write's wall time; the ratios are of the medians. Then the fence's own
+coord.testing.jdbc: what a Spark user writes to a database with) and `foreach`
+(`df.foreachPartition(insert_rows)`, coord.bench.spark_foreach: what one writes without
+a JDBC writer). Rows/s are the row count over the write's wall time; the ratios are of
+the medians; a database table's duplicate rows are counted after each write (none is
+expected: no fault is injected here, tests/spark has those). Then the fence's own
 cost per partition: the claim (session + own + InitProducer + owner read-back) and the
 commit-time check (owner + CheckProducer), timed alone; and the same SQLite write with
 `--many-partitions` partitions. The machine's load (`os.getloadavg`) is printed before
@@ -73,20 +76,25 @@ def _write(spark: Any, endpoints: list[str], rows: int, parts: int, target: dict
            writer: str, job: str) -> float:
     """Rows per second of one write by `writer` (plain, fenced, jdbc) into `target`."""
     df = spark.range(0, rows, numPartitions=parts).selectExpr("id", "cast(id as string) s")
-    if writer == "jdbc":
+    if writer in ("jdbc", "foreach"):
         import pyarrow as pa
 
+        from coord.bench.spark_foreach import row_inserter
         from coord.spark.sinks import SqlSink, open_sink
 
-        table = open_sink({k: v for k, v in target.items() if k != "jdbc"})
+        options = {k: v for k, v in target.items() if k != "jdbc"}
+        table = open_sink(options)
         assert isinstance(table, SqlSink)
         try:  # the table exists, as a user's does (Spark 4 cannot create one in SQLite)
             table.prepare(pa.schema([("id", pa.int64()), ("s", pa.string())]), plain=True)
         finally:
             table.close()
         start = time.perf_counter()
-        df.write.jdbc(target["jdbc"], target["table"], mode="append",
-                      properties={"driver": JDBC_DRIVERS[target["sink"]]})
+        if writer == "jdbc":
+            df.write.jdbc(target["jdbc"], target["table"], mode="append",
+                          properties={"driver": JDBC_DRIVERS[target["sink"]]})
+        else:
+            df.foreachPartition(row_inserter(options, target["table"]))
         return rows / (time.perf_counter() - start)
     w = (df.write.format("coord-fenced").mode("append")
          .option("endpoints", ",".join(endpoints)).option("job", job)
@@ -97,6 +105,19 @@ def _write(spark: Any, endpoints: list[str], rows: int, parts: int, target: dict
     start = time.perf_counter()
     w.save()
     return rows / (time.perf_counter() - start)
+
+
+def _duplicates(target: dict[str, str]) -> int:
+    """Rows of the written database table beyond its distinct ids (for the fenced
+    writer, of its committed rows)."""
+    from coord.spark.sinks import open_sink
+
+    sink = open_sink({k: v for k, v in target.items() if k != "jdbc"})
+    try:
+        ids = sink.read().column("id")
+        return len(ids) - len(ids.unique())
+    finally:
+        sink.close()
 
 
 def _available(stack: ExitStack) -> tuple[dict[str, tuple[str, ...]], Any, list[str]]:
@@ -110,7 +131,8 @@ def _available(stack: ExitStack) -> tuple[dict[str, tuple[str, ...]], Any, list[
     if missing_jars():
         notes.append(f"no jdbc rows: {', '.join(missing_jars())} missing")
         jdbc = ()
-    writers = {"sqlite": ("plain", "fenced", *jdbc), "postgres": ("plain", "fenced", *jdbc),
+    writers = {"sqlite": ("plain", "fenced", *jdbc, "foreach"),
+               "postgres": ("plain", "fenced", *jdbc, "foreach"),
                "parquet": ("plain", "fenced")}
     try:
         postgres = stack.enter_context(PostgresServer())
@@ -158,18 +180,23 @@ def run_spark_bench(args: argparse.Namespace) -> int:
                                                                postgres), writer, "warm")
             for sink, kinds in writers.items():
                 rates: dict[str, list[float | None]] = {k: [] for k in kinds}
+                dups = dict.fromkeys(kinds, 0)
                 for run in range(args.runs):
                     for kind in kinds:
                         target = _target(sink, tmp / f"{sink}-{kind}-{run}", postgres)
                         rate = _write(spark, c.endpoints, args.rows, args.partitions, target,
                                       kind, f"bench-{sink}-{run}")
                         rates[kind].append(rate)
+                        if sink in JDBC_DRIVERS:  # the databases
+                            dups[kind] = max(dups[kind], _duplicates(target))
                         print(f"{sink} {kind} run {run}: {rate:,.0f} rows/s", flush=True)
                 r: dict[str, Any] = {k: summarize(v) for k, v in rates.items()}
                 for base in kinds:
                     if base != "fenced":
                         r[f"fenced_over_{base}"] = ratio(r["fenced"]["median"],
                                                          r[base]["median"])
+                if sink in JDBC_DRIVERS:
+                    r["duplicates"] = dups
                 results[sink] = r
             results["fence_cost"] = _fence_cost(c.endpoints, args.cost_partitions)
             many = {}
@@ -193,11 +220,13 @@ def run_spark_bench(args: argparse.Namespace) -> int:
     for sink in (s for s in SINKS if s in results):
         r = results[sink]
         medians = ", ".join(f"{k} {r[k]['median']:,.0f} rows/s" for k in r
-                            if not k.startswith("fenced_over_"))
+                            if not k.startswith("fenced_over_") and k != "duplicates")
+        dups = "; duplicate rows: " + ", ".join(
+            f"{k} {n}" for k, n in r["duplicates"].items()) if "duplicates" in r else ""
         ratios = ", ".join(f"fenced/{k.removeprefix('fenced_over_')} {v:.2f}"
                            for k, v in r.items() if k.startswith("fenced_over_") and v)
         print(f"{sink}: {args.rows:,} rows, {args.partitions} partitions, {args.runs} runs: "
-              f"{medians} (medians); {ratios}")
+              f"{medians} (medians); {ratios}{dups}")
     cost = results["fence_cost"]
     print(f"fence cost per partition ({args.cost_partitions} sequential claims): claim "
           f"p50 {cost['claim']['p50_ms']:.1f} ms p99 {cost['claim']['p99_ms']:.1f} ms; "

@@ -133,7 +133,8 @@ TARGETS: dict[str, tuple[str, tuple[str, ...]]] = {
               ("--commands", "--masters", "--export-entries", "--history-dir", "--json")),
     "tui": ("the console on 10,000 owners and keys: time to its rows, and its CPU",
             ("--json",)),
-    "spark": ("the fenced Spark writer vs Spark's JDBC writer and a plain write",
+    "spark": ("the fenced Spark writer vs Spark's JDBC writer, foreachPartition and a plain "
+              "write",
               ("--rows", "--partitions", "--runs", "--cost-partitions", "--many-partitions",
                "--json")),
 }

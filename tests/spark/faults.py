@@ -33,7 +33,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -103,15 +103,20 @@ TIMED_OUT = "timed-out"
 
 
 def await_marker(markers: Path, name: str) -> None:
-    """Wait until the other attempt has created `markers/name`. Past HANDSHAKE_WAIT_S
-    (or once any wait of this write has timed out) write the reason to
-    `markers/TIMED_OUT`, which the test reports, and fail the task."""
+    """Wait until the other attempt has created `markers/name` (await_condition)."""
+    await_condition(markers, name, (markers / name).exists)
+
+
+def await_condition(markers: Path, what: str, holds: Callable[[], bool]) -> None:
+    """Wait until `holds()`. Past HANDSHAKE_WAIT_S (or once any wait of this write has
+    timed out) write the reason to `markers/TIMED_OUT`, which the test reports, and fail
+    the task."""
     deadline = time.monotonic() + HANDSHAKE_WAIT_S
-    while not (markers / name).exists():
+    while not holds():
         if (markers / TIMED_OUT).exists():
-            raise RuntimeError(f"an earlier handshake wait timed out; not waiting for {name}")
+            raise RuntimeError(f"an earlier handshake wait timed out; not waiting for {what}")
         if time.monotonic() > deadline:
-            reason = f"{name} did not appear within {HANDSHAKE_WAIT_S} s"
+            reason = f"{what} did not happen within {HANDSHAKE_WAIT_S} s"
             (markers / TIMED_OUT).write_text(reason)
             raise RuntimeError(reason)
         time.sleep(0.05)
@@ -273,6 +278,137 @@ def zombie_main(argv: list[str]) -> int:
         result = {"refused": str(e.verdict), "sequence": e.sequence}
     print(json.dumps(result), flush=True)
     return 0
+
+
+
+# Executor JVM kills (tests/spark/test_executor_kill.py, under local-cluster mode, where
+# each executor is a JVM of its own and its Python workers are its descendants).
+EXECUTOR_BACKEND = b"CoarseGrainedExecutorBackend"  # in an executor JVM's command line
+FLUSH_BYTES = 65_536  # a Python worker's socket buffer (pyspark's SPARK_BUFFER_SIZE):
+# a batch a Python step yields reaches the JVM only once this many bytes followed it
+
+
+def _parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def executor_jvm() -> int:
+    """The pid of the executor JVM this Python worker belongs to: the nearest ancestor
+    whose command line names Spark's executor backend (worker, pyspark daemon, JVM)."""
+    pid = os.getppid()
+    while pid > 1:
+        if EXECUTOR_BACKEND in Path(f"/proc/{pid}/cmdline").read_bytes():
+            return pid
+        pid = _parent(pid)
+    raise RuntimeError("no executor JVM above this Python worker (in local mode the "
+                       "executor is the driver's JVM: run under local-cluster)")
+
+
+def kill_executor(marker: Path) -> None:
+    """kill -9 this task's executor JVM, having written its pid to `marker`, then go
+    with it: the pyspark daemon SIGHUPs its workers once the JVM's pipe closes. A worker
+    still alive after HANDSHAKE_WAIT_S raises (its task is lost either way)."""
+    jvm = executor_jvm()
+    marker.write_text(str(jvm))
+    os.kill(jvm, signal.SIGKILL)
+    deadline = time.monotonic() + HANDSHAKE_WAIT_S
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+    raise RuntimeError(f"executor JVM {jvm} was killed; this worker outlived it")
+
+
+def die_midway(items: Iterable, after_rows: int, marker: Path, by: str,
+               rows: Callable[[object], int] = lambda batch: batch.num_rows) -> Iterator:
+    """The items until `after_rows` rows are sent; then, once the consumer asks for the
+    next one (a writer that stores each item before asking: the rows are stored), this
+    task's process dies: by "worker" (kill -9 of this Python worker, `marker` touched)
+    or "executor" (kill_executor). `rows`: the rows an item holds."""
+    sent = 0
+    for item in items:
+        yield item
+        sent += rows(item)
+        if sent >= after_rows:
+            if by == "executor":
+                kill_executor(marker)
+            marker.touch()
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _first_attempt_of(partition: int) -> bool:
+    context = TaskContext.get()
+    assert context is not None
+    return context.partitionId() == partition and context.attemptNumber() == 0
+
+
+class ExecutorKillWriter(FencedBatchWriter):
+    def __init__(self, base: FencedBatchWriter, partition: int, after_rows: int,
+                 markers: Path) -> None:
+        super().__init__(base.opts, base.version, base.skip, base.run)
+        self.fail_partition = partition
+        self.after_rows = after_rows
+        self.markers = markers
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> PartitionResult:
+        if _first_attempt_of(self.fail_partition):
+            iterator = die_midway(iterator, self.after_rows,
+                                  self.markers / f"failed-{self.fail_partition}", "executor")
+        return super().write(iterator)
+
+
+class ExecutorKillSource(FencedDataSource):
+    """coord-fenced whose attempt 0 of `fail_partition` kills its executor JVM after it
+    stored `fail_after_rows` rows (marker: `markers`/failed-<partition>, the JVM's pid)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "coord-fenced-executor-kill"
+
+    def writer(self, schema, overwrite):  # type: ignore[no-untyped-def]
+        return ExecutorKillWriter(super().writer(schema, overwrite),
+                                  int(self.options["fail_partition"]),
+                                  int(self.options["fail_after_rows"]),
+                                  Path(self.options["markers"]))
+
+
+def dying_foreach(insert_rows: Callable[[Iterable], None], partition: int, after_rows: int,
+                  markers: Path, by: str) -> Callable[[Iterable], None]:
+    """`insert_rows` (a df.foreachPartition function) whose attempt 0 of `partition`
+    dies (die_midway `by`) once it has taken `after_rows` rows and asks for the next."""
+
+    def run(rows: Iterable) -> None:
+        if _first_attempt_of(partition):
+            rows = die_midway(rows, after_rows, markers / f"failed-{partition}", by,
+                              rows=lambda _row: 1)
+        insert_rows(rows)
+
+    return run
+
+
+def killing_upstream(df, partition: int, after_rows: int, markers: Path,  # type: ignore[no-untyped-def]
+                     stored: Callable[[], bool]):
+    """`df` through a Python step (mapInArrow) whose attempt 0 of `partition` kills its
+    executor JVM while the JVM writer downstream (df.write.jdbc) is mid-write: once the
+    step has passed `after_rows` rows and FLUSH_BYTES more (so those rows left its
+    socket buffer and reached the writer), it waits until `stored()` — the database
+    shows the writer has written them — then kill_executor (marker
+    `markers`/failed-<partition>)."""
+
+    def step(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        if not _first_attempt_of(partition):
+            yield from batches
+            return
+        sent = after = 0
+        for batch in batches:
+            yield batch
+            if sent >= after_rows:
+                after += batch.nbytes
+            sent += batch.num_rows
+            if after >= FLUSH_BYTES:
+                await_condition(markers, "the JDBC writer storing rows", stored)
+                kill_executor(markers / f"failed-{partition}")
+        raise RuntimeError(f"partition {partition} ended before the executor was killed")
+
+    return df.mapInArrow(step, df.schema)
 
 
 if __name__ == "__main__":
