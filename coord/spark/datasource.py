@@ -20,8 +20,11 @@ of being taken for a replay.
 from __future__ import annotations
 
 import logging
+import os
+import signal
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pyarrow as pa
 from pyspark import TaskContext
@@ -146,6 +149,22 @@ def _let_go(opts: WriteOptions, results: list[PartitionResult]) -> None:
                 pass
 
 
+PAUSE_AFTER_PUBLISH = "COORD_SPARK_PAUSE_AFTER_PUBLISH"
+
+
+def _pause_point() -> None:
+    """A fault test's hold point between the sink's publish and coord's record (the
+    window jobs.py's catch-up exists for; tests/spark/test_driver_kill.py): with
+    $COORD_SPARK_PAUSE_AFTER_PUBLISH naming a file, the process running the commit
+    writes its pid there and stops itself (SIGSTOP), for the test to kill the driver
+    exactly there. Unset, as everywhere else, it does nothing."""
+    marker = os.environ.get(PAUSE_AFTER_PUBLISH)
+    if marker:
+        Path(f"{marker}.tmp").write_text(str(os.getpid()))
+        os.replace(f"{marker}.tmp", marker)  # whole, once it exists
+        os.kill(os.getpid(), signal.SIGSTOP)
+
+
 def publish(opts: WriteOptions, key: str, run: int, version: int,
             results: list[PartitionResult]) -> int | None:
     """The driver's commit: `run` must still be the job's newest run (RunFencedError
@@ -164,6 +183,7 @@ def publish(opts: WriteOptions, key: str, run: int, version: int,
                 else sink.committed_version(key))
     finally:
         sink.close()
+    _pause_point()
     record_version(client, key, version if done is None else done)
     _let_go(opts, results)
     return done
