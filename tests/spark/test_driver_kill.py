@@ -30,7 +30,11 @@ from coord.spark.sinks.log import export_log
 from tests.spark.driver_job import PARTS, ROWS
 from tests.spark.test_spark_writer import fenced, frame, ids
 
-pytestmark = [pytest.mark.spark, pytest.mark.cluster, pytest.mark.timeout(1800)]
+# slow (make test-slow): a driver process of its own; the suite's
+# test_spark_writer.py::test_rerunning_a_published_version_is_a_no_op covers the same
+# catch-up, with coord's record deleted instead of never written
+pytestmark = [pytest.mark.spark, pytest.mark.cluster, pytest.mark.slow,
+              pytest.mark.timeout(1800)]
 
 ROOT = Path(__file__).resolve().parents[2]
 JOB = "driver-killed"

@@ -31,7 +31,11 @@ from tests.conftest import require_java
 from tests.spark.executor_kill_job import AFTER_ROWS, FAIL_PARTITION, HI, LO, ROWS, WRITERS
 from tests.spark.faults import TIMED_OUT
 
-pytestmark = [pytest.mark.spark, pytest.mark.cluster, pytest.mark.timeout(1800)]
+# slow (make test-slow): a driver and a local cluster of its own; the suite's
+# test_spark_writer.py::test_a_task_killed_mid_write_is_written_once kills the task's
+# Python worker and covers the same fence
+pytestmark = [pytest.mark.spark, pytest.mark.cluster, pytest.mark.slow,
+              pytest.mark.timeout(1800)]
 
 ROOT = Path(__file__).resolve().parents[2]
 
