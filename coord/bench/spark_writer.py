@@ -14,9 +14,9 @@ the medians; a database table's duplicate rows are counted after each write (non
 expected: no fault is injected here, tests/spark has those). Then the fence's own
 cost per partition: the claim (session + own + InitProducer + owner read-back) and the
 commit-time check (owner + CheckProducer), timed alone; and the same SQLite write with
-`--many-partitions` partitions. The machine's load (`os.getloadavg`) is printed before
-and after: on a shared machine it moves every figure. Without PostgreSQL or the JDBC
-drivers (`make database-servers` installs them) their rows are left out, saying so.
+`--many-partitions` partitions. Without PostgreSQL or the JDBC drivers (`make
+database-servers` installs them) their rows are left out, saying so. The printed tables
+are `table(figures)` of the --json figures, so the manual can render the same ones.
 """
 
 from __future__ import annotations
@@ -31,8 +31,10 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from coord.bench import log
 from coord.bench.run_record import print_json
 from coord.bench.stats import latency_ms, ratio, summarize
+from coord.bench.tables import BenchTable, cell, printed
 
 SINKS = ("sqlite", "postgres", "parquet")
 JDBC_DRIVERS = {"sqlite": "org.sqlite.JDBC", "postgres": "org.postgresql.Driver"}
@@ -163,12 +165,48 @@ def _fence_cost(endpoints: list[str], partitions: int) -> dict[str, dict[str, fl
     return {"claim": latency_ms(claims), "commit_check": latency_ms(checks)}
 
 
+def _writes_table(figures: dict) -> BenchTable:
+    """A row per sink and writer: its median rows/s, the fenced writer's median over it,
+    and (on the databases) the most duplicate rows a write of it left; then the SQLite
+    write with many partitions. Figures left out (no PostgreSQL, no JDBC drivers) are
+    the notes."""
+    rows: list[list[str]] = []
+    for sink in (s for s in SINKS if s in figures):
+        r = figures[sink]
+        for writer in (k for k in r if k != "duplicates" and not k.startswith("fenced_over_")):
+            dups = r.get("duplicates", {}).get(writer)
+            rows.append([sink, cell(figures["partitions"]), writer, cell(r[writer]["median"]),
+                         cell(r.get(f"fenced_over_{writer}")), cell(dups)])
+    many = figures["many_partitions"]
+    for writer in ("plain", "fenced"):
+        rows.append(["sqlite", cell(many["partitions"]), writer,
+                     cell(many[f"{writer}_rows_s"]),
+                     cell(many["fenced_over_plain"] if writer == "plain" else None), ""])
+    return BenchTable(["sink", "partitions", "writer", "rows/s", "fenced/writer",
+                       "duplicate rows"], rows,
+                      notes=[f"note: {n}" for n in figures.get("notes", [])],
+                      title=(f"{figures['rows']:,} rows a write; rows/s: the median of "
+                             f"{figures['runs']} runs (one run with many partitions)"))
+
+
+def table(figures: dict) -> list[BenchTable]:
+    """The tables `coord bench spark` prints, from its figures (as --json gives them):
+    the writes, then the fence's own cost per partition."""
+    cost = figures["fence_cost"]
+    return [_writes_table(figures),
+            BenchTable(["per partition", "p50 ms", "p99 ms"],
+                       [["claim", cell(cost["claim"]["p50_ms"]), cell(cost["claim"]["p99_ms"])],
+                        ["commit check", cell(cost["commit_check"]["p50_ms"]),
+                         cell(cost["commit_check"]["p99_ms"])]],
+                       title=(f"the fence's cost: {figures['cost_partitions']:,} "
+                              "sequential claims, each timed alone"))]
+
+
 def run_spark_bench(args: argparse.Namespace) -> int:
     from coord.testing import cluster
 
-    load_before = os.getloadavg()
     results: dict[str, Any] = {"rows": args.rows, "partitions": args.partitions,
-                               "runs": args.runs, "load_before": load_before}
+                               "runs": args.runs, "cost_partitions": args.cost_partitions}
     spark = _session()
     try:
         with ExitStack() as stack:
@@ -189,7 +227,7 @@ def run_spark_bench(args: argparse.Namespace) -> int:
                         rates[kind].append(rate)
                         if sink in JDBC_DRIVERS:  # the databases
                             dups[kind] = max(dups[kind], _duplicates(target))
-                        print(f"{sink} {kind} run {run}: {rate:,.0f} rows/s", flush=True)
+                        log(f"{sink} {kind} run {run}: {rate:,.0f} rows/s")
                 r: dict[str, Any] = {k: summarize(v) for k, v in rates.items()}
                 for base in kinds:
                     if base != "fenced":
@@ -210,29 +248,8 @@ def run_spark_bench(args: argparse.Namespace) -> int:
                 "fenced_over_plain": ratio(many["fenced"], many["plain"])}
     finally:
         spark.stop()
-    results["load_after"] = os.getloadavg()
     if args.json:
         print_json(args.run, results)
-        return 0
-    print(f"\nload average before {load_before[0]:.1f}, after {results['load_after'][0]:.1f}")
-    for note in results["notes"]:
-        print(f"note: {note}")
-    for sink in (s for s in SINKS if s in results):
-        r = results[sink]
-        medians = ", ".join(f"{k} {r[k]['median']:,.0f} rows/s" for k in r
-                            if not k.startswith("fenced_over_") and k != "duplicates")
-        dups = "; duplicate rows: " + ", ".join(
-            f"{k} {n}" for k, n in r["duplicates"].items()) if "duplicates" in r else ""
-        ratios = ", ".join(f"fenced/{k.removeprefix('fenced_over_')} {v:.2f}"
-                           for k, v in r.items() if k.startswith("fenced_over_") and v)
-        print(f"{sink}: {args.rows:,} rows, {args.partitions} partitions, {args.runs} runs: "
-              f"{medians} (medians); {ratios}{dups}")
-    cost = results["fence_cost"]
-    print(f"fence cost per partition ({args.cost_partitions} sequential claims): claim "
-          f"p50 {cost['claim']['p50_ms']:.1f} ms p99 {cost['claim']['p99_ms']:.1f} ms; "
-          f"commit check p50 {cost['commit_check']['p50_ms']:.1f} ms "
-          f"p99 {cost['commit_check']['p99_ms']:.1f} ms")
-    m = results["many_partitions"]
-    print(f"sqlite, {m['partitions']} partitions: plain {m['plain_rows_s']:,.0f} rows/s, "
-          f"fenced {m['fenced_rows_s']:,.0f} rows/s; fenced/plain {m['fenced_over_plain']:.2f}")
+    else:
+        print(printed(table(results)))
     return 0

@@ -17,7 +17,8 @@ TABLES: dict[str, str] = {"own": "coord.bench.api", "pid": "coord.bench.api",
                           "startup": "coord.bench.startup", "machine": "coord.bench.machine",
                           "etcd": "coord.bench.etcd", "readonly": "coord.bench.readonly",
                           "scale": "coord.bench.scale", "snapshot": "coord.bench.snapshot_transfer",
-                          "audit": "coord.bench.audit", "tui": "coord.bench.tui"}
+                          "audit": "coord.bench.audit", "tui": "coord.bench.tui",
+                          "spark": "coord.bench.spark_writer"}
 """Each benchmark whose table is rendered from its --json output: the module whose
 `table(figures)` makes it (imported only when asked for: they bring clusters and gRPC).
 A benchmark that prints several tables (one per phase, say) returns them in order."""
