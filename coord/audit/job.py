@@ -53,7 +53,8 @@ def run_audit(spark: Any, history: str | Path, *, checks: Iterable[str] | None =
     a recorded oplog (JSONL) whose keys are checked for linearizability too
     (`clients.linearizable`, each key bounded by `key_time_limit_s`, the whole check by
     `oplog_budget_s`: keys left past it are unknown). `sink_log`: a directory of a fenced
-    sink's exported log of accepted writes (`coord.spark.sinks.log.export_log`), checked
+    sink's exported log of accepted writes and refusals
+    (`coord.spark.sinks.log.export_log`), checked
     by every `SINK_CHECKS` as well, joined with this history (named checks from there
     run too)."""
     from pyspark import StorageLevel
@@ -153,16 +154,20 @@ def _run_check(checker: Callable[..., Any], name: str, summary: dict[str, Any],
 def _sink_checks(spark: Any, path: str | Path, history: Any, names: list[str],
                  summary: dict[str, Any],
                  on_step: Callable[[str], None]) -> list[dict[str, Any]]:
-    """The sink checks over the exported sink log, joined with coord's history through
-    the log's tokens (one row per attempt, persisted: every join check reads them):
+    """The sink checks over the exported sink log and its refusals, joined with coord's
+    history through the log's tokens (one row per attempt, persisted: every join check
+    reads them):
     counted in Spark, the first few violations per check back to the driver."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     from coord.audit.checks.sink_coord import tokens
+    from coord.spark.sinks.log import LOG_FILE, REFUSALS_FILE
 
-    log = spark.read.parquet(str(path)).persist(StorageLevel.MEMORY_AND_DISK)
+    log = (spark.read.parquet(str(Path(path) / LOG_FILE))
+           .persist(StorageLevel.MEMORY_AND_DISK))
     summary["sink_log_rows"] = log.count()
+    refusals = spark.read.parquet(str(Path(path) / REFUSALS_FILE))
     toks = tokens(history, log).persist(StorageLevel.MEMORY_AND_DISK)
     # how many attempts the log holds, and how many of them the join found in coord's
     joined = toks.agg(F.count("*").alias("tokens"),
@@ -171,7 +176,8 @@ def _sink_checks(spark: Any, path: str | Path, history: Any, names: list[str],
     examples: list[dict[str, Any]] = []
     for name in names:
         on_step(f"check {name}")
-        examples += _run_check(SINK_CHECKS[name], name, summary, log, toks, history)
+        examples += _run_check(SINK_CHECKS[name], name, summary, log, toks, history,
+                               refusals)
     toks.unpersist()
     log.unpersist()
     return examples

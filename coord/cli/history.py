@@ -62,12 +62,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_user_flags(e)  # with --endpoints, when the cluster has auth on
     e.set_defaults(func=cmd_export)
     k = hs.add_parser("export-sink-log", help="a fenced sink's log of accepted writes "
-                      "(appends, seals, publishes) as Parquet, for coord audit --sink-log")
+                      "(appends, seals, publishes) and its refused writes as Parquet, for "
+                      "coord audit --sink-log")
     k.add_argument("--sink", required=True, choices=("sqlite", "postgres", "parquet"))
     k.add_argument("--path", help="sqlite: the database file; parquet: the sink directory")
     k.add_argument("--url", help="postgres: a libpq URL or connection string")
     k.add_argument("--table", help="sqlite, postgres: the fenced table")
-    k.add_argument("--out", required=True, help="directory to write sink_log.parquet in")
+    k.add_argument("--out", required=True, help="directory to write sink_log.parquet and "
+                   "refusals.parquet in")
     k.set_defaults(func=cmd_export_sink_log)
     c = hs.add_parser("compact", help="rewrite a history's small runs into bigger ones "
                       "(one manifest commit; replaced files kept --retain seconds for readers)")
@@ -239,11 +241,11 @@ def cmd_export_sink_log(args: argparse.Namespace) -> int:
     except ValueError as exc:
         return _refuse(f"coord history export-sink-log: {exc}")
     try:
-        log = sink.log()
+        log, refusals = sink.log(), sink.refusals()
     finally:
         sink.close()
-    out = export_log(log, args.out)
-    print(json.dumps({"out": str(out), "rows": log.num_rows}))
+    out = export_log(log, args.out, refusals)
+    print(json.dumps({"out": str(out), "rows": log.num_rows, "refusals": len(refusals)}))
     return 0
 
 

@@ -6,7 +6,9 @@ violation planted for it in that same log (a write accepted after the fence, a s
 gap and a repeat, a publish of an attempt that did not hold the partition, a token coord
 never granted, a producer epoch issued after the grant had ended, a write and a publish
 after coord's history shows the partition taken over, a publish checked after a newer
-run had started or before its own)."""
+run had started or before its own); the zombie's refusal passes the refusal check, which
+catches a refusal for a holder coord never granted and one for a holder older than the
+token it refused."""
 
 from __future__ import annotations
 
@@ -25,12 +27,13 @@ from coord.client.recipes.fence import FencedWriteError, Token
 from coord.history.sink import HistorySink
 from coord.spark.attempt import RUN, RunCheck, check_run, claim, group_of, start_run
 from coord.spark.sinks import open_sink
-from coord.spark.sinks.log import LOG_SCHEMA, export_log, with_coord_names
+from coord.spark.sinks.base import Refusal
+from coord.spark.sinks.log import LOG_SCHEMA, export_log, refusals_table, with_coord_names
 from coord.testing import cluster
 
 EXPECTED = ("sink.no_fenced_writes", "sink.sequences", "sink.publish_holder",
             "sink.tokens_granted", "sink.coord_fenced_writes", "sink.coord_publish_holder",
-            "sink.publish_run_newest")
+            "sink.publish_run_newest", "sink.refusal_holder_granted")
 SCHEMA = pa.schema([("id", pa.int64())])
 
 
@@ -52,6 +55,7 @@ class Coord:
     LATER: Token
     checked: RunCheck
     run_grants: dict[int, int]
+    refusals: dict[str, list[Refusal]]  # each sink's, set by `real_logs`
 
     def __init__(self, client: Client, history: Path) -> None:
         self.client, self.history = client, history
@@ -84,10 +88,10 @@ def coord(tmp_path_factory) -> Coord:
         yield made
 
 
-def write_zombie_job(options: dict[str, str], coord: Coord) -> pa.Table:
+def write_zombie_job(options: dict[str, str], coord: Coord) -> tuple[pa.Table, list]:
     """Partition 0: OLD writes two batches, NEW begins (fencing OLD), OLD's third batch
     is refused, NEW writes and seals; partition 1: one attempt. Published as version 1.
-    The sink's log of it."""
+    The sink's log of it, and its refusals."""
     OLD, NEW, OTHER = coord.OLD, coord.NEW, coord.OTHER
     sink = open_sink(options)
     try:
@@ -106,7 +110,7 @@ def write_zombie_job(options: dict[str, str], coord: Coord) -> pa.Table:
         sink.append("j", 1, OTHER, 1, _batch(30, 35))
         sink.seal("j", 1, OTHER, 2, 5)
         assert sink.publish("j", 1, {0: (NEW, 30), 1: (OTHER, 5)}, coord.checked)
-        return sink.log()
+        return sink.log(), sink.refusals()
     finally:
         sink.close()
 
@@ -115,13 +119,14 @@ def write_zombie_job(options: dict[str, str], coord: Coord) -> pa.Table:
 def real_logs(tmp_path_factory, coord) -> dict[str, pa.Table]:
     """The zombie job through a SQLite table and a Parquet directory (the same tokens),
     then coord's side finished: the winners' sessions end, LATER claims, the export."""
-    logs = {}
+    logs, refusals = {}, {}
     for kind in ("sqlite", "parquet"):
         tmp = tmp_path_factory.mktemp(f"sink-{kind}")
         options = ({"sink": "sqlite", "path": str(tmp / "out.db"), "table": "out"}
                    if kind == "sqlite" else {"sink": "parquet", "path": str(tmp / "out")})
-        logs[kind] = write_zombie_job(options, coord)
+        logs[kind], refusals[kind] = write_zombie_job(options, coord)
     coord.finish()
+    coord.refusals = refusals
     return logs
 
 
@@ -135,9 +140,11 @@ def history(spark, coord, real_logs):
     return load_history(spark, coord.history)
 
 
-def _checked(spark, history, log: pa.Table, name: str) -> list:
+def _checked(spark, history, log: pa.Table, name: str,
+             refusals: list[Refusal] = ()) -> list:
     df = spark.createDataFrame(with_coord_names(log))
-    return SINK_CHECKS[name](df, tokens(history, df), history).collect()
+    refused = spark.createDataFrame(refusals_table(list(refusals)))
+    return SINK_CHECKS[name](df, tokens(history, df), history, refused).collect()
 
 
 def _with(log: pa.Table, *rows: dict) -> pa.Table:
@@ -179,6 +186,14 @@ def test_the_real_log_records_what_the_sink_accepted(real_log, coord):
 @pytest.mark.parametrize("name", EXPECTED)
 def test_a_real_log_passes(spark, history, real_log, name):
     assert _checked(spark, history, real_log, name) == []
+
+
+def test_the_real_refusal_names_its_holder_and_passes(spark, history, coord, real_logs):
+    for kind in ("sqlite", "parquet"):
+        assert [(r.token, r.sequence, r.held) for r in coord.refusals[kind]] == [
+            (coord.OLD, 3, coord.NEW)]
+    assert _checked(spark, history, real_logs["sqlite"], "sink.refusal_holder_granted",
+                    coord.refusals["parquet"]) == []
 
 
 # Each plant takes the real log and the coord that made it.
@@ -246,6 +261,17 @@ def _plant_publish_before_its_run(log: pa.Table, coord: Coord) -> pa.Table:
     return _with(log, _row("publish", coord.NEW, None, 30, checked=early))
 
 
+def _plant_refusal_by_an_ungranted_holder(log: pa.Table, coord: Coord) -> tuple:
+    # the zombie's refusal, for a holder generation coord never granted
+    return log, [Refusal("j", 0, coord.OLD, 3, "FENCED_GENERATION",
+                         replace(coord.NEW, generation=coord.NEW.generation + 5))]
+
+
+def _plant_refusal_by_an_older_holder(log: pa.Table, coord: Coord) -> tuple:
+    # NEW refused for OLD, whose grant coord made before NEW's
+    return log, [Refusal("j", 0, coord.NEW, 1, "FENCED_GENERATION", coord.OLD)]
+
+
 PLANTS = [
     ("sink.no_fenced_writes", _plant_fenced_write, "after it had accepted the newer"),
     ("sink.sequences", _plant_gap, "a sequence missing"),
@@ -260,6 +286,10 @@ PLANTS = [
     ("sink.coord_publish_holder", _plant_publish_after_takeover, "ended that grant"),
     ("sink.publish_run_newest", _plant_publish_after_a_newer_run, "to the newer run 2"),
     ("sink.publish_run_newest", _plant_publish_before_its_run, "no grant of spark/j/run"),
+    ("sink.refusal_holder_granted", _plant_refusal_by_an_ungranted_holder,
+     "has no grant of spark/j/p0"),
+    ("sink.refusal_holder_granted", _plant_refusal_by_an_older_holder,
+     "no later than the refused token"),
 ]
 
 
@@ -268,7 +298,9 @@ PLANTS = [
 def test_each_check_catches_its_plant(spark, history, coord, real_logs, name, plant, says):
     # planted in the SQLite sink's log only: the Parquet sink's log has the same rows
     # (test_a_real_log_passes runs both), and every Spark query here costs seconds
-    found = _checked(spark, history, plant(real_logs["sqlite"], coord), name)
+    planted = plant(real_logs["sqlite"], coord)
+    log, refusals = planted if isinstance(planted, tuple) else (planted, ())
+    found = _checked(spark, history, log, name, refusals)
     assert len(found) == 1, found
     assert says in found[0]["detail"]
     assert found[0]["evidence"][0], found[0]["evidence"]
@@ -297,7 +329,8 @@ def test_a_token_coord_never_granted_does_not_count_as_coord_s_takeover(
 
 def test_the_audit_runs_the_sink_checks_on_an_exported_log(spark, coord, real_logs,
                                                            tmp_path):
-    planted = export_log(_plant_fenced_write(real_logs["sqlite"], coord), tmp_path / "sink")
+    planted = export_log(_plant_fenced_write(real_logs["sqlite"], coord), tmp_path / "sink",
+                         coord.refusals["sqlite"])
     # the sink checks only: tests/spark/test_sink_audit.py runs them beside every other
     result = run_audit(spark, coord.history, checks=EXPECTED, sink_log=planted,
                        report_dir=tmp_path / "report")

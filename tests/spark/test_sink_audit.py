@@ -14,7 +14,7 @@ from coord.audit.load import load_history
 from coord.client import Client
 from coord.history.sink import HistorySink
 from coord.spark.sinks import SqliteSink
-from coord.spark.sinks.log import export_log
+from coord.spark.sinks.log import LOG_FILE, export_log
 from tests.spark.test_spark_writer import PARTS, N, fenced, frame, ids
 
 pytestmark = [pytest.mark.spark, pytest.mark.cluster]
@@ -42,7 +42,7 @@ def test_a_killed_worker_s_job_passes_the_sink_audit(spark, coord3, tmp_path):
     # the join has something to judge: coord's history ended the killed attempt's grant
     # no later than it granted the replacement that the sink accepted after it
     toks = {r["epoch"]: r for r in tokens(load_history(spark, tmp_path / "h"),
-                                          spark.read.parquet(str(exported)))
+                                          spark.read.parquet(str(exported / LOG_FILE)))
             .filter("job = 'audited' AND partition = 3").collect()}
     assert toks[0]["end_row"]["revision"] <= toks[1]["revision"]
     result = run_audit(spark, tmp_path / "h", sink_log=exported, with_stats=False)

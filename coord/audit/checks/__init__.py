@@ -30,23 +30,29 @@ CHECKS: dict[str, Checker] = {
     "sessions.ttl_respected": sessions.ttl_respected,
 }
 
-SinkChecker = Callable[[Any, Any, Any], Any]
-"""A sink check: (the log, its tokens as coord's history shows them, the history)."""
+SinkChecker = Callable[[Any, Any, Any, Any], Any]
+"""A sink check: (the log, its tokens as coord's history shows them, the history, the
+sink's refused writes)."""
 
 
 def _own_order(check: Checker) -> SinkChecker:
     """A check of the sink's own order: it reads the log only."""
-    return lambda log, _tokens, _history: check(log)
+    return lambda log, _tokens, _history, _refusals: check(log)
 
 
 def _by_tokens(check: Callable[[Any, Any], Any]) -> SinkChecker:
     """A check of the log against coord's grants of its tokens (`sink_coord.tokens`)."""
-    return lambda log, tokens, _history: check(log, tokens)
+    return lambda log, tokens, _history, _refusals: check(log, tokens)
 
 
 def _by_history(check: Callable[[Any, Any], Any]) -> SinkChecker:
     """A check of the log against other rows of coord's history than its tokens'."""
-    return lambda log, _tokens, history: check(log, history)
+    return lambda log, _tokens, history, _refusals: check(log, history)
+
+
+def _by_refusals(check: Callable[[Any, Any], Any]) -> SinkChecker:
+    """A check of the sink's refused writes against coord's history."""
+    return lambda _log, _tokens, history, refusals: check(refusals, history)
 
 
 SINK_CHECKS: dict[str, SinkChecker] = {
@@ -57,7 +63,8 @@ SINK_CHECKS: dict[str, SinkChecker] = {
     "sink.coord_fenced_writes": _by_tokens(sink_coord.coord_fenced_writes),
     "sink.coord_publish_holder": _by_tokens(sink_coord.coord_publish_holder),
     "sink.publish_run_newest": _by_history(sink_run.publish_run_newest),
+    "sink.refusal_holder_granted": _by_refusals(sink_coord.refusal_holder_granted),
 }
-"""The checks of a fenced sink's exported log of accepted writes (`--sink-log`): each
-takes the log's DataFrame, its tokens as coord's history shows them
-(`sink_coord.tokens`) and the history (`SinkChecker`)."""
+"""The checks of a fenced sink's exported log of accepted writes and its refusals
+(`--sink-log`): each takes the log's DataFrame, its tokens as coord's history shows them
+(`sink_coord.tokens`), the history and the refusals' DataFrame (`SinkChecker`)."""

@@ -147,3 +147,50 @@ def coord_publish_holder(log: Any, toks: Any) -> Any:
         bad, "sink.coord_publish_holder", F.col("id"), _in("end_row", "revision"),
         subject(), _fenced_detail(F.lit("the sink published the attempt")),
         F.array(cite_log("newest.row"), cite_row("end_row"), cite_log()))
+
+
+def refusal_holder_granted(refusals: Any, history: Any) -> Any:
+    """Every write the sink refused as fenced was refused on behalf of a holder coord
+    granted after the refused token: coord's history has the grant of the partition's
+    group and resource at the fence row's (`held_*`) generation and revision, and that
+    revision is above the refused token's grant revision. A holder coord never granted
+    (a forged or corrupted fence row refused a live writer) or one older than the token
+    it refused is a violation, cited with the grant coord's history has, if any. A
+    refusal of a sequence (the holder's own out-of-order write) names no other holder
+    and is not judged."""
+    fenced = refusals.filter(F.col("verdict") == "FENCED_GENERATION")
+    grants = (history.filter(F.col("kind").isin(*GRANTS))
+              .join(F.broadcast(fenced.select("group", "resource").distinct()),
+                    ["group", "resource"], "left_semi")
+              .select("group", "resource", F.col("generation").alias("held_generation"),
+                      F.col("revision").alias("held_revision"), cited().alias("grant_row")))
+    joined = fenced.join(grants, ["group", "resource", "held_generation", "held_revision"],
+                         "left")
+    missing = F.col("grant_row").isNull()
+    bad = joined.filter(missing | (F.col("held_revision") <= F.col("revision")))
+    return violations(
+        bad, "sink.refusal_holder_granted", _in("grant_row", "index"), F.col("revision"),
+        subject(),
+        F.concat(F.lit("the sink refused generation "), F.col("generation"),
+                 F.lit(" (revision "), F.col("revision"), F.lit(") seq "), F.col("sequence"),
+                 F.lit(" for holder generation "), F.col("held_generation"),
+                 F.lit(" (revision "), F.col("held_revision"), F.lit("), but "),
+                 F.when(missing, F.concat(F.lit("coord's history has no grant of "),
+                                          F.col("group"), F.lit("/"), F.col("resource"),
+                                          F.lit(" at that generation and revision")))
+                 .otherwise(F.lit("coord granted that holder no later than the refused "
+                                  "token"))),
+        F.array(_cite_refusal(), F.when(~missing, cite_row("grant_row"))))
+
+
+def _cite_refusal() -> Column:
+    """One refusal as evidence: `refused job/partition generation= pid= epoch= run=
+    granted_rev= seq= held: generation= pid= epoch= run= granted_rev=`."""
+    def token(prefix: str) -> list[Column]:
+        return [F.concat(F.lit(f"{n}="), F.col(f"{prefix}{n}").cast("string"))
+                for n in ("generation", "pid", "epoch", "run")] + [
+            F.concat(F.lit("granted_rev="), F.col(f"{prefix}revision").cast("string"))]
+    return F.concat_ws(" ", F.lit("refused"),
+                       F.concat(F.col("job"), F.lit("/"), F.col("partition").cast("string")),
+                       *token(""), F.concat(F.lit("seq="), F.col("sequence").cast("string")),
+                       F.lit("held:"), *token("held_"))

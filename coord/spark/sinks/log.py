@@ -15,6 +15,11 @@ A publish row also carries the driver's run check just before it (`run_job`,
 of `run_job`), and the export adds the run slot it read (`run_group`, `run_resource`):
 the audit checks against coord's grants of that slot that no newer run had started by
 then.
+
+The refused writes (`Sink.refusals`) go beside the log, in `refusals.parquet`: a refusal
+is no accepted write, so it stays out of the log the other checks group by token. Each
+names the refused token and the fence row's (`held_*`), with the ownership claim coord
+keeps the partition under, so `sink.refusal_holder_granted` finds the holder's grant.
 """
 
 from __future__ import annotations
@@ -26,8 +31,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from coord.spark.attempt import RUN, group_of, producer_key, resource_of
+from coord.spark.sinks.base import TOKEN_FIELDS, Refusal
 
-__all__ = ["EXPORT_SCHEMA", "LOG_FILE", "LOG_SCHEMA", "export_log", "with_coord_names"]
+__all__ = ["EXPORT_SCHEMA", "LOG_FILE", "LOG_SCHEMA", "REFUSALS_FILE", "REFUSALS_SCHEMA",
+           "export_log", "refusals_table", "with_coord_names"]
 
 LOG_SCHEMA = pa.schema([
     ("id", pa.int64()), ("op", pa.string()),  # append | seal | publish
@@ -54,6 +61,14 @@ RUN_NAMES = pa.schema([
 EXPORT_SCHEMA = pa.schema([*LOG_SCHEMA, *COORD_NAMES, *RUN_NAMES])
 
 LOG_FILE = "sink_log.parquet"
+REFUSALS_FILE = "refusals.parquet"
+REFUSALS_SCHEMA = pa.schema([
+    ("job", pa.string()), ("partition", pa.int64()),
+    *((k, pa.int64()) for k in TOKEN_FIELDS),  # the refused token
+    ("sequence", pa.int64()), ("verdict", pa.string()),
+    *((f"held_{k}", pa.int64()) for k in TOKEN_FIELDS),  # the fence row's; null: none
+    COORD_NAMES.field("group"), COORD_NAMES.field("resource"),
+])
 
 
 def with_coord_names(log: pa.Table) -> pa.Table:
@@ -78,13 +93,32 @@ def with_coord_names(log: pa.Table) -> pa.Table:
             .sort_by("id").select(EXPORT_SCHEMA.names))
 
 
-def export_log(log: pa.Table, out: str | os.PathLike[str]) -> Path:
+def refusals_table(refusals: list[Refusal]) -> pa.Table:
+    """`refusals` (a sink's `refusals()`) as REFUSALS_SCHEMA rows, with the ownership
+    claim coord keeps each (job, partition) under. A `Refusal` carries no time, so the
+    sink's `at_ms` is not exported."""
+    rows = []
+    for r in refusals:
+        row = r.as_row(0)
+        del row["at_ms"]
+        rows.append({**row, "group": group_of(r.job), "resource": resource_of(r.partition)})
+    return pa.Table.from_pylist(rows, schema=REFUSALS_SCHEMA)
+
+
+def _write(table: pa.Table, directory: Path, name: str) -> None:
+    """`table` to `directory/name`, atomically (a temp file renamed)."""
+    tmp = directory / f".{name}.tmp"  # a dot: readers of the directory skip it
+    pq.write_table(table, tmp)
+    os.replace(tmp, directory / name)
+
+
+def export_log(log: pa.Table, out: str | os.PathLike[str],
+               refusals: list[Refusal] = ()) -> Path:
     """Write `log` (a sink's `log()`) with its coord names (`with_coord_names`) to
-    `out/sink_log.parquet`, atomically (a temp file renamed), and return the
-    directory."""
+    `out/sink_log.parquet` and `refusals` (its `refusals()`) to `out/refusals.parquet`,
+    each atomically, and return the directory."""
     directory = Path(out)
     directory.mkdir(parents=True, exist_ok=True)
-    tmp = directory / f".{LOG_FILE}.tmp"  # a dot: readers of the directory skip it
-    pq.write_table(with_coord_names(log), tmp)
-    os.replace(tmp, directory / LOG_FILE)
+    _write(with_coord_names(log), directory, LOG_FILE)
+    _write(refusals_table(list(refusals)), directory, REFUSALS_FILE)
     return directory
