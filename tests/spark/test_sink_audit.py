@@ -27,7 +27,7 @@ def test_a_killed_worker_s_job_passes_the_sink_audit(spark, coord3, tmp_path):
     sink = SqliteSink(str(tmp_path / "f.db"), "out")
     try:
         assert ids(sink) == list(range(N))
-        log = sink.log()
+        log, refusals = sink.log(), sink.refusals()
     finally:
         sink.close()
     appends = [r for r in log.to_pylist() if r["op"] == "append" and r["job"] == "audited"]
@@ -38,7 +38,7 @@ def test_a_killed_worker_s_job_passes_the_sink_audit(spark, coord3, tmp_path):
     with Client(coord3.endpoints) as client:
         HistorySink(tmp_path / "h").write(r for page in client.export_history()
                                           for r in page.rows)
-    exported = export_log(log, tmp_path / "sink")
+    exported = export_log(log, tmp_path / "sink", refusals)
     # the join has something to judge: coord's history ended the killed attempt's grant
     # no later than it granted the replacement that the sink accepted after it
     toks = {r["epoch"]: r for r in tokens(load_history(spark, tmp_path / "h"),
