@@ -12,7 +12,9 @@ from coord.testing.local_cluster import CRASH_POINTS
 from tests.chaos.nemesis_rig import play
 from tests.server.crash_rig import Writer, check_nothing_lost, member_log
 
-pytestmark = pytest.mark.cluster
+# slow (make test-slow): the suite's short chaos run (tests/chaos/test_run.py) injects the
+# crash nemesis among every kind, and tests/server/test_crash_points.py kills members at points
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 
 def _pick(point: str, member: int) -> float:

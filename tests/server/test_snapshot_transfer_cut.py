@@ -19,7 +19,9 @@ from coord.testing import LocalCluster
 from tests.cut_off import wait_until
 from tests.server import crash_rig as rig
 
-pytestmark = pytest.mark.cluster
+# slow (make test-slow): tests/server/transport/test_snapshot_resume.py cuts a transfer in
+# pieces over a real connection in the suite
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 HOLD_MS = 2000
 SENDING = "failpoint snapshot-send: sleep"

@@ -89,6 +89,10 @@ def standalone(tmp_path_factory) -> Iterator[str]:
                 p.kill()
 
 
+# slow (make test-slow): a Spark session of its own with speculation on; the fence that
+# stops the straggler is the one test_spark_writer.py's zombie test and test_sinks.py's
+# racing processes test in the suite
+@pytest.mark.slow
 @pytest.mark.cluster
 @pytest.mark.spark
 def test_a_speculative_copy_fences_the_straggler_and_the_output_is_exactly_once(
