@@ -38,7 +38,7 @@ from coord.chaos.report import write_report
 from coord.chaos.session_watch import watch_sessions
 from coord.chaos.sink import FencedSink
 from coord.chaos.workloads import WORKLOADS, Ownership, Workload, make_workloads
-from coord.check import CheckResult, check_all
+from coord.check import CheckOptions, CheckResult, check_all
 from coord.check.linearizable import DEFAULT_TIME_LIMIT_S
 from coord.check.oplog import read_jsonl
 from coord.check.sessions import fault_windows
@@ -205,9 +205,8 @@ def run(cfg: RunConfig, console: Console | None = None) -> RunResult:
     console.print("checking the oplog…")
     rows = _merge(out)
     t_check = time.monotonic()
-    checks = check_all(rows, fault_windows([f.to_json() for f in
-                                            (nemesis.faults if nemesis else [])]),
-                       lin_time_limit_s=cfg.lin_time_limit_s)
+    windows = fault_windows([f.to_json() for f in (nemesis.faults if nemesis else [])])
+    checks = check_all(rows, CheckOptions(tuple(windows), cfg.lin_time_limit_s))
     check_s = time.monotonic() - t_check
     counts = _counts(rows)
     result = RunResult(out, checks, nemesis.faults if nemesis else [], counts, elapsed)

@@ -227,3 +227,27 @@ def test_sessions_catch_a_session_alive_long_after_its_ttl_unless_a_fault_explai
         r.violations[0]["message"]
     assert check_sessions(_gone(h), late_slack_s=10).ok
 
+
+def test_check_all_gives_every_checker_the_runs_options():
+    """The run's faults reach the sessions checker and its time limit the linearizable
+    one: the same oplogs' verdicts move with the options."""
+    from coord.check import CheckOptions
+
+    h = _session_oplog()
+    h.op(1, "open_session", 0, S // 10, 1.0, session=8)
+    h.op(1, "own", 9 * S, 9 * S + 1, None, session=8, generation=2, revision=9, **G)
+
+    def sessions(options: CheckOptions) -> str:
+        (r,) = [r for r in check_all(_gone(h), options) if r.checker == "sessions"]
+        return r.verdict
+
+    assert sessions(CheckOptions()) == "illegal"
+    assert sessions(CheckOptions(faults=((1 * S, 5 * S),))) == "ok"
+    hard = H()  # many concurrent writes and a read none explains: a long search
+    for p in range(14):
+        hard.op(p, "write", 1 + p, 100, p)
+    hard.op(99, "read", 200, 201, out=-1)
+    (lin,) = [r for r in check_all(hard.sorted(), CheckOptions(lin_time_limit_s=0.0))
+              if r.checker == "linearizable"]
+    assert lin.verdict == "unknown" and "time limit" in lin.reason
+
