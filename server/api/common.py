@@ -193,21 +193,22 @@ def _writer_read_only_ok(coord: Coordinator, caller: Caller, cmd: Any) -> bool:
 
 
 async def query(coord: Coordinator, caller: Caller, cmd: Any, serializable: bool = False) -> Any:
-    """`cmd` read from this member's state once it has caught up (the barrier, unless
-    serializable), after the caller's permission check: nothing awaits between the
-    read and the caller's answer, so the header's revision (`coord.header()`) is the
-    revision of the state read — what a client cites as the point its read saw."""
+    """`cmd` read as `Coordinator.read` reads (the barrier, the caller's permission
+    check, the read), served read-only from this member's applied state when the caller
+    accepts that and the member is (or goes) read-only."""
     if admit(coord, caller):
         serializable = True  # read-only: this member's applied state is all there is
-    if not serializable:
-        try:
-            await coord.barrier(timeout=caller.timeout)
-        except NodeError as e:
-            if not (coord.mode.read_only and caller.read_only_ok(coord)):
-                raise e.as_api_error() from None
-            # the member went read-only while we waited: its applied state is all there is
-    await check_read(coord, caller, cmd)
-    return checked(coord.machine.query(cmd))
+
+    async def allowed() -> None:
+        await check_read(coord, caller, cmd)
+
+    try:
+        return checked(await coord.read(cmd, serializable, caller.timeout, allowed))
+    except NodeError as e:  # only the barrier raises one
+        if not (coord.mode.read_only and caller.read_only_ok(coord)):
+            raise e.as_api_error() from None
+    # the member went read-only while we waited: its applied state is all there is
+    return checked(await coord.read(cmd, True, caller.timeout, allowed))
 
 
 def invalid_argument(message: str) -> ApiError:

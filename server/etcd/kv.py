@@ -32,9 +32,12 @@ class EtcdKVService(rpc_pb2_grpc.KVServicer):
     async def Range(self, request, context):  # noqa: N802
         cmd = conv.range_from_pb(request)
         user = await self.access.user(context)
-        res = await self.coord.read(cmd, request.serializable, call_timeout(context))
-        self.access.check_read(user, cmd.key, cmd.range_end)
-        res = err.check(res)
+
+        async def allowed() -> None:
+            self.access.check_read(user, cmd.key, cmd.range_end)
+
+        res = err.check(await self.coord.read(cmd, request.serializable,
+                                              call_timeout(context), allowed))
         return conv.range_to_pb(request, res, conv.header(self.coord, res.revision))
 
     @etcd_call

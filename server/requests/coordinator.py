@@ -10,6 +10,7 @@ import dataclasses
 import itertools
 import secrets
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import grpc
@@ -147,9 +148,17 @@ class Coordinator:
         return c.decode_result(data), index
 
     async def read(self, cmd: Any, serializable: bool = False,
-                   timeout: float = DEFAULT_TIMEOUT_S) -> Any:
+                   timeout: float = DEFAULT_TIMEOUT_S,
+                   allowed: Callable[[], Awaitable[None]] | None = None) -> Any:
+        """`cmd` read from this member's state once it has caught up (the barrier, unless
+        `serializable`), after `allowed` (the caller's permission check, which may await
+        the caller's user) passed: nothing awaits between the read and the return, so the
+        header's revision (`header()`) is the revision of the state read — what a client
+        cites as the point its read saw."""
         if not serializable:
             await self.barrier(timeout)
+        if allowed is not None:
+            await allowed()
         return self.machine.query(cmd)
 
     async def barrier(self, timeout: float = DEFAULT_TIMEOUT_S,

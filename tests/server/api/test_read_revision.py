@@ -34,6 +34,7 @@ class Machine:
 
 class FakeCoordinator:
     header = Coordinator.header  # the real header: machine.revision, term, member
+    read = Coordinator.read  # the real read: the barrier, the permission check, the query
 
     def __init__(self) -> None:
         self.machine = Machine()
