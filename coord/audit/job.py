@@ -162,7 +162,7 @@ def _sink_checks(spark: Any, path: str | Path, history: Any, names: list[str],
     from pyspark.sql import functions as F
 
     from coord.audit.checks.sink_coord import tokens
-    from coord.spark.sinks.log import LOG_FILE, REFUSALS_FILE
+    from coord.spark.sink_log_files import LOG_FILE, REFUSALS_FILE
 
     log = (spark.read.parquet(str(Path(path) / LOG_FILE))
            .persist(StorageLevel.MEMORY_AND_DISK))

@@ -13,8 +13,9 @@ from coord.audit.job import run_audit
 from coord.audit.load import load_history
 from coord.client import Client
 from coord.history.sink import HistorySink
+from coord.spark.sink_log_files import LOG_FILE
 from coord.spark.sinks import SqliteSink
-from coord.spark.sinks.log import LOG_FILE, export_log
+from coord.spark.sinks.log import export_log
 from tests.spark.test_spark_writer import PARTS, N, fenced, frame, ids
 
 pytestmark = [pytest.mark.spark, pytest.mark.cluster]

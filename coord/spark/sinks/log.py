@@ -31,10 +31,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from coord.spark.attempt import RUN, group_of, producer_key, resource_of
+from coord.spark.sink_log_files import LOG_FILE, REFUSALS_FILE
 from coord.spark.sinks.base import TOKEN_FIELDS, Refusal
 
-__all__ = ["EXPORT_SCHEMA", "LOG_FILE", "LOG_SCHEMA", "REFUSALS_FILE", "REFUSALS_SCHEMA",
-           "export_log", "refusals_table", "with_coord_names"]
+__all__ = ["EXPORT_SCHEMA", "LOG_SCHEMA", "REFUSALS_SCHEMA", "export_log", "refusals_table",
+           "with_coord_names"]
 
 LOG_SCHEMA = pa.schema([
     ("id", pa.int64()), ("op", pa.string()),  # append | seal | publish
@@ -60,8 +61,6 @@ RUN_NAMES = pa.schema([
 ])
 EXPORT_SCHEMA = pa.schema([*LOG_SCHEMA, *COORD_NAMES, *RUN_NAMES])
 
-LOG_FILE = "sink_log.parquet"
-REFUSALS_FILE = "refusals.parquet"
 REFUSALS_SCHEMA = pa.schema([
     ("job", pa.string()), ("partition", pa.int64()),
     *((k, pa.int64()) for k in TOKEN_FIELDS),  # the refused token
