@@ -67,22 +67,30 @@ def _revision(endpoint: str) -> int:
         return erpc.MaintenanceStub(ch).Status(epb.StatusRequest(), timeout=30).header.revision
 
 
-def _snapshot_after_fill(cluster: LocalCluster, leader: str) -> tuple[int, int]:
+def _snapshot_after_fill(cluster: LocalCluster) -> tuple[str, int, int]:
     """Single puts to one key until the leader logs a snapshot it began after the fill
-    (a second new one: the first may have started before the fill ended); its (bytes,
-    index)."""
-    path = cluster.members[leader].log_path
-    before = len(logged_snapshots(path))
+    (a second new one: the first may have started before the fill ended); the leader,
+    and the snapshot's (bytes, index). An election under load can move the leader: a put
+    refused as UNAVAILABLE looks it up again and counts that one's snapshots."""
     deadline = time.monotonic() + SNAPSHOT_TIMEOUT
-    with grpc.insecure_channel(cluster.members[leader].listen) as ch:
-        kv = erpc.KVStub(ch)
-        while time.monotonic() < deadline:
-            for _ in range(100):
-                kv.Put(epb.PutRequest(key=b"bench/tick", value=b"t"), timeout=30)
-            taken = logged_snapshots(path)
-            if len(taken) >= before + 2:
-                size, index, _s = taken[-1]
-                return size, index
+    while time.monotonic() < deadline:
+        leader = cluster.wait_for_leader(timeout=30)
+        path = cluster.members[leader].log_path
+        before = len(logged_snapshots(path))
+        try:
+            with grpc.insecure_channel(cluster.members[leader].listen) as ch:
+                kv = erpc.KVStub(ch)
+                while time.monotonic() < deadline:
+                    for _ in range(100):
+                        kv.Put(epb.PutRequest(key=b"bench/tick", value=b"t"), timeout=30)
+                    taken = logged_snapshots(path)
+                    if len(taken) >= before + 2:
+                        size, index, _s = taken[-1]
+                        return leader, size, index
+        except grpc.RpcError as e:
+            if e.code() != grpc.StatusCode.UNAVAILABLE:
+                raise
+            log(f"  a put to {leader} failed ({e.details()}); finding the leader again")
     raise RuntimeError(f"the leader took no snapshot within {SNAPSHOT_TIMEOUT:g}s of writes")
 
 
@@ -97,7 +105,7 @@ def measure(keys: int, clients: int, random_values: bool = False) -> dict:
                             random_values))
         fill_s = time.monotonic() - t0
         log(f"  filled {keys} keys in {fill_s:.1f} s")
-        snap_bytes, snap_index = _snapshot_after_fill(cluster, leader)
+        leader, snap_bytes, snap_index = _snapshot_after_fill(cluster)
         revision = _revision(cluster.members[leader].listen)
         followers = [n for n in cluster.members if n != leader]
         wiped, kept = followers
