@@ -58,6 +58,9 @@ member given 30 s to serve; a promotion retried for 30 s)."""
 SKEW_MS = 600_000
 """The most a skew fault moves a member's wall clock, either way."""
 PARTITIONS = ("split", "isolate-leader", "bridge", "one-way")
+PROCESS_FAULTS = ("kill", "pause", "slow", "member", "crash")
+"""The kinds that stop, restart or re-add a member's process: one member takes one of
+them at a time."""
 
 
 @dataclass(eq=False)  # a fault is itself: two alike are still two
@@ -204,6 +207,10 @@ class Nemesis:
         throttled = self._throttle[0] if self._throttle else None
         running = [n for n, m in self.cluster.members.items()
                    if m.running and not m.paused and n != throttled]
+        if kind in PROCESS_FAULTS:
+            # a member another fault restarts (armed at a crash point) or re-added (a
+            # learner) is that fault's: a kill beside it would race its heal's start
+            running = [n for n in running if n not in self._armed | self._learners]
         if kind == "skew":
             return ",".join(self.cluster.members), ""
         if kind == "member":

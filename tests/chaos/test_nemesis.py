@@ -52,6 +52,11 @@ class Cluster:
     def rejoin_member(self, name: str) -> None:
         self._call("rejoin", name)
 
+    def restart(self, name: str, failpoints: str = "", wait: bool = True,
+                timeout: float = 30) -> None:
+        self._call("restart", name)
+        self.members[name].running = True
+
     def promote(self, name: str) -> None:
         self._call("promote", name)
 
@@ -121,6 +126,23 @@ def test_heal_all_promotes_a_learner_a_failed_member_heal_left():
     assert cluster.calls.count(("promote", fault.member)) == 1
     nemesis.heal_all()
     assert cluster.calls.count(("promote", fault.member)) == 1
+
+
+def test_a_member_armed_at_a_crash_point_or_re_added_takes_no_other_process_fault():
+    """A kill drawn while another member is armed at a crash point (or re-added as a
+    learner) targets someone else: killing the armed one raced the crash's restart, and
+    the kill's heal then found it running again."""
+    cluster = Cluster()
+    nemesis = Nemesis(cluster, Schedule(), t0=0.0)
+    crash = nemesis._inject("crash", 0.1)
+    member = nemesis._inject("member", 0.9)
+    assert crash is not None and member is not None and crash.member != member.member
+    held = {crash.member, member.member}
+    for kind in ("kill", "pause", "slow", "member", "crash"):
+        for pick in (0.3, 0.5, 0.7, 0.9):
+            name, _ = nemesis._target(kind, pick)
+            assert name not in held, (kind, pick, name)
+    assert nemesis._target("partition", 0.1)[0] == "n1"  # a link fault may still take any
 
 
 def _run(nemesis: Nemesis) -> None:
