@@ -11,7 +11,9 @@ drained once the session ended (the client ends the iterator after the end event
 Rows: `session_events` (invoke: `key` the group, `resource`, `session`, `ending`:
 close | sever; a `response` row per event {"type", "revision", "resource",
 "generation", "new_owner"}; ok when the stream ended, info when no end came within
-DRAIN_S), and on a second process the
+DRAIN_S, saying how the round tried to end the session, or at once when a sever's
+takeover session could not open: nothing ended the session then), and on a second
+process the
 `own` ops (a takeover's invoke carries the `generation` it claims) and `close_session`."""
 
 from __future__ import annotations
@@ -54,14 +56,17 @@ def _own(proc: Process, client: Client, session: int, group: str, resource: str,
     return grant
 
 
-def _close(proc: Process, client: Client, session: int) -> None:
+def _close(proc: Process, client: Client, session: int) -> str:
+    """A `close_session` op; its outcome in words, for a stream that then owes an end."""
     proc.invoke("close_session", None, None, session=session)
     try:
         revision = client.close_session(session).revision
     except CoordError as e:
-        proc.info(getattr(e, "reason", "") or type(e).__name__)
-    else:
-        proc.ok(revision=revision)
+        why = getattr(e, "reason", "") or type(e).__name__
+        proc.info(why)
+        return f"the close's outcome unknown ({why})"
+    proc.ok(revision=revision)
+    return "closed"
 
 
 def watch_sessions(j: int, endpoints: list[str], tls: TLS | None, stream: Process,
@@ -81,16 +86,23 @@ def watch_sessions(j: int, endpoints: list[str], tls: TLS | None, stream: Proces
                           session=session.id, ending=ending)
             grant = _own(ops, client, session.id, group, resource)
             stop.wait(rng.uniform(0.2, 1.5))
-            if grant is not None and ending == "sever":
+            if grant is None:  # nothing to sever: the session is closed either way
+                done = "its own failed; " + _close(ops, client, session.id)
+            elif ending == "close":
+                done = _close(ops, client, session.id)
+            else:
                 try:
                     other = client.open_session("chaos-events-takeover", TTL_S).session_id
-                except CoordError:
-                    other = None
-                if other is not None:
-                    _own(ops, client, other, group, resource, grant.generation + 1)
-                    _close(ops, client, other)  # frees the resource for the next round
-            if ending == "close" or grant is None:
-                _close(ops, client, session.id)
+                except CoordError as e:
+                    # nothing ended the session: its stream owes no end to wait for
+                    why = getattr(e, "reason", "") or type(e).__name__
+                    stream.info(f"no takeover: its session could not open ({why})")
+                    _close(ops, client, session.id)
+                    session.detach()
+                    continue
+                taken = _own(ops, client, other, group, resource, grant.generation + 1)
+                done = "taken over" if taken is not None else "the takeover's outcome unknown"
+                _close(ops, client, other)  # frees the resource for the next round
             last = None
             for event in session.events(timeout=DRAIN_S):
                 last = event.type
@@ -100,5 +112,5 @@ def watch_sessions(j: int, endpoints: list[str], tls: TLS | None, stream: Proces
             if last in ENDED:
                 stream.ok()
             else:
-                stream.info(f"no end event within {DRAIN_S:.0f} s")
+                stream.info(f"no end event within {DRAIN_S:.0f} s ({done})")
             session.detach()
