@@ -100,8 +100,14 @@ class Outbound(asyncio.Protocol):
         host, port = split_address(address)
         loop = asyncio.get_running_loop()
         link = cls(wakeup, tls is not None)
-        tr, _ = await loop.create_connection(lambda: link, host, port, ssl=tls,
-                                             server_hostname=host if tls else None)
+        try:
+            tr, _ = await loop.create_connection(lambda: link, host, port, ssl=tls,
+                                                 server_hostname=host if tls else None)
+        except BaseException:
+            # uvloop closes a connection whose connect is cancelled once connected without
+            # telling the protocol (no connection_lost): end it here, its pings with it
+            link.close()
+            raise
         try:
             hello = raft_pb2.PeerHello(cluster=auth.cluster_id, auth=auth.token_for(to_id))
             setattr(hello, "from", auth.node_id)

@@ -707,3 +707,44 @@ def test_a_silent_inbound_connection_is_closed_a_pinging_one_kept(
             pinging_w.close()
 
     run(main())
+
+
+def test_a_connect_cancelled_once_connected_stops_its_pings(monkeypatch):
+    """uvloop closes a connection whose `create_connection` is cancelled after the
+    protocol saw `connection_made`, without calling `connection_lost`: the link must end
+    there, or its next ping writes to a closed handle (a RuntimeError in the loop)."""
+    import uvloop
+
+    monkeypatch.setattr(connection, "PING_INTERVAL", 0.02)
+    opened: list[connection.Outbound] = []
+
+    class CancelledOnConnect(connection.Outbound):
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            opened.append(self)
+
+        def connection_made(self, transport) -> None:
+            super().connection_made(transport)
+            connecting.cancel()
+
+    async def main() -> list[BaseException | None]:
+        nonlocal connecting
+        loop = asyncio.get_running_loop()
+        errors: list[BaseException | None] = []
+        loop.set_exception_handler(lambda _loop, ctx: errors.append(ctx.get("exception")))
+        server = await loop.create_server(asyncio.Protocol, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        auth = PeerAuth(1, SECRET, CLUSTER)
+        connecting = asyncio.ensure_future(CancelledOnConnect.open(
+            auth, 2, f"127.0.0.1:{port}", asyncio.Event()))
+        with pytest.raises(asyncio.CancelledError):
+            await connecting
+        await asyncio.sleep(0.2)  # ten ping intervals
+        server.close()
+        return errors
+
+    connecting: asyncio.Future
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        errors = runner.run(main())
+    (link,) = opened
+    assert errors == [] and link.ended is not None
