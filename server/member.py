@@ -130,7 +130,7 @@ def open_node(
     try:
         cluster_id = claim_data_dir(store, me.name, cluster_token)
         auth = PeerAuth(me.id, cluster_secret, cluster_id)
-        transport = PeerTransport(auth, tls=peer_tls, spool_dir=data_dir)
+        transport = PeerTransport(auth, tls=peer_tls, spool_dir=store.snap_dir)
         node = Node(me, store, transport, machine, initial_cluster, cluster_id, options,
                     join=join)
     except BaseException:

@@ -95,7 +95,10 @@ always import itself: `coord.raft` forbidding `coord` means every *other* coord 
 CONTRACT_EXCEPTIONS: dict[str, tuple[str, ...]] = {
     # The log file's format has one owner, the member's storage: the history export reads
     # a member's log through its read-only reader rather than repeat the SQL.
-    "coord.history": ("coord.server.storage.log_reader", "coord.server.storage.log_format"),
+    # A member's snapshot is a file the log names (`coord.server.snapshot_file`): the
+    # export restores from it as the member does.
+    "coord.history": ("coord.server.storage.log_reader", "coord.server.storage.log_format",
+                      "coord.server.snapshot_file"),
 }
 """Layer -> the modules it may import although its contract forbids them: whole module
 names, never prefixes, so the exception cannot grow by a new module beside them."""
@@ -637,6 +640,7 @@ SERVER_LAYERS: tuple[tuple[str, ...], ...] = (
     ("upkeep", "forward"),
     ("node",),  # the consensus driver
     ("storage", "transport"),  # the log on disk, the wires
+    ("snapshot_file",),  # a snapshot's bytes on disk: the log names it, the wires carry it
     # named crash points any part may pass (tests arm them); the log lines' stable fields
     # and event names any part may log with
     ("failpoints", "log_lines"),

@@ -3,6 +3,7 @@ do what it says, then `advance`. Mirrors etcd/raft's RawNode."""
 
 from __future__ import annotations
 
+from collections.abc import Sized
 from dataclasses import dataclass, field
 
 from .confchange import decode_conf_change
@@ -108,7 +109,7 @@ class RawNode:
     def report_snapshot(self, node: int, ok: bool) -> None:
         self.raft.step(Message(MessageType.SNAP_STATUS, frm=node, reject=not ok))
 
-    def compact(self, index: int, data: bytes, conf: ConfState | None = None) -> Snapshot:
+    def compact(self, index: int, data: Sized, conf: ConfState | None = None) -> Snapshot:
         """The state machine captured its state at applied `index`; drop the log before it.
         `conf` is the configuration as of `index` (by default the current one: right for a
         state captured just now, not for one captured before later conf changes applied).

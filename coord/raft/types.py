@@ -6,6 +6,7 @@ needs arrives as one of these and everything it wants done leaves as one of thes
 
 from __future__ import annotations
 
+from collections.abc import Sized
 from dataclasses import dataclass, field
 from enum import IntEnum
 
@@ -105,8 +106,13 @@ class SnapshotMeta:
 
 @dataclass(slots=True, frozen=True)
 class Snapshot:
+    """`data` is the application's, opaque to Raft, which only measures it (`len`): the
+    snapshot's bytes (the in-memory test harness), or a small reference to where they
+    are (a member's: the file, which its storage and transport read a piece at a time,
+    so the core never holds a state's worth of bytes and never does I/O for them)."""
+
     meta: SnapshotMeta = field(default_factory=SnapshotMeta)
-    data: bytes = b""
+    data: Sized = b""
 
     @property
     def is_empty(self) -> bool:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import base64
 import gc
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -368,13 +368,14 @@ class CoordMachine:
         }
         return snapshot_zlib.compressed(iter_dumps(state))
 
-    def restore(self, data: bytes | memoryview) -> None:
+    def restore(self, data: bytes | memoryview | Iterable[bytes]) -> None:
         """Replace the whole state with a snapshot's (ValueError leaves it untouched)."""
         self.adopt(self.restored(data))
 
-    def restored(self, data: bytes | memoryview) -> CoordMachine:
-        """A new machine, with this one's settings, holding a snapshot's state (ValueError
-        if it does not load). This machine is only read for its settings, which nothing
+    def restored(self, data: bytes | memoryview | Iterable[bytes]) -> CoordMachine:
+        """A new machine, with this one's settings, holding a snapshot's state (`data`:
+        its bytes, or their blocks as a member reads them from its snapshot file;
+        ValueError if it does not load). This machine is only read for its settings, which nothing
         but `adopt` changes, so this can run in another thread while this machine goes on
         serving reads: a member decodes a leader's snapshot (seconds at 1M keys) off its
         event loop that way, then `adopt`s the result on the loop."""
@@ -394,7 +395,7 @@ class CoordMachine:
         self.__dict__.update(other.__dict__)
         self.session_openers = openers
 
-    def _load(self, data: bytes | memoryview) -> None:
+    def _load(self, data: bytes | memoryview | Iterable[bytes]) -> None:
         """Rebuild this (new, unshared) machine from a snapshot: `restored`'s work."""
         chunks = kv_columns.KeySpaceLoader()
         try:

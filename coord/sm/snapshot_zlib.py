@@ -5,7 +5,7 @@ it is made or read back (`CoordMachine.capture` and `restored`)."""
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 __all__ = ["DECOMPRESS_PIECE", "SNAPSHOT_ZLIB_LEVEL", "compressed", "decompressed"]
 
@@ -20,15 +20,15 @@ DECOMPRESS_PIECE = 1 << 20
 """Bytes of a snapshot decompressed at a time (in and out): a restore's text buffer."""
 
 
-def decompressed(data: bytes | memoryview) -> Iterator[bytes]:
-    """zlib `data` decompressed a piece at a time, none of them over DECOMPRESS_PIECE
-    (a state of repeated values compresses a hundredfold: the whole text at once was the
-    largest thing a restore held). ValueError if `data` is not one whole zlib stream."""
+def decompressed(data: bytes | memoryview | Iterable[bytes]) -> Iterator[bytes]:
+    """zlib `data` (the stream, or its blocks as they are read from a file) decompressed
+    a piece at a time, none of them over DECOMPRESS_PIECE (a state of repeated values
+    compresses a hundredfold: the whole text at once was the largest thing a restore
+    held). ValueError if `data` is not one whole zlib stream."""
     z = zlib.decompressobj()
-    view = memoryview(data)
     try:
-        for start in range(0, len(view), DECOMPRESS_PIECE):
-            tail: bytes | memoryview = view[start:start + DECOMPRESS_PIECE]
+        for block in _blocks(data):
+            tail: bytes | memoryview = block
             while tail:
                 yield z.decompress(tail, DECOMPRESS_PIECE)
                 tail = z.unconsumed_tail
@@ -39,6 +39,16 @@ def decompressed(data: bytes | memoryview) -> Iterator[bytes]:
         raise ValueError(f"snapshot is not zlib data: {exc}") from None
     if not z.eof:
         raise ValueError("snapshot is not zlib data: incomplete or truncated stream")
+
+
+def _blocks(data: bytes | memoryview | Iterable[bytes]) -> Iterable[bytes | memoryview]:
+    """`data` in blocks of at most DECOMPRESS_PIECE (views: no copy) if it is one
+    buffer, else as it comes."""
+    if not isinstance(data, bytes | bytearray | memoryview):
+        return data
+    view = memoryview(data)
+    return (view[start:start + DECOMPRESS_PIECE]
+            for start in range(0, len(view), DECOMPRESS_PIECE))
 
 
 def compressed(pieces: Iterator[str]) -> Iterator[bytes]:

@@ -53,6 +53,7 @@ from coord.server.node.round_counts import CountingExecutor, RoundCounts
 from coord.server.node.snapshots import Snapshots
 from coord.server.node.statemachine import StateMachine
 from coord.server.node.ticker import tick_every
+from coord.server.snapshot_file import SnapshotFile, SnapshotWriter
 from coord.server.storage.log_format import (
     entry_data,
     members_header,
@@ -91,8 +92,14 @@ def seed_from_state(store: LogStore, initial_cluster: list[MemberInfo], state: b
     members = {m.id: m for m in initial_cluster}
     index = len(members)
     meta = SnapshotMeta(index, 1, ConfState(voters=frozenset(members)))
-    header = members_header(m.encode() for _, m in sorted(members.items()))
-    store.save(HardState(1, NONE, index), [], Snapshot(meta, header + state))
+    writer = SnapshotWriter(store.snap_dir, index)
+    try:
+        writer.write(members_header(m.encode() for _, m in sorted(members.items())))
+        writer.write(state)
+        store.save(HardState(1, NONE, index), [], Snapshot(meta, writer.done()))
+    except BaseException:
+        writer.discard()
+        raise
 
 
 @dataclass(slots=True)
@@ -703,7 +710,7 @@ class Node:
 
     def _restore_snapshot(self, snap: Snapshot) -> None:
         """Start-up's restore, on the loop: the member serves nothing before it is done."""
-        self._sm.restore(self._restore_members(snap.data))
+        self._sm.restore(self._restore_members(snap))
 
     async def _install_snapshot(self, snap: Snapshot) -> None:
         """A leader's snapshot: the state machine's part is decoded in the storage thread
@@ -711,14 +718,17 @@ class Node:
         stopped the member answering anything, Status included), while the loop goes on
         serving from the state it has; the new state then replaces it in one step here.
         Nothing else touches the machine meanwhile: `_run` awaits this Ready, so no entry
-        is applied and no snapshot captured (one being taken was discarded) until then."""
-        data = self._restore_members(snap.data)
+        is applied and no snapshot captured (one being taken was discarded) until then.
+        The state's bytes are read from the snapshot's file there too, a block at a time."""
+        data = self._restore_members(snap)
         loop = asyncio.get_running_loop()
         self._sm.adopt(await loop.run_in_executor(self._io, self._sm.restored, data))
 
-    def _restore_members(self, data: bytes) -> memoryview:
-        """Take the members from a snapshot's `data`; the state machine's bytes follow."""
-        records, state = split_snapshot(data)
+    def _restore_members(self, snap: Snapshot) -> Iterator[bytes]:
+        """Take the members from the start of `snap`'s file; the state machine's bytes
+        follow, read as they are asked for."""
+        assert isinstance(snap.data, SnapshotFile), "a member's snapshot is a file"
+        records, state = split_snapshot(snap.data)
         self.members = {}
         for info in map(MemberInfo.decode, records):
             self.members[info.id] = self._known_addresses[info.id] = info

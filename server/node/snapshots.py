@@ -9,7 +9,9 @@ then, competing for the GIL, slowed every loop round trip (writes stalled up to 
 
 So the loop captures the state (`CoordMachine.capture`: a few milliseconds) and then
 turns it into bytes one slice (a few milliseconds) per loop iteration, while Raft keeps
-stepping, persisting, sending and applying in between.
+stepping, persisting, sending and applying in between. The bytes go to a snapshot file
+(`snapshot_file`) as they come, and Raft's snapshot is that file: the member never holds
+the compressed state whole.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from concurrent.futures import Executor
 
 from coord.raft import ConfState, RawNode
 from coord.server import failpoints, log_lines
+from coord.server.snapshot_file import SnapshotFile, SnapshotWriter
 from coord.server.storage.log_store import LogStore
 from coord.server.transport.snapshot_pieces import Spool
 
@@ -57,7 +60,7 @@ class Snapshots:
         self._raw, self._store, self._io = raw, store, io
         self._capture, self._wake = capture, wake
         self._every, self._max_bytes = every, max_bytes
-        self._task: asyncio.Task[bytes] | None = None
+        self._task: asyncio.Task[SnapshotFile] | None = None
         self._index = 0
         self._conf = ConfState()
         self._started = 0.0  # monotonic: when the snapshot being taken began
@@ -93,8 +96,9 @@ class Snapshots:
         self._started = time.monotonic()
         self._index, self._conf = applied, raw.conf_state
         self._task = asyncio.get_running_loop().create_task(
-            join_pieces(self._capture(), self._store.path.parent), name=f"snapshot-{self.name}"
-        )
+            write_pieces(self._capture(), SnapshotWriter(self._store.snap_dir, applied),
+                         self._io),
+            name=f"snapshot-{self.name}")
         self._task.add_done_callback(lambda _: self._wake())
 
     async def end(self) -> None:
@@ -117,8 +121,12 @@ class Snapshots:
     def discard(self) -> None:
         """Drop the snapshot being taken: one from the leader is about to replace it."""
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
+        if task is None:
+            return
+        if not task.done():
+            task.cancel()  # `write_pieces` removes its file
+        elif not task.cancelled() and task.exception() is None:
+            task.result().remove()  # written, and never to be stored
 
 
 async def spool_pieces(pieces: Iterator[bytes],
@@ -136,12 +144,16 @@ async def spool_pieces(pieces: Iterator[bytes],
     return spool
 
 
-async def join_pieces(pieces: Iterator[bytes],
-                      spool_dir: str | os.PathLike[str] | None = None) -> bytes:
-    """The pieces joined (`spool_pieces`, so the snapshot is not held twice at its
-    end)."""
-    spool = await spool_pieces(pieces, spool_dir)
+async def write_pieces(pieces: Iterator[bytes], writer: SnapshotWriter,
+                       io: Executor) -> SnapshotFile:
+    """The pieces written to a new snapshot file, the loop running between them (one
+    slice each), then made durable in `io` (the storage thread: an fsync of the whole
+    file would stop the loop); the file removed if they fail or the task is cancelled."""
     try:
-        return spool.take()
-    finally:
-        spool.clear()
+        for piece in pieces:
+            writer.write(piece)
+            await asyncio.sleep(0)  # let the loop run between slices
+        return await asyncio.get_running_loop().run_in_executor(io, writer.done)
+    except BaseException:
+        writer.discard()
+        raise

@@ -6,6 +6,7 @@ reading, `time_ms`) is in its arguments, so every member computes the same state
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Protocol, Self
 
 from coord.sm.results import Answer
@@ -19,10 +20,10 @@ class StateMachine(Protocol):
     def snapshot(self) -> bytes:
         """Serialize the whole state (taken at the last applied index)."""
 
-    def restore(self, data: bytes | memoryview) -> None:
+    def restore(self, data: bytes | memoryview | Iterable[bytes]) -> None:
         """Replace the whole state with a snapshot's."""
 
-    def restored(self, data: bytes | memoryview) -> Self:
+    def restored(self, data: bytes | memoryview | Iterable[bytes]) -> Self:
         """A new machine holding a snapshot's state, this one untouched: safe to run in
         another thread while this one serves (the driver restores off its loop)."""
 

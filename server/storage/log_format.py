@@ -7,15 +7,17 @@ the two cannot drift apart:
 
 * ``log(idx, term, type, data)``: one row per entry; ``type`` is an :class:`EntryType`.
 * ``hard_state(id, term, vote, commit_index)``: at most one row (``id = 1``).
-* ``snapshot(id, idx, term, voters, learners, data)``: at most one row (``id = 1``);
-  voters and learners are comma-separated node ids.
+* ``snapshot(id, idx, term, voters, learners, file, size, crc)``: at most one row
+  (``id = 1``); voters and learners are comma-separated node ids; ``file`` names the
+  snapshot's bytes in the snapshot dir (`snapshot_file`), ``size`` and ``crc`` (CRC-32)
+  are theirs.
 * ``meta(key, value)``: small strings the member keeps: its name (:data:`NAME_KEY`) and
   the cluster id (:data:`CLUSTER_ID_KEY`).
 * ``PRAGMA user_version`` is the schema version (:data:`SCHEMA_VERSION`).
 
 And the bytes the node keeps in them: a NORMAL entry's data is the leader's clock reading
 at proposal (8 bytes big-endian, Unix ms) then the command, or empty for a new leader's
-no-op (the time in the entry keeps apply deterministic); a snapshot's data is 4 bytes
+no-op (the time in the entry keeps apply deterministic); a snapshot's file holds 4 bytes
 big-endian N, N bytes of member records (one a line), then the state machine's bytes.
 """
 
@@ -24,15 +26,16 @@ from __future__ import annotations
 import os
 import sqlite3
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from coord.raft.types import ConfState, Entry, EntryType, HardState, Snapshot, SnapshotMeta
+from coord.server.snapshot_file import SnapshotFile, snap_dir
 
 DB_NAME = "raft.db"
 """The log file's name inside a member's data dir."""
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """Stored in ``PRAGMA user_version``; bump it (and migrate) when the schema changes."""
 
 NAME_KEY, CLUSTER_ID_KEY = "name", "cluster_id"
@@ -59,7 +62,9 @@ SCHEMA = (
         term INTEGER NOT NULL,
         voters TEXT NOT NULL,
         learners TEXT NOT NULL,
-        data BLOB NOT NULL
+        file TEXT NOT NULL,
+        size INTEGER NOT NULL,
+        crc INTEGER NOT NULL
     )""",
     """CREATE TABLE meta (
         key TEXT PRIMARY KEY,
@@ -74,9 +79,11 @@ PUT_HARD_STATE = (
     "term = excluded.term, vote = excluded.vote, commit_index = excluded.commit_index"
 )
 PUT_SNAPSHOT = (
-    "INSERT INTO snapshot (id, idx, term, voters, learners, data) VALUES (1, ?, ?, ?, ?, ?) "
+    "INSERT INTO snapshot (id, idx, term, voters, learners, file, size, crc) "
+    "VALUES (1, ?, ?, ?, ?, ?, ?, ?) "
     "ON CONFLICT (id) DO UPDATE SET idx = excluded.idx, term = excluded.term, "
-    "voters = excluded.voters, learners = excluded.learners, data = excluded.data"
+    "voters = excluded.voters, learners = excluded.learners, file = excluded.file, "
+    "size = excluded.size, crc = excluded.crc"
 )
 PUT_META = (
     "INSERT INTO meta (key, value) VALUES (?, ?) "
@@ -115,14 +122,35 @@ def members_header(records: Iterable[bytes]) -> bytes:
     return _MEMBERS.pack(len(encoded)) + encoded
 
 
-def split_snapshot(data: bytes) -> tuple[list[bytes], memoryview]:
-    """A snapshot's (member records, state machine's bytes): the latter a view into
-    `data`, not a copy of a snapshot that may be hundreds of MB."""
-    if len(data) < _MEMBERS.size:
-        raise ValueError("snapshot too short for its member header")
-    (n,) = _MEMBERS.unpack_from(data)
-    members = data[_MEMBERS.size : _MEMBERS.size + n]
-    return [m for m in members.split(b"\n") if m], memoryview(data)[_MEMBERS.size + n :]
+def split_snapshot(snapshot: SnapshotFile) -> tuple[list[bytes], Iterator[bytes]]:
+    """A snapshot's (member records, state machine's bytes): the records read now (the
+    file opened now), the rest a block at a time as it is asked for, never the whole of a
+    snapshot that may be hundreds of MB (`SnapshotFile.blocks`: ValueError for a damaged
+    file; this, for one too short for its header or gone)."""
+    try:
+        blocks = snapshot.blocks()
+        head = b""
+        while len(head) < _MEMBERS.size or len(head) < _MEMBERS.size + _members_bytes(head):
+            block = next(blocks, None)
+            if block is None:
+                raise ValueError(f"snapshot file {snapshot.path} is too short for its "
+                                 "member header")
+            head += block
+    except FileNotFoundError:
+        raise ValueError(f"snapshot file {snapshot.path} is gone") from None
+    end = _MEMBERS.size + _members_bytes(head)
+    members = head[_MEMBERS.size : end]
+    return [m for m in members.split(b"\n") if m], _after(head[end:], blocks)
+
+
+def _members_bytes(head: bytes) -> int:
+    return _MEMBERS.unpack_from(head)[0] if len(head) >= _MEMBERS.size else 0
+
+
+def _after(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
+    if first:
+        yield first
+    yield from rest
 
 
 def db_path(data_dir: str | os.PathLike[str]) -> Path:
@@ -164,16 +192,26 @@ def read_hard_state(conn: sqlite3.Connection, path: Path) -> HardState:
 
 
 def read_snapshot(conn: sqlite3.Connection, path: Path) -> Snapshot:
+    """The stored snapshot; its data the `SnapshotFile` in the snapshot dir beside `path`
+    (StorageError if that file is not there with the size recorded)."""
     row = conn.execute(
-        "SELECT idx, term, voters, learners, data FROM snapshot WHERE id = 1"
+        "SELECT idx, term, voters, learners, file, size, crc FROM snapshot WHERE id = 1"
     ).fetchone()
     if row is None:
         return Snapshot()
-    index, term, voters, learners, data = row
-    if not (type(index) is int and index >= 0 and type(term) is int and term >= 0):
-        raise StorageError(path, f"snapshot index/term are not ints: {index!r}/{term!r}")
-    if not isinstance(data, bytes):
-        raise StorageError(path, f"snapshot data is not a blob: {type(data).__name__}")
+    index, term, voters, learners, name, size, crc = row
+    if not all(type(v) is int and v >= 0 for v in (index, term, size, crc)):
+        raise StorageError(path, f"snapshot index/term/size/crc are not ints: {row!r}")
+    if not isinstance(name, str) or not name or os.sep in name:
+        raise StorageError(path, f"snapshot file name is not a file's: {name!r}")
+    data = SnapshotFile(snap_dir(path.parent) / name, size, crc)
+    try:
+        found = data.path.stat().st_size
+    except OSError as e:
+        raise StorageError(path, f"snapshot file {data.path} is unreadable: {e}") from None
+    if found != size:
+        raise StorageError(path, f"snapshot file {data.path} holds {found} bytes, "
+                                 f"recorded as {size}")
     try:
         conf_state = ConfState(voters=_parse_ids(voters), learners=_parse_ids(learners))
     except ValueError as e:
@@ -195,11 +233,13 @@ def first_index_after(conn: sqlite3.Connection, index: int) -> int | None:
     return conn.execute("SELECT min(idx) FROM log WHERE idx > ?", (index,)).fetchone()[0]
 
 
-def snapshot_row(snapshot: Snapshot) -> tuple[int, int, str, str, bytes]:
-    """`snapshot` as the parameters of :data:`PUT_SNAPSHOT`."""
-    meta = snapshot.meta
+def snapshot_row(snapshot: Snapshot) -> tuple[int, int, str, str, str, int, int]:
+    """`snapshot` as the parameters of :data:`PUT_SNAPSHOT` (its data a `SnapshotFile`)."""
+    meta, data = snapshot.meta, snapshot.data
+    if not isinstance(data, SnapshotFile):
+        raise TypeError(f"a stored snapshot's data is a SnapshotFile, not {type(data)}")
     return (meta.index, meta.term, _format_ids(meta.conf_state.voters),
-            _format_ids(meta.conf_state.learners), bytes(snapshot.data))
+            _format_ids(meta.conf_state.learners), data.path.name, data.size, data.crc)
 
 
 def entry_row(entry: Entry) -> tuple[int, int, int, bytes]:

@@ -7,7 +7,9 @@ batch carries) and :meth:`LogStore.compact` runs after the state machine takes a
 
 The file is a plain SQLite database, so that ordinary tools (``sqlite3``, sqlite-utils)
 can inspect it; its tables and version are `log_format`'s, which the read-only
-`log_reader` shares.
+`log_reader` shares. The snapshot's bytes are a file of their own in the snapshot dir
+beside it (`snapshot_file`): the database names it, and a store that stores a newer
+snapshot removes the older files.
 
 Durability: WAL journal with ``synchronous=FULL``, so every commit fsyncs the WAL before
 it returns (except ``save(..., sync=False)``, which the driver uses for a batch that only
@@ -29,6 +31,7 @@ from pathlib import Path
 
 from coord.raft.types import Entry, HardState, Snapshot
 from coord.server import failpoints
+from coord.server.snapshot_file import SnapshotFile, snap_dir, sweep
 from coord.server.storage import log_format as fmt
 from coord.server.storage.log_format import StorageError
 from coord.server.storage.wal_check import check_the_wal_tail, trim_a_failed_write
@@ -62,9 +65,12 @@ class LogStore:
     """
 
     path: Path
+    snap_dir: Path
+    """Where the snapshot files are (`snapshot_file`): a snapshot stored here is one."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
+        self.snap_dir = snap_dir(self.path.parent)
         self._lock = threading.Lock()
         self.on_commit: Callable[[float, float, bool], None] | None = None
         """Told of every write transaction, under the store's lock: (seconds from BEGIN to
@@ -103,13 +109,16 @@ class LogStore:
         """Read everything back and check it is a log Raft can safely restart from.
 
         Raises StorageError for gaps in the log, terms going backwards, a commit index
-        beyond the last stored entry (committed entries were lost) or undecodable rows.
+        beyond the last stored entry (committed entries were lost), undecodable rows or a
+        missing snapshot file. Removes the snapshot files the log does not name (they
+        were being written or received when the member stopped).
         """
         with self._lock, self._reading("load") as conn:
             hard_state = fmt.read_hard_state(conn, self.path)
             snapshot = fmt.read_snapshot(conn, self.path)
             snap_index = snapshot.meta.index
             entries = fmt.read_entries(conn, self.path, snap_index + 1)
+        sweep(self.snap_dir, _file_of(snapshot), everything_else=True)
 
         expected, prev_term = snap_index + 1, snapshot.meta.term
         for entry in entries:
@@ -155,7 +164,8 @@ class LogStore:
         ``entries[0].index`` on, since a leader may overwrite a conflicting suffix; then
         ``hard_state`` is stored. Raises ValueError, writing nothing, for a batch that
         would leave an unloadable log (gaps, terms going backwards, commit beyond the
-        log, an older snapshot).
+        log, an older snapshot, a snapshot whose data is not a file in `snap_dir`).
+        Once stored, a snapshot's older files go.
         """
         if snapshot is not None and snapshot.is_empty:
             snapshot = None
@@ -175,6 +185,8 @@ class LogStore:
                     )
                 hard = (hard_state.term, hard_state.vote, hard_state.commit)
                 conn.execute(fmt.PUT_HARD_STATE, hard)
+        if snapshot is not None:
+            sweep(self.snap_dir, _file_of(snapshot))
 
     def compact(self, snapshot: Snapshot) -> None:
         """Store ``snapshot`` and drop the log entries it covers (index <= its index).
@@ -188,6 +200,7 @@ class LogStore:
             raise ValueError("cannot compact to an empty snapshot (index 0)")
         with self._lock, self._writing("compact") as conn:
             self._put_snapshot(conn, snapshot)
+        sweep(self.snap_dir, _file_of(snapshot))
 
     def get_meta(self, key: str) -> str | None:
         """The value stored under ``key``, or None."""
@@ -424,6 +437,11 @@ class LogStore:
     def _put_snapshot(self, conn: sqlite3.Connection, snapshot: Snapshot) -> None:
         """Replace the stored snapshot and drop the entries it supersedes."""
         meta = snapshot.meta
+        data = snapshot.data
+        if not (isinstance(data, SnapshotFile)
+                and data.path.parent.resolve() == self.snap_dir.resolve()):
+            raise ValueError(f"a snapshot's data is a SnapshotFile in {self.snap_dir}, "
+                             f"not {data!r}")
         current = fmt.snapshot_index(conn)
         if meta.index < current:
             # Replacing it would lose the entries between the two: the log would have a gap.
@@ -473,6 +491,11 @@ class LogStore:
         row = conn.execute("SELECT idx, term FROM snapshot WHERE id = 1").fetchone()
         snap_index, snap_term = (0, 0) if row is None else (row[0], row[1])
         return int(snap_term) if index == snap_index else None
+
+
+def _file_of(snapshot: Snapshot) -> SnapshotFile | None:
+    """A stored snapshot's file (None for no snapshot)."""
+    return snapshot.data if isinstance(snapshot.data, SnapshotFile) else None
 
 
 def _entry_rows(entries: Sequence[Entry]) -> list[tuple[int, int, int, bytes]]:

@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable
 
 from coord.raft.types import LOCAL_MESSAGES, Message, MessageType
 from coord.server import failpoints
+from coord.server.snapshot_file import SnapshotFile
 from coord.server.transport import snapshot_pieces
 from coord.server.transport.auth import PeerAuth
 from coord.server.transport.connection import ConnectionEnded, Inbound, Outbound
@@ -104,7 +105,9 @@ class PeerTransport:
                  spool_dir: str | os.PathLike[str] | None = None) -> None:
         """`tls`: open connections over TLS with this context (the peer port's opening
         end: `coord.tls.credentials.client_context`). `spool_dir`: where a snapshot
-        arriving in pieces is written until its last piece (`SnapshotReceipts`)."""
+        arriving in pieces is written (`SnapshotReceipts`), and its file stays once
+        complete: the member's snapshot dir (None: a temporary dir of this transport's,
+        removed when it closes)."""
         if queue_limit <= 0:
             raise ValueError("queue_limit must be positive")
         self.auth = auth
@@ -356,7 +359,13 @@ class PeerTransport:
                 if type(m) is not Piece:
                     queue.popleft()
                     held, link.held = link.held, None
-                    queue.extendleft(reversed(snapshot_pieces.cut(m, held)))
+                    try:
+                        queue.extendleft(reversed(snapshot_pieces.cut(m, held)))
+                    except OSError as exc:  # its file went: a newer snapshot replaced it
+                        peer.dropped += 1
+                        log.warning("dropping a snapshot to %d: %s", m.to, exc)
+                        self._report_unreachable(m.to, True)
+                        continue
                 return fill_piece(queue.popleft(), batch), True
             queue.popleft()
             x = add()
@@ -471,7 +480,7 @@ class PeerTransport:
                         from_id, outcome.value, chunk.offset, chunk.total)
 
     def _hand_over(self, from_id: int, messages: Iterable[raft_pb2.Message],
-                   snapshot_data: bytes | None = None) -> None:
+                   snapshot_data: SnapshotFile | None = None) -> None:
         me = self.node_id
         local = LOCAL_MESSAGES
         out: list[Message] = []

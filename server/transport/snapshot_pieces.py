@@ -1,7 +1,9 @@
-"""A big snapshot message crosses a peer connection in pieces: cut on the sending side
-(`cut`, one piece per batch), put back together on the receiving one (`Spool`, kept per
-sender by `snapshot_receipt`). No message of hundreds of MiB to build and hold twice,
-and heartbeats interleave with the pieces instead of queueing behind one huge write.
+"""A snapshot message crosses a peer connection in pieces: cut on the sending side
+(`cut`, one piece per batch, each read from the snapshot's file as its batch is
+written), put back together on the receiving one (`Spool`, kept per sender by
+`snapshot_receipt`, the file that becomes the receiver's snapshot). No message of
+hundreds of MiB to build, no snapshot held whole on either side, and heartbeats
+interleave with the pieces instead of queueing behind one huge write.
 Each piece names its snapshot (index, term) and carries the CRC-32 of the snapshot's
 bytes up to its end, so a receiver holding the first part of a transfer that was cut
 can tell the sender where to resume (`cut`'s `held`) and both can check what is held."""
@@ -18,6 +20,7 @@ from collections.abc import Iterator
 from typing import BinaryIO
 
 from coord.raft.types import Message, MessageType
+from coord.server.snapshot_file import READ_BLOCK, SnapshotFile, adopt
 from coord.server.transport.raft_proto import fill_message_pb
 from coord.v1 import raft_pb2
 
@@ -26,17 +29,21 @@ __all__ = ["CHUNK_BYTES", "Piece", "Spool", "Transfer", "cut", "fill_piece", "ne
 log = logging.getLogger(__name__)
 
 CHUNK_BYTES = 4 * 1024 * 1024
-"""A snapshot message bigger than this goes as pieces of this size, one per batch."""
+"""A snapshot goes as pieces of (at most) this size, one per batch."""
 
 
 @dataclasses.dataclass(slots=True)
 class Transfer:
-    """One snapshot being sent in pieces: its identity, and the CRC-32 of its bytes up
-    to the end of the last piece written (the pieces are written in order)."""
+    """One snapshot being sent in pieces: its identity, its file (open from the cut on:
+    a newer snapshot may remove it meanwhile, and this one is sent to the end), and the
+    CRC-32 of its bytes up to the end of the last piece written (the pieces are written
+    in order). The file closes after the last piece, or with the transfer if that is
+    dropped before."""
 
     index: int
     term: int
     crc: int
+    file: BinaryIO
 
 
 @dataclasses.dataclass(slots=True)
@@ -47,69 +54,82 @@ class Piece:
     to: int
     offset: int
     total: int
-    data: memoryview  # of the snapshot's bytes: copied only as its batch is written
+    size: int  # bytes from `offset`: read from the file only as its batch is written
     message: Message | None  # on the last piece: the message, its snapshot data empty
     transfer: Transfer
     type: MessageType = MessageType.SNAP
 
 
 def needs_cutting(m: Message) -> bool:
-    """Is `m` (a SNAP message) too big to go whole?"""
-    return m.snapshot is not None and len(m.snapshot.data) > CHUNK_BYTES
+    """Does `m` carry a snapshot's file (so goes as pieces)?"""
+    return m.snapshot is not None and isinstance(m.snapshot.data, SnapshotFile)
 
 
 def cut(m: Message, held: raft_pb2.SnapshotHeld | None = None) -> list[Piece]:
     """`m`'s pieces, from the first byte the receiver does not hold: `held`, what it
     said it holds when this connection opened, if that is the start of this very
-    snapshot (its identity, size and CRC-32 agree), else from the start."""
-    assert m.snapshot is not None
-    data = memoryview(m.snapshot.data)  # pieces as views: a copy of all of them at once
-    meta = m.snapshot.meta
-    start, crc = _resume_point(data, meta.index, meta.term, held)
+    snapshot (its identity, size and CRC-32 agree), else from the start. OSError if the
+    snapshot's file is gone (a newer snapshot replaced it before this one was cut)."""
+    assert m.snapshot is not None and isinstance(m.snapshot.data, SnapshotFile)
+    snap, meta = m.snapshot.data, m.snapshot.meta
+    f = snap.open()
+    start, crc = _resume_point(f, snap.size, meta.index, meta.term, held)
     if start:
         log.info("resuming a snapshot (index %d) to %d at byte %d of %d: it holds the rest",
-                 meta.index, m.to, start, len(data))
-    transfer = Transfer(meta.index, meta.term, crc)
+                 meta.index, m.to, start, snap.size)
+    transfer = Transfer(meta.index, meta.term, crc, f)
     bare = dataclasses.replace(m, snapshot=dataclasses.replace(m.snapshot, data=b""))
-    starts = range(start, len(data), CHUNK_BYTES)
-    return [Piece(m.to, i, len(data), data[i:i + CHUNK_BYTES],
+    starts = range(start, snap.size, CHUNK_BYTES)
+    return [Piece(m.to, i, snap.size, min(CHUNK_BYTES, snap.size - i),
                   bare if i == starts[-1] else None, transfer) for i in starts]
 
 
-def _resume_point(data: memoryview, index: int, term: int,
+def _resume_point(f: BinaryIO, size: int, index: int, term: int,
                   held: raft_pb2.SnapshotHeld | None) -> tuple[int, int]:
     """(offset, CRC-32 of the bytes before it) to send from: (0, 0) unless `held` is
-    a proper start of `data`."""
-    if (held is None or (held.index, held.term, held.total) != (index, term, len(data))
-            or not 0 < held.offset < len(data)):
+    a proper start of the `size` bytes of `f`."""
+    if (held is None or (held.index, held.term, held.total) != (index, term, size)
+            or not 0 < held.offset < size):
         return 0, 0
-    crc = zlib.crc32(data[:held.offset])
+    crc = 0
+    for offset in range(0, held.offset, READ_BLOCK):
+        crc = zlib.crc32(_read(f, offset, min(READ_BLOCK, held.offset - offset)), crc)
     return (held.offset, crc) if crc == held.crc else (0, 0)
 
 
+def _read(f: BinaryIO, offset: int, size: int) -> bytes:
+    """`size` bytes of `f` at `offset` (OSError if the file is shorter)."""
+    data = os.pread(f.fileno(), size, offset)
+    if len(data) != size:
+        raise OSError(f"snapshot file ended at byte {offset + len(data)}, before "
+                      f"{offset + size}")
+    return data
+
+
 def fill_piece(c: Piece, batch: raft_pb2.MessageBatch) -> int:
-    """Write `c` into `batch` (a batch of its own); return the messages it counts as."""
-    chunk = batch.chunk
-    data = c.data.tobytes()
+    """Write `c` into `batch` (a batch of its own), reading it from its file now; return
+    the messages it counts as."""
     t = c.transfer
+    data = _read(t.file, c.offset, c.size)
     t.crc = zlib.crc32(data, t.crc)
+    chunk = batch.chunk
     chunk.offset, chunk.total, chunk.data = c.offset, c.total, data
     chunk.index, chunk.term, chunk.crc = t.index, t.term, t.crc
     if c.message is not None:
         fill_message_pb(chunk.message, c.message)
+        t.file.close()
     return 1
 
 
 class Spool:
     """A snapshot's bytes as they come, piece by piece, written to a file and read back
-    in one allocation at the end. Kept as a list of pieces and then joined, a snapshot
-    was in memory twice over at its end, on top of the state: so a member takes its own
-    snapshot (`server/node/snapshots.py`) and receives a leader's, a piece per batch.
-    `directory`: where the file goes (the member's data dir; None: the system's
-    temporary dir). Without a `name` the file is unlinked (it goes with its descriptor);
-    with one it is `directory/name`, which outlives the process until taken or cleared
-    (a receipt a restarted member resumes: `snapshot_receipt`), and is reopened as it
-    was left."""
+    a block at a time (`blocks`), never held whole: a member receives a leader's
+    snapshot so (the file then becomes its snapshot file: `keep`), and the etcd API's
+    Snapshot sends a capture from one. `directory`: where the file goes (the member's
+    snapshot dir; None: the system's temporary dir). Without a `name` the file is
+    unlinked (it goes with its descriptor); with one it is `directory/name`, which
+    outlives the process until kept or cleared (a receipt a restarted member resumes:
+    `snapshot_receipt`), and is reopened as it was left."""
 
     def __init__(self, directory: str | os.PathLike[str] | None = None,
                  name: str | None = None) -> None:
@@ -149,15 +169,13 @@ class Spool:
         for offset in range(0, self.size, size):
             yield os.pread(fd, min(size, self.size - offset), offset)
 
-    def take(self) -> bytes:
-        """Every piece written so far, as one bytes; the spool starts over empty."""
-        f = self._file
-        if f is None:
-            return b""
-        f.seek(0)
-        data = f.readall()
-        self.clear()
-        return data
+    def keep(self, index: int, crc: int) -> SnapshotFile:
+        """A named spool's file, complete (its CRC-32 `crc`), made the snapshot file at
+        `index` (`snapshot_file.adopt`); the spool starts over empty."""
+        assert self.path is not None, "only a named spool is kept"
+        size = self.size
+        self.close()
+        return adopt(self.path, index, size, crc)
 
     def clear(self) -> None:
         """Drop what was written (a piece went missing, the connection ended)."""

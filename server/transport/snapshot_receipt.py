@@ -10,9 +10,11 @@ snapshot's index, term and size, how many bytes, and their CRC-32); the sender o
 very snapshot starts at that offset (`snapshot_pieces.cut`). A different snapshot (a
 newer one) starting at offset 0 replaces what was held. Every piece carries the CRC-32
 of the snapshot's bytes up to its end: a piece that does not continue what is held
-drops the receipt, and the spool is read back and checked against that CRC before the
-snapshot is delivered, so a spool file damaged on disk costs a clean restart, never a
-wrong snapshot. In a member's data dir the spool is a named file with what it holds
+drops the receipt, and the spool is read back (a block at a time) and checked against
+that CRC before the snapshot is delivered, so a spool file damaged on disk costs a clean
+restart, never a wrong snapshot. Delivered, the spool file is the snapshot: renamed to a
+snapshot file (`snapshot_file`) that the message's snapshot refers to, never read into
+memory whole. In a member's data dir the spool is a named file with what it holds
 beside it (`NAME.held`), so a member restarted mid-transfer resumes too: it reopens the
 spool, cut back to what the `.held` file vouches for and checked against its CRC, or
 drops both.
@@ -24,10 +26,12 @@ import contextlib
 import enum
 import logging
 import os
+import tempfile
 import zlib
 
 from google.protobuf.message import DecodeError
 
+from coord.server.snapshot_file import SnapshotFile
 from coord.server.transport.snapshot_pieces import Spool
 from coord.v1 import raft_pb2
 
@@ -43,29 +47,28 @@ class Outcome(enum.Enum):
     KEPT = "kept"  # appended: more to come
     DROPPED = "dropped"  # does not continue what is held: nothing is held now
     CORRUPT = "corrupt"  # complete, but the spool's bytes fail the CRC: nothing held now
-    COMPLETE = "complete"  # the last piece: `take` gives the whole snapshot
+    COMPLETE = "complete"  # the last piece: `take` gives the snapshot's file
 
 
 class SnapshotReceipt:
     """What has arrived of one snapshot from one sender: its identity (index, term,
-    size), a spool file of its first `size` bytes, and their running CRC-32. With a
-    `directory` and a `name`, kept on disk across restarts (see the module's note)."""
+    size), a spool file of its first `size` bytes (`directory/name`: the member's
+    snapshot dir, where the complete file becomes a snapshot file), and their running
+    CRC-32; kept on disk across restarts (see the module's note)."""
 
-    def __init__(self, directory: str | os.PathLike[str] | None = None,
-                 name: str | None = None) -> None:
+    def __init__(self, directory: str | os.PathLike[str], name: str) -> None:
         self._spool = Spool(directory, name)
-        self._held_path = None if self._spool.path is None else self._spool.path + ".held"
+        assert self._spool.path is not None
+        self._held_path = self._spool.path + ".held"
         self._id: tuple[int, int, int] | None = None  # index, term, total
         self._crc = 0
-        self._complete = b""
-        if self._held_path is not None and (self._spool.size
-                                            or os.path.exists(self._held_path)):
+        self._complete: SnapshotFile | None = None
+        if self._spool.size or os.path.exists(self._held_path):
             self._reopen()
 
     def _reopen(self) -> None:
         """Take up what a previous run of this member left: the spool cut back to what
         the `.held` file says, if its bytes have that CRC; else nothing."""
-        assert self._held_path is not None
         try:
             with open(self._held_path, "rb") as f:
                 held = raft_pb2.SnapshotHeld.FromString(f.read())
@@ -75,9 +78,7 @@ class SnapshotReceipt:
             self.clear()
             return
         self._spool.truncate(held.offset)
-        crc = 0
-        for block in self._spool.blocks(CHECK_BLOCK):
-            crc = zlib.crc32(block, crc)
+        crc = self._spool_crc()
         if crc != held.crc:
             log.warning("dropping a snapshot spool that fails its CRC: %s", self._spool.path)
             self.clear()
@@ -120,22 +121,30 @@ class SnapshotReceipt:
         if self._spool.size != chunk.total:
             self.clear()
             return Outcome.DROPPED
-        data, expected = self._spool.take(), self._crc
-        self.clear()
-        if zlib.crc32(data) != expected:
+        if self._spool_crc() != self._crc:
+            self.clear()
             return Outcome.CORRUPT
-        self._complete = data
+        complete = self._spool.keep(chunk.index, self._crc)
+        self.clear()
+        self._complete = complete
         return Outcome.COMPLETE
 
-    def take(self) -> bytes:
-        """The snapshot the last piece completed (once)."""
-        data, self._complete = self._complete, b""
-        return data
+    def take(self) -> SnapshotFile | None:
+        """The snapshot file the last piece completed (once)."""
+        complete, self._complete = self._complete, None
+        return complete
+
+    def _spool_crc(self) -> int:
+        """The CRC-32 of the spool file's bytes, read back a block at a time."""
+        crc = 0
+        for block in self._spool.blocks(CHECK_BLOCK):
+            crc = zlib.crc32(block, crc)
+        return crc
 
     def _save_held(self) -> None:
         """Write what is held beside a named spool (replaced whole, never half written)."""
         held = self.held()
-        if self._held_path is None or held is None:
+        if held is None:
             return
         tmp = self._held_path + ".tmp"
         with open(tmp, "wb") as f:
@@ -145,23 +154,27 @@ class SnapshotReceipt:
     def clear(self) -> None:
         """Hold nothing (the spool file goes, and what it held with it)."""
         self._spool.clear()
-        if self._held_path is not None:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self._held_path)
-        self._id, self._crc, self._complete = None, 0, b""
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self._held_path)
+        self._id, self._crc, self._complete = None, 0, None
 
     def close(self) -> None:
         """Let go of the spool file; a named one stays, for the next run to resume."""
         self._spool.close()
-        self._id, self._crc, self._complete = None, 0, b""
+        self._id, self._crc, self._complete = None, 0, None
 
 
 class SnapshotReceipts:
     """A member's receipts, one per sender (bounded by the cluster's size): a snapshot
-    comes from the leader, and a new leader's does not clear its predecessor's."""
+    comes from the leader, and a new leader's does not clear its predecessor's.
+    `directory`: the member's snapshot dir, made if missing (None: a temporary dir of
+    these receipts', removed with the files in it on `close`)."""
 
-    def __init__(self, directory: str | os.PathLike[str] | None = None) -> None:
-        self._dir = directory
+    def __init__(self, directory: str | os.PathLike[str] | None) -> None:
+        self._own_dir = (tempfile.TemporaryDirectory(prefix="coord-snapshots-")
+                         if directory is None else None)
+        self._dir = directory if self._own_dir is None else self._own_dir.name
+        os.makedirs(self._dir, exist_ok=True)
         self._by_sender: dict[int, SnapshotReceipt] = {}
 
     def _receipt(self, from_id: int) -> SnapshotReceipt:
@@ -176,8 +189,8 @@ class SnapshotReceipts:
         """`SnapshotReceipt.add` on `from_id`'s receipt."""
         return self._receipt(from_id).add(chunk)
 
-    def take(self, from_id: int) -> bytes:
-        """The snapshot `from_id`'s last piece completed."""
+    def take(self, from_id: int) -> SnapshotFile | None:
+        """The snapshot file `from_id`'s last piece completed."""
         return self._by_sender[from_id].take()
 
     def held(self, from_id: int) -> raft_pb2.SnapshotHeld | None:
@@ -194,3 +207,5 @@ class SnapshotReceipts:
         for receipt in self._by_sender.values():
             receipt.close()
         self._by_sender.clear()
+        if self._own_dir is not None:
+            self._own_dir.cleanup()

@@ -8,6 +8,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import zlib
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ import pytest
 import coord.testing
 from coord.client import Client
 from coord.raft.types import ConfState, Entry, EntryType, HardState, Snapshot, SnapshotMeta
+from coord.server.snapshot_file import SnapshotWriter, snap_dir
 from coord.server.storage.log_format import db_path
 from coord.server.storage.log_reader import LogReader
 from coord.server.storage.log_store import LogStore, PersistedState, StorageError
@@ -25,9 +27,13 @@ def ents(lo: int, hi: int, term: int = 1, tag: bytes = b"") -> list[Entry]:
     return [Entry(term=term, index=i, data=tag + b"e%d" % i) for i in range(lo, hi)]
 
 
-def snap(index: int, term: int, data: bytes = b"state") -> Snapshot:
+def snap(db: Path, index: int, term: int, data: bytes = b"state") -> Snapshot:
+    """A snapshot at `index`, its `data` written to a file in `db`'s snapshot dir."""
     conf = ConfState(voters=frozenset({1, 2, 3}), learners=frozenset({7}))
-    return Snapshot(meta=SnapshotMeta(index=index, term=term, conf_state=conf), data=data)
+    writer = SnapshotWriter(snap_dir(db.parent), index)
+    writer.write(data)
+    return Snapshot(meta=SnapshotMeta(index=index, term=term, conf_state=conf),
+                    data=writer.done())
 
 
 def reopen(path: Path) -> PersistedState:
@@ -111,29 +117,34 @@ def test_suffix_overwrite(db: Path) -> None:
 def test_compact_removes_covered_entries(db: Path) -> None:
     with LogStore(db) as store:
         store.save(HardState(term=2, commit=20), ents(1, 11, term=1) + ents(11, 21, term=2))
-        store.compact(snap(15, 2))
+        first = snap(db, 15, 2)
+        store.compact(first)
         assert store.entries(0, 100) == ents(16, 21, term=2)
     state = reopen(db)
-    assert state.snapshot == snap(15, 2)
+    assert state.snapshot == first
     assert state.snapshot.meta.conf_state == ConfState(frozenset({1, 2, 3}), frozenset({7}))
     assert state.entries == ents(16, 21, term=2)
     assert state.hard_state.commit == 20
 
-    # Compacting again replaces the snapshot; compacting everything leaves no entries.
+    # Compacting again replaces the snapshot (and removes the older one's file);
+    # compacting everything leaves no entries.
     with LogStore(db) as store:
-        store.compact(snap(20, 2, data=b"newer"))
+        newer = snap(db, 20, 2, data=b"newer")
+        store.compact(newer)
     state = reopen(db)
-    assert state.snapshot == snap(20, 2, data=b"newer")
+    assert state.snapshot == newer
     assert state.entries == []
+    assert not first.data.path.exists() and newer.data.path.read_bytes() == b"newer"
 
 
 def test_snapshot_via_save_with_entries_after_it(db: Path) -> None:
     with LogStore(db) as store:
         store.save(HardState(term=1, commit=2), ents(1, 6, term=1))
         # The leader sends a snapshot at 100 (our log is far behind), then entries after it.
-        store.save(HardState(term=4, vote=3, commit=102), ents(101, 104, term=4), snap(100, 4))
+        sent = snap(db, 100, 4)
+        store.save(HardState(term=4, vote=3, commit=102), ents(101, 104, term=4), sent)
     state = reopen(db)
-    assert state.snapshot == snap(100, 4)
+    assert state.snapshot == sent
     assert state.entries == ents(101, 104, term=4)
     assert state.hard_state == HardState(term=4, vote=3, commit=102)
 
@@ -142,11 +153,11 @@ def test_snapshot_drops_a_diverged_suffix_but_keeps_a_matching_one(db: Path) -> 
     with LogStore(db) as store:
         store.save(None, ents(1, 11, term=1))
         # Our entry 5 has term 1, the snapshot says term 2: 6..10 cannot extend it.
-        store.save(HardState(term=2, commit=5), [], snap(5, 2))
+        store.save(HardState(term=2, commit=5), [], snap(db, 5, 2))
         assert store.entries(0, 100) == []
         store.save(None, ents(6, 11, term=2))
         # Entry 8 matches (term 2), so 9..10 survive.
-        store.save(None, [], snap(8, 2))
+        store.save(None, [], snap(db, 8, 2))
         assert store.entries(0, 100) == ents(9, 11, term=2)
     assert reopen(db).entries == ents(9, 11, term=2)
 
@@ -154,7 +165,8 @@ def test_snapshot_drops_a_diverged_suffix_but_keeps_a_matching_one(db: Path) -> 
 def test_bad_batches_are_rejected_without_writing(db: Path) -> None:
     with LogStore(db) as store:
         store.save(HardState(term=1, commit=5), ents(1, 11))
-        store.compact(snap(5, 1))
+        stored = snap(db, 5, 1)
+        store.compact(stored)
         with pytest.raises(ValueError, match="gap"):
             store.save(None, ents(12, 14))
         with pytest.raises(ValueError, match="not contiguous"):
@@ -166,7 +178,7 @@ def test_bad_batches_are_rejected_without_writing(db: Path) -> None:
         with pytest.raises(ValueError, match="commit index 11"):
             store.save(HardState(term=1, commit=11), [])
         with pytest.raises(ValueError, match="older"):
-            store.compact(snap(4, 1))
+            store.compact(snap(db, 4, 1))
         # The failed batches left nothing behind, not even half a batch.
         with pytest.raises(ValueError, match="commit index 99"):
             store.save(HardState(term=1, commit=99), ents(11, 13))
@@ -174,7 +186,7 @@ def test_bad_batches_are_rejected_without_writing(db: Path) -> None:
     state = reopen(db)
     assert state.entries == ents(6, 11)
     assert state.hard_state == HardState(term=1, commit=5)
-    assert state.snapshot == snap(5, 1)
+    assert state.snapshot == stored
 
 
 def test_meta_round_trip(db: Path) -> None:
@@ -296,7 +308,7 @@ def test_an_inconsistent_log_is_rejected_naming_the_file(
     with LogStore(db) as store:
         store.save(HardState(term=term, commit=commit), ents(1, 11, term=term))
         if compact_at:
-            store.compact(snap(compact_at, term))
+            store.compact(snap(db, compact_at, term))
     assert reopen(db).hard_state.commit == commit
     raw(db, corruption)
     with pytest.raises(StorageError, match=error) as info:
@@ -363,6 +375,30 @@ def test_foreign_sqlite_database_is_rejected_untouched(db: Path) -> None:
         conn.close()
 
 
+def test_the_snapshot_is_a_file_the_log_names_and_files_it_does_not_go(db: Path) -> None:
+    """The log stores only a snapshot file's name, size and CRC: a store refuses a
+    snapshot that is not a file of its snapshot dir, and one whose file is missing or
+    changed size does not load; at load, the files it does not name are removed (they
+    were being written or received when the member stopped)."""
+    with LogStore(db) as store:
+        store.save(HardState(term=1, commit=5), ents(1, 11))
+        with pytest.raises(ValueError, match="SnapshotFile"):
+            store.compact(Snapshot(SnapshotMeta(5, 1), data=b"state"))
+        taken = snap(db, 5, 1)
+        store.compact(taken)
+    unfinished = snap(db, 9, 1)
+    assert reopen(db).snapshot == taken
+    assert sorted(snap_dir(db.parent).iterdir()) == [taken.data.path]
+    assert not unfinished.data.path.exists()
+    with open(taken.data.path, "ab") as f:
+        f.write(b"more")
+    with pytest.raises(StorageError, match="holds 9 bytes, recorded as 5"):
+        reopen(db)
+    taken.data.path.unlink()
+    with pytest.raises(StorageError, match="snapshot file .* is unreadable"):
+        reopen(db)
+
+
 def test_unknown_entry_type_is_rejected(db: Path) -> None:
     with LogStore(db) as store:
         store.save(None, ents(1, 3))
@@ -374,11 +410,12 @@ def test_unknown_entry_type_is_rejected(db: Path) -> None:
 def test_schema_is_plain_sqlite(db: Path) -> None:
     with LogStore(db) as store:
         store.save(HardState(term=2, vote=1, commit=1), ents(1, 3))
-        store.compact(snap(1, 1))
+        taken = snap(db, 1, 1)
+        store.compact(taken)
         store.set_meta("k", "v")
     conn = sqlite3.connect(db)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 1
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert conn.execute("SELECT idx, term, type, data FROM log").fetchall() == [
             (2, 1, 0, b"e2")
@@ -387,8 +424,8 @@ def test_schema_is_plain_sqlite(db: Path) -> None:
             (2, 1, 1)
         ]
         assert conn.execute(
-            "SELECT idx, term, voters, learners, data FROM snapshot"
-        ).fetchall() == [(1, 1, "1,2,3", "7", b"state")]
+            "SELECT idx, term, voters, learners, file, size, crc FROM snapshot"
+        ).fetchall() == [(1, 1, "1,2,3", "7", taken.data.path.name, 5, zlib.crc32(b"state"))]
         assert conn.execute("SELECT key, value FROM meta").fetchall() == [("k", "v")]
     finally:
         conn.close()

@@ -14,16 +14,19 @@ from coord.raft.types import ConfState, Message, MessageType, Snapshot, Snapshot
 from coord.server.transport import snapshot_pieces
 from coord.server.transport.snapshot_receipt import Outcome, SnapshotReceipt
 from tests.server.transport.test_transport import (
+    bytes_of,
     connected_pair,
     open_files_under,
     run,
     snapshot_batches,
+    snapshot_file,
 )
 from tests.server.waits import wait_until
 
 PIECE = 1_000
 DATA = os.urandom(26 * PIECE - 400)  # 26 pieces, the last one short
 CUT_AFTER = 10
+NAME = "snapshot-from-1"  # a receipt's spool file
 
 
 @pytest.fixture(autouse=True)
@@ -31,7 +34,8 @@ def small_pieces(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(snapshot_pieces, "CHUNK_BYTES", PIECE)
 
 
-def test_a_transfer_cut_after_ten_pieces_resends_only_the_other_sixteen() -> None:
+def test_a_transfer_cut_after_ten_pieces_resends_only_the_other_sixteen(
+        tmp_path: Path) -> None:
     """The receiver drops the connection after the 10th of 26 pieces; the sender
     reconnects and sends the same snapshot again, as its Raft does after a lost one:
     it writes pieces 11-26 only, and the snapshot arrives whole."""
@@ -50,7 +54,7 @@ def test_a_transfer_cut_after_ten_pieces_resends_only_the_other_sixteen() -> Non
                         conn.refuse("UNAVAILABLE", "cut by the test")
 
             b.transport.deliver = deliver_then_cut
-            snap = snapshot_message()
+            snap = snapshot_message(tmp_path)
             a.transport.send([snap])
             await wait_until(lambda: a.stats(2)["connects"] == 2 and a.stats(2)["connected"],
                              "the sender to reconnect after the cut")
@@ -58,7 +62,8 @@ def test_a_transfer_cut_after_ten_pieces_resends_only_the_other_sixteen() -> Non
             before = a.stats(2)["batches"]
             a.transport.send([snap])
             await wait_until(lambda: len(b.received) == 1, "the snapshot")
-            assert b.received[0].snapshot == snap.snapshot
+            got = b.received[0].snapshot
+            assert got.meta == snap.snapshot.meta and bytes_of(got.data) == DATA
             assert pieces_in == 26
             assert a.stats(2)["batches"] - before == 26 - CUT_AFTER
             assert b.transport.dropped_inbound == 0 and b.transport.receipts.held(1) is None
@@ -66,9 +71,10 @@ def test_a_transfer_cut_after_ten_pieces_resends_only_the_other_sixteen() -> Non
     run(main())
 
 
-def snapshot_message() -> Message:
+def snapshot_message(directory: Path) -> Message:
     meta = SnapshotMeta(index=9, term=3, conf_state=ConfState(voters=frozenset({1, 2})))
-    return Message(MessageType.SNAP, to=2, frm=1, term=3, snapshot=Snapshot(meta=meta, data=DATA))
+    return Message(MessageType.SNAP, to=2, frm=1, term=3,
+                   snapshot=Snapshot(meta=meta, data=snapshot_file(directory, DATA)))
 
 
 def held_after(receipt: SnapshotReceipt, batches: list) -> None:
@@ -76,8 +82,8 @@ def held_after(receipt: SnapshotReceipt, batches: list) -> None:
         assert receipt.add(batch.chunk) is Outcome.KEPT
 
 
-def test_the_sender_resumes_only_from_a_start_of_the_same_snapshot() -> None:
-    receipt = SnapshotReceipt()
+def test_the_sender_resumes_only_from_a_start_of_the_same_snapshot(tmp_path: Path) -> None:
+    receipt = SnapshotReceipt(tmp_path, NAME)
     held_after(receipt, snapshot_batches(DATA)[:CUT_AFTER])
     held = receipt.held()
     assert (held.index, held.total, held.offset) == (9, len(DATA), CUT_AFTER * PIECE)
@@ -85,14 +91,15 @@ def test_the_sender_resumes_only_from_a_start_of_the_same_snapshot() -> None:
     assert len(resumed) == 26 - CUT_AFTER and resumed[0].chunk.offset == held.offset
     for batch in resumed[:-1]:
         assert receipt.add(batch.chunk) is Outcome.KEPT
-    assert receipt.add(resumed[-1].chunk) is Outcome.COMPLETE and receipt.take() == DATA
+    assert receipt.add(resumed[-1].chunk) is Outcome.COMPLETE
+    assert bytes_of(receipt.take()) == DATA
     other = bytes(reversed(DATA))  # same index, term and size; other bytes: the CRC differs
     assert len(snapshot_batches(other, held=held)) == 26
     assert len(snapshot_batches(DATA, index=10, held=held)) == 26
 
 
 def test_a_newer_snapshot_replaces_what_is_held(tmp_path: Path) -> None:
-    receipt = SnapshotReceipt(tmp_path)
+    receipt = SnapshotReceipt(tmp_path, NAME)
     held_after(receipt, snapshot_batches(DATA)[:CUT_AFTER])
     newer = snapshot_batches(DATA[::-1], index=10)
     assert receipt.add(newer[0].chunk) is Outcome.KEPT
@@ -103,8 +110,8 @@ def test_a_newer_snapshot_replaces_what_is_held(tmp_path: Path) -> None:
     assert open_files_under(tmp_path) == 0
 
 
-def test_a_piece_that_does_not_follow_what_is_held_drops_it() -> None:
-    receipt = SnapshotReceipt()
+def test_a_piece_that_does_not_follow_what_is_held_drops_it(tmp_path: Path) -> None:
+    receipt = SnapshotReceipt(tmp_path, NAME)
     batches = snapshot_batches(DATA)
     held_after(receipt, batches[:CUT_AFTER])
     bad = batches[CUT_AFTER]
@@ -114,17 +121,18 @@ def test_a_piece_that_does_not_follow_what_is_held_drops_it() -> None:
 
 def test_a_spool_damaged_on_disk_is_caught_and_the_next_transfer_starts_clean(
         tmp_path: Path) -> None:
-    receipt = SnapshotReceipt(tmp_path)
+    receipt = SnapshotReceipt(tmp_path, NAME)
     batches = snapshot_batches(DATA)
     held_after(receipt, batches[:-1])
     spool = receipt._spool._file
     assert spool is not None
     os.pwrite(spool.fileno(), b"\0" * 8, 3 * PIECE)  # bytes flipped under the spool
     assert receipt.add(batches[-1].chunk) is Outcome.CORRUPT
-    assert receipt.take() == b"" and receipt.held() is None
-    assert open_files_under(tmp_path) == 0
+    assert receipt.take() is None and receipt.held() is None
+    assert open_files_under(tmp_path) == 0 and list(tmp_path.iterdir()) == []
     held_after(receipt, batches[:-1])
-    assert receipt.add(batches[-1].chunk) is Outcome.COMPLETE and receipt.take() == DATA
+    assert receipt.add(batches[-1].chunk) is Outcome.COMPLETE
+    assert bytes_of(receipt.take()) == DATA
 
 
 def test_a_restarted_receiver_resumes_from_its_spool_file_unless_it_fails_its_crc(
@@ -133,7 +141,7 @@ def test_a_restarted_receiver_resumes_from_its_spool_file_unless_it_fails_its_cr
     stopped mid-transfer (its receipts closed, or the process killed: the files stay)
     resumes from them; bytes damaged meanwhile, or a spool cut shorter than what it
     said it held, drop both files and the next transfer starts from byte 0."""
-    name = "snapshot-from-1"
+    name = NAME
     batches = snapshot_batches(DATA)
     first = SnapshotReceipt(tmp_path, name)
     held_after(first, batches[:CUT_AFTER])
@@ -144,8 +152,11 @@ def test_a_restarted_receiver_resumes_from_its_spool_file_unless_it_fails_its_cr
     assert again.held() == before
     for batch in snapshot_batches(DATA, held=again.held())[:-1]:
         assert again.add(batch.chunk) is Outcome.KEPT
-    assert again.add(batches[-1].chunk) is Outcome.COMPLETE and again.take() == DATA
-    assert list(tmp_path.iterdir()) == []
+    assert again.add(batches[-1].chunk) is Outcome.COMPLETE
+    taken = again.take()
+    assert bytes_of(taken) == DATA
+    assert list(tmp_path.iterdir()) == [taken.path]  # the spool became the snapshot file
+    taken.remove()
 
     for damage in ("flip", "cut"):
         first = SnapshotReceipt(tmp_path, name)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -23,6 +24,7 @@ from coord.raft.types import (
     Snapshot,
     SnapshotMeta,
 )
+from coord.server.snapshot_file import SnapshotFile, SnapshotWriter
 from coord.server.transport import connection, raft_proto, snapshot_pieces
 from coord.server.transport import peer as transport_mod
 from coord.server.transport.auth import PeerAuth, auth_token
@@ -582,10 +584,12 @@ def test_keepalive_notices_a_silent_peer() -> None:
     run(main())
 
 
-def test_a_big_snapshot_goes_in_pieces_and_arrives_whole(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A snapshot message over CHUNK_BYTES crosses as pieces, one per batch, with other
-    messages before and after it in order; it arrives as the one message it was, bytes
-    intact — even when it is bigger than the largest message gRPC would carry."""
+def test_a_big_snapshot_goes_in_pieces_and_arrives_whole(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A snapshot message over CHUNK_BYTES crosses as pieces, one per batch, read from
+    its file, with other messages before and after it in order; it arrives as the one
+    message it was, its file's bytes intact — even when it is bigger than the largest
+    message gRPC would carry."""
     monkeypatch.setattr(snapshot_pieces, "CHUNK_BYTES", 1_000)
     monkeypatch.setattr(transport_mod, "MAX_MESSAGE_BYTES", 8_000)
 
@@ -594,12 +598,12 @@ def test_a_big_snapshot_goes_in_pieces_and_arrives_whole(monkeypatch: pytest.Mon
             data = bytes(range(256)) * 100  # 25,600 bytes: 26 pieces, 3x the message limit
             meta = SnapshotMeta(index=9, term=3, conf_state=ConfState(voters=frozenset({1, 2})))
             snap = Message(MessageType.SNAP, to=2, frm=1, term=3,
-                           snapshot=Snapshot(meta=meta, data=data))
+                           snapshot=Snapshot(meta=meta, data=snapshot_file(tmp_path, data)))
             a.transport.send([app(1, 2, 0), snap, app(1, 2, 1)])
             await wait_until(lambda: len(b.received) == 3, "the three messages")
             got = b.received
             assert [m.type for m in got] == [MessageType.APP, MessageType.SNAP, MessageType.APP]
-            assert got[1].snapshot == Snapshot(meta=meta, data=data)
+            assert got[1].snapshot.meta == meta and bytes_of(got[1].snapshot.data) == data
             assert len(b.batches) == 3  # the pieces became one delivery
             assert a.stats(2)["batches"] == 2 + 26
             assert a.stats(2)["dropped"] == 0
@@ -614,16 +618,31 @@ def open_files_under(path: Path) -> int:
     return sum(link.startswith(str(path)) for link in links)
 
 
+def snapshot_file(directory: Path, data: bytes, index: int = 9) -> SnapshotFile:
+    """`data` as the snapshot file at `index` in `directory`."""
+    writer = SnapshotWriter(directory, index)
+    writer.write(data)
+    return writer.done()
+
+
+def bytes_of(data: object) -> bytes:
+    """A delivered snapshot's bytes, read from its file."""
+    assert isinstance(data, SnapshotFile), f"a snapshot arrives as a file, not {data!r}"
+    return data.path.read_bytes()
+
+
 def snapshot_batches(data: bytes, index: int = 9, held: raft_pb2.SnapshotHeld | None = None
                      ) -> list[raft_pb2.MessageBatch]:
     """The batches a sender writes for a snapshot message of `data` to member 2 (cut
-    at CHUNK_BYTES), resumed from `held`."""
+    at CHUNK_BYTES, read from a file of `data`), resumed from `held`."""
     meta = SnapshotMeta(index=index, term=3, conf_state=ConfState(voters=frozenset({1, 2})))
-    m = Message(MessageType.SNAP, to=2, frm=1, term=3, snapshot=Snapshot(meta=meta, data=data))
     out = []
-    for piece in snapshot_pieces.cut(m, held):
-        out.append(raft_pb2.MessageBatch())
-        snapshot_pieces.fill_piece(piece, out[-1])
+    with tempfile.TemporaryDirectory() as directory:
+        m = Message(MessageType.SNAP, to=2, frm=1, term=3, snapshot=Snapshot(
+            meta=meta, data=snapshot_file(Path(directory), data, index)))
+        for piece in snapshot_pieces.cut(m, held):
+            out.append(raft_pb2.MessageBatch())
+            snapshot_pieces.fill_piece(piece, out[-1])
     return out
 
 
@@ -648,7 +667,7 @@ def test_a_snapshot_missing_a_piece_is_dropped_not_delivered(
     last.chunk.total = 8
     t.deliver(1, first)
     t.deliver(1, last)
-    assert [m.snapshot.data for m in got] == [b"12345678"]
+    assert [bytes_of(m.snapshot.data) for m in got] == [b"12345678"]
     assert open_files_under(tmp_path) == 0 and t.receipts.held(1) is None
     t.deliver(1, first)
     t.remove_peer(1)  # its sender left the cluster mid-transfer
