@@ -13,9 +13,11 @@ the compressed state was a second copy beside the state on the leader (for as lo
 the snapshot was its latest) and on the follower that received it.
 
 A file is written once, under a name no other file had (its index, then a random tag),
-made durable (the file and the dir fsync'd) before the log refers to it, and removed
-once the log stores a newer snapshot (`sweep`). A reader that opened it before keeps
-reading it (a transfer under way finishes with the snapshot it began).
+made durable (the file and the dir fsync'd: `SnapshotFile.durable`) by the log as it
+stores it, in the storage thread (an fsync of hundreds of MB on the event loop would
+stop the member), and removed once the log stores a newer snapshot (`sweep`). A reader
+that opened it before keeps reading it (a transfer under way finishes with the snapshot
+it began).
 """
 
 from __future__ import annotations
@@ -29,8 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["READ_BLOCK", "SUFFIX", "SnapshotFile", "SnapshotWriter", "adopt", "snap_dir",
-           "sweep"]
+__all__ = ["READ_BLOCK", "SUFFIX", "SnapshotFile", "SnapshotWriter", "adopt", "fsync_dir",
+           "snap_dir", "sweep"]
 
 SNAP_DIR = "snap"
 """The snapshot dir's name inside a member's data dir."""
@@ -78,6 +80,12 @@ class SnapshotFile:
             raise ValueError(f"snapshot file {self.path} is damaged: {size} bytes with CRC "
                              f"{crc:08x}, recorded as {self.size} with CRC {self.crc:08x}")
 
+    def durable(self) -> None:
+        """fsync the file and its dir: done before the log names it (OSError if gone)."""
+        with self.open() as f:
+            os.fsync(f.fileno())
+        fsync_dir(self.path.parent)
+
     def remove(self) -> None:
         """Delete the file (it was never referred to, or no longer is)."""
         with contextlib.suppress(FileNotFoundError):
@@ -86,7 +94,7 @@ class SnapshotFile:
 
 class SnapshotWriter:
     """A new snapshot file in `directory` for the snapshot at `index`, written a piece at
-    a time; `done` makes it durable and describes it, `discard` removes it."""
+    a time; `done` closes and describes it, `discard` removes it."""
 
     def __init__(self, directory: str | os.PathLike[str], index: int) -> None:
         os.makedirs(directory, exist_ok=True)
@@ -105,14 +113,10 @@ class SnapshotWriter:
         self.crc = zlib.crc32(piece, self.crc)
 
     def done(self) -> SnapshotFile:
-        """The file, durable (its bytes and its name)."""
+        """The file, complete (durable once the log stores it: `SnapshotFile.durable`)."""
         f, self._file = self._file, None
         assert f is not None, "done twice or after discard"
-        try:
-            os.fsync(f.fileno())
-        finally:
-            f.close()
-        _fsync_dir(self.path.parent)
+        f.close()
         return SnapshotFile(self.path, self.size, self.crc)
 
     def discard(self) -> None:
@@ -126,14 +130,10 @@ class SnapshotWriter:
 
 def adopt(path: str | os.PathLike[str], index: int, size: int, crc: int) -> SnapshotFile:
     """The complete file at `path` (a received snapshot's spool, of `size` bytes with
-    CRC-32 `crc`) made the snapshot file at `index` in its own dir: fsync'd and renamed,
-    and the rename made durable."""
+    CRC-32 `crc`) renamed to be the snapshot file at `index` in its own dir."""
     path = Path(path)
-    with open(path, "rb") as f:
-        os.fsync(f.fileno())
     target = _new_name(path.parent, index)
     os.replace(path, target)
-    _fsync_dir(path.parent)
     return SnapshotFile(target, size, crc)
 
 
@@ -167,7 +167,8 @@ def _index_of(path: Path) -> int:
     return int(head, 16)
 
 
-def _fsync_dir(directory: Path) -> None:
+def fsync_dir(directory: Path) -> None:
+    """Make `directory`'s entries (a file made, renamed) durable (OSError if it cannot)."""
     if os.name != "posix":
         return  # directories cannot be opened for fsync elsewhere
     fd = os.open(directory, os.O_RDONLY)

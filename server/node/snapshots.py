@@ -96,8 +96,7 @@ class Snapshots:
         self._started = time.monotonic()
         self._index, self._conf = applied, raw.conf_state
         self._task = asyncio.get_running_loop().create_task(
-            write_pieces(self._capture(), SnapshotWriter(self._store.snap_dir, applied),
-                         self._io),
+            write_pieces(self._capture(), SnapshotWriter(self._store.snap_dir, applied)),
             name=f"snapshot-{self.name}")
         self._task.add_done_callback(lambda _: self._wake())
 
@@ -144,16 +143,15 @@ async def spool_pieces(pieces: Iterator[bytes],
     return spool
 
 
-async def write_pieces(pieces: Iterator[bytes], writer: SnapshotWriter,
-                       io: Executor) -> SnapshotFile:
+async def write_pieces(pieces: Iterator[bytes], writer: SnapshotWriter) -> SnapshotFile:
     """The pieces written to a new snapshot file, the loop running between them (one
-    slice each), then made durable in `io` (the storage thread: an fsync of the whole
-    file would stop the loop); the file removed if they fail or the task is cancelled."""
+    slice each; the store makes it durable as it stores it, in its thread); the file
+    removed if they fail or the task is cancelled."""
     try:
         for piece in pieces:
             writer.write(piece)
             await asyncio.sleep(0)  # let the loop run between slices
-        return await asyncio.get_running_loop().run_in_executor(io, writer.done)
+        return writer.done()
     except BaseException:
         writer.discard()
         raise

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from coord.raft.types import Entry, HardState, Snapshot
 from coord.server import failpoints
-from coord.server.snapshot_file import SnapshotFile, snap_dir, sweep
+from coord.server.snapshot_file import SnapshotFile, fsync_dir, snap_dir, sweep
 from coord.server.storage import log_format as fmt
 from coord.server.storage.log_format import StorageError
 from coord.server.storage.wal_check import check_the_wal_tail, trim_a_failed_write
@@ -295,14 +295,8 @@ class LogStore:
         return [existing, *reversed(missing[1:])]
 
     def _fsync_dir(self, directory: Path) -> None:
-        if os.name != "posix":
-            return  # directories cannot be opened for fsync elsewhere
         try:
-            fd = os.open(directory, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            fsync_dir(directory)
         except OSError as e:
             self.close()
             raise StorageError(self.path, f"cannot fsync directory {directory}: {e}") from e
@@ -452,6 +446,10 @@ class LogStore:
         # snapshot's own (index, term). Otherwise they are a stale suffix (the leader sent a
         # snapshot because our log diverged) and keeping them would break the log.
         extends = self._term_at(conn, meta.index) == meta.term
+        try:
+            data.durable()  # before the log names it
+        except OSError as e:
+            raise StorageError(self.path, f"cannot make {data.path} durable: {e}") from e
         conn.execute(fmt.PUT_SNAPSHOT, fmt.snapshot_row(snapshot))
         if extends:
             conn.execute("DELETE FROM log WHERE idx <= ?", (meta.index,))
