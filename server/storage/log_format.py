@@ -172,6 +172,12 @@ def snapshot_index(conn: sqlite3.Connection) -> int:
     return 0 if row is None else int(row[0])
 
 
+def snapshot_size(conn: sqlite3.Connection) -> int:
+    """The stored snapshot's file's size in bytes; 0 when there is none."""
+    row = conn.execute("SELECT size FROM snapshot WHERE id = 1").fetchone()
+    return 0 if row is None else int(row[0])
+
+
 def read_meta(conn: sqlite3.Connection, path: Path, key: str) -> str | None:
     """The value stored under `key`, or None."""
     row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()

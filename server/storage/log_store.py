@@ -41,8 +41,11 @@ __all__ = ["LogStore", "PersistedState", "StorageError"]
 
 @dataclass(frozen=True, slots=True)
 class StoreSpace:
-    file_bytes: int  # the database and its WAL on disk
-    used_bytes: int  # pages holding data (file pages less SQLite's free list)
+    """The snapshot's file counts in both: it is the part of the store that holds the
+    state (it was a blob in the database before it was a file of its own)."""
+
+    file_bytes: int  # the database, its WAL and the snapshot's file on disk
+    used_bytes: int  # pages holding data (file pages less SQLite's free list), snapshot
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,7 +232,9 @@ class LogStore:
             (page_size,) = conn.execute("PRAGMA page_size").fetchone()
             (pages,) = conn.execute("PRAGMA page_count").fetchone()
             (free,) = conn.execute("PRAGMA freelist_count").fetchone()
-        return StoreSpace(file_bytes=self._file_bytes(), used_bytes=(pages - free) * page_size)
+            snapshot = fmt.snapshot_size(conn)
+        return StoreSpace(file_bytes=self._file_bytes() + snapshot,
+                          used_bytes=(pages - free) * page_size + snapshot)
 
     def defrag(self) -> tuple[StoreSpace, StoreSpace]:
         """Give free space back to the file system: checkpoint the WAL into the database,

@@ -377,15 +377,20 @@ def test_foreign_sqlite_database_is_rejected_untouched(db: Path) -> None:
 
 def test_the_snapshot_is_a_file_the_log_names_and_files_it_does_not_go(db: Path) -> None:
     """The log stores only a snapshot file's name, size and CRC: a store refuses a
-    snapshot that is not a file of its snapshot dir, and one whose file is missing or
-    changed size does not load; at load, the files it does not name are removed (they
-    were being written or received when the member stopped)."""
+    snapshot that is not a file of its snapshot dir, counts the file in its space,
+    removes it once it stores a newer one, and does not load when it is missing or
+    changed size; at load, the files it does not name are removed (they were being
+    written or received when the member stopped)."""
     with LogStore(db) as store:
         store.save(HardState(term=1, commit=5), ents(1, 11))
         with pytest.raises(ValueError, match="SnapshotFile"):
             store.compact(Snapshot(SnapshotMeta(5, 1), data=b"state"))
+        big = snap(db, 4, 1, data=os.urandom(1 << 20))
+        store.compact(big)  # a store's space counts its snapshot's file (the quota's)
+        assert store.space().used_bytes > 1 << 20 and store.space().file_bytes > 1 << 20
         taken = snap(db, 5, 1)
         store.compact(taken)
+        assert store.space().used_bytes < 1 << 20 and not big.data.path.exists()
     unfinished = snap(db, 9, 1)
     assert reopen(db).snapshot == taken
     assert sorted(snap_dir(db.parent).iterdir()) == [taken.data.path]
