@@ -139,9 +139,10 @@ def adopt(path: str | os.PathLike[str], index: int, size: int, crc: int) -> Snap
 
 def sweep(directory: str | os.PathLike[str], kept: SnapshotFile | None,
           everything_else: bool = False) -> None:
-    """Remove the snapshot files of `directory` older than `kept` (the log's snapshot:
-    no one will ask for them again); with `everything_else`, every one but `kept`
-    (at start-up: the newer ones were being written or received when the member
+    """Remove the snapshot files of `directory` no newer than `kept` (the log's
+    snapshot), but it: no one will ask for them again (one received at the same index
+    is one Raft refused, as it already had it); with `everything_else`, every one but
+    `kept` (at start-up: the newer ones were being written or received when the member
     stopped, and nothing refers to them)."""
     keep_index = kept.index if kept is not None else 0
     with contextlib.suppress(FileNotFoundError):
@@ -152,7 +153,7 @@ def sweep(directory: str | os.PathLike[str], kept: SnapshotFile | None,
                 index = _index_of(path)
             except ValueError:
                 continue  # not one of ours
-            if everything_else or index < keep_index:
+            if everything_else or index <= keep_index:
                 with contextlib.suppress(FileNotFoundError):
                     path.unlink()
 

@@ -1,6 +1,6 @@
 """A member's snapshot file (coord.server.snapshot_file): written a piece at a time, read
-back a block at a time with its size and CRC checked, and removed once older than the
-snapshot the log stores."""
+back a block at a time with its size and CRC checked, and removed once the log stores a
+snapshot as new or newer."""
 
 from __future__ import annotations
 
@@ -50,11 +50,12 @@ def test_a_discarded_writer_leaves_nothing_and_an_adopted_file_is_renamed(
 
 
 def test_sweep_removes_older_files_or_every_other_one(tmp_path: Path) -> None:
-    old, kept, newer = (written(tmp_path, i, b"x") for i in (5, 10, 15))
+    old, kept, twin, newer = (written(tmp_path, i, b"x") for i in (5, 10, 10, 15))
     (tmp_path / "snapshot-from-2").write_bytes(b"a receipt's spool")
     (tmp_path / "notes.snap").write_bytes(b"not one of ours")
     sweep(tmp_path, kept)
-    assert not old.path.exists() and kept.path.exists() and newer.path.exists()
+    assert not old.path.exists() and not twin.path.exists()
+    assert kept.path.exists() and newer.path.exists()
     sweep(tmp_path, kept, everything_else=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         [kept.path.name, "snapshot-from-2", "notes.snap"])
