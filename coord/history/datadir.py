@@ -19,7 +19,7 @@ from contextlib import contextmanager
 
 from coord.history.replay import Replayer
 from coord.history.rows import Row
-from coord.server.storage.log_format import StorageError, db_path
+from coord.server.storage.log_format import SnapshotGone, StorageError, db_path
 from coord.server.storage.log_reader import LogInfo, LogReader
 
 
@@ -59,6 +59,7 @@ class Compacted(DataDirError):
 
 
 PAGE_ENTRIES = 2_000
+SNAPSHOT_READS = 3
 
 
 class MemberLog:
@@ -88,7 +89,25 @@ class MemberLog:
 
     def step(self, max_entries: int = PAGE_ENTRIES, upto: int | None = None) -> list[Row]:
         """Rows of the next `max_entries` committed entries (at most up to `upto`), read
-        in one transaction; [] when caught up."""
+        in one transaction; [] when caught up.
+
+        The first step restores the snapshot the log names, from its own file. A live
+        member that takes a newer snapshot meanwhile removes the old file once the log
+        names the new one, which this step's transaction does not see yet: the step is
+        read again in a new transaction (SNAPSHOT_READS times at most)."""
+        for _ in range(SNAPSHOT_READS - 1):
+            try:
+                return self._step(max_entries, upto)
+            except SnapshotGone:
+                continue
+        try:
+            return self._step(max_entries, upto)
+        except SnapshotGone as gone:
+            raise DataDirError(f"{self.label}: the snapshot's file was removed "
+                               f"{SNAPSHOT_READS} times before it could be read "
+                               f"({gone})") from None
+
+    def _step(self, max_entries: int, upto: int | None) -> list[Row]:
         with _as_data_dir_error(), self.reader.transaction():
             self.info = self.reader.info()
             if not self.started:
@@ -115,6 +134,8 @@ class MemberLog:
         if not snapshot.is_empty:
             try:
                 self.replayer.restore(snapshot.meta.index, snapshot.data)
+            except SnapshotGone:
+                raise
             except ValueError as exc:
                 raise DataDirError(f"{self.reader.path}: snapshot at index "
                                    f"{snapshot.meta.index}: {exc}") from None

@@ -122,6 +122,11 @@ def members_header(records: Iterable[bytes]) -> bytes:
     return _MEMBERS.pack(len(encoded)) + encoded
 
 
+class SnapshotGone(ValueError):
+    """The snapshot file a log named was removed before it was opened: a reader of a
+    live member's log raced the member replacing it with a newer one."""
+
+
 def split_snapshot(snapshot: SnapshotFile) -> tuple[list[bytes], Iterator[bytes]]:
     """A snapshot's (member records, state machine's bytes): the records read now (the
     file opened now), the rest a block at a time as it is asked for, never the whole of a
@@ -137,7 +142,7 @@ def split_snapshot(snapshot: SnapshotFile) -> tuple[list[bytes], Iterator[bytes]
                                  "member header")
             head += block
     except FileNotFoundError:
-        raise ValueError(f"snapshot file {snapshot.path} is gone") from None
+        raise SnapshotGone(f"snapshot file {snapshot.path} is gone") from None
     end = _MEMBERS.size + _members_bytes(head)
     members = head[_MEMBERS.size : end]
     return [m for m in members.split(b"\n") if m], _after(head[end:], blocks)

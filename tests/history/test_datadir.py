@@ -3,6 +3,7 @@ snapshot through the real state machine; and `coord history export` around it.""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import sqlite3
@@ -62,6 +63,48 @@ def test_rows_from_the_snapshot_on_match_what_the_client_was_told(stopped_member
     # itself before it, else from the note in the log (the term's earlier rows wait for it).
     assert len([r for r in rows if r["kind"] == "note_leader"]) <= 1
     assert {r["leader"] for r in rows} == {"n1"}
+
+
+def _snapshot_gone_for(log: datadir.MemberLog, times: int) -> list[object]:
+    """The log's reader names a removed snapshot file the first `times` reads (a live
+    member removed the old file after its newer snapshot's row, which the reader's
+    transaction did not see yet); the reads it made."""
+    real, reads = log.reader.snapshot, []
+
+    def snapshot():
+        snap = real()
+        reads.append(snap)
+        if len(reads) <= times:
+            gone = dataclasses.replace(snap.data, path=snap.data.path.with_name("gone.snap"))
+            return dataclasses.replace(snap, data=gone)
+        return snap
+
+    log.reader.snapshot = snapshot  # type: ignore[method-assign]
+    return reads
+
+
+def test_a_snapshot_file_removed_under_the_reader_is_read_again(stopped_member):
+    data_dir, _ = stopped_member
+    expected = list(datadir.read_rows(data_dir))
+    log = datadir.MemberLog(datadir.open_log(data_dir))
+    reads = _snapshot_gone_for(log, datadir.SNAPSHOT_READS - 1)
+    rows: list = []
+    try:
+        for _ in range(1_000):  # pages; far more than the history has
+            if log.caught_up:
+                break
+            rows += log.step()
+        rows += log.flush()
+    finally:
+        log.close()
+    assert len(reads) == datadir.SNAPSHOT_READS and rows == expected
+    log = datadir.MemberLog(datadir.open_log(data_dir))
+    _snapshot_gone_for(log, datadir.SNAPSHOT_READS)
+    try:
+        with pytest.raises(datadir.DataDirError, match="snapshot's file was removed 3 times"):
+            log.step()
+    finally:
+        log.close()
 
 
 def test_export_cli_writes_resumes_and_refuses_what_it_cannot_read(stopped_member, tmp_path,
