@@ -59,9 +59,7 @@ class Replayer:
     def apply(self, index: int, term: int, entry_type: int, data: bytes) -> tuple[list[Row], Any]:
         """The rows for one entry, and the decoded result (None for no-ops and membership
         changes). Entries must come in order with no gap (ValueError otherwise)."""
-        if self.last_index and index != self.last_index + 1:
-            raise ValueError(f"entry {index} does not follow entry {self.last_index}")
-        self.last_index = index
+        self._follow(index)
         m = self.machine
         if entry_type == CONF_CHANGE or not data:
             kind = "conf_change" if entry_type == CONF_CHANGE else "noop"
@@ -81,12 +79,32 @@ class Replayer:
         except ValueError:
             cmd = None
         if cmd is None:
-            kind, answer = "undecodable", m.apply(index, term, time_ms, payload)
-        else:  # decoded once: apply_command is what apply runs after decoding
-            kind, answer = KIND_OF[type(cmd)], m.apply_command(cmd, time_ms, term=term)
-        result = answer.value
+            answer = m.apply(index, term, time_ms, payload)
+            return self._made(index, term, time_ms, "undecodable", None, answer.value)
+        return self._command(index, term, time_ms, cmd)
+
+    def apply_decoded(self, index: int, term: int, time_ms: int,
+                      cmd: c.Command) -> tuple[list[Row], Any]:
+        """`apply` of a NORMAL entry whose command is already decoded (the synthesizer's:
+        it holds the command it proposes, and an encode for the log and a decode back
+        were a fifth of its cost): the same rows as `apply` of its encoded entry."""
+        self._follow(index)
+        return self._command(index, term, time_ms, cmd)
+
+    def _follow(self, index: int) -> None:
+        if self.last_index and index != self.last_index + 1:
+            raise ValueError(f"entry {index} does not follow entry {self.last_index}")
+        self.last_index = index
+
+    def _command(self, index: int, term: int, time_ms: int, cmd: Any) -> tuple[list[Row], Any]:
+        # decoded once: apply_command is what apply runs after decoding
+        answer = self.machine.apply_command(cmd, time_ms, term=term)
+        return self._made(index, term, time_ms, KIND_OF[type(cmd)], cmd, answer.value)
+
+    def _made(self, index: int, term: int, time_ms: int, kind: str, cmd: Any,
+              result: Any) -> tuple[list[Row], Any]:
         rows = self.maker.rows(index, term, time_ms, result.revision, kind, cmd, result,
-                               m.drain_events())
+                               self.machine.drain_events())
         if self._untimed:
             rows = self._timed(time_ms) + rows
         return self._led(rows, term), result

@@ -7,8 +7,9 @@ coord's leader does), claims, takeovers at a higher generation, generation-0 res
 releases, PID blocks, PID leases and producer bumps, KV puts, deletes and CAS txns,
 compactions, leader changes (a no-op then a `note_leader`) and periods without a quorum
 (nothing commits; a `note_quorum_lost` records them). Every entry is applied by
-`CoordMachine` through `Replayer`, so each row is what coord itself did. The same seed
-gives the same rows.
+`CoordMachine` through `Replayer`, so each row is what coord itself did; a command goes
+to the replayer as the object proposed (`Replayer.apply_decoded`), not encoded for a log
+that nobody reads and decoded back. The same seed gives the same rows.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from dataclasses import dataclass, field
 
 from coord.history.replay import CONF_CHANGE, NORMAL, Replayer
 from coord.history.rows import Row
-from coord.server.storage.log_format import entry_data
 from coord.sm import commands as c
 from coord.sm.records import Claim
 
@@ -36,7 +36,8 @@ class _Client:
     session: int
     ttl_ms: int
     alive: bool = True
-    seen_ms: int = 0  # its last keepalive (what the leader's tracker knows)
+    seen_ms: int = 0  # its last keepalive (what the leader's tracker knows; kept current
+    # only from the crash on, the one time it is read)
 
 
 @dataclass
@@ -49,13 +50,25 @@ class _Cluster:
     now_ms: int = START_MS
     leader_since_ms: int = START_MS  # deadlines restart at full TTL from here
     clients: dict[int, _Client] = field(default_factory=dict)
+    # The crashed clients the leader has not expired yet, and the earliest time one of
+    # them is due (None: to be worked out again): each command checks the time alone
+    # rather than every client's deadline.
+    crashed: dict[int, _Client] = field(default_factory=dict)
+    next_expiry_ms: int | None = None
+
+    def forget(self, session: int) -> None:
+        """The client is gone (closed, expired or severed)."""
+        self.clients.pop(session, None)
+        if self.crashed.pop(session, None) is not None:
+            self.next_expiry_ms = None
 
     def append(self, entry_type: int, data: bytes) -> tuple[list[Row], object]:
         self.index += 1
         return self.replayer.apply(self.index, self.term, entry_type, data)
 
     def propose(self, cmd: c.Command) -> tuple[list[Row], object]:
-        return self.append(NORMAL, entry_data(self.now_ms, c.encode_command(cmd)))
+        self.index += 1
+        return self.replayer.apply_decoded(self.index, self.term, self.now_ms, cmd)
 
 
 def synthesize(commands: int, seed: int = 0) -> Iterator[Row]:
@@ -74,6 +87,7 @@ def synthesize(commands: int, seed: int = 0) -> Iterator[Row]:
         cl.term += 1
         cl.leader = leader
         cl.leader_since_ms = cl.now_ms
+        cl.next_expiry_ms = None  # every crashed client's deadline restarts
         emit(cl.append(NORMAL, b""))
         emit(cl.propose(c.NoteLeader(leader, cl.term)))
 
@@ -111,21 +125,24 @@ def synthesize(commands: int, seed: int = 0) -> Iterator[Row]:
 def _expire_due(cl: _Cluster, emit) -> bool:
     """The leader expires crashed sessions whose TTL ran out (counted from their last
     keepalive or from when this leader took over, whichever is later)."""
-    due = [x.session for x in cl.clients.values() if not x.alive
-           and cl.now_ms >= max(x.seen_ms, cl.leader_since_ms) + x.ttl_ms]
-    if not due:
+    if not cl.crashed:
         return False
+    since = cl.leader_since_ms
+    if cl.next_expiry_ms is None:
+        cl.next_expiry_ms = min(max(x.seen_ms, since) + x.ttl_ms for x in cl.crashed.values())
+    if cl.now_ms < cl.next_expiry_ms:
+        return False
+    # in the order the clients opened (session ids rise with it)
+    due = sorted(x.session for x in cl.crashed.values()
+                 if cl.now_ms >= max(x.seen_ms, since) + x.ttl_ms)
     emit(cl.propose(c.ExpireSessions(tuple(due[:50]))))
     for sid in due[:50]:
-        del cl.clients[sid]
+        cl.forget(sid)
     return True
 
 
 def _client_command(cl: _Cluster, rng: random.Random, emit) -> None:
     m = cl.replayer.machine
-    for x in cl.clients.values():
-        if x.alive:
-            x.seen_ms = cl.now_ms
     live = [x for x in cl.clients.values() if x.alive]
     roll = rng.random()
     rid = f"r{cl.index}"
@@ -138,11 +155,13 @@ def _client_command(cl: _Cluster, rng: random.Random, emit) -> None:
         return
     who = rng.choice(live)
     if roll < 0.05:  # a client crashes: its session lingers until the leader expires it
-        who.alive = False
+        who.alive, who.seen_ms = False, cl.now_ms  # its last keepalive: this moment
+        cl.crashed[who.session] = who
+        cl.next_expiry_ms = None
         emit(cl.propose(c.Barrier()))
     elif roll < 0.07:
         emit(cl.propose(c.CloseSession(who.session, rid)))
-        del cl.clients[who.session]
+        cl.forget(who.session)
     elif roll < 0.25:
         group, resource = rng.choice(GROUPS), f"p{rng.randrange(RESOURCES)}"
         owner = m.query(c.GetOwner(group, resource))
@@ -155,7 +174,7 @@ def _client_command(cl: _Cluster, rng: random.Random, emit) -> None:
             gen = 1
         res = emit(cl.propose(c.Own(who.session, group, (Claim(resource, max(gen, 0)),), rid)))
         for sid in getattr(res, "severed", ()):
-            cl.clients.pop(sid, None)
+            cl.forget(sid)
     elif roll < 0.30:
         group = rng.choice(GROUPS)
         owned = m.query(c.ListOwners(group)).owners
