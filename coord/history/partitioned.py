@@ -75,8 +75,11 @@ class PartitionedParquetWriter:
         cols = self._buffers.get(key)
         if cols is None:
             cols = self._buffers[key] = [[] for _ in self._names]
+        # a partition is one kind: its rows fill the same few columns, the rest are None
+        filled = set().union(*pending)
+        nones = [None] * len(pending)
         for values, name in zip(cols, self._names, strict=True):
-            values += [row.get(name) for row in pending]
+            values += [row.get(name) for row in pending] if name in filled else nones
         return cols
 
     def close(self) -> None:
