@@ -122,23 +122,29 @@ def auth_fields(cmd: Any) -> Row:
     return f
 
 
+_KV_KINDS = {"PUT": "kv.put", "DELETE": "kv.delete"}
+
+
 def effect_fields(event: Any) -> Row:
-    if isinstance(event, OwnershipEvent):
+    """The columns an effect fills; a KV change first, the effect most rows are."""
+    t = type(event)
+    if t is WatchEvent:
+        kv = event.kv
+        value = kv.value
+        return {"kind": _KV_KINDS.get(event.type) or "kv." + event.type.lower(),
+                "key": key_text(kv.key), "value_len": len(value),
+                "value_hash": value_hash(value), "session": kv.session_id or None}
+    if t is OwnershipEvent:
         return {"kind": "owner." + event.kind, "group": event.group, "resource": event.resource,
                 "owner": event.owner, "generation": event.generation,
                 "session": event.owner or None}
-    if isinstance(event, SessionEvent):
+    if t is SessionEvent:
         f: Row = {"kind": "session." + event.type, "session": event.session_id}
         if event.group:
             f.update(group=event.group, resource=event.resource, generation=event.generation,
                      owner=event.new_owner, size=len(event.claims))
         return f
-    if isinstance(event, WatchEvent):
-        kv = event.kv
-        return {"kind": "kv." + event.type.lower(), "key": key_text(kv.key),
-                "value_len": len(kv.value), "value_hash": value_hash(kv.value),
-                "session": kv.session_id or None}
-    raise TypeError(f"unknown event {type(event).__name__}")
+    raise TypeError(f"unknown event {t.__name__}")
 
 
 class RowMaker:
@@ -162,8 +168,7 @@ class RowMaker:
         rows = [head]
         # a token issued or ended is member-local bookkeeping, not an effect for the history
         events = [e for e in events if not isinstance(e, AuthEvent)]
-        for seq, event in enumerate(events, 1):
-            row = {**base, "seq": seq, "ok": True, **effect_fields(event)}
-            row["revision"] = getattr(event, "revision", revision)
-            rows.append(row)
+        for seq, event in enumerate(events, 1):  # "revision" keeps base's place
+            rows.append({**base, "seq": seq, "ok": True, **effect_fields(event),
+                         "revision": event.revision})
         return rows
