@@ -35,7 +35,6 @@ KEYS = 5_000
 class _Client:
     session: int
     ttl_ms: int
-    alive: bool = True
     seen_ms: int = 0  # its last keepalive (what the leader's tracker knows; kept current
     # only from the crash on, the one time it is read)
 
@@ -49,18 +48,23 @@ class _Cluster:
     leader: str = MEMBERS[0]
     now_ms: int = START_MS
     leader_since_ms: int = START_MS  # deadlines restart at full TTL from here
-    clients: dict[int, _Client] = field(default_factory=dict)
-    # The crashed clients the leader has not expired yet, and the earliest time one of
-    # them is due (None: to be worked out again): each command checks the time alone
-    # rather than every client's deadline.
+    # The live clients in the order they opened (the one a command comes from is drawn
+    # from them), the crashed ones the leader has not expired yet, and the earliest time
+    # one of those is due (None: to be worked out again): each command checks the time
+    # alone rather than every client's deadline.
+    live: list[_Client] = field(default_factory=list)
     crashed: dict[int, _Client] = field(default_factory=dict)
     next_expiry_ms: int | None = None
 
     def forget(self, session: int) -> None:
         """The client is gone (closed, expired or severed)."""
-        self.clients.pop(session, None)
         if self.crashed.pop(session, None) is not None:
             self.next_expiry_ms = None
+            return
+        for i, x in enumerate(self.live):
+            if x.session == session:
+                del self.live[i]
+                return
 
     def append(self, entry_type: int, data: bytes) -> tuple[list[Row], object]:
         self.index += 1
@@ -143,7 +147,7 @@ def _expire_due(cl: _Cluster, emit) -> bool:
 
 def _client_command(cl: _Cluster, rng: random.Random, emit) -> None:
     m = cl.replayer.machine
-    live = [x for x in cl.clients.values() if x.alive]
+    live = cl.live
     roll = rng.random()
     rid = f"r{cl.index}"
     if len(live) < 20 or roll < 0.03:
@@ -151,11 +155,12 @@ def _client_command(cl: _Cluster, rng: random.Random, emit) -> None:
         res = emit(cl.propose(c.OpenSession(f"worker-{rng.randrange(1000)}", ttl,
                                             rng.random() < 0.3, rid)))
         if res.ok:
-            cl.clients[res.session_id] = _Client(res.session_id, ttl, seen_ms=cl.now_ms)
+            live.append(_Client(res.session_id, ttl, seen_ms=cl.now_ms))
         return
     who = rng.choice(live)
     if roll < 0.05:  # a client crashes: its session lingers until the leader expires it
-        who.alive, who.seen_ms = False, cl.now_ms  # its last keepalive: this moment
+        live.remove(who)
+        who.seen_ms = cl.now_ms  # its last keepalive: this moment
         cl.crashed[who.session] = who
         cl.next_expiry_ms = None
         emit(cl.propose(c.Barrier()))
