@@ -149,6 +149,9 @@ def test_the_snapshot_audit_and_tui_tables_come_from_their_figures():
     assert "| synth 1,000 commands | 1,990 | 0.50 | 3,980 |  | driver_py 120 |" in page
     assert ("| audit 1,000, local[2] | 1,990 | 20.3 (+3.9 start) | 98 | monotone 3.2, "
             "gap_free 1.7 | jvm 931 |") in page
+    timed = {"synth_1000": {**audit["synth_1000"], "rows_per_cpu_s": 7960}}
+    page = markdown_page_table({"run": {**RUN, "benchmark": "audit"}, **timed})
+    assert "| synth 1,000 commands | 1,990 | 0.50 | 3,980 (7,960/cpu-s) |  |" in page
     page = markdown_page_table({"run": {**RUN, "benchmark": "tui"}, "load_s": 2.25,
                                 "idle_cpu_pct": 0.5})
     assert "| all owners on screen | 2.2 | s |" in page
