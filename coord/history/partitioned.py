@@ -7,7 +7,8 @@ values per column is a fraction of a row dict's size); when the rows buffered ac
 partitions pass `buffer_rows` it writes out the largest buffer, so memory stays bounded
 whatever the number of partitions. A row is first only appended to its partition's short
 list of pending rows, which is turned into columns `CHUNK_ROWS` at a time, one list
-comprehension per column: a per-row loop over every column was the writer's main cost.
+comprehension per column (a per-row loop over every column was the writer's main cost);
+all partitions' pending rows are when `pending_rows` wait, so few are ever held as dicts.
 A file is closed and the next one started at `file_rows`, which also bounds the
 row-group metadata an open file holds. The layout is the hive one pyarrow writes
 (`date=D/kind=K/part-RUN-I.parquet`, partition columns in the path, not in the file), so
@@ -27,17 +28,21 @@ GROUP_ROWS = 65_536        # a partition's buffer is written as a row group at t
 BUFFER_ROWS = 131_072      # rows buffered across all partitions at most
 FILE_ROWS = 1 << 20        # rows per file before it is closed and the next begun
 CHUNK_ROWS = 1_024         # a partition's pending row dicts are turned into columns at this
+PENDING_ROWS = 16_384      # row dicts pending across all partitions at most (many partitions
+                           # of a few rows each would otherwise hold every row as a dict)
 
 
 class PartitionedParquetWriter:
     """Writes rows into `out/date=D/kind=K/part-RUN-I.parquet`; `close()` flushes."""
 
     def __init__(self, out: Path, run: str, *, group_rows: int = GROUP_ROWS,
-                 buffer_rows: int = BUFFER_ROWS, file_rows: int = FILE_ROWS) -> None:
+                 buffer_rows: int = BUFFER_ROWS, file_rows: int = FILE_ROWS,
+                 pending_rows: int = PENDING_ROWS) -> None:
         import pyarrow as pa
 
         self.out, self.run = out, run
         self.group_rows, self.buffer_rows, self.file_rows = group_rows, buffer_rows, file_rows
+        self.max_pending = pending_rows
         full = arrow_schema()
         self._schema = pa.schema([f for f in full if f.name not in PARTITION_COLUMNS],
                                  metadata=full.metadata)
@@ -45,6 +50,7 @@ class PartitionedParquetWriter:
         self._buffers: dict[tuple[str, str], list[list[Any]]] = {}
         self._pending: dict[tuple[str, str], list[Row]] = {}  # rows not yet in columns
         self._counts: dict[tuple[str, str], int] = {}  # rows buffered per partition
+        self.pending_rows = 0  # rows still held as dicts (what tests check)
         self._writers: dict[tuple[str, str], Any] = {}
         self._file_rows: dict[tuple[str, str], int] = {}
         self._next_file = 0
@@ -58,6 +64,7 @@ class PartitionedParquetWriter:
         if pending is None:
             pending = self._pending[key] = []
         pending.append(row)
+        self.pending_rows += 1
         count = self._counts[key] = self._counts.get(key, 0) + 1
         self.buffered += 1
         if self.buffered > self.max_buffered:
@@ -68,10 +75,14 @@ class PartitionedParquetWriter:
             self._flush(max(self._counts, key=self._counts.__getitem__))
         elif len(pending) >= CHUNK_ROWS:
             self._columnize(key)
+        elif self.pending_rows >= self.max_pending:
+            for k in list(self._pending):
+                self._columnize(k)
 
     def _columnize(self, key: tuple[str, str]) -> list[list[Any]]:
         """The partition's buffer as columns, its pending rows moved into them."""
         pending = self._pending.pop(key, [])
+        self.pending_rows -= len(pending)
         cols = self._buffers.get(key)
         if cols is None:
             cols = self._buffers[key] = [[] for _ in self._names]
@@ -93,6 +104,7 @@ class PartitionedParquetWriter:
         """Close the files without writing the buffers (the run is being thrown away)."""
         self._buffers.clear()
         self._pending.clear()
+        self.pending_rows = 0
         self._counts.clear()
         for writer in self._writers.values():
             writer.close()

@@ -1,5 +1,6 @@
-"""The partitioned Parquet writer holds at most its cap of rows across all partitions and
-rotates files, and what it writes reads back whole as the hive dataset."""
+"""The partitioned Parquet writer holds at most its cap of rows across all partitions (and
+of rows still held as dicts) and rotates files, and what it writes reads back whole as the
+hive dataset."""
 
 from __future__ import annotations
 
@@ -15,10 +16,10 @@ def test_buffered_rows_stay_under_the_cap_across_many_partitions(tmp_path):
     partitions = {(r["date"], r["kind"]) for r in rows}
     assert len(partitions) >= 10  # the cap only matters when rows spread out
     writer = PartitionedParquetWriter(tmp_path, "r1", group_rows=400, buffer_rows=200,
-                                      file_rows=500)
+                                      file_rows=500, pending_rows=30)
     for row in rows:
         writer.add(row)
-        assert writer.buffered <= 200
+        assert writer.buffered <= 200 and writer.pending_rows < 30
     writer.close()
     assert writer.max_buffered == 200 and writer.buffered == 0
     assert all(pq.ParquetFile(f).metadata.num_rows <= 500 for f in writer.files)
