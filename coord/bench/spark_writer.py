@@ -9,9 +9,11 @@ straight into the visible table, as any simple Python data source would), `fence
 on the two databases, `jdbc` (Spark's own `df.write.jdbc` through Debian's JDBC drivers,
 coord.testing.jdbc: what a Spark user writes to a database with) and `foreach`
 (`df.foreachPartition(insert_rows)`, coord.bench.spark_foreach: what one writes without
-a JDBC writer). Rows/s are the row count over the write's wall time; the ratios are of
-the medians; a database table's duplicate rows are counted after each write (none is
-expected: no fault is injected here, tests/spark has those). Then the fence's own
+a JDBC writer); on the Parquet directory, `spark` (Spark's own `df.write.parquet`,
+whose file committer already publishes each task's files once). Rows/s are the row
+count over the write's wall time; the ratios are of the medians; a database table's
+duplicate rows are counted after each write (none is expected: no fault is injected
+here, tests/spark has those). Then the fence's own
 cost per partition: the claim (session + own + InitProducer + owner read-back) and the
 commit-time check (owner + CheckProducer), timed alone; and the same SQLite write with
 `--many-partitions` partitions. Without PostgreSQL or the JDBC drivers (`make
@@ -76,8 +78,13 @@ def _target(sink: str, out: Path, postgres: Any) -> dict[str, str]:
 
 def _write(spark: Any, endpoints: list[str], rows: int, parts: int, target: dict[str, str],
            writer: str, job: str) -> float:
-    """Rows per second of one write by `writer` (plain, fenced, jdbc) into `target`."""
+    """Rows per second of one write by `writer` (plain, fenced, jdbc, foreach, spark)
+    into `target`."""
     df = spark.range(0, rows, numPartitions=parts).selectExpr("id", "cast(id as string) s")
+    if writer == "spark":  # Spark's own Parquet writer, its file committer included
+        start = time.perf_counter()
+        df.write.mode("errorifexists").parquet(target["path"])
+        return rows / (time.perf_counter() - start)
     if writer in ("jdbc", "foreach"):
         import pyarrow as pa
 
@@ -135,7 +142,7 @@ def _available(stack: ExitStack) -> tuple[dict[str, tuple[str, ...]], Any, list[
         jdbc = ()
     writers = {"sqlite": ("plain", "fenced", *jdbc, "foreach"),
                "postgres": ("plain", "fenced", *jdbc, "foreach"),
-               "parquet": ("plain", "fenced")}
+               "parquet": ("plain", "fenced", "spark")}
     try:
         postgres = stack.enter_context(PostgresServer())
     except PostgresMissing as e:
@@ -216,6 +223,8 @@ def run_spark_bench(args: argparse.Namespace) -> int:
             for writer in ("fenced", *writers["sqlite"][2:]):  # load Spark's code paths
                 _write(spark, c.endpoints, 10_000, 2, _target("sqlite", tmp / f"warm-{writer}",
                                                                postgres), writer, "warm")
+            _write(spark, c.endpoints, 10_000, 2, _target("parquet", tmp / "warm-spark",
+                                                           postgres), "spark", "warm")
             for sink, kinds in writers.items():
                 rates: dict[str, list[float | None]] = {k: [] for k in kinds}
                 dups = dict.fromkeys(kinds, 0)
