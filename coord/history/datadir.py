@@ -28,11 +28,14 @@ class DataDirError(Exception):
 
 
 @contextmanager
-def _as_data_dir_error() -> Iterator[None]:
-    """The reader's StorageError (it names the file) as the DataDirError callers expect."""
+def _as_data_dir_error(gone_again: bool = False) -> Iterator[None]:
+    """The reader's StorageError (it names the file) as the DataDirError callers expect;
+    with `gone_again`, a snapshot file gone is left as it is, to be read again."""
     try:
         yield
     except StorageError as exc:
+        if gone_again and isinstance(exc, SnapshotGone):
+            raise
         raise DataDirError(str(exc)) from None
 
 
@@ -108,7 +111,7 @@ class MemberLog:
                                f"({gone})") from None
 
     def _step(self, max_entries: int, upto: int | None) -> list[Row]:
-        with _as_data_dir_error(), self.reader.transaction():
+        with _as_data_dir_error(gone_again=True), self.reader.transaction():
             self.info = self.reader.info()
             if not self.started:
                 self._start()

@@ -122,9 +122,11 @@ def members_header(records: Iterable[bytes]) -> bytes:
     return _MEMBERS.pack(len(encoded)) + encoded
 
 
-class SnapshotGone(ValueError):
-    """The snapshot file a log named was removed before it was opened: a reader of a
-    live member's log raced the member replacing it with a newer one."""
+class SnapshotGone(StorageError, ValueError):
+    """The snapshot file a log names is not there: a reader of a live member's log raced
+    the member replacing it with a newer one (the reader's transaction still sees the
+    row of the file the member removed). A StorageError where the row is read, a
+    ValueError where the file is opened, as the other refusals there are."""
 
 
 def split_snapshot(snapshot: SnapshotFile) -> tuple[list[bytes], Iterator[bytes]]:
@@ -142,7 +144,7 @@ def split_snapshot(snapshot: SnapshotFile) -> tuple[list[bytes], Iterator[bytes]
                                  "member header")
             head += block
     except FileNotFoundError:
-        raise SnapshotGone(f"snapshot file {snapshot.path} is gone") from None
+        raise SnapshotGone(snapshot.path, "the snapshot file is gone") from None
     end = _MEMBERS.size + _members_bytes(head)
     members = head[_MEMBERS.size : end]
     return [m for m in members.split(b"\n") if m], _after(head[end:], blocks)
@@ -218,6 +220,8 @@ def read_snapshot(conn: sqlite3.Connection, path: Path) -> Snapshot:
     data = SnapshotFile(snap_dir(path.parent) / name, size, crc)
     try:
         found = data.path.stat().st_size
+    except FileNotFoundError:
+        raise SnapshotGone(path, f"snapshot file {data.path} is gone") from None
     except OSError as e:
         raise StorageError(path, f"snapshot file {data.path} is unreadable: {e}") from None
     if found != size:

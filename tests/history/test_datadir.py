@@ -66,18 +66,27 @@ def test_rows_from_the_snapshot_on_match_what_the_client_was_told(stopped_member
 
 
 def _snapshot_gone_for(log: datadir.MemberLog, times: int) -> list[object]:
-    """The log's reader names a removed snapshot file the first `times` reads (a live
-    member removed the old file after its newer snapshot's row, which the reader's
-    transaction did not see yet); the reads it made."""
+    """The snapshot file is gone for the log's first `times` reads (a live member removed
+    it after its newer snapshot's row, which the reader's transaction does not see yet):
+    the odd reads find it gone as the row is read, the even ones as the file is opened.
+    The reads it made."""
     real, reads = log.reader.snapshot, []
+    path = real().data.path
+    away = path.with_name("away.snap")
 
     def snapshot():
+        reads.append(len(reads) + 1)
+        if len(reads) > times:
+            return real()
+        if len(reads) % 2:
+            path.rename(away)
+            try:
+                return real()
+            finally:
+                away.rename(path)
         snap = real()
-        reads.append(snap)
-        if len(reads) <= times:
-            gone = dataclasses.replace(snap.data, path=snap.data.path.with_name("gone.snap"))
-            return dataclasses.replace(snap, data=gone)
-        return snap
+        gone = dataclasses.replace(snap.data, path=path.with_name("gone.snap"))
+        return dataclasses.replace(snap, data=gone)
 
     log.reader.snapshot = snapshot  # type: ignore[method-assign]
     return reads

@@ -400,7 +400,7 @@ def test_the_snapshot_is_a_file_the_log_names_and_files_it_does_not_go(db: Path)
     with pytest.raises(StorageError, match="holds 9 bytes, recorded as 5"):
         reopen(db)
     taken.data.path.unlink()
-    with pytest.raises(StorageError, match="snapshot file .* is unreadable"):
+    with pytest.raises(StorageError, match="snapshot file .* is gone"):
         reopen(db)
 
 
