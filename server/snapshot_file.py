@@ -68,14 +68,22 @@ class SnapshotFile:
         return open(self.path, "rb", buffering=0)
 
     def blocks(self) -> Iterator[bytes]:
-        """The file's bytes, READ_BLOCK at a time, opened at the first; ValueError after
-        the last if they are not the size and CRC-32 recorded (a file damaged on disk)."""
+        """The file's bytes, READ_BLOCK at a time, opened at the first; ValueError, before
+        the block that reaches the recorded size is handed out (a reader may stop there:
+        a zlib stream ends inside its last block), or after the last one if the file is
+        shorter, when they are not the size and CRC-32 recorded (a file damaged on disk)."""
         crc = size = 0
         with self.open() as f:
             while block := f.read(READ_BLOCK):
                 crc = zlib.crc32(block, crc)
                 size += len(block)
+                if size >= self.size:
+                    size += len(f.read())  # anything past the recorded size
+                    self._check(size, crc)
                 yield block
+        self._check(size, crc)
+
+    def _check(self, size: int, crc: int) -> None:
         if (size, crc) != (self.size, self.crc):
             raise ValueError(f"snapshot file {self.path} is damaged: {size} bytes with CRC "
                              f"{crc:08x}, recorded as {self.size} with CRC {self.crc:08x}")

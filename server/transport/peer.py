@@ -366,7 +366,17 @@ class PeerTransport:
                         log.warning("dropping a snapshot to %d: %s", m.to, exc)
                         self._report_unreachable(m.to, True)
                         continue
-                return fill_piece(queue.popleft(), batch), True
+                piece = queue.popleft()
+                try:
+                    return fill_piece(piece, batch), True
+                except OSError as exc:  # its file is short or damaged: none of the rest goes
+                    while queue and type(queue[0]) is Piece and queue[0].transfer is \
+                            piece.transfer:
+                        queue.popleft()
+                    peer.dropped += 1
+                    log.warning("dropping a snapshot to %d: %s", piece.to, exc)
+                    self._report_unreachable(piece.to, True)
+                    continue
             queue.popleft()
             x = add()
             fill_message_pb(x, m)

@@ -37,13 +37,16 @@ class Transfer:
     """One snapshot being sent in pieces: its identity, its file (open from the cut on:
     a newer snapshot may remove it meanwhile, and this one is sent to the end), and the
     CRC-32 of its bytes up to the end of the last piece written (the pieces are written
-    in order). The file closes after the last piece, or with the transfer if that is
-    dropped before."""
+    in order), and the CRC-32 its file was recorded with, which the whole must match
+    before the last piece goes (the receiver checks what it was sent, not what the
+    snapshot was). The file closes after the last piece, or when a piece cannot be
+    read."""
 
     index: int
     term: int
     crc: int
     file: BinaryIO
+    recorded_crc: int
 
 
 @dataclasses.dataclass(slots=True)
@@ -77,7 +80,7 @@ def cut(m: Message, held: raft_pb2.SnapshotHeld | None = None) -> list[Piece]:
     if start:
         log.info("resuming a snapshot (index %d) to %d at byte %d of %d: it holds the rest",
                  meta.index, m.to, start, snap.size)
-    transfer = Transfer(meta.index, meta.term, crc, f)
+    transfer = Transfer(meta.index, meta.term, crc, f, snap.crc)
     bare = dataclasses.replace(m, snapshot=dataclasses.replace(m.snapshot, data=b""))
     starts = range(start, snap.size, CHUNK_BYTES)
     return [Piece(m.to, i, snap.size, min(CHUNK_BYTES, snap.size - i),
@@ -108,10 +111,19 @@ def _read(f: BinaryIO, offset: int, size: int) -> bytes:
 
 def fill_piece(c: Piece, batch: raft_pb2.MessageBatch) -> int:
     """Write `c` into `batch` (a batch of its own), reading it from its file now; return
-    the messages it counts as."""
+    the messages it counts as. OSError, the batch untouched and the file closed, if the
+    file is shorter than the snapshot or, at the last piece, not the bytes it was
+    recorded with (damaged on disk: sending it would pass the damage on)."""
     t = c.transfer
-    data = _read(t.file, c.offset, c.size)
-    t.crc = zlib.crc32(data, t.crc)
+    try:
+        data = _read(t.file, c.offset, c.size)
+        t.crc = zlib.crc32(data, t.crc)
+        if c.message is not None and t.crc != t.recorded_crc:
+            raise OSError(f"snapshot file of index {t.index} is damaged: CRC {t.crc:08x}, "
+                          f"recorded as {t.recorded_crc:08x}")
+    except OSError:
+        t.file.close()
+        raise
     chunk = batch.chunk
     chunk.offset, chunk.total, chunk.data = c.offset, c.total, data
     chunk.index, chunk.term, chunk.crc = t.index, t.term, t.crc

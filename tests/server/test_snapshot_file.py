@@ -36,6 +36,36 @@ def test_a_file_reads_back_in_blocks_and_a_damaged_one_is_caught(
         list(snap.blocks())
 
 
+def test_the_check_comes_before_the_last_block_a_reader_may_stop_at(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reader that stops at the block holding the recorded size's end (a zlib stream
+    ends inside its last block) still gets the size and CRC checked: damage in the
+    bytes zlib's own check does not cover (the member records before the stream), a
+    file longer than recorded, or one shorter."""
+    monkeypatch.setattr(snapshot_file, "READ_BLOCK", 4096)
+    data = os.urandom(10_000)
+
+    def first_three(snap: SnapshotFile) -> list[bytes]:
+        blocks = snap.blocks()
+        return [next(blocks) for _ in range(3)]  # never asks for a fourth
+
+    snap = written(tmp_path, 7, data)
+    assert b"".join(first_three(snap)) == data
+    with open(snap.path, "r+b") as f:
+        f.write(b"\xff")  # the first byte: in the first block, which was handed out
+    with pytest.raises(ValueError, match="damaged: 10000 bytes"):
+        first_three(snap)
+    snap = written(tmp_path, 8, data)
+    with open(snap.path, "ab") as f:
+        f.write(b"more")
+    with pytest.raises(ValueError, match="damaged: 10004 bytes"):
+        first_three(snap)
+    snap = written(tmp_path, 9, data)
+    os.truncate(snap.path, 9_000)
+    with pytest.raises(ValueError, match="damaged: 9000 bytes"):
+        list(snap.blocks())
+
+
 def test_a_discarded_writer_leaves_nothing_and_an_adopted_file_is_renamed(
         tmp_path: Path) -> None:
     writer = SnapshotWriter(tmp_path, 3)

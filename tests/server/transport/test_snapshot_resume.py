@@ -172,3 +172,24 @@ def test_a_restarted_receiver_resumes_from_its_spool_file_unless_it_fails_its_cr
         assert again.held() is None, damage
         assert list(tmp_path.iterdir()) == [], damage
         assert len(snapshot_batches(DATA, held=again.held())) == 26
+
+
+def test_a_snapshot_file_damaged_on_disk_is_not_passed_on(tmp_path: Path) -> None:
+    """The leader's snapshot file changed on disk after it was recorded: the sender reads
+    every piece, finds the whole's CRC-32 is not the recorded one before the last piece
+    goes, drops the snapshot and reports the follower unreachable (its Raft sends a
+    snapshot again), so the follower never installs the damaged bytes."""
+
+    async def main() -> None:
+        async with connected_pair() as (a, b):
+            snap = snapshot_message(tmp_path)
+            with open(snap.snapshot.data.path, "r+b") as f:
+                f.seek(12_345)
+                f.write(b"\0")
+            a.transport.send([snap])
+            await wait_until(lambda: a.unreachable == [2], "the snapshot dropped")
+            assert b.received == [] and a.stats(2)["batches"] == 25  # all but the last
+            assert b.transport.receipts.held(1).offset == 25 * PIECE
+            assert open_files_under(tmp_path) == 0  # the file closed with the transfer
+
+    run(main())
