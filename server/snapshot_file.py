@@ -89,10 +89,13 @@ class SnapshotFile:
                              f"{crc:08x}, recorded as {self.size} with CRC {self.crc:08x}")
 
     def durable(self) -> None:
-        """fsync the file and its dir: done before the log names it (OSError if gone)."""
+        """fsync the file, its dir and the data dir that holds that one (the snapshot
+        dir is made when the first snapshot is; its entry must outlast a power loss as
+        much as the file's): done before the log names it (OSError if gone)."""
         with self.open() as f:
             os.fsync(f.fileno())
         fsync_dir(self.path.parent)
+        fsync_dir(self.path.parent.parent)
 
     def remove(self) -> None:
         """Delete the file (it was never referred to, or no longer is)."""

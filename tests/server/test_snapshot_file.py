@@ -91,3 +91,15 @@ def test_sweep_removes_older_files_or_every_other_one(tmp_path: Path) -> None:
         [kept.path.name, "snapshot-from-2", "notes.snap"])
     sweep(tmp_path, None, everything_else=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.snap", "snapshot-from-2"]
+
+
+def test_durable_syncs_the_file_its_dir_and_the_data_dir_holding_that(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The snapshot dir is made with the first snapshot: its entry in the data dir must
+    be synced as the file's is, or a power loss leaves a log naming a file in a dir that
+    is not there."""
+    synced: list[Path] = []
+    monkeypatch.setattr(snapshot_file, "fsync_dir", synced.append)
+    snap = written(tmp_path / "data" / "snap", 4, b"state")
+    snap.durable()
+    assert synced == [tmp_path / "data" / "snap", tmp_path / "data"]
