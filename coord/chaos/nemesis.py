@@ -211,6 +211,8 @@ class Nemesis:
             # a member another fault restarts (armed at a crash point) or re-added (a
             # learner) is that fault's: a kill beside it would race its heal's start
             running = [n for n in running if n not in self._armed | self._learners]
+        if not running and kind != "skew":
+            raise ValueError(f"no member is free for a {kind} fault")
         if kind == "skew":
             return ",".join(self.cluster.members), ""
         if kind == "member":

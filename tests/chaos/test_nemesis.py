@@ -143,6 +143,10 @@ def test_a_member_armed_at_a_crash_point_or_re_added_takes_no_other_process_faul
             name, _ = nemesis._target(kind, pick)
             assert name not in held, (kind, pick, name)
     assert nemesis._target("partition", 0.1)[0] == "n1"  # a link fault may still take any
+    (free,) = set(cluster.members) - held
+    cluster.members[free].paused = True  # nobody is left for a process fault: none starts
+    kill = nemesis._inject("kill", 0.5)
+    assert kill is None and "no member is free for a kill fault" in nemesis.faults[-1].error
 
 
 def _run(nemesis: Nemesis) -> None:
