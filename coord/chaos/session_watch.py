@@ -12,7 +12,8 @@ Rows: `session_events` (invoke: `key` the group, `resource`, `session`, `ending`
 close | sever; a `response` row per event {"type", "revision", "resource",
 "generation", "new_owner"}; ok when the stream ended, info when no end came within
 DRAIN_S, saying how the round tried to end the session, or at once when a sever's
-takeover session could not open: nothing ended the session then), and on a second
+takeover session could not open: no end was owed before the round closed the
+session, outside the stream's op), and on a second
 process the
 `own` ops (a takeover's invoke carries the `generation` it claims) and `close_session`."""
 
@@ -94,7 +95,8 @@ def watch_sessions(j: int, endpoints: list[str], tls: TLS | None, stream: Proces
                 try:
                     other = client.open_session("chaos-events-takeover", TTL_S).session_id
                 except CoordError as e:
-                    # nothing ended the session: its stream owes no end to wait for
+                    # no takeover: the stream's op ends here, owing no end; the session
+                    # is closed outside it, for the next round
                     why = getattr(e, "reason", "") or type(e).__name__
                     stream.info(f"no takeover: its session could not open ({why})")
                     _close(ops, client, session.id)

@@ -19,6 +19,7 @@ from typing import Any
 
 from coord.history.rows import KIND_OF, Row, RowMaker, conf_change_fields
 from coord.history.schema import date_of
+from coord.server.snapshot_file import SnapshotFile
 from coord.server.storage.log_format import split_entry_data, split_snapshot
 from coord.sm import CoordMachine
 from coord.sm import commands as c
@@ -46,8 +47,8 @@ class Replayer:
         # fills them in, or a later term begins without one (then the leader stays None).
         self._unled: list[Row] = []
 
-    def restore(self, index: int, member_snapshot: bytes) -> None:
-        """Start after the snapshot at `index` (a member's snapshot bytes)."""
+    def restore(self, index: int, member_snapshot: SnapshotFile) -> None:
+        """Start after the snapshot at `index` (a member's snapshot file)."""
         _, sm = split_snapshot(member_snapshot)
         self.machine.restore(sm)
         self.machine.drain_events()
