@@ -36,7 +36,8 @@ DB_NAME = "raft.db"
 """The log file's name inside a member's data dir."""
 
 SCHEMA_VERSION = 2
-"""Stored in ``PRAGMA user_version``; bump it (and migrate) when the schema changes."""
+"""Stored in ``PRAGMA user_version``; bumped when the schema changes. Nothing converts an
+older format (docs/manual/operations/upgrades.md): a store of another version is refused."""
 
 NAME_KEY, CLUSTER_ID_KEY = "name", "cluster_id"
 """The ``meta`` keys a data dir's identity is stored under (server/node/identity.py)."""
