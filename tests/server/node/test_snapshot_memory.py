@@ -21,6 +21,7 @@ import grpc
 from coord.client import Client
 from coord.etcdpb import rpc_pb2 as epb
 from coord.etcdpb import rpc_pb2_grpc as erpc
+from coord.history import datadir
 from coord.server.transport import snapshot_pieces
 from coord.sm.machine import CoordMachine
 from coord.testing import LocalCluster
@@ -67,6 +68,11 @@ def test_no_member_holds_a_snapshot_whole_while_it_is_sent_and_restored(
                 for i in range(KEYS):
                     client.put(b"keys/%06d" % i, os.urandom(VALUE_BYTES))
             loaded = _revision(c.members[leader].listen)
+            # the leader takes its snapshot in the background: until it has stored it,
+            # a rejoining member would catch up from the log, restoring nothing
+            wait_until("the leader stores its snapshot",
+                       lambda: datadir.info(c.members[leader].data_dir).snapshot_index > 0,
+                       WAIT_S)
             name = next(n for n in c.members if n != leader)
             biggest.clear()  # the restarts' own restores (nothing yet) do not count
             c.rejoin_member(name, timeout=WAIT_S, wait=False)
