@@ -125,6 +125,12 @@ class RawNode:
         return snap
 
     # -- output ---------------------------------------------------------------------------
+    @property
+    def pending_snapshot(self) -> Snapshot | None:
+        """The leader's snapshot Raft took and the next Ready hands over to store and
+        restore (None if none): a received snapshot that is not this one was refused."""
+        return self.raft.log.pending_snapshot
+
     def has_ready(self) -> bool:
         r = self.raft
         return bool(

@@ -50,7 +50,7 @@ from coord.server.node.errors import (
 from coord.server.node.members import MemberInfo
 from coord.server.node.read_convoy import ReadConvoy
 from coord.server.node.round_counts import CountingExecutor, RoundCounts
-from coord.server.node.snapshots import Snapshots
+from coord.server.node.snapshots import Snapshots, drop_if_refused
 from coord.server.node.statemachine import StateMachine
 from coord.server.node.ticker import tick_every
 from coord.server.snapshot_file import SnapshotFile, SnapshotWriter
@@ -427,6 +427,8 @@ class Node:
                 inbox, self._inbox = self._inbox, []
                 for m in inbox:
                     raw.step(m)
+                    if m.snapshot is not None:
+                        drop_if_refused(raw, m.snapshot)
             if self._unreachable:
                 for node in self._unreachable:
                     raw.report_unreachable(node)

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
 
 from coord.raft import ConfState, RawNode
+from coord.raft.types import Snapshot
 from coord.server import failpoints, log_lines
 from coord.server.snapshot_file import SnapshotFile, SnapshotWriter
 from coord.server.storage.log_store import LogStore
@@ -126,6 +127,16 @@ class Snapshots:
             task.cancel()  # `write_pieces` removes its file
         elif not task.cancelled() and task.exception() is None:
             task.result().remove()  # written, and never to be stored
+
+
+def drop_if_refused(raw: RawNode, received: Snapshot) -> None:
+    """Remove the file of a leader's snapshot `raw` just stepped, unless Raft took it
+    (it is then the pending snapshot, which the store keeps). The transport renamed it a
+    snapshot file as it arrived, before Raft could say: refused (older than what this
+    member has committed, or a log it already holds), nothing will store it or ask for
+    it, and a snapshot is as big as the state."""
+    if received is not raw.pending_snapshot and isinstance(received.data, SnapshotFile):
+        received.data.remove()
 
 
 async def spool_pieces(pieces: Iterator[bytes],
