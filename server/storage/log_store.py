@@ -160,7 +160,9 @@ class LogStore:
 
         ``sync=False`` skips the fsync (the batch survives a process crash, and a power
         loss only if a later synced batch made it durable): for a batch that only moves
-        the commit index, which Raft can relearn.
+        the commit index, which Raft can relearn. Never with a snapshot (ValueError):
+        storing one removes the older snapshot's file, which an unsynced commit could
+        leave the log still naming after a power loss.
 
         Order within the transaction: ``snapshot`` replaces the stored one (an empty
         snapshot counts as none); then ``entries`` replace every stored entry from
@@ -172,6 +174,8 @@ class LogStore:
         """
         if snapshot is not None and snapshot.is_empty:
             snapshot = None
+        if snapshot is not None and not sync:
+            raise ValueError("a snapshot is stored only by a synced save")
         if hard_state is None and not entries and snapshot is None:
             return  # nothing to make durable: not even an empty transaction
         rows = _entry_rows(entries)

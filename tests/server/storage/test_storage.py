@@ -448,3 +448,17 @@ def test_unsynced_save_is_kept_and_later_saves_sync_again(tmp_path):
     assert conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 1000  # the default
     store.close()
     assert LogStore(path).load().hard_state == HardState(1, 0, 2)
+
+
+def test_an_unsynced_save_refuses_a_snapshot_and_writes_nothing(db: Path) -> None:
+    """Storing a snapshot removes the older one's file, so it is done only by a synced
+    commit: unsynced, a power loss could leave the log naming the file that went."""
+    with LogStore(db) as store:
+        store.save(HardState(term=1, commit=5), ents(1, 11))
+        stored = snap(db, 4, 1)
+        store.compact(stored)
+        newer = snap(db, 8, 1)
+        with pytest.raises(ValueError, match="only by a synced save"):
+            store.save(HardState(term=1, commit=8), [], newer, sync=False)
+        assert stored.data.path.exists()
+    assert reopen(db).snapshot == stored and reopen(db).hard_state.commit == 5
