@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -23,6 +24,9 @@ from coord.etcdpb import rpc_pb2_grpc as stubs
 from coord.tls.credentials import channel
 
 DIGEST = 32
+READ_BLOCK = 1 << 20
+"""Bytes of a backup read at a time: a reader's whole buffer."""
+DAMAGED = "the snapshot's SHA-256 does not match: the file is damaged or incomplete"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -45,13 +49,40 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.set_defaults(func=cmd_snapshot)
 
 
-def verified(data: bytes) -> bytes:
-    """The snapshot in `data` without its trailing SHA-256; ValueError if it does not match."""
-    body, digest = data[:-DIGEST], data[-DIGEST:]
-    if len(data) <= DIGEST or hashlib.sha256(body).digest() != digest:
-        raise ValueError("the snapshot's SHA-256 does not match: the file is damaged or "
-                         "incomplete")
-    return body
+class Backup:
+    """The snapshot in a backup file, without the SHA-256 that ends it: read READ_BLOCK
+    at a time each time it is iterated, never whole (a backup is as big as the state),
+    and checked against that digest as it is (ValueError after the last block if it
+    does not match)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __iter__(self) -> Iterator[bytes]:
+        with open(self.path, "rb") as f:
+            left = os.fstat(f.fileno()).st_size - DIGEST
+            if left <= 0:
+                raise ValueError(DAMAGED)
+            digest = hashlib.sha256()
+            while left:
+                block = f.read(min(READ_BLOCK, left))
+                if not block:
+                    raise ValueError(DAMAGED)  # it shrank while read
+                digest.update(block)
+                left -= len(block)
+                yield block
+            if f.read(DIGEST + 1) != digest.digest():
+                raise ValueError(DAMAGED)
+
+
+def verified(path: Path) -> Backup:
+    """The snapshot in the backup at `path`, checked whole (a block at a time) before a
+    caller reads it (ValueError if it does not match its SHA-256), so what it does with
+    the blocks (load them, write them) is never undone for a damaged file."""
+    backup = Backup(path)
+    for _ in backup:
+        pass
+    return backup
 
 
 def save(endpoints: list[str], path: Path, timeout: float,
@@ -74,7 +105,7 @@ def save(endpoints: list[str], path: Path, timeout: float,
                 print(file=sys.stderr)
                 f.flush()
                 os.fsync(f.fileno())
-            verified(part.read_bytes())
+            verified(part)
             os.replace(part, path)
             return total, revision, endpoint
         except (grpc.RpcError, ValueError, OSError) as e:
@@ -88,7 +119,7 @@ def describe(path: Path) -> dict:
     from coord.sm.machine import CoordMachine  # only status needs the state machine
 
     machine = CoordMachine()
-    machine.restore(verified(path.read_bytes()))
+    machine.restore(verified(path))
     return {"file": str(path), "bytes": path.stat().st_size, **machine.describe()}
 
 
@@ -102,7 +133,7 @@ def restore(args: argparse.Namespace) -> str:
     from coord.server.storage.log_store import LogStore, StorageError
     from coord.sm.machine import CoordMachine
 
-    state = verified(Path(args.file).read_bytes())
+    state = verified(Path(args.file))
     machine = CoordMachine()
     machine.restore(state)  # a backup that does not load is refused before any write
     members = parse_initial_cluster(args.initial_cluster)

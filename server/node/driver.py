@@ -12,7 +12,7 @@ import asyncio
 import itertools
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from coord.raft import (
@@ -80,9 +80,11 @@ batch means callers keep arriving, and the loop takes them in while the storage 
 waits for the disk."""
 
 
-def seed_from_state(store: LogStore, initial_cluster: list[MemberInfo], state: bytes) -> None:
+def seed_from_state(store: LogStore, initial_cluster: list[MemberInfo],
+                    state: Iterable[bytes]) -> None:
     """Make an empty store start from a backup of the state machine (`state`, as its
-    snapshot() gives it) in a new cluster of `initial_cluster`: a snapshot at the index the
+    snapshot() gives it, a block at a time: a backup is as big as the state, and is
+    never held whole) in a new cluster of `initial_cluster`: a snapshot at the index the
     bootstrap entries would end at, term 1, every member a voter. Every member seeded from
     the same backup holds the same log, so they elect a leader and go on from there
     (etcd's `snapshot restore`). ValueError if the store holds anything."""
@@ -95,7 +97,8 @@ def seed_from_state(store: LogStore, initial_cluster: list[MemberInfo], state: b
     writer = SnapshotWriter(store.snap_dir, index)
     try:
         writer.write(members_header(m.encode() for _, m in sorted(members.items())))
-        writer.write(state)
+        for block in state:
+            writer.write(block)
         store.save(HardState(1, NONE, index), [], Snapshot(meta, writer.done()))
     except BaseException:
         writer.discard()
