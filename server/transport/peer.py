@@ -511,6 +511,8 @@ class PeerTransport:
                 m = dataclasses.replace(m, snapshot=dataclasses.replace(m.snapshot,
                                                                         data=snapshot_data))
             out.append(m)
+        if snapshot_data is not None and not any(m.snapshot is not None for m in out):
+            snapshot_data.remove()  # its message was dropped: nothing will store the file
         if not out:
             return
         peer = self._peers.get(from_id)

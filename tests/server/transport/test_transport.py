@@ -674,6 +674,28 @@ def test_a_snapshot_missing_a_piece_is_dropped_not_delivered(
     assert open_files_under(tmp_path) == 0 and t.receipts.held(1) is None
 
 
+def test_a_complete_snapshot_whose_message_is_dropped_leaves_no_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pieces make a snapshot file as the last one arrives; if its message is then
+    dropped (here: it is for another member) nothing will store or remove that file,
+    so it goes at once."""
+    monkeypatch.setattr(snapshot_pieces, "CHUNK_BYTES", 4)
+    t = PeerTransport(PeerAuth(2, SECRET, CLUSTER), spool_dir=tmp_path)
+    got: list = []
+    t.receive_with(got.extend)
+    first, last = snapshot_batches(b"12345678")
+    last.chunk.message.to = 3
+    t.deliver(1, first)
+    t.deliver(1, last)
+    assert got == [] and t.dropped_inbound == 1
+    assert list(tmp_path.glob("*.snap")) == []
+    last.chunk.message.to = 2  # for us: the file stays, for the node to store
+    t.deliver(1, first)
+    t.deliver(1, last)
+    [m] = got
+    assert list(tmp_path.glob("*.snap")) == [m.snapshot.data.path]
+
+
 def test_a_silent_inbound_connection_is_closed_a_pinging_one_kept(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The listening side closes a peer's connection that sends nothing for INBOUND_IDLE
