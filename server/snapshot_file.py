@@ -15,7 +15,8 @@ the snapshot was its latest) and on the follower that received it.
 A file is written once, under a name no other file had (its index, then a random tag),
 made durable (the file and the dir fsync'd: `SnapshotFile.durable`) by the log as it
 stores it, in the storage thread (an fsync of hundreds of MB on the event loop would
-stop the member), and removed once the log stores a newer snapshot (`sweep`). A reader
+stop the member), and removed once the log stores a newer snapshot (`sweep`), or as
+soon as Raft refuses a received one (`node.snapshots.drop_if_refused`). A reader
 that opened it before keeps reading it (a transfer under way finishes with the snapshot
 it began).
 """
