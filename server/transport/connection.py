@@ -6,7 +6,7 @@ unsent, so a slow peer pushes back through TCP into the transport's queue. A pin
 second, answered by the peer, notices a peer that is paused or cut off without a reset:
 no answer for 3 s and the connection ends. `Inbound`, the listener's end, refuses, with
 the reason, a first frame that is not a ``PeerHello`` `auth.PeerAuth` accepts; then it
-answers pings and hands each batch to the transport.
+answers pings and hands each batch to the transport's inbox (`peer_inbox`).
 
 With peer TLS the opener's end speaks TLS from the first byte (the peer's certificate
 verified against the peer CA and for the address dialled; ours presented), and the
@@ -245,7 +245,7 @@ class Inbound:
         try:
             frames = self._reader.feed(data)
         except FrameError as exc:
-            t.dropped_inbound += 1
+            t.inbox.dropped += 1
             self.refuse("INVALID_ARGUMENT", str(exc))
             return
         for kind, payload in frames:
@@ -258,10 +258,10 @@ class Inbound:
                 try:
                     batch = raft_pb2.MessageBatch.FromString(payload)
                 except DecodeError:
-                    t.dropped_inbound += 1
+                    t.inbox.dropped += 1
                     self.refuse("INVALID_ARGUMENT", "undecodable batch")
                     return
-                t.deliver(self._from, batch)
+                t.inbox.deliver(self._from, batch)
             elif kind == Kind.PING:
                 self._tr.write(_PONG)
             elif kind == Kind.HELLO and not self._from:
@@ -284,7 +284,7 @@ class Inbound:
             return
         self._from = from_id
         self._reader.trust()
-        held = self._t.receipts.held(from_id)
+        held = self._t.inbox.receipts.held(from_id)
         yes = raft_pb2.PeerAccept(held=held) if held is not None else raft_pb2.PeerAccept()
         self._tr.write(frame(Kind.ACCEPT, yes.SerializeToString()))
         self._t.peer_came_back(from_id)

@@ -11,7 +11,8 @@ exponential backoff (50 ms .. 1 s), cut short when the peer opens a connection t
 restarted peer is reached at once, not after the backoff it grew while it was down.
 
 Inbound: the member's peer port (`coord.server.transport.listener`) hands each Raft
-connection to `PeerTransport.accept`; each batch it brings is decoded and handed to
+connection to `PeerTransport.accept`; each batch it brings goes to the transport's
+`inbox` (`peer_inbox`: the receiving half), which hands what is for us to
 ``on_messages`` synchronously in the event loop.
 
 Not gRPC, as the member's other calls are: frames.py says why. Everything runs on the
@@ -31,13 +32,12 @@ from collections.abc import Callable, Iterable
 
 from coord.raft.types import LOCAL_MESSAGES, Message, MessageType
 from coord.server import failpoints
-from coord.server.snapshot_file import SnapshotFile
 from coord.server.transport import snapshot_pieces
 from coord.server.transport.auth import PeerAuth
 from coord.server.transport.connection import ConnectionEnded, Inbound, Outbound
-from coord.server.transport.raft_proto import fill_message_pb, message_from_pb
+from coord.server.transport.peer_inbox import PeerInbox
+from coord.server.transport.raft_proto import fill_message_pb
 from coord.server.transport.snapshot_pieces import Piece, fill_piece
-from coord.server.transport.snapshot_receipt import Outcome, SnapshotReceipts
 from coord.v1 import raft_pb2
 
 __all__ = ["MAX_MESSAGE_BYTES", "PeerTransport"]
@@ -83,13 +83,8 @@ class _Peer:
     connects: int = 0  # streams accepted by the peer
     failures: int = 0  # failed or broken streams
     auth_failures: int = 0  # streams refused with UNAUTHENTICATED / PERMISSION_DENIED
-    received: int = 0  # messages accepted from this peer (inbound)
     last_error: str | None = None
     lost_snapshot: bool = False  # a snapshot went down with the last stream
-
-
-def _nowhere(_messages: list[Message]) -> None:
-    """Where received messages go until `receive_with` names the receiver."""
 
 
 class PeerTransport:
@@ -105,7 +100,7 @@ class PeerTransport:
                  spool_dir: str | os.PathLike[str] | None = None) -> None:
         """`tls`: open connections over TLS with this context (the peer port's opening
         end: `coord.tls.credentials.client_context`). `spool_dir`: where a snapshot
-        arriving in pieces is written (`SnapshotReceipts`), and its file stays once
+        arriving in pieces is written (`PeerInbox`), and its file stays once
         complete: the member's snapshot dir (None: a temporary dir of this transport's,
         removed when it closes)."""
         if queue_limit <= 0:
@@ -114,20 +109,17 @@ class PeerTransport:
         self.tls = tls
         self.spool_dir = spool_dir
         self.node_id = auth.node_id
-        self._on_messages: Callable[[list[Message]], None] = _nowhere
         self._on_unreachable: Callable[[int], None] = lambda _id: None
         self._queue_limit = queue_limit
         self._peers: dict[int, _Peer] = {}
         self._last_unreachable: dict[int, float] = {}
         self._retired: set[asyncio.Task[None]] = set()
         self._inbound: set[Inbound] = set()
-        # what has arrived of a snapshot each peer is sending us, across its connections
-        self.receipts = SnapshotReceipts(spool_dir)
+        self.inbox = PeerInbox(self.node_id, spool_dir)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
         # Counters that belong to no configured peer.
         self.dropped_unknown = 0  # outbound messages for a node that is not a peer
-        self.dropped_inbound = 0  # inbound messages not for us, undecodable, or local-only
 
     # --- configuration ------------------------------------------------------------------
 
@@ -138,7 +130,7 @@ class PeerTransport:
     ) -> None:
         """Deliver received messages to `on_messages` (synchronously, on the loop) and
         report peers that cannot be reached to `on_unreachable`."""
-        self._on_messages = on_messages
+        self.inbox.on_messages = on_messages
         self._on_unreachable = on_unreachable
 
     @property
@@ -170,7 +162,7 @@ class PeerTransport:
     def remove_peer(self, node_id: int) -> None:
         peer = self._peers.pop(node_id, None)
         self._last_unreachable.pop(node_id, None)
-        self.receipts.drop(node_id)
+        self.inbox.forget(node_id)
         if peer is not None:
             self._stop_peer(peer)
 
@@ -196,7 +188,7 @@ class PeerTransport:
             self._stop_peer(peer)
         for conn in list(self._inbound):
             conn.refuse("UNAVAILABLE", "transport closed")
-        self.receipts.close()
+        self.inbox.close()
         tasks = list(self._retired)
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
@@ -448,7 +440,7 @@ class PeerTransport:
                 "connects": p.connects,
                 "failures": p.failures,
                 "auth_failures": p.auth_failures,
-                "received": p.received,
+                "received": self.inbox.received.get(node_id, 0),
                 "last_error": p.last_error,
             }
             for node_id, p in self._peers.items()
@@ -472,53 +464,3 @@ class PeerTransport:
         back = self._peers.get(from_id)
         if back is not None and not back.connected:
             back.came_back.set()
-
-    def deliver(self, from_id: int, batch: raft_pb2.MessageBatch) -> None:
-        """Decode a batch received from `from_id` and hand what is for us to the receiver;
-        anything else (for another member, undecodable, local-only) is counted and dropped.
-        A snapshot piece is kept in the sender's receipt until its message completes it."""
-        if not batch.HasField("chunk"):
-            self._hand_over(from_id, batch.messages)
-            return
-        chunk = batch.chunk
-        outcome = self.receipts.add(from_id, chunk)
-        if outcome is Outcome.COMPLETE:
-            self._hand_over(from_id, [chunk.message], self.receipts.take(from_id))
-        elif outcome is not Outcome.KEPT:
-            self.dropped_inbound += 1
-            log.warning("dropping a snapshot from %d (%s): piece at byte %d of %d",
-                        from_id, outcome.value, chunk.offset, chunk.total)
-
-    def _hand_over(self, from_id: int, messages: Iterable[raft_pb2.Message],
-                   snapshot_data: SnapshotFile | None = None) -> None:
-        me = self.node_id
-        local = LOCAL_MESSAGES
-        out: list[Message] = []
-        for p in messages:
-            if p.to != me:
-                self.dropped_inbound += 1
-                continue
-            try:
-                m = message_from_pb(p)
-            except ValueError as exc:
-                self.dropped_inbound += 1
-                log.warning("dropping undecodable message from %d: %s", from_id, exc)
-                continue
-            if m.type in local:
-                self.dropped_inbound += 1
-                continue
-            if snapshot_data is not None and m.snapshot is not None:
-                m = dataclasses.replace(m, snapshot=dataclasses.replace(m.snapshot,
-                                                                        data=snapshot_data))
-            out.append(m)
-        if snapshot_data is not None and not any(m.snapshot is not None for m in out):
-            snapshot_data.remove()  # its message was dropped: nothing will store the file
-        if not out:
-            return
-        peer = self._peers.get(from_id)
-        if peer is not None:
-            peer.received += len(out)
-        try:
-            self._on_messages(out)
-        except Exception:
-            log.exception("on_messages failed for a batch from %d", from_id)

@@ -146,7 +146,7 @@ def test_a_raft_connection_that_breaks_the_format_is_refused_with_the_reason() -
             assert kind == Kind.REFUSE
             why = raft_pb2.PeerRefusal.FromString(payload)
             assert why.code == "INVALID_ARGUMENT" and "over the" in why.details
-            assert got == [] and transport.dropped_inbound == 1
+            assert got == [] and transport.inbox.dropped == 1
         finally:
             await port.close()
             await transport.close()

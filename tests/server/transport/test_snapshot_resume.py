@@ -43,7 +43,7 @@ def test_a_transfer_cut_after_ten_pieces_resends_only_the_other_sixteen(
     async def main() -> None:
         async with connected_pair() as (a, b):
             pieces_in = 0
-            deliver = b.transport.deliver
+            deliver = b.transport.inbox.deliver
 
             def deliver_then_cut(from_id, batch):  # the connection drops after piece 10
                 nonlocal pieces_in
@@ -53,12 +53,13 @@ def test_a_transfer_cut_after_ten_pieces_resends_only_the_other_sixteen(
                     for conn in list(b.transport._inbound):
                         conn.refuse("UNAVAILABLE", "cut by the test")
 
-            b.transport.deliver = deliver_then_cut
+            b.transport.inbox.deliver = deliver_then_cut
             snap = snapshot_message(tmp_path)
             a.transport.send([snap])
             await wait_until(lambda: a.stats(2)["connects"] == 2 and a.stats(2)["connected"],
                              "the sender to reconnect after the cut")
-            assert b.received == [] and b.transport.receipts.held(1).offset == CUT_AFTER * PIECE
+            held = b.transport.inbox.receipts.held(1)
+            assert b.received == [] and held.offset == CUT_AFTER * PIECE
             before = a.stats(2)["batches"]
             a.transport.send([snap])
             await wait_until(lambda: len(b.received) == 1, "the snapshot")
@@ -66,7 +67,7 @@ def test_a_transfer_cut_after_ten_pieces_resends_only_the_other_sixteen(
             assert got.meta == snap.snapshot.meta and bytes_of(got.data) == DATA
             assert pieces_in == 26
             assert a.stats(2)["batches"] - before == 26 - CUT_AFTER
-            assert b.transport.dropped_inbound == 0 and b.transport.receipts.held(1) is None
+            assert b.transport.inbox.dropped == 0 and b.transport.inbox.receipts.held(1) is None
 
     run(main())
 
@@ -189,7 +190,7 @@ def test_a_snapshot_file_damaged_on_disk_is_not_passed_on(tmp_path: Path) -> Non
             a.transport.send([snap])
             await wait_until(lambda: a.unreachable == [2], "the snapshot dropped")
             assert b.received == [] and a.stats(2)["batches"] == 25  # all but the last
-            assert b.transport.receipts.held(1).offset == 25 * PIECE
+            assert b.transport.inbox.receipts.held(1).offset == 25 * PIECE
             assert open_files_under(tmp_path) == 0  # the file closed with the transfer
 
     run(main())

@@ -326,7 +326,7 @@ def test_wrong_secret_is_refused() -> None:
             assert code == "OK"
             # Only the message addressed to node 2 is delivered.
             assert [(m.to, m.index) for m in b.received] == [(2, 0)]
-            assert b.transport.dropped_inbound == 1
+            assert b.transport.inbox.dropped == 1
             assert loop.is_running()
 
     run(main())
@@ -657,21 +657,21 @@ def test_a_snapshot_missing_a_piece_is_dropped_not_delivered(
     got: list = []
     t.receive_with(got.extend)
     first, last = snapshot_batches(b"12345678")
-    t.deliver(1, last)  # the first piece never came
-    assert got == [] and t.dropped_inbound == 1
-    t.deliver(1, first)
-    assert open_files_under(tmp_path) == 1 and t.receipts.held(1).offset == 4
+    t.inbox.deliver(1, last)  # the first piece never came
+    assert got == [] and t.inbox.dropped == 1
+    t.inbox.deliver(1, first)
+    assert open_files_under(tmp_path) == 1 and t.inbox.receipts.held(1).offset == 4
     last.chunk.total = 9  # not the snapshot the first piece began
-    t.deliver(1, last)
-    assert got == [] and t.dropped_inbound == 2 and open_files_under(tmp_path) == 0
+    t.inbox.deliver(1, last)
+    assert got == [] and t.inbox.dropped == 2 and open_files_under(tmp_path) == 0
     last.chunk.total = 8
-    t.deliver(1, first)
-    t.deliver(1, last)
+    t.inbox.deliver(1, first)
+    t.inbox.deliver(1, last)
     assert [bytes_of(m.snapshot.data) for m in got] == [b"12345678"]
-    assert open_files_under(tmp_path) == 0 and t.receipts.held(1) is None
-    t.deliver(1, first)
+    assert open_files_under(tmp_path) == 0 and t.inbox.receipts.held(1) is None
+    t.inbox.deliver(1, first)
     t.remove_peer(1)  # its sender left the cluster mid-transfer
-    assert open_files_under(tmp_path) == 0 and t.receipts.held(1) is None
+    assert open_files_under(tmp_path) == 0 and t.inbox.receipts.held(1) is None
 
 
 def test_a_complete_snapshot_whose_message_is_dropped_leaves_no_file(
@@ -685,13 +685,13 @@ def test_a_complete_snapshot_whose_message_is_dropped_leaves_no_file(
     t.receive_with(got.extend)
     first, last = snapshot_batches(b"12345678")
     last.chunk.message.to = 3
-    t.deliver(1, first)
-    t.deliver(1, last)
-    assert got == [] and t.dropped_inbound == 1
+    t.inbox.deliver(1, first)
+    t.inbox.deliver(1, last)
+    assert got == [] and t.inbox.dropped == 1
     assert list(tmp_path.glob("*.snap")) == []
     last.chunk.message.to = 2  # for us: the file stays, for the node to store
-    t.deliver(1, first)
-    t.deliver(1, last)
+    t.inbox.deliver(1, first)
+    t.inbox.deliver(1, last)
     [m] = got
     assert list(tmp_path.glob("*.snap")) == [m.snapshot.data.path]
 
