@@ -49,6 +49,18 @@ class StoreSpace:
 
 
 @dataclass(frozen=True, slots=True)
+class _Tail:
+    """Where the stored log starts and ends: what every write is checked against. The
+    store is its file's only writer, so it keeps this in memory rather than read it back
+    in every save (a lone append is then BEGIN, INSERT, COMMIT)."""
+
+    snap_index: int  # 0: no snapshot
+    snap_term: int
+    last_index: int  # the last entry's, or the snapshot's when the log is empty
+    last_term: int
+
+
+@dataclass(frozen=True, slots=True)
 class PersistedState:
     """Everything the Raft core needs to restart where it left off."""
 
@@ -80,6 +92,9 @@ class LogStore:
         the end of COMMIT, seconds of the COMMIT alone, whether it fsync'd): the member's
         disk metrics (coord.server.metrics)."""
         self._conn: sqlite3.Connection | None = None
+        self._tail: _Tail | None = None
+        """The log's ends as the last committed write left them; None until read (and
+        after a failed write, which may or may not have changed them)."""
         if self.path.is_dir():
             raise StorageError(self.path, "is a directory, not a storage file")
         changed_dirs = self._make_parent_dirs()
@@ -179,19 +194,20 @@ class LogStore:
         if hard_state is None and not entries and snapshot is None:
             return  # nothing to make durable: not even an empty transaction
         rows = _entry_rows(entries)
-        with self._lock, self._writing("save", sync) as conn:
-            if snapshot is not None:
-                self._put_snapshot(conn, snapshot)
-            if rows:
-                self._put_entries(conn, entries, rows)
-            if hard_state is not None:
-                last = self._last_index(conn)
-                if hard_state.commit > last:
-                    raise ValueError(
-                        f"commit index {hard_state.commit} is beyond the last index {last}"
-                    )
-                hard = (hard_state.term, hard_state.vote, hard_state.commit)
-                conn.execute(fmt.PUT_HARD_STATE, hard)
+        with self._lock:
+            with self._writing("save", sync) as conn:
+                tail = self._take_tail(conn)
+                if snapshot is not None:
+                    tail = self._put_snapshot(conn, snapshot, tail)
+                if rows:
+                    tail = self._put_entries(conn, entries, rows, tail)
+                if hard_state is not None:
+                    if hard_state.commit > tail.last_index:
+                        raise ValueError(f"commit index {hard_state.commit} is beyond the "
+                                         f"last index {tail.last_index}")
+                    hard = (hard_state.term, hard_state.vote, hard_state.commit)
+                    conn.execute(fmt.PUT_HARD_STATE, hard)
+            self._tail = tail  # committed
         if snapshot is not None:
             sweep(self.snap_dir, _file_of(snapshot))
 
@@ -205,8 +221,10 @@ class LogStore:
         """
         if snapshot.is_empty:
             raise ValueError("cannot compact to an empty snapshot (index 0)")
-        with self._lock, self._writing("compact") as conn:
-            self._put_snapshot(conn, snapshot)
+        with self._lock:
+            with self._writing("compact") as conn:
+                tail = self._put_snapshot(conn, snapshot, self._take_tail(conn))
+            self._tail = tail  # committed
         sweep(self.snap_dir, _file_of(snapshot))
 
     def get_meta(self, key: str) -> str | None:
@@ -437,15 +455,22 @@ class LogStore:
 
     # -- writing --------------------------------------------------------------------
 
-    def _put_snapshot(self, conn: sqlite3.Connection, snapshot: Snapshot) -> None:
-        """Replace the stored snapshot and drop the entries it supersedes."""
+    def _take_tail(self, conn: sqlite3.Connection) -> _Tail:
+        """The log's ends for a write beginning: the store forgets them until the write
+        is known committed (a failed one may or may not have changed them)."""
+        tail, self._tail = self._tail, None
+        return tail if tail is not None else _read_tail(conn)
+
+    def _put_snapshot(self, conn: sqlite3.Connection, snapshot: Snapshot,
+                      tail: _Tail) -> _Tail:
+        """Replace the stored snapshot and drop the entries it supersedes; the new tail."""
         meta = snapshot.meta
         data = snapshot.data
         if not (isinstance(data, SnapshotFile)
                 and data.path.parent.resolve() == self.snap_dir.resolve()):
             raise ValueError(f"a snapshot's data is a SnapshotFile in {self.snap_dir}, "
                              f"not {data!r}")
-        current = fmt.snapshot_index(conn)
+        current = tail.snap_index
         if meta.index < current:
             # Replacing it would lose the entries between the two: the log would have a gap.
             raise ValueError(
@@ -454,7 +479,7 @@ class LogStore:
         # Entries after the snapshot survive only if they extend it: the log must hold the
         # snapshot's own (index, term). Otherwise they are a stale suffix (the leader sent a
         # snapshot because our log diverged) and keeping them would break the log.
-        extends = self._term_at(conn, meta.index) == meta.term
+        extends = _term_at(conn, tail, meta.index) == meta.term
         try:
             data.durable()  # before the log names it
         except OSError as e:
@@ -462,42 +487,54 @@ class LogStore:
         conn.execute(fmt.PUT_SNAPSHOT, fmt.snapshot_row(snapshot))
         if extends:
             conn.execute("DELETE FROM log WHERE idx <= ?", (meta.index,))
+            if tail.last_index > meta.index:
+                return _Tail(meta.index, meta.term, tail.last_index, tail.last_term)
         else:
             conn.execute("DELETE FROM log")
+        return _Tail(meta.index, meta.term, meta.index, meta.term)
 
-    def _put_entries(
-        self, conn: sqlite3.Connection, entries: Sequence[Entry], rows: list[tuple]
-    ) -> None:
-        first = entries[0]
-        floor = fmt.snapshot_index(conn)
+    def _put_entries(self, conn: sqlite3.Connection, entries: Sequence[Entry],
+                     rows: list[tuple], tail: _Tail) -> _Tail:
+        """Store `entries` in place of every stored entry from the first of them on; the
+        new tail. An append past the end (the usual case) reads and deletes nothing."""
+        first, last = entries[0], tail.last_index
+        floor = tail.snap_index
         if first.index <= floor:
             raise ValueError(f"entry {first.index} is covered by the snapshot at index {floor}")
-        last = self._last_index(conn)
         if first.index > last + 1:
             raise ValueError(f"entry {first.index} would leave a gap after last index {last}")
-        prev_term = self._term_at(conn, first.index - 1)
+        prev_term = _term_at(conn, tail, first.index - 1)
         if prev_term is not None and first.term < prev_term:
             raise ValueError(
                 f"entry {first.index} has term {first.term}, "
                 f"below term {prev_term} of entry {first.index - 1}"
             )
-        conn.execute("DELETE FROM log WHERE idx >= ?", (first.index,))
+        if first.index <= last:  # a leader overwrites a conflicting suffix
+            conn.execute("DELETE FROM log WHERE idx >= ?", (first.index,))
         conn.executemany(fmt.INSERT_ENTRY, rows)
+        return _Tail(tail.snap_index, tail.snap_term, entries[-1].index, entries[-1].term)
 
-    # -- reading --------------------------------------------------------------------
 
-    def _last_index(self, conn: sqlite3.Connection) -> int:
-        row = conn.execute("SELECT max(idx) FROM log").fetchone()
-        return max(row[0] or 0, fmt.snapshot_index(conn))
+def _read_tail(conn: sqlite3.Connection) -> _Tail:
+    """The log's ends as the file has them."""
+    row = conn.execute("SELECT idx, term FROM snapshot WHERE id = 1").fetchone()
+    snap_index, snap_term = (0, 0) if row is None else (int(row[0]), int(row[1]))
+    row = conn.execute("SELECT idx, term FROM log ORDER BY idx DESC LIMIT 1").fetchone()
+    if row is None or row[0] <= snap_index:
+        return _Tail(snap_index, snap_term, snap_index, snap_term)
+    return _Tail(snap_index, snap_term, int(row[0]), int(row[1]))
 
-    def _term_at(self, conn: sqlite3.Connection, index: int) -> int | None:
-        """Term of the entry at ``index`` from the log or the snapshot; None if unknown."""
-        row = conn.execute("SELECT term FROM log WHERE idx = ?", (index,)).fetchone()
-        if row is not None:
-            return int(row[0])
-        row = conn.execute("SELECT idx, term FROM snapshot WHERE id = 1").fetchone()
-        snap_index, snap_term = (0, 0) if row is None else (row[0], row[1])
-        return int(snap_term) if index == snap_index else None
+
+def _term_at(conn: sqlite3.Connection, tail: _Tail, index: int) -> int | None:
+    """Term of the entry at ``index`` from the log or the snapshot; None if unknown."""
+    if index == tail.last_index:
+        return tail.last_term
+    if index == tail.snap_index:
+        return tail.snap_term
+    if not tail.snap_index < index < tail.last_index:
+        return None
+    row = conn.execute("SELECT term FROM log WHERE idx = ?", (index,)).fetchone()
+    return None if row is None else int(row[0])
 
 
 def _file_of(snapshot: Snapshot) -> SnapshotFile | None:

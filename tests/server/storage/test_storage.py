@@ -104,6 +104,23 @@ def test_save_of_1000_entries_is_one_transaction(db: Path) -> None:
     assert reopen(db).entries == ents(1, 1001)
 
 
+def test_an_append_reads_and_deletes_nothing(db: Path) -> None:
+    """The store knows where its log ends: a lone entry after the last is three
+    statements, and a reopened store learns the ends from the file."""
+    with LogStore(db) as store:
+        store.save(HardState(term=1, commit=1), ents(1, 3))
+    with LogStore(db) as store:
+        store.save(None, ents(3, 4))  # the first write of a store reads its ends
+        statements: list[str] = []
+        store._conn.set_trace_callback(statements.append)  # white box: count statements
+        store.save(None, ents(4, 5))
+        store._conn.set_trace_callback(None)
+        assert [s.split()[0] for s in statements] == ["BEGIN", "INSERT", "COMMIT"]
+        with pytest.raises(ValueError, match="term 0, below term 1 of entry 4"):
+            store.save(None, [Entry(term=0, index=5)])
+    assert reopen(db).entries == ents(1, 5)
+
+
 def test_suffix_overwrite(db: Path) -> None:
     with LogStore(db) as store:
         store.save(HardState(term=1, commit=3), ents(1, 11, term=1))
@@ -183,6 +200,9 @@ def test_bad_batches_are_rejected_without_writing(db: Path) -> None:
         with pytest.raises(ValueError, match="commit index 99"):
             store.save(HardState(term=1, commit=99), ents(11, 13))
         assert store.entries(0, 100) == ents(6, 11)
+        # ...and the store does not believe they were: its log still ends at 10.
+        with pytest.raises(ValueError, match="gap after last index 10"):
+            store.save(None, ents(13, 14))
     state = reopen(db)
     assert state.entries == ents(6, 11)
     assert state.hard_state == HardState(term=1, commit=5)
