@@ -48,6 +48,7 @@ from coord.server.node.errors import (
     Timeout,
 )
 from coord.server.node.members import MemberInfo
+from coord.server.node.persist import Persister
 from coord.server.node.read_convoy import ReadConvoy
 from coord.server.node.round_counts import CountingExecutor, RoundCounts
 from coord.server.node.snapshots import Snapshots, drop_if_refused
@@ -65,19 +66,6 @@ from coord.server.transport.peer import PeerTransport
 from coord.sm.results import Answer
 
 log = logging.getLogger(__name__)
-
-INLINE_SAVE_ENTRIES = 64
-INLINE_SAVE_BYTES = 1 << 20
-"""A follower's Ready of at most this many entries and bytes (and no snapshot) is
-persisted on the event loop; bigger ones (catching up) go to the storage thread, so the
-loop keeps serving while they are written."""
-
-LEADER_INLINE_ENTRIES = 4
-"""A leader's Ready of at most this many new entries is persisted on the event loop too:
-so few means no caller is waiting behind this batch, and the storage thread's round trip
-(a wake-up there, another back here, and their share of the GIL) is all cost. A bigger
-batch means callers keep arriving, and the loop takes them in while the storage thread
-waits for the disk."""
 
 
 def seed_from_state(store: LogStore, initial_cluster: list[MemberInfo],
@@ -156,13 +144,6 @@ def _nothing() -> None:
     pass
 
 
-def _small(entries: list[Entry], leader: bool) -> bool:
-    """Is `entries` persisted on the loop rather than in the storage thread?"""
-    if len(entries) > (LEADER_INLINE_ENTRIES if leader else INLINE_SAVE_ENTRIES):
-        return False
-    return sum(len(e.data) for e in entries) <= INLINE_SAVE_BYTES
-
-
 def _waited_on(rd: Ready) -> bool:
     """Does a leader's Ready carry messages to write now rather than in the transport's
     next turn (`PeerTransport.send`'s `at_once`)? Those of entries it is about to fsync
@@ -214,6 +195,7 @@ class Node:
                                     thread_name_prefix=f"store-{me.name}")
         self._wake = asyncio.Event()
         self._raw = self._open(initial_cluster, join)
+        self._persist = Persister(store, self._io, self.round_counts)
         self._snaps = Snapshots(me.name, self._raw, store, self._io, self._capture_snapshot,
                                 self._wake.set, self.options.snapshot_every,
                                 self.options.snapshot_bytes)
@@ -555,7 +537,6 @@ class Node:
         self.round_counts.readies += 1
         if rd.snapshot is not None and self._snaps.running:
             self._snaps.discard()  # the leader's snapshot supersedes ours
-        hard = rd.hard_state
         # A leader may send while its own copy is being written (it counts itself only
         # once `advance` says persisted, as etcd's leader does); anyone else persists
         # first, since what it sends (votes, acks) promises that it did.
@@ -563,23 +544,7 @@ class Node:
         self.round_counts.messages_sent += len(rd.messages)
         if early and rd.messages:
             self._transport.send(rd.messages, at_once=_waited_on(rd))
-        if rd.must_sync:
-            if rd.snapshot is not None or not _small(rd.entries, early):
-                await asyncio.get_running_loop().run_in_executor(
-                    self._io, self._store.save, hard, rd.entries, rd.snapshot
-                )
-            else:
-                # A small batch is written here (sqlite releases the GIL for the fsync)
-                # rather than handed to the storage thread and back, a wake-up each way
-                # on the critical path: a follower's Raft work cannot go on until it is
-                # durable, and a leader's few entries have sent their appends already.
-                self.round_counts.inline_saves += 1
-                self._store.save(hard, rd.entries, rd.snapshot)
-        elif hard is not None:
-            # Only the commit index moved: written, not fsync'd (see Ready.must_sync), in
-            # tens of microseconds with no disk wait and never a checkpoint, so cheaper
-            # here than a round trip to the storage thread (idle: Readies go one by one).
-            self._store.save(hard, [], sync=False)
+        await self._persist.persist(rd, early)
         if not early and rd.messages:
             # Persisted first, so sent now: an append's ack (or a vote) is what the leader
             # waits on, and left to the transport's next turn it cost this member a turn

@@ -24,6 +24,7 @@ class RoundCounts:
     readies: int = 0  # Readies carried out
     storage_handoffs: int = 0  # calls run in the storage thread
     inline_saves: int = 0  # Readies made durable on the loop's own thread
+    store_writes: int = 0  # write transactions the Readies cost the store (node/persist.py)
     messages_sent: int = 0  # Raft messages handed to the peer transport
     messages_received: int = 0  # Raft messages the peer transport delivered
 

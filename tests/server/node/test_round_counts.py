@@ -1,7 +1,7 @@
 """The driver counts the steps of its rounds (turns, Readies, storage hand-offs, saves on
-the loop's own thread, Raft messages sent and received), and Status reports them: what
-`coord bench etcd` divides by its operations. Driven in process on a one-member cluster,
-and on member a of three whose peers answer only what the test writes
+the loop's own thread, write transactions, Raft messages sent and received), and Status
+reports them: what `coord bench etcd` divides by its operations. Driven in process on a
+one-member cluster, and on member a of three whose peers answer only what the test writes
 (`tests.server.held_peers`)."""
 
 from __future__ import annotations
@@ -67,6 +67,7 @@ def test_a_followers_lone_write_is_one_save_on_the_loop_and_one_answer(tmp_path)
         assert grown["messages_sent"] == 1
         assert grown["readies"] == 2
         assert grown["inline_saves"] == 1
+        assert grown["store_writes"] == 2  # the entry's, synced; the notice's commit index
         assert grown["storage_handoffs"] == 0
 
     on_a(tmp_path, body, NodeOptions(tick_ms=20_000, election_ticks=10, seed=1))
