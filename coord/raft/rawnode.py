@@ -132,15 +132,23 @@ class RawNode:
         return self.raft.log.pending_snapshot
 
     def has_ready(self) -> bool:
+        """Is there anything for the driver to do? Asked after every input and Ready, so
+        the states are compared field by field, not built to be compared."""
         r = self.raft
+        log = r.log
+        hard, soft = self._prev_hard, self._prev_soft
         return bool(
             r.msgs
             or r.read_states
-            or r.log.stable < r.log.last_index()
-            or r.log.pending_snapshot is not None
-            or r.log.has_next_committed_entries()
-            or r.hard_state() != self._prev_hard
-            or r.soft_state() != self._prev_soft
+            or log.stable < log.last_index()
+            or log.pending_snapshot is not None
+            or log.has_next_committed_entries()
+            or hard.term != r.term
+            or hard.vote != r.vote
+            or hard.commit != log.committed
+            or soft.leader != r.lead
+            or soft.role is not r.role
+            or soft.has_quorum != r.has_quorum
         )
 
     def ready(self) -> Ready:

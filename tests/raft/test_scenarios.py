@@ -492,3 +492,26 @@ def test_figure8_scenario_catches_a_broken_commit_rule(monkeypatch: pytest.Monke
     monkeypatch.setattr(RaftLog, "maybe_commit", commit_by_counting)
     with pytest.raises(ScenarioError, match=r"expect commit 1 4"):
         run_scenario(SCENARIOS / "11_figure8_commit_rule.txt")
+
+
+def test_has_ready_answers_as_building_the_states_would(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`RawNode.has_ready` compares the hard and soft states field by field rather than
+    build them: over every scenario it answers as building and comparing them would."""
+    by_fields = RawNode.has_ready
+    answers: list[bool] = []
+
+    def checked(self: RawNode) -> bool:
+        r, log = self.raft, self.raft.log
+        built = bool(r.msgs or r.read_states or log.stable < log.last_index()
+                     or log.pending_snapshot is not None or log.has_next_committed_entries()
+                     or r.hard_state() != self._prev_hard
+                     or r.soft_state() != self._prev_soft)
+        answer = by_fields(self)
+        assert answer == built, f"node {r.id}: has_ready {answer}, the states say {built}"
+        answers.append(answer)
+        return answer
+
+    monkeypatch.setattr(RawNode, "has_ready", checked)
+    for path in scenario_files():
+        run_scenario(path)
+    assert True in answers and False in answers
