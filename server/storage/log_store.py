@@ -93,6 +93,8 @@ class LogStore:
         disk metrics (coord.server.metrics)."""
         self._conn: sqlite3.Connection | None = None
         self._tail: _Tail | None = None
+        self._checkpoint_pages = 0  # SQLite's autocheckpoint, read at open: what an
+        # unsynced commit turns off and back on
         """The log's ends as the last committed write left them; None until read (and
         after a failed write, which may or may not have changed them)."""
         if self.path.is_dir():
@@ -353,6 +355,7 @@ class LogStore:
             # Where WAL is unavailable (some network filesystems) the mode stays
             # rollback-journal, which is slower but just as durable.
             conn.execute("PRAGMA journal_mode = WAL")
+            (self._checkpoint_pages,) = conn.execute("PRAGMA wal_autocheckpoint").fetchone()
         except sqlite3.Error as e:
             raise StorageError(self.path, f"cannot open store: {e}") from e
 
@@ -398,7 +401,6 @@ class LogStore:
             return
         # No checkpoint in an unsynced commit either: an unsynced checkpoint could let the
         # WAL be reused before the database file holds its frames durably.
-        (checkpoint,) = conn.execute("PRAGMA wal_autocheckpoint").fetchone()
         conn.execute("PRAGMA wal_autocheckpoint = 0")
         conn.execute("PRAGMA synchronous = OFF")
         try:
@@ -406,7 +408,7 @@ class LogStore:
                 yield conn
         finally:
             conn.execute("PRAGMA synchronous = FULL")
-            conn.execute(f"PRAGMA wal_autocheckpoint = {int(checkpoint)}")
+            conn.execute(f"PRAGMA wal_autocheckpoint = {int(self._checkpoint_pages)}")
 
     @contextmanager
     def _transaction(self, conn: sqlite3.Connection, what: str,

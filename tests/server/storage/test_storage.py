@@ -106,7 +106,8 @@ def test_save_of_1000_entries_is_one_transaction(db: Path) -> None:
 
 def test_an_append_reads_and_deletes_nothing(db: Path) -> None:
     """The store knows where its log ends: a lone entry after the last is three
-    statements, and a reopened store learns the ends from the file."""
+    statements, a commit index alone seven (four turn the fsync and the checkpoint off and
+    on again), and a reopened store learns the ends from the file."""
     with LogStore(db) as store:
         store.save(HardState(term=1, commit=1), ents(1, 3))
     with LogStore(db) as store:
@@ -116,6 +117,15 @@ def test_an_append_reads_and_deletes_nothing(db: Path) -> None:
         store.save(None, ents(4, 5))
         store._conn.set_trace_callback(None)
         assert [s.split()[0] for s in statements] == ["BEGIN", "INSERT", "COMMIT"]
+        statements.clear()
+        store._conn.set_trace_callback(statements.append)
+        store.save(HardState(term=1, commit=4), [], sync=False)  # a commit index alone
+        store._conn.set_trace_callback(None)
+        assert statements == [
+            "PRAGMA wal_autocheckpoint = 0", "PRAGMA synchronous = OFF", "BEGIN IMMEDIATE",
+            statements[3], "COMMIT", "PRAGMA synchronous = FULL",
+            "PRAGMA wal_autocheckpoint = 1000"]
+        assert statements[3].startswith("INSERT INTO hard_state")
         with pytest.raises(ValueError, match="term 0, below term 1 of entry 4"):
             store.save(None, [Entry(term=0, index=5)])
     assert reopen(db).entries == ents(1, 5)
