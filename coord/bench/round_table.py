@@ -17,7 +17,8 @@ COLUMNS = (
     ("readies", "readies", "coord: Readies carried out"),
     ("storage_handoffs", "handoffs", "coord: calls handed to the storage thread"),
     ("inline_saves", "inline", "coord: Readies made durable on the loop's thread"),
-    ("store_writes", "writes", "coord: write transactions (each one fsync) of the log"),
+    ("store_writes", "writes",
+     "coord: write transactions of the log (each fsync'd, but a commit index alone)"),
 )
 """(count, column header, what it is) of each column after the CPU ones."""
 
