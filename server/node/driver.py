@@ -54,6 +54,7 @@ from coord.server.node.round_counts import CountingExecutor, RoundCounts
 from coord.server.node.snapshots import Snapshots, drop_if_refused
 from coord.server.node.statemachine import StateMachine
 from coord.server.node.ticker import tick_every
+from coord.server.node.wakeup import Wakeup
 from coord.server.snapshot_file import SnapshotFile, SnapshotWriter
 from coord.server.storage.log_format import (
     entry_data,
@@ -193,7 +194,7 @@ class Node:
         self.round_counts = RoundCounts()
         self._io = CountingExecutor(self.round_counts, max_workers=1,
                                     thread_name_prefix=f"store-{me.name}")
-        self._wake = asyncio.Event()
+        self._wake = Wakeup()
         self._raw = self._open(initial_cluster, join)
         self._persist = Persister(store, self._io, self.round_counts)
         self._snaps = Snapshots(me.name, self._raw, store, self._io, self._capture_snapshot,
