@@ -195,6 +195,7 @@ class Node:
         self._io = CountingExecutor(self.round_counts, max_workers=1,
                                     thread_name_prefix=f"store-{me.name}")
         self._wake = Wakeup()
+        self._loop: asyncio.AbstractEventLoop | None = None  # the driver's, from start
         self._raw = self._open(initial_cluster, join)
         self._persist = Persister(store, self._io, self.round_counts)
         self._snaps = Snapshots(me.name, self._raw, store, self._io, self._capture_snapshot,
@@ -268,7 +269,7 @@ class Node:
             # election timeout, so a single-member cluster serves at once.
             self._raw.campaign()
             self._wake.set()
-        loop = asyncio.get_running_loop()
+        loop = self._loop = asyncio.get_running_loop()
         self.failed = loop.create_future()
         self._tasks = [
             loop.create_task(self._run(), name=f"raft-{self.me.name}"),
@@ -388,14 +389,15 @@ class Node:
         self._wake.set()
         await fut
 
-    @staticmethod
-    def _armed(timeout: float, what: str) -> asyncio.Future:
+    def _armed(self, timeout: float, what: str) -> asyncio.Future:
         """A future the driver resolves, failed with Timeout if it has not been by then.
 
         Awaited directly (no wait_for, no shield: two futures and a task switch fewer per
         request); a caller that is cancelled cancels it, and the driver skips what is
-        done, so a proposal whose caller left before it was submitted is not proposed."""
-        loop = asyncio.get_running_loop()
+        done, so a proposal whose caller left before it was submitted is not proposed.
+        On the driver's own loop, kept at start: asking for the running loop is a getpid
+        system call per request."""
+        loop = self._loop or asyncio.get_running_loop()
         fut = loop.create_future()
         timer = loop.call_later(timeout, _time_out, fut, what, timeout)
         fut.add_done_callback(lambda _fut: timer.cancel())
