@@ -34,6 +34,7 @@ from coord.server import failpoints
 from coord.server.snapshot_file import SnapshotFile, fsync_dir, snap_dir, sweep
 from coord.server.storage import log_format as fmt
 from coord.server.storage.log_format import StorageError
+from coord.server.storage.log_tail import LogTail, read_tail, term_at
 from coord.server.storage.wal_check import check_the_wal_tail, trim_a_failed_write
 
 __all__ = ["LogStore", "PersistedState", "StorageError"]
@@ -46,18 +47,6 @@ class StoreSpace:
 
     file_bytes: int  # the database, its WAL and the snapshot's file on disk
     used_bytes: int  # pages holding data (file pages less SQLite's free list), snapshot
-
-
-@dataclass(frozen=True, slots=True)
-class _Tail:
-    """Where the stored log starts and ends: what every write is checked against. The
-    store is its file's only writer, so it keeps this in memory rather than read it back
-    in every save (a lone append is then BEGIN, INSERT, COMMIT)."""
-
-    snap_index: int  # 0: no snapshot
-    snap_term: int
-    last_index: int  # the last entry's, or the snapshot's when the log is empty
-    last_term: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +81,7 @@ class LogStore:
         the end of COMMIT, seconds of the COMMIT alone, whether it fsync'd): the member's
         disk metrics (coord.server.metrics)."""
         self._conn: sqlite3.Connection | None = None
-        self._tail: _Tail | None = None
+        self._tail: LogTail | None = None
         self._checkpoint_pages = 0  # SQLite's autocheckpoint, read at open: what an
         # unsynced commit turns off and back on
         """The log's ends as the last committed write left them; None until read (and
@@ -457,14 +446,14 @@ class LogStore:
 
     # -- writing --------------------------------------------------------------------
 
-    def _take_tail(self, conn: sqlite3.Connection) -> _Tail:
+    def _take_tail(self, conn: sqlite3.Connection) -> LogTail:
         """The log's ends for a write beginning: the store forgets them until the write
         is known committed (a failed one may or may not have changed them)."""
         tail, self._tail = self._tail, None
-        return tail if tail is not None else _read_tail(conn)
+        return tail if tail is not None else read_tail(conn)
 
     def _put_snapshot(self, conn: sqlite3.Connection, snapshot: Snapshot,
-                      tail: _Tail) -> _Tail:
+                      tail: LogTail) -> LogTail:
         """Replace the stored snapshot and drop the entries it supersedes; the new tail."""
         meta = snapshot.meta
         data = snapshot.data
@@ -481,7 +470,7 @@ class LogStore:
         # Entries after the snapshot survive only if they extend it: the log must hold the
         # snapshot's own (index, term). Otherwise they are a stale suffix (the leader sent a
         # snapshot because our log diverged) and keeping them would break the log.
-        extends = _term_at(conn, tail, meta.index) == meta.term
+        extends = term_at(conn, tail, meta.index) == meta.term
         try:
             data.durable()  # before the log names it
         except OSError as e:
@@ -490,13 +479,13 @@ class LogStore:
         if extends:
             conn.execute("DELETE FROM log WHERE idx <= ?", (meta.index,))
             if tail.last_index > meta.index:
-                return _Tail(meta.index, meta.term, tail.last_index, tail.last_term)
+                return LogTail(meta.index, meta.term, tail.last_index, tail.last_term)
         else:
             conn.execute("DELETE FROM log")
-        return _Tail(meta.index, meta.term, meta.index, meta.term)
+        return LogTail(meta.index, meta.term, meta.index, meta.term)
 
     def _put_entries(self, conn: sqlite3.Connection, entries: Sequence[Entry],
-                     rows: list[tuple], tail: _Tail) -> _Tail:
+                     rows: list[tuple], tail: LogTail) -> LogTail:
         """Store `entries` in place of every stored entry from the first of them on; the
         new tail. An append past the end (the usual case) reads and deletes nothing."""
         first, last = entries[0], tail.last_index
@@ -505,7 +494,7 @@ class LogStore:
             raise ValueError(f"entry {first.index} is covered by the snapshot at index {floor}")
         if first.index > last + 1:
             raise ValueError(f"entry {first.index} would leave a gap after last index {last}")
-        prev_term = _term_at(conn, tail, first.index - 1)
+        prev_term = term_at(conn, tail, first.index - 1)
         if prev_term is not None and first.term < prev_term:
             raise ValueError(
                 f"entry {first.index} has term {first.term}, "
@@ -514,29 +503,7 @@ class LogStore:
         if first.index <= last:  # a leader overwrites a conflicting suffix
             conn.execute("DELETE FROM log WHERE idx >= ?", (first.index,))
         conn.executemany(fmt.INSERT_ENTRY, rows)
-        return _Tail(tail.snap_index, tail.snap_term, entries[-1].index, entries[-1].term)
-
-
-def _read_tail(conn: sqlite3.Connection) -> _Tail:
-    """The log's ends as the file has them."""
-    row = conn.execute("SELECT idx, term FROM snapshot WHERE id = 1").fetchone()
-    snap_index, snap_term = (0, 0) if row is None else (int(row[0]), int(row[1]))
-    row = conn.execute("SELECT idx, term FROM log ORDER BY idx DESC LIMIT 1").fetchone()
-    if row is None or row[0] <= snap_index:
-        return _Tail(snap_index, snap_term, snap_index, snap_term)
-    return _Tail(snap_index, snap_term, int(row[0]), int(row[1]))
-
-
-def _term_at(conn: sqlite3.Connection, tail: _Tail, index: int) -> int | None:
-    """Term of the entry at ``index`` from the log or the snapshot; None if unknown."""
-    if index == tail.last_index:
-        return tail.last_term
-    if index == tail.snap_index:
-        return tail.snap_term
-    if not tail.snap_index < index < tail.last_index:
-        return None
-    row = conn.execute("SELECT term FROM log WHERE idx = ?", (index,)).fetchone()
-    return None if row is None else int(row[0])
+        return LogTail(tail.snap_index, tail.snap_term, entries[-1].index, entries[-1].term)
 
 
 def _file_of(snapshot: Snapshot) -> SnapshotFile | None:
