@@ -68,6 +68,13 @@ from coord.sm.results import Answer
 
 log = logging.getLogger(__name__)
 
+CONCURRENT_BATCHES = 16
+"""Batches a leader appends in the storage thread, however small, after one that callers
+waited behind: a small append fsync'd on the loop holds the loop, and gRPC admits no new
+call meanwhile (its asyncio server takes calls on loop turns), so under unary load the
+next batch was the one call admitted after it and batches stayed at one. A lone caller
+never waits behind a batch and keeps the inline save."""
+
 
 def seed_from_state(store: LogStore, initial_cluster: list[MemberInfo],
                     state: Iterable[bytes]) -> None:
@@ -209,6 +216,8 @@ class Node:
         self._proposals: list[_Proposal] = []
         self._batch_term = 0  # the term and last index of the last batch proposed
         self._batch_last = 0
+        self._held = False  # a proposal waited behind the batch in flight
+        self._concurrent = 0  # batches left to append off the loop (CONCURRENT_BATCHES)
         self._pending: dict[int, _Pending] = {}
         self._read_waiters: list[asyncio.Future] = []
         self._read_contexts: dict[bytes, list[asyncio.Future]] = {}  # a round's reads
@@ -498,11 +507,14 @@ class Node:
             return
         raw = self._raw
         if raw.is_leader and self._batch_term == raw.term and self._batch_last > self.applied_index:
+            self._held = True
             return
         self._submit_proposals()
 
     def _submit_proposals(self) -> None:
         proposals, self._proposals = self._proposals, []
+        self._concurrent = CONCURRENT_BATCHES if self._held else max(0, self._concurrent - 1)
+        self._held = False
         now_ms = time.time_ns() // 1_000_000
         live = [p for p in proposals if not p.future.done()]
         normal = [p for p in live if p.conf_change is None]
@@ -547,7 +559,9 @@ class Node:
         self.round_counts.messages_sent += len(rd.messages)
         if early and rd.messages:
             self._transport.send(rd.messages, at_once=_waited_on(rd))
-        await self._persist.persist(rd, early)
+        # Concurrent callers' appends go to the storage thread even when small: the loop
+        # admits gRPC's next calls while the fsync runs (CONCURRENT_BATCHES).
+        await self._persist.persist(rd, early, busy=early and self._concurrent > 0)
         if not early and rd.messages:
             # Persisted first, so sent now: an append's ack (or a vote) is what the leader
             # waits on, and left to the transport's next turn it cost this member a turn

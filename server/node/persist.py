@@ -23,11 +23,11 @@ persisted on the event loop; bigger ones (catching up) go to the storage thread,
 loop keeps serving while they are written."""
 
 LEADER_INLINE_ENTRIES = 4
-"""A leader's Ready of at most this many new entries is persisted on the event loop too:
-so few means no caller is waiting behind this batch, and the storage thread's round trip
-(a wake-up there, another back here, and their share of the GIL) is all cost. A bigger
-batch means callers keep arriving, and the loop takes them in while the storage thread
-waits for the disk."""
+"""A leader's Ready of at most this many new entries is persisted on the event loop too,
+unless callers have been waiting behind its batches (`busy`): for a lone caller the
+storage thread's round trip (a wake-up there, another back here, and their share of the
+GIL) is all cost. A bigger batch means callers keep arriving, and the loop takes them in
+while the storage thread waits for the disk."""
 
 
 def _small(entries: list[Entry], leader: bool) -> bool:
@@ -45,13 +45,15 @@ class Persister:
         self._io = io
         self._counts = counts
 
-    async def persist(self, rd: Ready, leader: bool) -> None:
+    async def persist(self, rd: Ready, leader: bool, busy: bool = False) -> None:
         """Make `rd`'s snapshot, entries and hard state as durable as Raft needs them,
-        before the driver goes on to the steps that rely on them."""
+        before the driver goes on to the steps that rely on them. `busy`: callers wait
+        behind the leader's batches, so even a small append goes to the storage thread
+        and the loop takes their calls in while the disk works."""
         hard = rd.hard_state
         if rd.must_sync:
             self._counts.store_writes += 1
-            if rd.snapshot is not None or not _small(rd.entries, leader):
+            if rd.snapshot is not None or busy or not _small(rd.entries, leader):
                 await asyncio.get_running_loop().run_in_executor(
                     self._io, self._store.save, hard, rd.entries, rd.snapshot
                 )

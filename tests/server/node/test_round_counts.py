@@ -6,16 +6,22 @@ one-member cluster, and on member a of three whose peers answer only what the te
 
 from __future__ import annotations
 
+import asyncio
+
 from coord.raft.types import Entry, Message, MessageType
 from coord.server.api.admin import AdminService
-from coord.server.node.driver import Node, NodeOptions
+from coord.server.node.driver import CONCURRENT_BATCHES, Node, NodeOptions
 from coord.sm.commands import Put, encode_command
 from coord.sm.machine import CoordMachine
-from tests.server.held_peers import A, B, HeldPeers, on_a
+from tests.server.held_peers import A, B, HeldPeers, ack, elected, on_a
 from tests.server.solo_node import on_leader
 from tests.server.waits import wait_until
 
 PUTS = 5
+
+
+def _put(node: Node, n: int) -> asyncio.Task:
+    return asyncio.ensure_future(node.propose(encode_command(Put(b"k%d" % n, b"v")), 10.0))
 
 
 def test_each_lone_put_is_counted_in_turns_readies_and_one_save(tmp_path):
@@ -71,3 +77,51 @@ def test_a_followers_lone_write_is_one_save_on_the_loop_and_one_answer(tmp_path)
         assert grown["storage_handoffs"] == 0
 
     on_a(tmp_path, body, NodeOptions(tick_ms=20_000, election_ticks=10, seed=1))
+
+
+def test_a_batch_callers_waited_behind_is_saved_off_the_loop_a_lone_one_on_it(tmp_path):
+    """Member a leads b and c. A lone put's append is made durable on the loop; puts that
+    waited behind it go out as the next batch, whose append goes to the storage thread,
+    however small (the loop takes in gRPC's next calls meanwhile), as do the next
+    CONCURRENT_BATCHES batches; after them a lone put is saved on the loop again."""
+
+    async def body(node: Node, peers: HeldPeers) -> None:
+        acked = await elected(node, peers)
+
+        def grown(before: dict[str, int]) -> dict[str, int]:
+            return {k: v - before[k] for k, v in node.round_counts.as_dict().items()}
+
+        async def lone_put(n: int) -> dict[str, int]:
+            nonlocal acked
+            before = node.round_counts.as_dict()
+            put = _put(node, n)
+            await wait_until(lambda: peers.appends_to(B, acked), f"put {n}'s append")
+            acked = await ack(node, peers, peers.appends_to(B, acked)[-1])
+            await put
+            return grown(before)
+
+        first = await lone_put(0)
+        assert (first["inline_saves"], first["storage_handoffs"]) == (1, 0)
+
+        before = node.round_counts.as_dict()
+        head = _put(node, 1)
+        await wait_until(lambda: peers.appends_to(B, acked), "the head put's append")
+        [in_flight] = peers.appends_to(B, acked)
+        behind = [_put(node, n) for n in range(2, 5)]  # they wait: a batch is in flight
+        await wait_until(lambda: node.pending_proposals == 4, "the puts behind the head")
+        acked = await ack(node, peers, in_flight)
+        await head
+        await wait_until(lambda: peers.appends_to(B, acked), "the batch that waited")
+        [batch] = peers.appends_to(B, acked)
+        assert len(batch.entries) == 3
+        acked = await ack(node, peers, batch)
+        await asyncio.gather(*behind)
+        assert grown(before)["storage_handoffs"] == 1  # the batch that waited
+        assert grown(before)["inline_saves"] == 1  # the head put, alone when it came
+
+        for n in range(CONCURRENT_BATCHES - 1):
+            assert (await lone_put(100 + n))["storage_handoffs"] == 1
+        last = await lone_put(200)
+        assert (last["inline_saves"], last["storage_handoffs"]) == (1, 0)
+
+    on_a(tmp_path, body, NodeOptions(tick_ms=50, election_ticks=200, seed=1))
