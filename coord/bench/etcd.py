@@ -57,10 +57,12 @@ OWN_ALL_TIMES = 3  # one-request owns per variant: one request alone is one samp
 
 async def etcd_ops(endpoint: str, system: str, levels: list[int], seconds: float,
                    claims: int, phases: Phases, meter: Meter | None = None,
-                   tls: TLS | None = None, token: str = "") -> list[dict]:
+                   tls: TLS | None = None, token: str = "",
+                   profile: Callable[[str], Profiler] | None = None) -> list[dict]:
     """The same driver for both systems: the etcd v3 API on `endpoint` (claims only
     if `claims`: the gRPC floor serves no leases), over TLS with `tls`, as `token`'s
-    user."""
+    user. `profile(name)`: what records the members during the put at the most
+    clients."""
     rows: list[dict] = []
     async with _channel(endpoint, tls, token) as channel:
         kv, lease = erpc.KVStub(channel), erpc.LeaseStub(channel)
@@ -73,8 +75,10 @@ async def etcd_ops(endpoint: str, system: str, levels: list[int], seconds: float
                 await kv.Range(epb.RangeRequest(key=f"bench/{w}/{i % 100}".encode()))
 
             row = {"system": system, "api": "etcd"}
-            rows.append(await timed_level(phases, f"{system}: etcd-API put, {n} clients", put,
-                                          n, seconds, meter, **row, op="put"))
+            with (profile(f"etcd-put-{n}") if profile and n == max(levels)
+                  else contextlib.nullcontext()):
+                rows.append(await timed_level(phases, f"{system}: etcd-API put, {n} clients",
+                                              put, n, seconds, meter, **row, op="put"))
             rows.append(await timed_level(phases, f"{system}: etcd-API linearizable get, {n} "
                                           "clients", get, n, seconds, meter, **row, op="get"))
             if not claims:
@@ -375,7 +379,7 @@ def _coord_rows(args: argparse.Namespace, variant: str, levels: list[int],
         profile = (partial(Profiler, Path(args.profile) / variant, pids, name,
                            seconds=args.seconds) if args.profile else None)
         rows = asyncio.run(etcd_ops(leader, "coord", levels, args.seconds, args.claims,
-                                    phases, meter, tls, token))
+                                    phases, meter, tls, token, profile))
         rows += asyncio.run(coord_native(leader, levels, args.seconds, phases, meter, tls,
                                          token, args.resources))
         rows += asyncio.run(coord_stream(leader, levels, args.seconds, args.claims,

@@ -37,8 +37,9 @@ FLAGS: dict[str, dict[str, Any]] = {
                   " each scraped every second, and print each row beside plaintext's with"
                   " the ratio"},
     "--profile": {"metavar": "DIR", "default": "",
-                  "help": "py-spy flame graphs (SVG) of every coord member during the stream "
-                  "put at the most clients, written to DIR (the bench extra)"},
+                  "help": "py-spy flame graphs (SVG) of every coord member during the etcd-API "
+                  "put and the stream put at the most clients, written to DIR (the bench "
+                  "extra)"},
     # readonly
     "--zk": {"action": argparse.BooleanOptionalAction, "default": True,
              "help": "also run ZooKeeper 3.8 (Debian's zookeeper + kazoo) side by side"},
