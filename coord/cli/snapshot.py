@@ -53,35 +53,52 @@ class Backup:
     """The snapshot in a backup file, without the SHA-256 that ends it: read READ_BLOCK
     at a time each time it is iterated, never whole (a backup is as big as the state),
     and checked against that digest as it is (ValueError after the last block if it
-    does not match)."""
+    does not match). The file is opened once and every pass reads that open file, so a
+    backup replaced at its path between passes (another `snapshot save` to it) cannot
+    give one pass's state and another's bytes. Close it (or use it in a `with`)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._file = open(path, "rb")
+
+    def __enter__(self) -> Backup:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._file.close()
 
     def __iter__(self) -> Iterator[bytes]:
-        with open(self.path, "rb") as f:
-            left = os.fstat(f.fileno()).st_size - DIGEST
-            if left <= 0:
-                raise ValueError(DAMAGED)
-            digest = hashlib.sha256()
-            while left:
-                block = f.read(min(READ_BLOCK, left))
-                if not block:
-                    raise ValueError(DAMAGED)  # it shrank while read
-                digest.update(block)
-                left -= len(block)
-                yield block
-            if f.read(DIGEST + 1) != digest.digest():
-                raise ValueError(DAMAGED)
+        f = self._file
+        f.seek(0)
+        left = os.fstat(f.fileno()).st_size - DIGEST
+        if left <= 0:
+            raise ValueError(DAMAGED)
+        digest = hashlib.sha256()
+        while left:
+            block = f.read(min(READ_BLOCK, left))
+            if not block:
+                raise ValueError(DAMAGED)  # it shrank while read
+            digest.update(block)
+            left -= len(block)
+            yield block
+        if f.read(DIGEST + 1) != digest.digest():
+            raise ValueError(DAMAGED)
 
 
 def verified(path: Path) -> Backup:
-    """The snapshot in the backup at `path`, checked whole (a block at a time) before a
-    caller reads it (ValueError if it does not match its SHA-256), so what it does with
-    the blocks (load them, write them) is never undone for a damaged file."""
+    """The snapshot in the backup at `path`, open, and checked whole (a block at a time)
+    before a caller reads it (ValueError if it does not match its SHA-256), so what it
+    does with the blocks (load them, write them) is never undone for a damaged file."""
     backup = Backup(path)
-    for _ in backup:
-        pass
+    try:
+        for _ in backup:
+            pass
+    except BaseException:
+        backup.close()
+        raise
     return backup
 
 
@@ -105,7 +122,7 @@ def save(endpoints: list[str], path: Path, timeout: float,
                 print(file=sys.stderr)
                 f.flush()
                 os.fsync(f.fileno())
-            verified(part)
+            verified(part).close()
             os.replace(part, path)
             return total, revision, endpoint
         except (grpc.RpcError, ValueError, OSError) as e:
@@ -119,7 +136,8 @@ def describe(path: Path) -> dict:
     from coord.sm.machine import CoordMachine  # only status needs the state machine
 
     machine = CoordMachine()
-    machine.restore(verified(path))
+    with verified(path) as state:
+        machine.restore(state)
     return {"file": str(path), "bytes": path.stat().st_size, **machine.describe()}
 
 
@@ -133,18 +151,18 @@ def restore(args: argparse.Namespace) -> str:
     from coord.server.storage.log_store import LogStore, StorageError
     from coord.sm.machine import CoordMachine
 
-    state = verified(Path(args.file))
-    machine = CoordMachine()
-    machine.restore(state)  # a backup that does not load is refused before any write
-    members = parse_initial_cluster(args.initial_cluster)
-    if args.name not in {m.name for m in members}:
-        raise ValueError(f"--initial-cluster does not name {args.name!r}")
-    try:
-        with LogStore(db_path(args.data_dir)) as store:
-            seed_from_state(store, members, state)
-            claim_data_dir(store, args.name, args.initial_cluster_token)
-    except StorageError as e:
-        raise ValueError(str(e)) from None
+    with verified(Path(args.file)) as state:
+        machine = CoordMachine()
+        machine.restore(state)  # a backup that does not load is refused before any write
+        members = parse_initial_cluster(args.initial_cluster)
+        if args.name not in {m.name for m in members}:
+            raise ValueError(f"--initial-cluster does not name {args.name!r}")
+        try:
+            with LogStore(db_path(args.data_dir)) as store:
+                seed_from_state(store, members, state)
+                claim_data_dir(store, args.name, args.initial_cluster_token)
+        except StorageError as e:
+            raise ValueError(str(e)) from None
     return (f"{args.data_dir}: member {args.name} of a {len(members)}-member cluster, "
             f"from revision {machine.revision} ({len(machine.kv)} keys)")
 

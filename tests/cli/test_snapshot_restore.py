@@ -90,3 +90,21 @@ def test_a_damaged_backup_is_refused_before_anything_is_written(tmp_path: Path,
     with pytest.raises(ValueError, match="SHA-256 does not match"):
         cli_snapshot.restore(args)
     assert not data_dir.exists()
+
+
+def test_a_backup_replaced_at_its_path_after_its_check_is_not_what_is_read(
+        tmp_path: Path) -> None:
+    """Restore checks the backup, loads it and writes it in three passes: each reads the
+    file it checked, not whatever is at its path by then (another `snapshot save` to the
+    same path replaces it), so the member is seeded with the state it described."""
+    backup, other = tmp_path / "backup.snap", tmp_path / "other.snap"
+    states = []
+    for path, value in ((backup, b"checked"), (other, b"replacement")):
+        machine = CoordMachine()
+        machine.apply(1, 1, 0, encode_command(Put(b"k", value)))
+        body = b"".join(machine.capture())
+        path.write_bytes(body + hashlib.sha256(body).digest())
+        states.append(body)
+    with cli_snapshot.verified(backup) as state:
+        other.replace(backup)
+        assert b"".join(state) == states[0]
