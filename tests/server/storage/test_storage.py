@@ -492,3 +492,74 @@ def test_an_unsynced_save_refuses_a_snapshot_and_writes_nothing(db: Path) -> Non
             store.save(HardState(term=1, commit=8), [], newer, sync=False)
         assert stored.data.path.exists()
     assert reopen(db).snapshot == stored and reopen(db).hard_state.commit == 5
+
+
+def _write(store: LogStore, db: Path, op: tuple) -> None:
+    """One write of the differential test below, to `store` (its file at `db`)."""
+    kind, *args = op
+    if kind == "append":
+        term, commit, first, count, synced = args
+        store.save(HardState(term, 0, commit),
+                   ents(first, first + count, term, tag=b"t%d" % term), sync=synced)
+    elif kind == "compact":
+        index, term = args
+        store.compact(snap(db, index, term))
+    elif kind == "snapshot":
+        index, term = args
+        store.save(HardState(term, 0, index), [], snap(db, index, term))
+    elif kind == "commit":
+        term, commit = args
+        store.save(HardState(term, 0, commit), [], sync=False)
+    else:  # refused: a commit past the log's end, so nothing is written
+        term, last = args
+        with pytest.raises(ValueError):
+            store.save(HardState(term, 0, last + 5), ents(last + 1, last + 2))
+
+
+def test_a_store_kept_open_writes_what_one_opened_for_each_write_would(
+        tmp_path: Path) -> None:
+    """The store keeps where its log starts and ends in memory instead of reading it in
+    every write. Random appends (some overwriting a suffix), compactions, leader
+    snapshots (matching the log or not), commit-only writes and refused writes go to a
+    store kept open and to a twin opened afresh for each write, which reads its ends
+    from the file: after every step both files load the same."""
+    import random
+
+    rng = random.Random(5)
+    kept_db, twin_db = tmp_path / "kept" / "raft.db", tmp_path / "twin" / "raft.db"
+    log: list[tuple[int, int]] = []  # the model: (index, term) after the snapshot
+    snap_at, commit = (0, 0), 0
+    with LogStore(kept_db) as kept:
+        for step in range(200):
+            last, last_term = log[-1] if log else snap_at
+            r = rng.random()
+            if r < 0.55:  # append from a random point after the commit
+                first = rng.randint(max(snap_at[0], commit) + 1, last + 1)
+                term, count = last_term + rng.choice([0, 0, 1]), rng.randint(1, 3)
+                op: tuple = ("append", term, commit, first, count, rng.random() < 0.7)
+                log = [x for x in log if x[0] < first] + [(first + k, term)
+                                                          for k in range(count)]
+            elif r < 0.7 and commit > snap_at[0]:  # compact up to a committed entry
+                index, term = rng.choice([x for x in log if x[0] <= commit])
+                op = ("compact", index, term)
+                log, snap_at = [x for x in log if x[0] > index], (index, term)
+            elif r < 0.8:  # a leader's snapshot at or past the end, matching or not
+                index, term = last + rng.randint(0, 2), last_term + rng.choice([0, 1])
+                if index <= commit:
+                    continue
+                op = ("snapshot", index, term)
+                log = [x for x in log if x[0] > index] if (index, term) in log else []
+                snap_at, commit = (index, term), index
+            elif r < 0.93:  # only the commit index moves
+                commit = rng.randint(commit, last)
+                op = ("commit", last_term, commit)
+            else:
+                op = ("refused", last_term, last)
+            _write(kept, kept_db, op)
+            with LogStore(twin_db) as twin:
+                _write(twin, twin_db, op)
+            a, b = kept.load(), reopen(twin_db)
+            assert a.hard_state == b.hard_state, (step, op)
+            assert a.snapshot.meta == b.snapshot.meta, (step, op)
+            assert a.entries == b.entries, (step, op)
+            assert [(e.index, e.term) for e in a.entries] == log, (step, op)
