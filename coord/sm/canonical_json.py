@@ -127,7 +127,10 @@ def loads(data: bytes) -> Any:
         raise ValueError(TOO_DEEP) from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ValueError(f"malformed JSON: {exc}") from None
-    if deeper_than(plain, MAX_JSON_DEPTH):
+    # Each level of nesting opens with a bracket of its own: text with no more brackets
+    # than the limit (inside strings or not) cannot nest past it, and needs no walk.
+    if text.count("{") + text.count("[") > MAX_JSON_DEPTH and deeper_than(plain,
+                                                                          MAX_JSON_DEPTH):
         raise ValueError(TOO_DEEP)
     return plain
 
@@ -402,6 +405,16 @@ def _fixed_decoder(items: list[Converter], build: Callable[[Any], Any]) -> Conve
 
 
 def _dataclass_decoder(cls: type, tagged: bool) -> Converter:
+    fields = record_fields(cls)
+    positional = not any(f.kw_only for f in dataclasses.fields(cls))
+    expected = {name for name, _ in fields} | ({UNION_TAG} if tagged else set())
+    return _inlined_decoder(cls, fields, expected, positional,
+                            checked_dataclass_decoder(cls, tagged))
+
+
+def checked_dataclass_decoder(cls: type, tagged: bool) -> Converter:
+    """A `cls` record from its plain object, each field by its type's converter: the
+    decoder that names what is wrong with a value that is not one."""
     names = [(name, decoder(h)) for name, h in record_fields(cls)]
     expected = {name for name, _ in names} | ({UNION_TAG} if tagged else set())
     # Built from positional values when no field is keyword-only: the faster call, and a
@@ -421,6 +434,48 @@ def _dataclass_decoder(cls: type, tagged: bool) -> Converter:
         return cls(**{name: d(v[name]) for name, d in names})
 
     return dec
+
+
+_INLINE_CHECKS = {
+    int: "type({x}) is not int or not INT64_MIN <= {x} <= INT64_MAX",
+    bool: "type({x}) is not bool",
+    str: "type({x}) is not str",
+}
+
+
+def _inlined_decoder(cls: type, fields: list[tuple[str, Any]], expected: set[str],
+                     positional: bool, checked: Converter) -> Converter:
+    """`checked`, made as one function of `cls`'s own: each int, bool, str and bytes field
+    tested in line rather than by a converter's call (a txn's puts decode at every
+    member, and at every export, field by field). It decodes what `checked` decodes; for
+    anything else it hands the value to `checked`, which refuses it with its exact error
+    (fields are tested in the same order, so the first bad one is the one named)."""
+    lines = ["def dec(v):",
+             "    if type(v) is not dict or v.keys() != expected:",
+             "        return checked(v)"]
+    scope: dict[str, Any] = {"expected": expected, "checked": checked, "cls": cls,
+                             "INT64_MIN": INT64_MIN, "INT64_MAX": INT64_MAX,
+                             "a2b": binascii.a2b_base64, "b2a": binascii.b2a_base64,
+                             "B64_ERRORS": (binascii.Error, ValueError)}
+    args = []
+    for i, (name, hint) in enumerate(fields):
+        x = f"x{i}"
+        lines.append(f"    {x} = v[{name!r}]")
+        if hint in _INLINE_CHECKS:
+            lines += [f"    if {_INLINE_CHECKS[hint].format(x=x)}:", "        return checked(v)"]
+        elif hint is bytes:
+            lines += [f"    if type({x}) is not str:", "        return checked(v)",
+                      "    try:", f"        raw = a2b({x})", "    except B64_ERRORS:",
+                      "        return checked(v)",
+                      f"    if b2a(raw, newline=False).decode('ascii') != {x}:",
+                      "        return checked(v)", f"    {x} = raw"]
+        else:
+            scope[f"d{i}"] = decoder(hint)
+            lines.append(f"    {x} = d{i}({x})")
+        args.append(x if positional else f"{name}={x}")
+    lines.append(f"    return cls({', '.join(args)})")
+    exec("\n".join(lines), scope)  # noqa: S102
+    return scope["dec"]
 
 
 def _union_decoder(args: tuple) -> Converter:

@@ -4,6 +4,8 @@ refuse the rest alike, so only canonical base64 decodes."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from coord.sm import canonical_json
 from coord.sm import commands as c
@@ -98,3 +100,48 @@ def test_a_txn_nested_past_the_json_limit_is_an_undecodable_command_not_a_crash(
     result = m.apply(1, 1, 0, nested_txn_payload(250)).value
     assert result.error == "INVALID_ARGUMENT" and "nested deeper than" in result.message
     assert m.apply(2, 1, 0, nested_txn_payload(120)).value.succeeded
+
+
+_ODD = [-1, 0, 1 << 63, -(1 << 63), -(1 << 63) - 1, True, False, None, 1.5, "", "YQ==", "YQ",
+        "YR==", "YQ==\n", "é", "a b", [], {}, b"YQ==", ["YQ=="]]
+_RECORDS = [
+    (c.Put, False, c.Put(b"k", b"v", 3, True, "r", actor="u")),
+    (c.Put, True, c.Put(b"", b"\xff" * 5)),  # as a txn's op: tagged
+    (c.Compare, True, c.Compare.of_version(b"k", "=", 2)),
+    (c.Txn, False, c.Txn.compare_and_set(b"k", 1, b"v", "r")),
+    (c.Own, False, c.Own(1, "g", (Claim("a", 0),), "r")),
+    (c.Compact, False, c.Compact(5, native=True)),
+]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.sampled_from(_RECORDS), st.integers(0, 20), st.sampled_from(_ODD),
+       st.sampled_from(["set", "drop", "add", "keep"]))
+def test_a_records_decoder_decodes_and_refuses_exactly_as_its_checked_one(record, at, odd, how):
+    """The decoder made per record (its fields tested in line) against the one that
+    converts field by field: the same record from a good object, the same error, word
+    for word, from a bad one."""
+    cls, tagged, value = record
+    plain = canonical_json.to_plain(cls, value)
+    if tagged:
+        plain["@"] = cls.__name__
+    names = sorted(plain)
+    name = names[at % len(names)]
+    if how == "set":
+        plain[name] = odd
+    elif how == "drop":
+        del plain[name]
+    elif how == "add":
+        plain["extra"] = odd
+
+    def outcome(decode):
+        try:
+            return "ok", decode(dict(plain))
+        except ValueError as exc:
+            return "refused", str(exc)
+
+    fast = canonical_json._dataclass_decoder(cls, tagged)
+    checked = canonical_json.checked_dataclass_decoder(cls, tagged)
+    assert outcome(fast) == outcome(checked)
+    if how == "keep":
+        assert outcome(fast) == ("ok", value)
