@@ -47,7 +47,8 @@ class AlarmTable:
 
     @property
     def no_space(self) -> bool:
-        return any(kind == NOSPACE for _, kind in self._active)
+        # asked before every command: with no alarm up (the usual case), no scan at all
+        return bool(self._active) and any(kind == NOSPACE for _, kind in self._active)
 
     def active(self) -> list[tuple[int, str]]:
         return sorted(self._active)
