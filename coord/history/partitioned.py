@@ -86,11 +86,15 @@ class PartitionedParquetWriter:
         cols = self._buffers.get(key)
         if cols is None:
             cols = self._buffers[key] = [[] for _ in self._names]
-        # a partition is one kind: its rows fill the same few columns, the rest are None
+        # a partition is one kind: its rows fill the same few columns, the rest are None;
+        # the filled ones are read a row at a time by C loops (map, then zip to columns)
         filled = set().union(*pending)
+        names = [name for name in self._names if name in filled]
+        rows = [map(row.get, names) for row in pending]
+        columns = dict(zip(names, zip(*rows, strict=True), strict=True))
         nones = [None] * len(pending)
         for values, name in zip(cols, self._names, strict=True):
-            values += [row.get(name) for row in pending] if name in filled else nones
+            values += columns.get(name, nones)
         return cols
 
     def close(self) -> None:

@@ -182,8 +182,10 @@ def _client_command(cl: _Cluster, rng: random.Random, emit) -> None:
             cl.forget(sid)
     elif roll < 0.30:
         group = rng.choice(GROUPS)
-        owned = m.query(c.ListOwners(group)).owners
-        mine = [o.resource for o in owned if o.session_id == who.session]
+        # what it holds in the group, sorted (ListOwners' order): read from its session,
+        # not by listing the whole group's owners and keeping its own
+        session = m.sessions.get(who.session)
+        mine = sorted(r for g, r in session.owned if g == group) if session else []
         emit(cl.propose(c.Release(who.session, group, tuple(mine[:3]) or ("p0",), rid)))
     elif roll < 0.33:
         emit(cl.propose(c.AllocatePidBlock(f"writer-{rng.randrange(50)}",
