@@ -1,12 +1,11 @@
 """`CoordMachine`: the coordination state machine the Raft log replicates.
 
 `apply` decodes a command, answers a retried request id from memory, dispatches, and
-returns the result as an `Answer` (the value, and its bytes once asked for: the
-request-id memory keeps the answer and encodes it only when it must). It is
-deterministic: no clocks, randomness or I/O; the leader's clock arrives as `time_ms`
-(made monotonic here, so a new leader with a slower clock cannot move time backwards;
-lifetimes run on `ElapsedClock` instead, which a leader's clock error cannot move) and
-leader-drawn randomness arrives inside commands.
+returns the result as an `Answer` (the value, and its bytes once asked for or
+remembered under the request id). It is deterministic: no clocks, randomness or I/O; the
+leader's clock arrives as `time_ms` (made monotonic here, so a new leader with a slower
+clock cannot move time backwards; lifetimes run on `ElapsedClock` instead, which a
+leader's clock error cannot move) and leader-drawn randomness arrives inside commands.
 An empty machine is at revision 1, as etcd's empty store is (its first write lands at 2).
 Every command that changes state moves the one global revision exactly once, except
 those that as in etcd leave it where it is: a compaction, opening a session (a lease
@@ -145,11 +144,9 @@ class CoordMachine:
         self.elapsed = ElapsedClock()  # leader time counted within terms: pid lease lifetimes
         self._elapsed_ms = 0  # the elapsed time of the command being applied
         self.leader_note: tuple[int, str] = (0, "")  # the latest NoteLeader: (term, member)
-        # request_id -> (command tag, answer): the answer is encoded only when its bytes
-        # are asked for (a retry, a snapshot, the memory's weight once it may be full)
-        self.recent: RecentRequests[str, tuple[int, Answer]] = RecentRequests(
-            config["request_capacity"], config["request_bytes"],
-            lambda v: len(v[1].data), lambda v: v[1].size_bound())
+        # request_id -> (command tag, encoded result)
+        self.recent: RecentRequests[str, tuple[int, bytes]] = RecentRequests(
+            config["request_capacity"], config["request_bytes"], lambda v: len(v[1]))
 
     @property
     def revision(self) -> int:
@@ -182,7 +179,7 @@ class CoordMachine:
             hit = self.recent.get(request_id)
             if hit is not None:
                 if hit[0] == tag:
-                    return Answer(data=hit[1].data)
+                    return Answer(data=hit[1])
                 return Answer(RESULT_TYPES[type(cmd)](
                     error=REQUEST_ID_REUSED, revision=self.revision,
                     message=f"request_id {request_id!r:.60} was used by a different command"))
@@ -197,7 +194,7 @@ class CoordMachine:
             self.clock_ms = now
             self.elapsed = elapsed
             if request_id:
-                self.recent.put(request_id, (tag, answer))
+                self.recent.put(request_id, (tag, answer.data))
         elif type(cmd) is c.NoteLeader and not answer.value.error:
             self.elapsed = elapsed  # a new leader's note starts its term on the elapsed clock
         return answer
@@ -428,7 +425,7 @@ class CoordMachine:
             self.auth.load_state(state["auth"])
             for rid, tag, data64 in state["recent"]:
                 self.recent.put(from_plain(str, rid),
-                                (from_plain(int, tag), Answer(data=from_plain(bytes, data64))))
+                                (from_plain(int, tag), from_plain(bytes, data64)))
         except (AttributeError, KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"bad snapshot: {exc}") from None
 
@@ -458,6 +455,6 @@ class CoordMachine:
                 + REQUEST_BYTES * len(self.recent) + self.recent.weight)
 
 
-def _recent_row(item: tuple[str, tuple[int, Answer]]) -> list:
-    rid, (tag, answer) = item
-    return [rid, tag, base64.b64encode(answer.data).decode("ascii")]
+def _recent_row(item: tuple[str, tuple[int, bytes]]) -> list:
+    rid, (tag, data) = item
+    return [rid, tag, base64.b64encode(data).decode("ascii")]

@@ -9,9 +9,6 @@ JSON (`coord.sm.framing`).
 
 from __future__ import annotations
 
-import dataclasses
-import typing
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -193,67 +190,6 @@ class Answer:
         if self._data is None:
             self._data = encode_result(self._value)
         return self._data
-
-    def size_bound(self) -> int:
-        """At least `len(self.data)`, without encoding: the length itself once encoded."""
-        if self._data is not None:
-            return len(self._data)
-        return 2 + encoded_size_bound(self._value)
-
-
-def encoded_size_bound(value: Any) -> int:
-    """An upper bound of the length of `value` (a result, or a part of one) in either of
-    its forms, canonical JSON or packed (`coord.sm.framing`, after `[version][tag]`), found
-    without encoding it. Each part is bounded by its longest JSON text, which is never
-    shorter than its packed bytes: an int by 20 characters (int64), a str by 12 per
-    character (`\\u00XX`, or a surrogate pair beyond the BMP) and quotes, bytes by twice
-    their length (base64) and quotes, a tuple by its items and separators, and a record by
-    its fields' names and a union tag."""
-    t = type(value)
-    record = _RECORD_BOUNDS.get(t)
-    if record is not None:
-        return record(value)
-    if t is int:
-        return 20
-    if t is bool:
-        return 5
-    if value is None:
-        return 4
-    if t is str:
-        return 6 + 12 * len(value)
-    if t is bytes:
-        return 9 + 2 * len(value)
-    if isinstance(value, tuple):  # tuples and NamedTuples: a JSON list, a packed column
-        return 6 + len(value) + sum(map(encoded_size_bound, value))
-    return _record_bound(t)(value)
-
-
-_RECORD_BOUNDS: dict[type, Callable[[Any], int]] = {}
-
-
-def _record_bound(cls: type) -> Callable[[Any], int]:
-    """`encoded_size_bound` of a `cls` record, made once per class as one expression: the
-    part its field types fix (braces, `"name":` and a comma per field, a union tag, an
-    int's or bool's longest text; packed, the field count) summed here, and per field what
-    its value adds (a str's or bytes' length; a part of its own walked)."""
-    if not dataclasses.is_dataclass(cls):
-        raise TypeError(f"not a result part: {cls.__name__}")
-    hints = typing.get_type_hints(cls)
-    fixed = 2 + 9 + len(cls.__name__) + 1
-    terms = []
-    for f in dataclasses.fields(cls):
-        hint = hints[f.name]
-        fixed += len(f.name) + 4 + {int: 20, bool: 5, str: 6, bytes: 9}.get(hint, 0)
-        if hint is str:
-            terms.append(f"12 * len(v.{f.name})")
-        elif hint is bytes:
-            terms.append(f"2 * len(v.{f.name})")
-        elif hint not in (int, bool):
-            terms.append(f"(4 if v.{f.name} is None else bound(v.{f.name}))")
-    scope: dict[str, Any] = {"bound": encoded_size_bound}
-    exec(f"def record(v):\n    return {' + '.join([str(fixed), *terms])}", scope)  # noqa: S102
-    _RECORD_BOUNDS[cls] = scope["record"]
-    return scope["record"]
 
 
 def encode_result(result: Result) -> bytes:
