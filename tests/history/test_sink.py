@@ -3,12 +3,19 @@ are deleted, nothing is written into a directory that is not a history."""
 
 from __future__ import annotations
 
+import gc
 import json
 
 import pyarrow.dataset as ds
 import pytest
 
-from coord.history.sink import MANIFEST, HistoryDirError, HistorySink, committed_files
+from coord.history.sink import (
+    MANIFEST,
+    YOUNG_COLLECTION_OBJECTS,
+    HistoryDirError,
+    HistorySink,
+    committed_files,
+)
 from coord.history.synth import synthesize
 
 
@@ -68,3 +75,27 @@ def test_jsonl_and_refusals(tmp_path):
     assert (other / "precious.txt").read_text() == "keep me"
     with pytest.raises(HistoryDirError, match="not a coord history"):
         committed_files(other)
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
+def test_rows_are_made_with_young_collections_spaced_and_the_thresholds_come_back(tmp_path,
+                                                                                fmt):
+    """The sink spaces the cyclic collector's young collections only while its rows are
+    made and written: the process gets its own thresholds back, after a run that failed
+    too."""
+    before = gc.get_threshold()
+    seen = []
+
+    def rows(fail: bool):
+        for row in synthesize(200, seed=1):
+            seen.append(gc.get_threshold())
+            yield row
+        if fail:
+            raise RuntimeError("the source broke")
+
+    HistorySink(tmp_path / "ok", fmt=fmt).write(rows(False))
+    assert set(seen) == {(YOUNG_COLLECTION_OBJECTS, *before[1:])}
+    assert gc.get_threshold() == before
+    with pytest.raises(RuntimeError, match="the source broke"):
+        HistorySink(tmp_path / "failed", fmt=fmt).write(rows(True))
+    assert gc.get_threshold() == before
