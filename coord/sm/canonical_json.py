@@ -320,6 +320,13 @@ def encoder(hint: Any) -> Converter:
 
 
 def _dataclass_encoder(cls: type, tagged: bool) -> Converter:
+    return _inlined_encoder(cls, record_fields(cls), tagged,
+                            checked_dataclass_encoder(cls, tagged))
+
+
+def checked_dataclass_encoder(cls: type, tagged: bool) -> Converter:
+    """A `cls` record as a plain object, each field by its type's converter: the encoder
+    that names what is wrong with a value that is not one."""
     names = [(name, encoder(h)) for name, h in record_fields(cls)]
 
     def enc(v: Any) -> dict:
@@ -331,6 +338,24 @@ def _dataclass_encoder(cls: type, tagged: bool) -> Converter:
         return out
 
     return enc
+
+
+def _inlined_encoder(cls: type, fields: list[tuple[str, Any]], tagged: bool,
+                     checked: Converter) -> Converter:
+    """`checked`, made as one function of `cls`'s own, as `_inlined_decoder` is: each int,
+    bool, str and bytes field tested (and a bytes one written as base64) in line; for a
+    value it does not accept, `checked` gives the plain object or the exact error."""
+    keys = [repr(name) for name, _ in fields] + ([repr(UNION_TAG)] if tagged else [])
+    tag = [repr(cls.__name__)] if tagged else []
+
+    def plain_object(xs: list[str]) -> str:
+        return "{" + ", ".join(f"{k}: {x}" for k, x in zip(keys, xs + tag, strict=True)) + "}"
+
+    return _compiled(
+        ["    if type(v) is not cls:", "        return checked(v)"], fields, "v.{name}",
+        ["    if type({x}) is not bytes:", "        return checked(v)",
+         "    {x} = b2a({x}, newline=False).decode('ascii')"], encoder, plain_object,
+        {"checked": checked, "cls": cls})
 
 
 def _union_encoder(args: tuple) -> Converter:
@@ -450,32 +475,43 @@ def _inlined_decoder(cls: type, fields: list[tuple[str, Any]], expected: set[str
     member, and at every export, field by field). It decodes what `checked` decodes; for
     anything else it hands the value to `checked`, which refuses it with its exact error
     (fields are tested in the same order, so the first bad one is the one named)."""
-    lines = ["def dec(v):",
-             "    if type(v) is not dict or v.keys() != expected:",
-             "        return checked(v)"]
-    scope: dict[str, Any] = {"expected": expected, "checked": checked, "cls": cls,
-                             "INT64_MIN": INT64_MIN, "INT64_MAX": INT64_MAX,
-                             "a2b": binascii.a2b_base64, "b2a": binascii.b2a_base64,
-                             "B64_ERRORS": (binascii.Error, ValueError)}
-    args = []
+    return _compiled(
+        ["    if type(v) is not dict or v.keys() != expected:", "        return checked(v)"],
+        fields, "v[{name!r}]",
+        ["    if type({x}) is not str:", "        return checked(v)", "    try:",
+         "        raw = a2b({x})", "    except B64_ERRORS:", "        return checked(v)",
+         "    if b2a(raw, newline=False).decode('ascii') != {x}:", "        return checked(v)",
+         "    {x} = raw"], decoder,
+        lambda xs: "cls(" + ", ".join(xs if positional else [
+            f"{name}={x}" for (name, _), x in zip(fields, xs, strict=True)]) + ")",
+        {"expected": expected, "checked": checked, "cls": cls})
+
+
+def _compiled(head: list[str], fields: list[tuple[str, Any]], read: str, bytes_lines: list[str],
+              converter: Callable[[Any], Converter], result: Callable[[list[str]], str],
+              scope: dict[str, Any]) -> Converter:
+    """The source of a record's inlined converter, compiled: `head`, then per field its
+    value read (`read`, of the field's name) into a local and tested in line (ints,
+    bools and strs as `_INLINE_CHECKS` says, bytes by `bytes_lines`) or converted by the
+    field type's `converter`; it returns the expression `result` makes of the locals."""
+    lines = ["def convert(v):", *head]
+    scope.update(INT64_MIN=INT64_MIN, INT64_MAX=INT64_MAX, a2b=binascii.a2b_base64,
+                 b2a=binascii.b2a_base64, B64_ERRORS=(binascii.Error, ValueError))
+    xs = []
     for i, (name, hint) in enumerate(fields):
         x = f"x{i}"
-        lines.append(f"    {x} = v[{name!r}]")
+        lines.append(f"    {x} = {read.format(name=name)}")
         if hint in _INLINE_CHECKS:
             lines += [f"    if {_INLINE_CHECKS[hint].format(x=x)}:", "        return checked(v)"]
         elif hint is bytes:
-            lines += [f"    if type({x}) is not str:", "        return checked(v)",
-                      "    try:", f"        raw = a2b({x})", "    except B64_ERRORS:",
-                      "        return checked(v)",
-                      f"    if b2a(raw, newline=False).decode('ascii') != {x}:",
-                      "        return checked(v)", f"    {x} = raw"]
+            lines += [line.format(x=x) for line in bytes_lines]
         else:
-            scope[f"d{i}"] = decoder(hint)
-            lines.append(f"    {x} = d{i}({x})")
-        args.append(x if positional else f"{name}={x}")
-    lines.append(f"    return cls({', '.join(args)})")
+            scope[f"c{i}"] = converter(hint)
+            lines.append(f"    {x} = c{i}({x})")
+        xs.append(x)
+    lines.append(f"    return {result(xs)}")
     exec("\n".join(lines), scope)  # noqa: S102
-    return scope["dec"]
+    return scope["convert"]
 
 
 def _union_decoder(args: tuple) -> Converter:
