@@ -156,7 +156,6 @@ class KVStore:
 
     # -- writes --------------------------------------------------------------------------
 
-    @operation(PutResult)
     def put(
         self,
         key: bytes,
@@ -167,8 +166,13 @@ class KVStore:
         ignore_value: bool = False,
         ignore_lease: bool = False,
     ) -> PutResult:
-        op = Put(key, value, session_id, prev_kv, ignore_value=ignore_value,
-                 ignore_lease=ignore_lease)
+        return self.put_command(Put(key, value, session_id, prev_kv,
+                                    ignore_value=ignore_value, ignore_lease=ignore_lease))
+
+    @operation(PutResult)
+    def put_command(self, op: Put) -> PutResult:
+        """`put` of a Put as proposed (the machine's: its request id and actor are the
+        machine's business, not the key space's), checked as `put` checks it."""
         kv_checks.check_put(op)
         self._check_put_state(op)
         return self._put(op)

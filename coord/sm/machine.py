@@ -232,8 +232,7 @@ class CoordMachine:
         return handler(self, cmd, now)
 
     def _put(self, cmd: c.Put, now: int) -> Result:
-        return self.kv.put(cmd.key, cmd.value, cmd.session_id, cmd.prev_kv,
-                           ignore_value=cmd.ignore_value, ignore_lease=cmd.ignore_lease)
+        return self.kv.put_command(cmd)
 
     def _range(self, cmd: c.Range, now: int) -> Result:
         return self.kv.range(cmd.key, cmd.range_end, cmd.limit, cmd.revision)
