@@ -125,15 +125,23 @@ def auth_fields(cmd: Any) -> Row:
 _KV_KINDS = {"PUT": "kv.put", "DELETE": "kv.delete"}
 
 
-def effect_fields(event: Any) -> Row:
-    """The columns an effect fills; a KV change first, the effect most rows are."""
-    t = type(event)
-    if t is WatchEvent:
+def effect_row(base: Row, seq: int, event: Any) -> Row:
+    """The row of an entry's `seq`th effect: the entry's columns (`base`), the effect's,
+    and the revision it happened at. A KV change, the effect most rows are, is made in
+    one go."""
+    if type(event) is WatchEvent:
         kv = event.kv
         value = kv.value
-        return {"kind": _KV_KINDS.get(event.type) or "kv." + event.type.lower(),
+        return {**base, "revision": event.revision, "seq": seq, "ok": True,
+                "kind": _KV_KINDS.get(event.type) or "kv." + event.type.lower(),
                 "key": key_text(kv.key), "value_len": len(value),
                 "value_hash": value_hash(value), "session": kv.session_id or None}
+    return {**base, "seq": seq, "ok": True, **effect_fields(event), "revision": event.revision}
+
+
+def effect_fields(event: Any) -> Row:
+    """The columns an ownership or session effect fills."""
+    t = type(event)
     if t is OwnershipEvent:
         return {"kind": "owner." + event.kind, "group": event.group, "resource": event.resource,
                 "owner": event.owner, "generation": event.generation,
@@ -168,7 +176,5 @@ class RowMaker:
         rows = [head]
         # a token issued or ended is member-local bookkeeping, not an effect for the history
         events = [e for e in events if not isinstance(e, AuthEvent)]
-        for seq, event in enumerate(events, 1):  # "revision" keeps base's place
-            rows.append({**base, "seq": seq, "ok": True, **effect_fields(event),
-                         "revision": event.revision})
+        rows += [effect_row(base, seq, event) for seq, event in enumerate(events, 1)]
         return rows
