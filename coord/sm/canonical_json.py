@@ -21,10 +21,9 @@ from collections.abc import Callable, Iterator, Sequence
 from functools import cache
 from typing import Any
 
-from coord.sm.limits import MAX_JSON_DEPTH
+from coord.sm import compiled_records
+from coord.sm.limits import INT64_MAX, INT64_MIN, MAX_JSON_DEPTH
 
-INT64_MIN = -(1 << 63)
-INT64_MAX = (1 << 63) - 1
 UNION_TAG = "@"
 
 Converter = Callable[[Any], Any]
@@ -320,8 +319,8 @@ def encoder(hint: Any) -> Converter:
 
 
 def _dataclass_encoder(cls: type, tagged: bool) -> Converter:
-    return _inlined_encoder(cls, record_fields(cls), tagged,
-                            checked_dataclass_encoder(cls, tagged))
+    return compiled_records.inlined_encoder(cls, record_fields(cls), tagged, UNION_TAG,
+                                            checked_dataclass_encoder(cls, tagged), encoder)
 
 
 def checked_dataclass_encoder(cls: type, tagged: bool) -> Converter:
@@ -338,24 +337,6 @@ def checked_dataclass_encoder(cls: type, tagged: bool) -> Converter:
         return out
 
     return enc
-
-
-def _inlined_encoder(cls: type, fields: list[tuple[str, Any]], tagged: bool,
-                     checked: Converter) -> Converter:
-    """`checked`, made as one function of `cls`'s own, as `_inlined_decoder` is: each int,
-    bool, str and bytes field tested (and a bytes one written as base64) in line; for a
-    value it does not accept, `checked` gives the plain object or the exact error."""
-    keys = [repr(name) for name, _ in fields] + ([repr(UNION_TAG)] if tagged else [])
-    tag = [repr(cls.__name__)] if tagged else []
-
-    def plain_object(xs: list[str]) -> str:
-        return "{" + ", ".join(f"{k}: {x}" for k, x in zip(keys, xs + tag, strict=True)) + "}"
-
-    return _compiled(
-        ["    if type(v) is not cls:", "        return checked(v)"], fields, "v.{name}",
-        ["    if type({x}) is not bytes:", "        return checked(v)",
-         "    {x} = b2a({x}, newline=False).decode('ascii')"], encoder, plain_object,
-        {"checked": checked, "cls": cls})
 
 
 def _union_encoder(args: tuple) -> Converter:
@@ -433,8 +414,8 @@ def _dataclass_decoder(cls: type, tagged: bool) -> Converter:
     fields = record_fields(cls)
     positional = not any(f.kw_only for f in dataclasses.fields(cls))
     expected = {name for name, _ in fields} | ({UNION_TAG} if tagged else set())
-    return _inlined_decoder(cls, fields, expected, positional,
-                            checked_dataclass_decoder(cls, tagged))
+    return compiled_records.inlined_decoder(cls, fields, expected, positional,
+                                            checked_dataclass_decoder(cls, tagged), decoder)
 
 
 def checked_dataclass_decoder(cls: type, tagged: bool) -> Converter:
@@ -459,59 +440,6 @@ def checked_dataclass_decoder(cls: type, tagged: bool) -> Converter:
         return cls(**{name: d(v[name]) for name, d in names})
 
     return dec
-
-
-_INLINE_CHECKS = {
-    int: "type({x}) is not int or not INT64_MIN <= {x} <= INT64_MAX",
-    bool: "type({x}) is not bool",
-    str: "type({x}) is not str",
-}
-
-
-def _inlined_decoder(cls: type, fields: list[tuple[str, Any]], expected: set[str],
-                     positional: bool, checked: Converter) -> Converter:
-    """`checked`, made as one function of `cls`'s own: each int, bool, str and bytes field
-    tested in line rather than by a converter's call (a txn's puts decode at every
-    member, and at every export, field by field). It decodes what `checked` decodes; for
-    anything else it hands the value to `checked`, which refuses it with its exact error
-    (fields are tested in the same order, so the first bad one is the one named)."""
-    return _compiled(
-        ["    if type(v) is not dict or v.keys() != expected:", "        return checked(v)"],
-        fields, "v[{name!r}]",
-        ["    if type({x}) is not str:", "        return checked(v)", "    try:",
-         "        raw = a2b({x})", "    except B64_ERRORS:", "        return checked(v)",
-         "    if b2a(raw, newline=False).decode('ascii') != {x}:", "        return checked(v)",
-         "    {x} = raw"], decoder,
-        lambda xs: "cls(" + ", ".join(xs if positional else [
-            f"{name}={x}" for (name, _), x in zip(fields, xs, strict=True)]) + ")",
-        {"expected": expected, "checked": checked, "cls": cls})
-
-
-def _compiled(head: list[str], fields: list[tuple[str, Any]], read: str, bytes_lines: list[str],
-              converter: Callable[[Any], Converter], result: Callable[[list[str]], str],
-              scope: dict[str, Any]) -> Converter:
-    """The source of a record's inlined converter, compiled: `head`, then per field its
-    value read (`read`, of the field's name) into a local and tested in line (ints,
-    bools and strs as `_INLINE_CHECKS` says, bytes by `bytes_lines`) or converted by the
-    field type's `converter`; it returns the expression `result` makes of the locals."""
-    lines = ["def convert(v):", *head]
-    scope.update(INT64_MIN=INT64_MIN, INT64_MAX=INT64_MAX, a2b=binascii.a2b_base64,
-                 b2a=binascii.b2a_base64, B64_ERRORS=(binascii.Error, ValueError))
-    xs = []
-    for i, (name, hint) in enumerate(fields):
-        x = f"x{i}"
-        lines.append(f"    {x} = {read.format(name=name)}")
-        if hint in _INLINE_CHECKS:
-            lines += [f"    if {_INLINE_CHECKS[hint].format(x=x)}:", "        return checked(v)"]
-        elif hint is bytes:
-            lines += [line.format(x=x) for line in bytes_lines]
-        else:
-            scope[f"c{i}"] = converter(hint)
-            lines.append(f"    {x} = c{i}({x})")
-        xs.append(x)
-    lines.append(f"    return {result(xs)}")
-    exec("\n".join(lines), scope)  # noqa: S102
-    return scope["convert"]
 
 
 def _union_decoder(args: tuple) -> Converter:

@@ -22,6 +22,8 @@ MAX_PID_CAPACITY = 1 << 22  # live pid leases a cluster may be set to hold (its 
 MAX_EXPIRE_IDS = 100_000
 MAX_SESSIONS = 1_000_000  # live sessions (etcd leases) in the whole cluster
 MAX_OWNED_PER_SESSION = 1_000_000  # resources one session may own, all groups together
+INT64_MIN = -(1 << 63)  # an int field of a record: int64, in JSON and packed alike
+INT64_MAX = (1 << 63) - 1
 MAX_JSON_DEPTH = 300
 """Nesting of a command written as JSON (a txn 128 levels deep is 258): deeper is refused
 before it is decoded into records, which recurses once per level, so no command can make
