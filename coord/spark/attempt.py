@@ -16,10 +16,12 @@ grant (coord.client.recipes.fence): the audit finds the grant in coord's history
 A run is the driver's claim on the job: `start_run` takes the resource `run` in
 `spark/<job>` over (a generation above every earlier run's) and lets it go at once — the
 generation is what identifies the run, not a live lease. Every task of the run checks
-`check_run` before it claims a partition and the driver checks it before publishing, so
-once a newer run has started, an older one fails with RunFencedError naming it. The
-driver's check answers the revision it read the run slot at; the sink logs it with the
-publish, so the audit can place the publish in coord's order of runs.
+`check_run` before it claims a partition and the driver checks it inside the sink's
+publish, under a lock of the sink that a driver holds while it starts a run
+(`coord.spark.datasource.begin_run`), so once a newer run has started, an older one
+fails with RunFencedError naming it. The driver's check answers the revision it read
+the run slot at; the sink logs it with the publish, so the audit can place the publish
+in coord's order of runs.
 """
 
 from __future__ import annotations

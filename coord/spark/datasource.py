@@ -2,15 +2,15 @@
 
 Batch: `writer()` runs on the driver: it checks the options, prepares the sink, decides
 whether the job version (option `version`, required) is already published — then every
-task and the commit do nothing — and otherwise starts a run (`attempt.start_run`), which
-fences every older run of the job. `write()` runs once per task attempt on an executor
+task and the commit do nothing — and otherwise starts a run (`begin_run`), which fences
+every older run of the job. `write()` runs once per task attempt on an executor
 (`write_partition`: check the run, claim the partition in coord, send each Arrow batch
 to the sink under the attempt's token with sequences 0, 1, ..., seal; a later copy of a
 partition an attempt of this run has sealed writes nothing and names that attempt).
-`commit()` on the driver checks the run is still the newest, publishes the attempts
-Spark committed and records the version; `abort()` discards and lets go. A run that
-cannot publish its rows — fenced by a newer run, or a higher version published
-meanwhile — raises; it never reports success for rows it dropped.
+`commit()` on the driver publishes the attempts Spark committed and records the version,
+checking inside the sink's publish that the run is still the newest; `abort()` discards
+and lets go. A run that cannot publish its rows — fenced by a newer run, or a higher
+version published meanwhile — raises; it never reports success for rows it dropped.
 Streaming: the same per task, under the key `<job>.<query id>` with the micro-batch id
 as the version (Delta's txnAppId/txnVersion): a micro-batch replayed after a restart
 publishes nothing twice, and a reset checkpoint (a new query id) counts afresh instead
@@ -37,7 +37,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
-from coord.client import CoordError
+from coord.client import Client, CoordError
 from coord.client.recipes.fence import Token
 from coord.spark.attempt import check_run, claim, client_for, start_run
 from coord.spark.jobs import committed_version, record_version
@@ -45,7 +45,8 @@ from coord.spark.options import FORMAT, WriteOptions, parse_options
 from coord.spark.reader import CommittedParquetReader, committed_schema
 from coord.spark.sinks import PublishError, Sink, SqlSink, open_sink
 
-__all__ = ["FencedDataSource", "PartitionResult", "prepare_sink", "publish", "write_partition"]
+__all__ = ["FencedDataSource", "PartitionResult", "begin_run", "prepare_sink", "publish",
+           "write_partition"]
 
 log = logging.getLogger("coord.spark")
 
@@ -69,6 +70,15 @@ class PartitionResult(WriterCommitMessage):
     rows: int = 0
     skipped: bool = False  # the version was already published: nothing was written
     key: str = ""
+
+
+def begin_run(client: Client, job: str, sink: Sink) -> int:
+    """A new run of `job` (`attempt.start_run`), started under the sink's
+    `starting_run` lock: an older run's publish into `sink` comes wholly before it or
+    checks after it (and fails), so no publish of a superseded run can land. A job's
+    runs are fenced this way within the one sink they write."""
+    with sink.starting_run():
+        return start_run(client, job)
 
 
 def prepare_sink(opts: WriteOptions, schema: pa.Schema) -> None:
@@ -167,19 +177,21 @@ def _pause_point() -> None:
 
 def publish(opts: WriteOptions, key: str, run: int, version: int,
             results: list[PartitionResult]) -> int | None:
-    """The driver's commit: `run` must still be the job's newest run (RunFencedError
-    names the newer one), then the sink publishes the attempts Spark committed and
-    records `version` under `key` atomically, then coord records it. None if published;
-    else the version the sink had already recorded (nothing changed)."""
+    """The driver's commit: the sink publishes the attempts Spark committed and records
+    `version` under `key` atomically if `run` is still the job's newest run, checked
+    inside the publish (RunFencedError names the newer one), then coord records it.
+    None if published; else the version the sink had already recorded (nothing
+    changed)."""
     client = client_for(opts.endpoints, opts.tls)
-    checked = check_run(client, opts.job, run)
     winners: dict[int, tuple[Token, int]] = {}
     for r in results:
         assert r.token is not None
         winners[r.partition] = (r.token, r.rows)
     sink = open_sink(opts.sink)
     try:
-        done = (None if sink.publish(key, version, winners, checked)
+        # checked inside the publish, under the lock begin_run holds (Sink.starting_run)
+        done = (None if sink.publish(key, version, winners,
+                                     lambda: check_run(client, opts.job, run))
                 else sink.committed_version(key))
     finally:
         sink.close()
@@ -301,17 +313,17 @@ class FencedDataSource(DataSource):
         sink = open_sink(opts.sink)
         try:
             in_sink = sink.committed_version(opts.job)
+            if in_sink is not None and (in_coord is None or in_sink > in_coord):
+                record_version(client, opts.job, in_sink)  # a driver died between the two
+            done = max(v for v in (in_coord, in_sink, -1) if v is not None)
+            if opts.version <= done:
+                log.warning("coord-fenced: %s version %d is already published (last: %d); "
+                            "this run writes nothing", opts.job, opts.version, done)
+                return FencedBatchWriter(opts, opts.version, skip=True)
+            return FencedBatchWriter(opts, opts.version, skip=False,
+                                     run=begin_run(client, opts.job, sink))
         finally:
             sink.close()
-        if in_sink is not None and (in_coord is None or in_sink > in_coord):
-            record_version(client, opts.job, in_sink)  # a driver died between the two
-        done = max(v for v in (in_coord, in_sink, -1) if v is not None)
-        if opts.version <= done:
-            log.warning("coord-fenced: %s version %d is already published (last: %d); "
-                        "this run writes nothing", opts.job, opts.version, done)
-            return FencedBatchWriter(opts, opts.version, skip=True)
-        return FencedBatchWriter(opts, opts.version, skip=False,
-                                 run=start_run(client, opts.job))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> FencedStreamWriter:
         opts = self._opts(schema)
@@ -323,8 +335,12 @@ class FencedDataSource(DataSource):
         if len(opts.job) > MAX_STREAM_JOB:
             raise ValueError(f"option job: at most {MAX_STREAM_JOB} characters for a "
                              f"streaming query (its output key adds the query id)")
-        return FencedStreamWriter(opts, start_run(client_for(opts.endpoints, opts.tls),
-                                                  opts.job))
+        sink = open_sink(opts.sink)
+        try:
+            return FencedStreamWriter(opts, begin_run(client_for(opts.endpoints, opts.tls),
+                                                      opts.job, sink))
+        finally:
+            sink.close()
 
     def schema(self) -> StructType:
         return committed_schema(self.options)

@@ -109,7 +109,7 @@ def write_zombie_job(options: dict[str, str], coord: Coord) -> tuple[pa.Table, l
         sink.begin("j", 1, OTHER)
         sink.append("j", 1, OTHER, 1, _batch(30, 35))
         sink.seal("j", 1, OTHER, 2, 5)
-        assert sink.publish("j", 1, {0: (NEW, 30), 1: (OTHER, 5)}, coord.checked)
+        assert sink.publish("j", 1, {0: (NEW, 30), 1: (OTHER, 5)}, lambda: coord.checked)
         return sink.log(), sink.refusals()
     finally:
         sink.close()

@@ -261,14 +261,21 @@ def _batches(lo: int, hi: int, size: int, paused: Path) -> Iterator[pa.RecordBat
 
 def zombie_main(argv: list[str]) -> int:
     """argv: options-json partition lo hi batch-size paused-file. Prints a JSON line."""
-    from coord.spark.attempt import client_for, start_run
-    from coord.spark.datasource import prepare_sink, write_partition
+    from coord.spark.attempt import client_for
+    from coord.spark.datasource import begin_run, prepare_sink, write_partition
+    from coord.spark.sinks import open_sink
 
     options, partition, lo, hi, size, paused = argv
     opts = parse_options(json.loads(options))
     prepare_sink(opts, pa.schema([("id", pa.int64()), ("s", pa.string())]))
     # its own run, as its driver would have started: the Spark job's run comes after
-    run = start_run(client_for(opts.endpoints, opts.tls), opts.job) if opts.fence else 0
+    run = 0
+    if opts.fence:
+        sink = open_sink(opts.sink)
+        try:
+            run = begin_run(client_for(opts.endpoints, opts.tls), opts.job, sink)
+        finally:
+            sink.close()
     result: dict[str, object] = {}
     try:
         r = write_partition(opts, int(partition), _batches(int(lo), int(hi), int(size),

@@ -62,7 +62,7 @@ def test_nothing_is_visible_until_published(sink):
     sink.append("j", 0, OLD, 0, batch(0, 5))
     sink.seal("j", 0, OLD, 1, 5)
     assert ids(sink) == []
-    assert sink.publish("j", 1, {0: (OLD, 5)}, RunCheck("j", OLD.run, 42))
+    assert sink.publish("j", 1, {0: (OLD, 5)}, lambda: RunCheck("j", OLD.run, 42))
     assert ids(sink) == list(range(5))
     assert sink.committed_version("j") == 1
     # the publish row carries the driver's run check; the writes, none

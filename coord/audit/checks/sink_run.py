@@ -9,9 +9,10 @@ The export names the slot (`run_group`, `run_resource`), so the check finds the 
 grants in coord's history and compares revisions, coord's own order: a newer run's
 grant at or below the checked revision means the driver published as a run coord had
 already superseded when it looked. A publish logged without a check (a writer without
-runs, `checked_revision` null) is not judged. The check stops at the driver's read: the
-sink's publish comes after it, and a newer run granted in between is fenced by the sink
-(`sink.publish_holder`, `sink.no_fenced_writes`), not by this check.
+runs, `checked_revision` null) is not judged. The driver's read is made inside the
+sink's publish, under the sink's run lock that a driver starting a run holds
+(`coord.spark.datasource.begin_run`), so no run is granted between the read and the
+publish's commit: a grant above the checked revision came after the publish.
 """
 
 from __future__ import annotations

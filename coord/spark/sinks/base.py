@@ -11,6 +11,8 @@ the evidence that a zombie tried, and of which newer attempt refused it.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +21,12 @@ import pyarrow as pa
 from coord.client.recipes.fence import FenceRow, PartitionSealedError, RunFencedError, Token
 from coord.spark.attempt import RunCheck
 
-__all__ = ["REFUSAL_COLUMNS", "PublishError", "Refusal", "SealError", "Sink", "check_winner"]
+__all__ = ["REFUSAL_COLUMNS", "PublishError", "Refusal", "RunGuard", "SealError", "Sink",
+           "check_winner"]
+
+RunGuard = Callable[[], RunCheck]
+"""The driver's check that its run is still the newest (`coord.spark.attempt.check_run`
+bound to its client, job and run): RunFencedError if not, else what it saw."""
 
 
 class PublishError(RuntimeError):
@@ -113,13 +120,22 @@ class Sink(ABC):
         """The attempt's last write: it sent `rows` rows in sequences below `seq`."""
 
     @abstractmethod
+    def starting_run(self) -> AbstractContextManager[None]:
+        """Held while the driver starts a run in coord (`coord.spark.attempt.start_run`).
+        A publish holds the same lock from its run check to its commit, so a run starts
+        either before the check, which then fails, or after the commit: never between
+        them, where neither the check nor the fence rows of the new run (not written
+        yet) could refuse the older run's publish."""
+
+    @abstractmethod
     def publish(self, job: str, version: int, winners: dict[int, tuple[Token, int]],
-                checked: RunCheck | None = None) -> bool:
+                check: RunGuard | None = None) -> bool:
         """Make the winners' rows visible and record `version`, atomically; False (and
         nothing changes) if `version` is not above the recorded one. `winners` maps
-        partition -> (token, rows); `checked`, the driver's `check_run` before it, is
-        logged with each publish row (the audit places the publish in coord's order
-        of runs by it)."""
+        partition -> (token, rows). `check`, the driver's run check, is called inside
+        the publish under `starting_run`'s lock (its RunFencedError publishes nothing);
+        what it saw is logged with each publish row (the audit places the publish in
+        coord's order of runs by it)."""
 
     @abstractmethod
     def committed_version(self, job: str) -> int | None:

@@ -10,7 +10,7 @@ adds where coord keeps each row's claim (the ownership group and resource, the p
 key, as `coord.spark.attempt` names them), so the audit joins the log with coord's
 history without knowing the writer's naming.
 
-A publish row also carries the driver's run check just before it (`run_job`,
+A publish row also carries the driver's run check made inside it (`run_job`,
 `checked_revision`: at that revision of coord's state, the row's `run` was the newest run
 of `run_job`), and the export adds the run slot it read (`run_group`, `run_resource`):
 the audit checks against coord's grants of that slot that no newer run had started by
@@ -46,7 +46,7 @@ LOG_SCHEMA = pa.schema([
     ("run", pa.int64()), ("version", pa.int64()),
     ("sequence", pa.int64()),  # null for a publish
     ("rows", pa.int64()), ("at_ms", pa.int64()),
-    # a publish: the driver's check_run before it (coord.spark.attempt.RunCheck), the
+    # a publish: the driver's check_run inside it (coord.spark.attempt.RunCheck), the
     # job whose run slot it read and the revision of coord's state it read it at, when
     # `run` was the newest run; null for other rows and a publish without a check
     ("run_job", pa.string()), ("checked_revision", pa.int64()),

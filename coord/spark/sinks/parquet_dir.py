@@ -16,9 +16,11 @@ Layout under the root:
     held, just after the fence row or manifest it records: per partition, the file's
     order is the order the sink accepted them. A crash between the two loses the line,
     which the audit reports as a sequence gap: loud, never a silent pass.
-A publish holds the job's lock (`_coord/locks/jobs/<job>.lock`) throughout — version
-check, fence checks, manifest, clearing superseded attempts — and so does `discard`: no
-clean-up can delete what a manifest about to appear lists. It fsyncs the listed files and
+A publish holds the runs' lock (`_coord/locks/runs.lock`, which a driver starting a
+run holds: `starting_run`) from the driver's run check to the manifest, and the job's
+lock (`_coord/locks/jobs/<job>.lock`) throughout — version check, fence checks,
+manifest, clearing superseded attempts — and so does `discard`: no clean-up can delete
+what a manifest about to appear lists. It fsyncs the listed files and
 every directory up to the root before writing the manifest, the manifest before its
 rename, and the manifest's directories after it. Readers take the files the manifests
 list (`committed_files`, `read`); files of losing attempts are deleted when a version
@@ -36,7 +38,7 @@ import shutil
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from pathlib import Path
 
 import pyarrow as pa
@@ -45,7 +47,7 @@ import pyarrow.parquet as pq
 from coord.client.recipes.fence import FencedWriteError, FenceRow, Token, judge, refused
 from coord.client.recipes.sequence import ACCEPT
 from coord.spark.attempt import RunCheck
-from coord.spark.sinks.base import Refusal, SealError, Sink, check_winner
+from coord.spark.sinks.base import Refusal, RunGuard, SealError, Sink, check_winner
 
 __all__ = ["ParquetDirSink"]
 
@@ -193,14 +195,20 @@ class ParquetDirSink(Sink):
         manifests = self._manifests(job)
         return int(manifests[-1].stem[1:]) if manifests else None
 
+    def starting_run(self) -> AbstractContextManager[None]:
+        return self._lock("runs")
+
     def publish(self, job: str, version: int, winners: dict[int, tuple[Token, int]],
-                checked: RunCheck | None = None) -> bool:
-        """All under the job's lock, which every publish and clean-up of `job` takes: the
-        version check, the winners' fence checks (their partition locks held until the
-        manifest is in place), the manifest, and the clearing of superseded attempts —
-        so no clean-up can run between a check and the manifest that relies on it."""
+                check: RunGuard | None = None) -> bool:
+        """All under the runs' lock (`starting_run`'s), from the run check to the
+        manifest, and the job's lock, which every publish and clean-up of `job` takes:
+        the version check, the winners' fence checks (their partition locks held until
+        the manifest is in place), the manifest, and the clearing of superseded
+        attempts — so no clean-up can run between a check and the manifest that relies
+        on it."""
         self._check_job(job)
-        with self._lock("jobs", job):
+        with self._lock("runs"), self._lock("jobs", job):
+            checked = check() if check is not None else None
             done = self.committed_version(job)
             if done is not None and version <= done:
                 return False

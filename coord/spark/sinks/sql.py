@@ -16,8 +16,9 @@ For a target table `t`:
     checks (exported by `coord.spark.sinks.log.export_log`);
   - `t`: a view of the rows of published attempts: what readers see.
 Each append judges the fence and stores rows + fence row in ONE transaction; a refusal
-stores only its log entry. Publishing flips the winners' attempts to visible, deletes
-the losers' rows and records the version in one transaction. The dialects
+stores only its log entry. Publishing checks the driver's run, flips the winners'
+attempts to visible, deletes the losers' rows and records the version in one
+transaction, holding the run lock a driver starting a run holds (`starting_run`). The dialects
 (`coord.spark.sinks.sqlite`, `coord.spark.sinks.postgres`) say how a transaction is
 begun and serialized, which types the columns get, and how rows are inserted in bulk;
 the SQL here is what both accept (`?` placeholders, ON CONFLICT upserts, RETURNING).
@@ -38,7 +39,14 @@ import pyarrow as pa
 from coord.client.recipes.fence import FencedWriteError, FenceRow, Token, judge, refused
 from coord.client.recipes.sequence import ACCEPT
 from coord.spark.attempt import RunCheck
-from coord.spark.sinks.base import REFUSAL_COLUMNS, Refusal, SealError, Sink, check_winner
+from coord.spark.sinks.base import (
+    REFUSAL_COLUMNS,
+    Refusal,
+    RunGuard,
+    SealError,
+    Sink,
+    check_winner,
+)
 
 __all__ = ["SqlSink", "check_table_name", "column_type", "quote"]
 
@@ -270,9 +278,19 @@ class SqlSink(Sink):
         for partition in sorted(partitions):
             self._serialize(self.table, job, partition)
 
-    def publish(self, job: str, version: int, winners: dict[int, tuple[Token, int]],
-                checked: RunCheck | None = None) -> bool:
+    RUNS = "runs"  # the `_serialize` key of starting_run's lock, beside the table's
+
+    @contextmanager
+    def starting_run(self) -> Iterator[None]:
         with self._txn():
+            self._serialize(self.table, self.RUNS)
+            yield
+
+    def publish(self, job: str, version: int, winners: dict[int, tuple[Token, int]],
+                check: RunGuard | None = None) -> bool:
+        with self._txn():
+            self._serialize(self.table, self.RUNS)  # before the job's: as starting_run
+            checked = check() if check is not None else None
             self._serialize_job(job, winners)
             done = self._committed(job)
             if done is not None and version <= done:
