@@ -1,21 +1,25 @@
 """The driver of tests/spark/test_executor_kill.py, run in a process of its own (one
 SparkContext per process, and the suite's is local[2], whose executor is the driver's
 own JVM): Spark in local-cluster mode, two executors each a JVM of its own, and five
-writes of the same DataFrame into SQLite, each in a database file of its own under
-WORKDIR (table `out`), partition 1's first attempt killing its executor JVM (kill -9)
+writes of the same DataFrame into one database — SQLite, each writer a database file of
+its own under WORKDIR (table `out`), or a PostgreSQL server, each writer a table of its
+own (`targets`) — partition 1's first attempt killing its executor JVM (kill -9)
 mid-write (tests/spark/faults.py; the marker WORKDIR/<writer>/failed-1 holds the killed
 JVM's pid):
 
-- `fenced`: coord-fenced, version 1 (job `executor-kill`), after 1,000 rows stored;
+- `fenced`: coord-fenced, version 1 (job `executor-kill-<database>`), after 1,000 rows
+  stored;
 - `plain`: the same with fence=off;
 - `foreach`: df.foreachPartition(insert_rows) (coord.bench.spark_foreach), after its
   first 1,000-row chunk is committed;
-- `jdbc`: Spark's df.write.jdbc (one transaction per partition), once the writer holds
-  the database's write lock (it has inserted rows it has not committed);
+- `jdbc`: Spark's df.write.jdbc (one transaction per partition), once the writer has
+  inserted rows it has not committed (it holds SQLite's write lock, PostgreSQL's row
+  lock on the table);
 - `jdbc_none`: the same with isolationLevel=NONE (autocommit), once its first rows are
   visible.
 
-    python -m tests.spark.executor_kill_job ENDPOINTS WORKDIR
+    python -m tests.spark.executor_kill_job ENDPOINTS WORKDIR sqlite
+    python -m tests.spark.executor_kill_job ENDPOINTS WORKDIR postgres URL JDBC_URL
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
@@ -34,9 +39,58 @@ SCHEMA = pa.schema([("id", pa.int64()), ("s", pa.string())])
 MASTER = "local-cluster[2,1,1024]"  # 2 executors (JVMs), 1 core, 1 GiB of worker memory
 
 
-def write_locked(path: str) -> bool:
-    """Another connection holds `path`'s write lock (a transaction that has written)."""
-    db = sqlite3.connect(path, timeout=0, isolation_level=None)
+@dataclass(frozen=True)
+class Target:
+    """Where one writer writes: the sink options naming its table, and its JDBC URL and
+    driver class."""
+
+    options: dict[str, str]
+    jdbc_url: str
+    driver: str
+
+    @property
+    def table(self) -> str:
+        return self.options["table"]
+
+
+def targets(workdir: Path, database: list[str]) -> dict[str, Target]:
+    """Each writer's table: `database` is ["sqlite"] (a file per writer, table `out`)
+    or ["postgres", URL, JDBC_URL] (a table per writer on that server)."""
+    from coord.testing.jdbc import sqlite_jdbc_url
+
+    if database[0] == "sqlite":
+        return {w: Target({"sink": "sqlite", "path": str(workdir / f"{w}.db"),
+                           "table": "out"}, sqlite_jdbc_url(str(workdir / f"{w}.db")),
+                          "org.sqlite.JDBC") for w in WRITERS}
+    _, url, jdbc_url = database
+    return {w: Target({"sink": "postgres", "url": url, "table": f"executor_kill_{w}"},
+                      jdbc_url, "org.postgresql.Driver") for w in WRITERS}
+
+
+def _query(target: Target, sql: str, args: tuple = ()) -> list[tuple]:
+    """`sql` (`?` placeholders) on a connection of its own to `target`'s database."""
+    if target.options["sink"] == "sqlite":
+        db = sqlite3.connect(target.options["path"], timeout=60)
+        try:
+            return db.execute(sql, args).fetchall()
+        finally:
+            db.close()
+    import psycopg
+
+    with psycopg.connect(target.options["url"], autocommit=True) as pg:
+        return pg.execute(sql.replace("?", "%s"), args).fetchall()
+
+
+def writing(target: Target) -> bool:
+    """Another connection has inserted rows into `target`'s table in a transaction it
+    has not committed: it holds SQLite's write lock (the database's), or PostgreSQL's
+    ROW EXCLUSIVE lock on the table (taken by the first INSERT, held to the end)."""
+    if target.options["sink"] == "postgres":
+        return _query(target, "SELECT count(*) FROM pg_locks l JOIN pg_class c ON "
+                      "c.oid = l.relation WHERE c.relname = ? AND l.granted AND "
+                      "l.mode = 'RowExclusiveLock' AND l.pid <> pg_backend_pid()",
+                      (target.table,))[0][0] > 0
+    db = sqlite3.connect(target.options["path"], timeout=0, isolation_level=None)
     try:
         db.execute("BEGIN IMMEDIATE")
         db.execute("ROLLBACK")
@@ -49,18 +103,15 @@ def write_locked(path: str) -> bool:
         db.close()
 
 
-def rows_visible(path: str, at_least: int) -> bool:
-    """At least `at_least` rows of the killed partition are committed in `path`."""
-    db = sqlite3.connect(path, timeout=60)
-    try:
-        n = db.execute("SELECT count(*) FROM out WHERE id >= ? AND id < ?", (LO, HI))
-        return n.fetchone()[0] >= at_least
-    finally:
-        db.close()
+def rows_visible(target: Target, at_least: int) -> bool:
+    """At least `at_least` rows of the killed partition are committed in `target`."""
+    n = _query(target, f"SELECT count(*) FROM {target.table} WHERE id >= ? AND id < ?",
+               (LO, HI))
+    return n[0][0] >= at_least
 
 
 def main(argv: list[str]) -> int:
-    endpoints, workdir = argv
+    endpoints, workdir, *database = argv
     work = Path(workdir)
     os.environ["PYSPARK_PYTHON"] = sys.executable  # the executors' Python workers too
     from pyspark import cloudpickle
@@ -68,8 +119,8 @@ def main(argv: list[str]) -> int:
 
     from coord.bench.spark_foreach import row_inserter
     from coord.spark import register
-    from coord.spark.sinks import SqliteSink
-    from coord.testing.jdbc import jars_conf, sqlite_jdbc_url
+    from coord.spark.sinks import SqlSink, open_sink
+    from coord.testing.jdbc import jars_conf
     from tests.spark import faults
 
     builder = (SparkSession.builder.master(MASTER).appName("coord-executor-kill-test")
@@ -88,35 +139,39 @@ def main(argv: list[str]) -> int:
     cloudpickle.register_pickle_by_value(faults)
     spark.dataSource.register(faults.ExecutorKillSource)
     df = spark.range(0, ROWS, numPartitions=PARTS).selectExpr("id", "cast(id as string) s")
-    db = {w: str(work / f"{w}.db") for w in WRITERS}
+    to = targets(work, database)
     markers = {w: work / w for w in WRITERS}
     for writer in WRITERS:
         markers[writer].mkdir()
         if writer not in ("fenced", "plain"):  # the user's table exists
-            table = SqliteSink(db[writer], "out")
+            table = open_sink(to[writer].options)
+            assert isinstance(table, SqlSink)
             table.prepare(SCHEMA, plain=True)
             table.close()
 
     for writer, fence in (("fenced", "on"), ("plain", "off")):
-        (df.write.format("coord-fenced-executor-kill").mode("append")
-         .option("endpoints", endpoints).option("job", "executor-kill")
-         .option("version", "1").option("fence", fence).option("sink", "sqlite")
-         .option("path", db[writer]).option("table", "out")
-         .option("fail_partition", str(FAIL_PARTITION))
-         .option("fail_after_rows", str(AFTER_ROWS))
-         .option("markers", str(markers[writer])).save())
-    insert = row_inserter({"sink": "sqlite", "path": db["foreach"]}, "out")
-    df.foreachPartition(faults.dying_foreach(insert, FAIL_PARTITION, AFTER_ROWS,
+        w = (df.write.format("coord-fenced-executor-kill").mode("append")
+             .option("endpoints", endpoints).option("job", f"executor-kill-{database[0]}")
+             .option("version", "1").option("fence", fence)
+             .option("fail_partition", str(FAIL_PARTITION))
+             .option("fail_after_rows", str(AFTER_ROWS))
+             .option("markers", str(markers[writer])))
+        for key, value in to[writer].options.items():
+            w = w.option(key, value)
+        w.save()
+    foreach = to["foreach"]
+    df.foreachPartition(faults.dying_foreach(row_inserter(foreach.options, foreach.table),
+                                             FAIL_PARTITION, AFTER_ROWS,
                                              markers["foreach"], "executor"))
-    path = db["jdbc"]
+    jdbc = to["jdbc"]
     faults.killing_upstream(df, FAIL_PARTITION, AFTER_ROWS, markers["jdbc"],
-                            lambda: write_locked(path)).write.jdbc(
-        sqlite_jdbc_url(path), "out", mode="append", properties={"driver": "org.sqlite.JDBC"})
-    path_none = db["jdbc_none"]
+                            lambda: writing(jdbc)).write.jdbc(
+        jdbc.jdbc_url, jdbc.table, mode="append", properties={"driver": jdbc.driver})
+    none = to["jdbc_none"]
     faults.killing_upstream(df, FAIL_PARTITION, AFTER_ROWS, markers["jdbc_none"],
-                            lambda: rows_visible(path_none, AFTER_ROWS)).write.jdbc(
-        sqlite_jdbc_url(path_none), "out", mode="append",
-        properties={"driver": "org.sqlite.JDBC", "isolationLevel": "NONE"})
+                            lambda: rows_visible(none, AFTER_ROWS)).write.jdbc(
+        none.jdbc_url, none.table, mode="append",
+        properties={"driver": none.driver, "isolationLevel": "NONE"})
     spark.stop()
     return 0
 

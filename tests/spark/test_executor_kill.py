@@ -1,14 +1,16 @@
 """An executor JVM killed (kill -9) while a task is mid-write, under real Spark with
 executors of their own (local-cluster mode: tests/spark/executor_kill_job.py, a driver
-process of its own) against a real 3-member coord cluster. Spark loses the executor,
-retries the task on another one, and the job succeeds; what each writer leaves in its
-SQLite database, 16,000 rows in 2 partitions, partition 1's first attempt killed:
+process of its own) against a real 3-member coord cluster, into SQLite and into a real
+PostgreSQL server. Spark loses the executor, retries the task on another one, and the
+job succeeds; what each writer leaves in its table, 16,000 rows in 2 partitions,
+partition 1's first attempt killed:
 
 - coord-fenced: every row exactly once (partition 1 published from its retry);
 - coord-fenced with fence=off: the 1,000 rows stored before the kill, twice;
 - df.foreachPartition(insert_rows), chunks of 1,000 committed: its first chunk, twice;
 - Spark's df.write.jdbc (a transaction per partition): the open transaction dies with
-  the JVM and is rolled back: every row once — the fence adds nothing here;
+  the JVM (SQLite's, or the PostgreSQL backend's once its connection drops) and is
+  rolled back: every row once — the fence adds nothing here;
 - df.write.jdbc with isolationLevel=NONE (autocommit: each row its own transaction):
   the rows it had committed before the kill (the 1,000 the kill waited for, and any
   the JVM committed meanwhile), twice.
@@ -19,16 +21,24 @@ fails the test. Each marker holds the killed JVM's pid, which must be gone."""
 from __future__ import annotations
 
 import os
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from coord.spark.sinks import SqliteSink
+from coord.spark.sinks import SqlSink, open_sink
 from tests.conftest import require_java
-from tests.spark.executor_kill_job import AFTER_ROWS, FAIL_PARTITION, HI, LO, ROWS, WRITERS
+from tests.spark.executor_kill_job import (
+    AFTER_ROWS,
+    FAIL_PARTITION,
+    HI,
+    LO,
+    ROWS,
+    WRITERS,
+    Target,
+    targets,
+)
 from tests.spark.faults import TIMED_OUT
 
 # slow (make test-slow): a driver and a local cluster of its own; the suite's
@@ -40,19 +50,30 @@ pytestmark = [pytest.mark.spark, pytest.mark.cluster, pytest.mark.slow,
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def table_ids(path: Path, writer: str) -> list[int]:
-    if writer == "fenced":  # the sink's committed view
-        sink = SqliteSink(str(path), "out")
-        try:
-            rows = sink.read()
-            return sorted(rows.column("id").to_pylist()) if rows.num_rows else []
-        finally:
-            sink.close()
-    db = sqlite3.connect(path)
+@pytest.fixture(params=["sqlite", "postgres"])
+def database(request) -> list[str]:
+    """The job's database argument: SQLite files under its work directory, or the run's
+    PostgreSQL server (tests/conftest.py's `postgres`)."""
+    if request.param == "sqlite":
+        return ["sqlite"]
+    server = request.getfixturevalue("postgres")
+    return ["postgres", server.url, server.jdbc_url]
+
+
+def open_table(target: Target) -> SqlSink:
+    sink = open_sink(target.options)
+    assert isinstance(sink, SqlSink)
+    return sink
+
+
+def table_ids(target: Target) -> list[int]:
+    """The ids a reader of the writer's table sees (the fenced sink's committed view)."""
+    sink = open_table(target)
     try:
-        return sorted(i for (i,) in db.execute("SELECT id FROM out"))
+        rows = sink.read()
+        return sorted(rows.column("id").to_pylist()) if rows.num_rows else []
     finally:
-        db.close()
+        sink.close()
 
 
 def twice(ids: list[int]) -> list[int]:
@@ -61,14 +82,15 @@ def twice(ids: list[int]) -> list[int]:
 
 
 def test_an_executor_jvm_killed_mid_write_fenced_vs_plain_foreach_and_jdbc(
-        coord3, tmp_path):
+        coord3, database, tmp_path):
     require_java()
     import pyspark
 
     env = dict(os.environ, SPARK_HOME=str(Path(pyspark.__file__).parent))
     proc = subprocess.run(
         [sys.executable, "-m", "tests.spark.executor_kill_job", ",".join(coord3.endpoints),
-         str(tmp_path)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+         str(tmp_path), *database],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     for writer in WRITERS:
         timed_out = tmp_path / writer / TIMED_OUT
         assert not timed_out.exists(), f"{writer}: {timed_out.read_text()}"
@@ -77,9 +99,10 @@ def test_an_executor_jvm_killed_mid_write_fenced_vs_plain_foreach_and_jdbc(
         marker = tmp_path / writer / f"failed-{FAIL_PARTITION}"
         assert marker.exists(), f"{writer}: the fault never fired"
         assert not Path(f"/proc/{int(marker.read_text())}").exists(), f"{writer}: JVM alive"
-    got = {w: table_ids(tmp_path / f"{w}.db", w) for w in WRITERS}
-    print(f"\nexecutor JVM killed mid-write (partition {FAIL_PARTITION}, {ROWS} rows in 2 "
-          "partitions), task retried: " + "; ".join(
+    to = targets(tmp_path, database)
+    got = {w: table_ids(to[w]) for w in WRITERS}
+    print(f"\n{database[0]}, executor JVM killed mid-write (partition {FAIL_PARTITION}, "
+          f"{ROWS} rows in 2 partitions), task retried: " + "; ".join(
               f"{w} {len(ids)} rows ({len(twice(ids))} duplicates, "
               f"{ROWS - len(set(ids))} lost)" for w, ids in got.items()))
     assert got["fenced"] == list(range(ROWS))
@@ -87,15 +110,16 @@ def test_an_executor_jvm_killed_mid_write_fenced_vs_plain_foreach_and_jdbc(
     for writer in ("plain", "foreach"):  # the rows stored before the kill stayed
         assert twice(got[writer]) == list(range(LO, LO + AFTER_ROWS)), writer
         assert set(got[writer]) == set(range(ROWS)), writer
-    # autocommit: each row its own transaction, committed in order; the kill came once
-    # the first AFTER_ROWS were visible, and the JVM may have committed a few more
+    # autocommit: each statement its own transaction (SQLite's a row, pgjdbc's a JDBC
+    # batch), committed in order; the kill came once the first AFTER_ROWS were visible,
+    # and the JVM may have committed a few more
     dup = twice(got["jdbc_none"])
     assert len(dup) >= AFTER_ROWS and dup == list(range(LO, LO + len(dup))), dup[:3]
     assert LO + len(dup) < HI and set(got["jdbc_none"]) == set(range(ROWS))
-    sink = SqliteSink(str(tmp_path / "fenced.db"), "out")
+    sink = open_table(to["fenced"])
     try:  # partition 1 was published from its retry (a producer epoch above 0)
-        epochs = dict(sink._db.execute("SELECT partition, epoch FROM out__attempts "
-                                       "WHERE published_version = 1").fetchall())
+        epochs = dict(sink._execute(f"SELECT partition, epoch FROM {to['fenced'].table}"
+                                    "__attempts WHERE published_version = 1").fetchall())
     finally:
         sink.close()
     assert epochs[FAIL_PARTITION] >= 1 and set(epochs) == {0, 1}
