@@ -186,12 +186,47 @@ def test_a_later_copy_of_a_sealed_partition_writes_nothing_and_an_older_run_is_r
         ("publish", 44)]
 
 
+def stored_rows(sink: Sink) -> int | None:
+    """Rows a SQL sink stores, published or not (None for another sink)."""
+    if not isinstance(sink, SqlSink):
+        return None
+    return sink._execute(f"SELECT count(*) FROM {sink.table}__rows").fetchone()[0]
+
+
+def test_a_losing_attempt_interleaved_with_others_loses_exactly_its_rows(sink):
+    """Partition 0's zombie and partition 1's attempt write batch by batch in turn, so
+    each one's rows lie between the other's (where a sink keeps an attempt's rows by
+    their span, the spans overlap). Publishing drops exactly the zombie's rows; an abort
+    drops exactly its own attempt's."""
+    a, b = Token(1, 9, 0), Token(1, 10, 0)
+    sink.append("j", 0, OLD, 0, batch(0, 3))
+    sink.append("j", 1, a, 0, batch(100, 103))
+    sink.append("j", 0, OLD, 1, batch(3, 6))
+    sink.append("j", 0, NEW, 0, batch(0, 3))  # fences OLD
+    sink.append("j", 1, a, 1, batch(103, 106))
+    sink.append("j", 0, NEW, 1, batch(3, 6))
+    sink.seal("j", 0, NEW, 2, 6)
+    sink.seal("j", 1, a, 2, 6)
+    assert stored_rows(sink) in (None, 18)
+    assert sink.publish("j", 1, {0: (NEW, 6), 1: (a, 6)})
+    assert ids(sink) == [*range(6), *range(100, 106)]
+    assert stored_rows(sink) in (None, 12)
+    sink.append("j", 2, b, 0, batch(200, 202))  # version 2: b is aborted, a2 is not
+    sink.append("j", 3, a, 0, batch(300, 302))
+    sink.append("j", 2, b, 1, batch(202, 204))
+    sink.discard("j", {2: b})
+    assert stored_rows(sink) in (None, 14)
+    sink.seal("j", 3, a, 1, 2)
+    assert sink.publish("j", 2, {3: (a, 2)})
+    assert ids(sink) == [*range(6), *range(100, 106), 300, 301]
+
+
 def test_discard_drops_unpublished_rows(sink, tmp_path):
     sink.append("j", 0, OLD, 0, batch(0, 3))
     sink.seal("j", 0, OLD, 1, 3)
     sink.discard("j", {0: OLD})
     if isinstance(sink, SqlSink):
-        assert sink._execute(f"SELECT count(*) FROM {sink.table}__rows").fetchone() == (0,)
+        assert stored_rows(sink) == 0
     else:
         assert not list((tmp_path / "out" / "_coord" / "attempts").rglob("*.parquet"))
 

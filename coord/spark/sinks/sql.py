@@ -3,7 +3,8 @@
 For a target table `t`:
   - `t__rows`: the rows of every attempt, each tagged with its attempt id;
   - `t__attempts`: one row per attempt (job, partition, token) and the version that
-    published it (NULL until then);
+    published it (NULL until then), and where a dialect without an index on the rows'
+    attempt finds them (`first_row`, `last_row`: SQLite's rowid span);
   - `t__fence`: the fence row per (job, partition): (generation, pid, epoch,
     last_sequence, sealed, rows, attempt, run, version, revision);
   - `t__jobs`: the last published version per job (Delta's txnAppId/txnVersion);
@@ -109,6 +110,30 @@ class SqlSink(Sink):
     def _executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         """One statement (`?` placeholders) per row."""
 
+    ROWS_KEY = ""  # more columns of `t__rows` (SQLite's key, for `_stored`)
+    ROWS_INDEX = ""  # how `t__rows` is indexed by attempt id, if it is (`_delete_rows`)
+
+    def _rows_table(self, cols: str) -> tuple[str, ...]:
+        """The statements creating `t__rows`: the user's columns `cols` and the
+        attempt's id, as the dialect keys and indexes it. A B-tree index on the attempt
+        is most of what a fenced row would cost to insert over a plain one, so no
+        dialect has one (PostgreSQL: BRIN; SQLite: rowid spans, `_stored`)."""
+        table = (f"CREATE TABLE IF NOT EXISTS {self._t('__rows')} ({cols}, "
+                 f"_coord_attempt {self.INT}{self.ROWS_KEY})")
+        if not self.ROWS_INDEX:
+            return (table,)
+        return (table, f"CREATE INDEX IF NOT EXISTS {self._t('__rows_attempt')} ON "
+                       f"{self._t('__rows')} {self.ROWS_INDEX}")
+
+    def _stored(self, attempt: int, rows: int) -> None:
+        """Inside the append's transaction, just after `rows` rows of `attempt` were
+        inserted into `t__rows`: note where they are, for a dialect without the index."""
+
+    def _delete_rows(self, attempts: list[int]) -> None:
+        """Delete these attempts' rows from `t__rows` (by ROWS_INDEX)."""
+        self._execute(f"DELETE FROM {self._t('__rows')} WHERE _coord_attempt IN "
+                      f"({', '.join('?' * len(attempts))})", attempts)
+
     def _serialize(self, *key: object) -> None:
         """Inside a transaction: wait for every other transaction on `key` (the table, a
         job, or a job's partition) to end. A no-op where BEGIN already serializes all
@@ -130,11 +155,10 @@ class SqlSink(Sink):
                 self._execute(f"CREATE TABLE IF NOT EXISTS {self._t()} ({cols})")
                 return
             for statement in (
-                f"CREATE TABLE IF NOT EXISTS {self._t('__rows')} ({cols}, _coord_attempt {i})",
-                f"CREATE INDEX IF NOT EXISTS {self._t('__rows_attempt')} "
-                f"ON {self._t('__rows')} (_coord_attempt)",
+                *self._rows_table(cols),
                 f"CREATE TABLE IF NOT EXISTS {self._t('__attempts')} (id {self.ID}, job TEXT, "
-                f"partition {i}, generation {i}, pid {i}, epoch {i}, published_version {i})",
+                f"partition {i}, generation {i}, pid {i}, epoch {i}, published_version {i}, "
+                f"first_row {i}, last_row {i})",
                 f"CREATE TABLE IF NOT EXISTS {self._t('__fence')} (job TEXT, partition {i}, "
                 f"generation {i}, pid {i}, epoch {i}, last_sequence {i}, sealed {i}, "
                 f"rows {i}, attempt {i}, run {i}, version {i}, revision {i}, "
@@ -238,6 +262,7 @@ class SqlSink(Sink):
                 columns = [c.to_pylist() for c in batch.columns]
                 self._insert_rows(self._t("__rows"), [*batch.schema.names, "_coord_attempt"],
                                   zip(*columns, repeat(attempt, batch.num_rows), strict=False))
+                self._stored(attempt, batch.num_rows)
                 self._execute(f"UPDATE {self._t('__fence')} SET rows = rows + ? "
                               f"WHERE job = ? AND partition = ?",
                               (batch.num_rows, job, partition))
@@ -331,9 +356,12 @@ class SqlSink(Sink):
             losers += " AND (a.generation, a.pid, a.epoch) IN (VALUES " + ", ".join(
                 "(?, ?, ?)" for _ in only) + ")"
             args = (*args, *(v for t in only for v in (t.generation, t.pid, t.epoch)))
-        self._execute(f"DELETE FROM {self._t('__rows')} WHERE _coord_attempt IN ({losers})",
-                      args)
-        self._execute(f"DELETE FROM {self._t('__attempts')} WHERE id IN ({losers})", args)
+        doomed = [row[0] for row in self._execute(losers, args).fetchall()]
+        if not doomed:  # the usual publish: no attempt lost, nothing to look for
+            return
+        self._delete_rows(doomed)
+        self._execute(f"DELETE FROM {self._t('__attempts')} WHERE id IN "
+                      f"({', '.join('?' * len(doomed))})", doomed)
 
     def discard(self, job: str, attempts: dict[int, Token]) -> None:
         if not attempts:
