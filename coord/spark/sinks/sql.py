@@ -19,10 +19,12 @@ For a target table `t`:
 Each append judges the fence and stores rows + fence row in ONE transaction; a refusal
 stores only its log entry. Publishing checks the driver's run, flips the winners'
 attempts to visible, deletes the losers' rows and records the version in one
-transaction, holding the run lock a driver starting a run holds (`starting_run`). The dialects
-(`coord.spark.sinks.sqlite`, `coord.spark.sinks.postgres`) say how a transaction is
-begun and serialized, which types the columns get, and how rows are inserted in bulk;
-the SQL here is what both accept (`?` placeholders, ON CONFLICT upserts, RETURNING).
+transaction, holding the run lock a driver starting a run holds (`starting_run`). The
+dialects (`coord.spark.sinks.sqlite`, `coord.spark.sinks.postgres`) say how a
+transaction is begun and serialized, which types the columns get, how rows are
+inserted in bulk and how a losing attempt's rows are found without a B-tree index on
+the attempt; the SQL here is what both accept (`?` placeholders, ON CONFLICT upserts,
+RETURNING).
 """
 
 from __future__ import annotations
