@@ -73,7 +73,9 @@ CONCURRENT_BATCHES = 16
 waited behind: a small append fsync'd on the loop holds the loop, and gRPC admits no new
 call meanwhile (its asyncio server takes calls on loop turns), so under unary load the
 next batch was the one call admitted after it and batches stayed at one. A lone caller
-never waits behind a batch and keeps the inline save."""
+never waits behind a batch and keeps the inline save, except within the count after a
+burst: the count runs down per batch, not with time, so a lone put that follows a burst
+may still take the storage thread (a thread hop, no more)."""
 
 
 def seed_from_state(store: LogStore, initial_cluster: list[MemberInfo],
