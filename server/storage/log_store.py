@@ -82,10 +82,10 @@ class LogStore:
         disk metrics (coord.server.metrics)."""
         self._conn: sqlite3.Connection | None = None
         self._tail: LogTail | None = None
-        self._checkpoint_pages = 0  # SQLite's autocheckpoint, read at open: what an
-        # unsynced commit turns off and back on
         """The log's ends as the last committed write left them; None until read (and
         after a failed write, which may or may not have changed them)."""
+        self._checkpoint_pages = 0  # SQLite's autocheckpoint, read at open: what an
+        # unsynced commit turns off and back on
         if self.path.is_dir():
             raise StorageError(self.path, "is a directory, not a storage file")
         changed_dirs = self._make_parent_dirs()
