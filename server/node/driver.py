@@ -49,7 +49,7 @@ from coord.server.node.errors import (
 )
 from coord.server.node.members import MemberInfo
 from coord.server.node.persist import Persister
-from coord.server.node.read_convoy import ReadConvoy
+from coord.server.node.reads import Reads
 from coord.server.node.round_counts import CountingExecutor, RoundCounts
 from coord.server.node.snapshots import Snapshots, drop_if_refused
 from coord.server.node.statemachine import StateMachine
@@ -221,14 +221,8 @@ class Node:
         self._held = False  # a proposal waited behind the batch in flight
         self._concurrent = 0  # batches left to append off the loop (CONCURRENT_BATCHES)
         self._pending: dict[int, _Pending] = {}
-        self._read_waiters: list[asyncio.Future] = []
-        self._read_contexts: dict[bytes, list[asyncio.Future]] = {}  # a round's reads
-        self._read_round: bytes | None = None  # the ReadIndex round in flight, if any
-        self._read_round_tick = 0
-        self._convoy = ReadConvoy(self.options.read_convoy_ms / 1000)
-        self._convoy_timer: asyncio.TimerHandle | None = None
-        self._applied_waiters: list[tuple[int, asyncio.Future]] = []
-        self._ctx = itertools.count(1)
+        self._reads = Reads(self._raw, self.options.election_ticks,
+                            self.options.read_convoy_ms / 1000, self._wake.set)
         self._ticks = 0
         self._tasks: list[asyncio.Task] = []
         self._subscribers: list[asyncio.Queue[StatusEvent]] = []
@@ -302,8 +296,7 @@ class Node:
         if self._stopped:
             return
         self._stopped = True
-        if self._convoy_timer is not None:
-            self._convoy_timer.cancel()
+        self._reads.stop()
         for t in self._tasks:
             t.cancel()
         for t in self._tasks:
@@ -363,10 +356,7 @@ class Node:
         if self._raw.leader == NONE:
             raise NoLeader(f"member {self.me.name} knows no leader (quorum lost?)")
         fut = self._armed(timeout, "read index")
-        if not self._read_waiters:
-            self._convoy.arrived(time.monotonic())
-        self._read_waiters.append(fut)
-        self._wake.set()
+        self._reads.add(fut)
         return fut
 
     async def wait_applied(self, index: int, timeout: float = 5.0) -> int:
@@ -375,7 +365,7 @@ class Node:
         if index <= self.applied_index:
             return self.applied_index
         fut = self._armed(timeout, "apply")
-        self._applied_waiters.append((index, fut))
+        self._reads.wait_applied(index, fut)
         return await fut
 
     async def transfer_leader(self, target: int, timeout: float = 5.0) -> int:
@@ -438,47 +428,13 @@ class Node:
                 self._ticks -= 1
                 raw.tick()
             self._maybe_submit_proposals()
-            self._maybe_start_read_round()
+            self._reads.maybe_start_round()
             while raw.has_ready():
                 await self._handle_ready(raw.ready())
                 self._maybe_submit_proposals()
-                self._maybe_start_read_round()
+                self._reads.maybe_start_round()
             if self._snaps.done:
                 await self._snaps.end()
-
-    def _maybe_start_read_round(self) -> None:
-        """Start one ReadIndex round for every read waiting, unless one is in flight or
-        the convoy holds it (`read_convoy`: after a shared round, the next waits a moment
-        for as many reads).
-
-        As etcd's read loop: reads that arrive during a round wait for it to end and then
-        share the next one (they cannot join it: its index was taken before they came),
-        so N concurrent reads cost one heartbeat round, not N. A round left unanswered
-        (leadership moved, a message lost) stops holding the next one back after half an
-        election timeout."""
-        if not self._read_waiters:
-            return
-        if self._read_round is not None and (
-            self._raw.now - self._read_round_tick < max(1, self.options.election_ticks // 2)
-        ):
-            return
-        now = time.monotonic()
-        due = self._convoy.hold_until(len(self._read_waiters), now)
-        if due is not None:
-            if self._convoy_timer is None:
-                loop = asyncio.get_running_loop()
-                self._convoy_timer = loop.call_later(due - now, self._convoy_due)
-            return
-        self._convoy.started(len(self._read_waiters))
-        ctx = next(self._ctx).to_bytes(8, "big")
-        self._read_contexts[ctx] = self._read_waiters
-        self._read_waiters = []
-        self._read_round, self._read_round_tick = ctx, self._raw.now
-        self._raw.read_index(ctx)
-
-    def _convoy_due(self) -> None:
-        self._convoy_timer = None
-        self._wake.set()
 
     def _advance_first_election(self) -> None:
         """A new cluster has no leader to wait for: once this member reaches enough peers
@@ -583,17 +539,9 @@ class Node:
             self.applied_index = rd.snapshot.meta.index
             self._fail_pending_upto(rd.snapshot.meta.index)
         self._apply_all(rd.committed_entries, rd.snapshot is not None)
-        if rd.soft_state is not None:
-            self._read_round = None  # the leader or role changed: its answer may never come
-        for rs in rd.read_states:
-            if rs.context == self._read_round:
-                self._read_round = None
-            reads = self._read_contexts.pop(rs.context, None)
-            if reads is not None:
-                for fut in reads:
-                    self._applied_waiters.append((rs.index, fut))
+        self._reads.on_ready(rd)
         self._raw.advance(rd)
-        self._release_applied_waiters()
+        self._reads.release(self.applied_index)
         self._note_soft_state()
         await self._snaps.after_apply(self.applied_index)
 
@@ -659,19 +607,6 @@ class Node:
                 self._peer_addresses[m.id] = m.peer_address
                 self._transport.set_peer(m.id, m.peer_address)
 
-    def _release_applied_waiters(self) -> None:
-        if not self._applied_waiters:
-            return
-        still = []
-        for index, fut in self._applied_waiters:
-            if fut.done():
-                continue
-            if index <= self.applied_index:
-                fut.set_result(index)
-            else:
-                still.append((index, fut))
-        self._applied_waiters = still
-
     def _fail_pending_upto(self, index: int) -> None:
         for i in [i for i in self._pending if i <= index]:
             p = self._pending.pop(i)
@@ -683,8 +618,7 @@ class Node:
     def _fail_all(self, err: Exception) -> None:
         futures = [p.future for p in self._pending.values()]
         futures += [p.future for p in self._proposals]
-        futures += self._read_waiters + [f for r in self._read_contexts.values() for f in r]
-        futures += [f for _, f in self._applied_waiters]
+        futures += self._reads.futures()
         for fut in futures:
             if not fut.done():
                 fut.set_exception(err)

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from coord.raft.types import Message, MessageType
-from coord.server.node import driver
+from coord.server.node import reads as node_reads
 from coord.server.node.driver import Node, NodeOptions
 from tests.clocks import FakeClock
 from tests.server.held_peers import A, B, HeldPeers, elected, on_a
@@ -33,23 +33,30 @@ async def _round(node: Node, peers: HeldPeers, reads: int) -> None:
 
 
 def _answer(peers: HeldPeers, heartbeat: Message) -> None:
-    peers.answer(Message(MessageType.HEARTBEAT_RESP, to=A.id, frm=B.id,
-                         term=heartbeat.term, context=heartbeat.context))
+    peers.answer(
+        Message(
+            MessageType.HEARTBEAT_RESP,
+            to=A.id,
+            frm=B.id,
+            term=heartbeat.term,
+            context=heartbeat.context,
+        )
+    )
 
 
 @pytest.fixture
 def clock(monkeypatch) -> FakeClock:
-    """The driver's monotonic clock stopped until the test moves it: the convoy's window
+    """The reads' monotonic clock stopped until the test moves it: the convoy's window
     passes when the test says so, however loaded the machine. The driver's timers still
     run on the event loop's clock; each one that fires makes the driver look again."""
     frozen = FakeClock(time.monotonic())
-    monkeypatch.setattr(driver, "time", frozen)
+    monkeypatch.setattr(node_reads, "time", frozen)
     return frozen
 
 
 def _held(node: Node) -> asyncio.TimerHandle | None:
     """The driver looked at the waiting reads and held their round: the window's timer."""
-    return node._convoy_timer
+    return node._reads.convoy_timer
 
 
 def test_after_a_shared_round_the_next_waits_for_as_many_reads(tmp_path, clock):
@@ -98,8 +105,9 @@ def test_a_held_round_starts_when_the_window_has_passed(tmp_path, clock):
     on_a(tmp_path, body, NodeOptions(read_convoy_ms=300, **SLOW_TICKS))
 
 
-async def _held_again(node: Node, timer: asyncio.TimerHandle | None,
-                      what: str) -> asyncio.TimerHandle:
+async def _held_again(
+    node: Node, timer: asyncio.TimerHandle | None, what: str
+) -> asyncio.TimerHandle:
     """Wait until the driver holds the round under a timer other than `timer` (it looked
     again after that one fired)."""
     await wait_until(lambda: _held(node) not in (None, timer), what)

@@ -37,8 +37,8 @@ def test_concurrent_reads_share_one_round_and_see_prior_writes(tmp_path):
 
 def _hold_round_open(node: Node, ctx: bytes, for_ticks: int) -> None:
     """Make `ctx` look like a round still unanswered, as one would be mid-flight."""
-    node._read_round = ctx
-    node._read_round_tick = node._raw.now + for_ticks
+    node._reads.round = ctx
+    node._reads.round_tick = node._raw.now + for_ticks
 
 
 def test_reads_arriving_during_a_round_wait_for_the_next_one(tmp_path):
@@ -51,7 +51,7 @@ def test_reads_arriving_during_a_round_wait_for_the_next_one(tmp_path):
         await asyncio.sleep(0.05)
         assert len(rounds) == 1  # the later reads did not start rounds of their own
         assert not any(f.done() for f in later)
-        node._read_round = None  # the round is answered
+        node._reads.round = None  # the round is answered
         node._wake.set()
         results = await asyncio.gather(*later)
         assert len(rounds) == 2  # ... they shared one, started after they came
