@@ -25,8 +25,6 @@ from coord.raft import (
     EntryType,
     HardState,
     Message,
-    NotLeaderError,
-    ProposalDroppedError,
     RawNode,
     Ready,
     Role,
@@ -42,13 +40,12 @@ from coord.server.node.errors import (
     NodeError,
     NoLeader,
     NotLeader,
-    OutcomeUnknown,
-    ProposalLost,
     Stopped,
     Timeout,
 )
 from coord.server.node.members import MemberInfo
 from coord.server.node.persist import Persister
+from coord.server.node.proposals import Applied, Proposals
 from coord.server.node.reads import Reads
 from coord.server.node.round_counts import CountingExecutor, RoundCounts
 from coord.server.node.snapshots import Snapshots, drop_if_refused
@@ -57,7 +54,6 @@ from coord.server.node.ticker import tick_every
 from coord.server.node.wakeup import Wakeup
 from coord.server.snapshot_file import SnapshotFile, SnapshotWriter
 from coord.server.storage.log_format import (
-    entry_data,
     members_header,
     split_entry_data,
     split_snapshot,
@@ -67,16 +63,6 @@ from coord.server.transport.peer import PeerTransport
 from coord.sm.results import Answer
 
 log = logging.getLogger(__name__)
-
-CONCURRENT_BATCHES = 16
-"""Batches a leader appends in the storage thread, however small, after one that callers
-waited behind: a small append fsync'd on the loop holds the loop, and gRPC admits no new
-call meanwhile (its asyncio server takes calls on loop turns), so under unary load the
-next batch was the one call admitted after it and batches stayed at one. A lone caller
-never waits behind a batch and keeps the inline save, except within the count after a
-burst: the count runs down per batch, not with time, so a lone put that follows a burst
-may still take the storage thread (a thread hop, no more)."""
-
 
 def seed_from_state(store: LogStore, initial_cluster: list[MemberInfo],
                     state: Iterable[bytes]) -> None:
@@ -126,28 +112,6 @@ class StatusEvent:
     role: Role
     has_quorum: bool
     unix_ms: int
-
-
-@dataclass(frozen=True, slots=True)
-class Applied:
-    """Where a proposal landed in the log, and what the state machine answered."""
-
-    index: int
-    term: int
-    result: Answer | None
-
-
-@dataclass(slots=True)
-class _Proposal:
-    payload: bytes
-    future: asyncio.Future
-    conf_change: ConfChange | None = None
-
-
-@dataclass(slots=True)
-class _Pending:
-    term: int
-    future: asyncio.Future
 
 
 def _nothing() -> None:
@@ -215,12 +179,7 @@ class Node:
         self._peer_addresses: dict[int, str] = {}
         self._inbox: list[Message] = []
         self._unreachable: set[int] = set()
-        self._proposals: list[_Proposal] = []
-        self._batch_term = 0  # the term and last index of the last batch proposed
-        self._batch_last = 0
-        self._held = False  # a proposal waited behind the batch in flight
-        self._concurrent = 0  # batches left to append off the loop (CONCURRENT_BATCHES)
-        self._pending: dict[int, _Pending] = {}
+        self._proposals = Proposals(self._raw, self.options.max_batch, lambda: self.leader)
         self._reads = Reads(self._raw, self.options.election_ticks,
                             self.options.read_convoy_ms / 1000, self._wake.set)
         self._ticks = 0
@@ -336,7 +295,7 @@ class Node:
         if not self._raw.is_leader:
             raise NotLeader(self.members.get(self._raw.leader))
         fut = self._armed(timeout, "proposal")
-        self._proposals.append(_Proposal(command, fut))
+        self._proposals.add(command, fut)
         self._wake.set()
         try:
             return await fut
@@ -386,7 +345,7 @@ class Node:
         if not self._raw.is_leader:
             raise NotLeader(self.members.get(self._raw.leader))
         fut = self._armed(timeout, "membership change")
-        self._proposals.append(_Proposal(b"", fut, conf_change=cc))
+        self._proposals.add(b"", fut, conf_change=cc)
         self._wake.set()
         await fut
 
@@ -427,11 +386,11 @@ class Node:
             while self._ticks:
                 self._ticks -= 1
                 raw.tick()
-            self._maybe_submit_proposals()
+            self._proposals.maybe_submit(self.applied_index)
             self._reads.maybe_start_round()
             while raw.has_ready():
                 await self._handle_ready(raw.ready())
-                self._maybe_submit_proposals()
+                self._proposals.maybe_submit(self.applied_index)
                 self._reads.maybe_start_round()
             if self._snaps.done:
                 await self._snaps.end()
@@ -450,62 +409,6 @@ class Node:
             self._bootstrapping = False
             raw.tick_to_election()
 
-    def _maybe_submit_proposals(self) -> None:
-        """Propose what waits, unless this leader's last batch is still uncommitted.
-
-        Group commit, as reads share the next ReadIndex round: proposals that come while
-        a batch is in flight wait for it to apply and then go out together, so callers
-        that arrive one by one (a unary call each) share one append, one fsync on every
-        member and one AppendEntries per follower instead of paying for a few entries
-        each. A lone caller never waits (nothing is in flight), and under load the batch
-        grows with the commit latency. Only a leader holds back, and only behind a batch
-        of its own term: anyone else proposes at once and is refused at once
-        (NotLeader), so nothing waits behind entries that may never apply here."""
-        if not self._proposals:
-            return
-        raw = self._raw
-        if raw.is_leader and self._batch_term == raw.term and self._batch_last > self.applied_index:
-            self._held = True
-            return
-        self._submit_proposals()
-
-    def _submit_proposals(self) -> None:
-        proposals, self._proposals = self._proposals, []
-        self._concurrent = CONCURRENT_BATCHES if self._held else max(0, self._concurrent - 1)
-        self._held = False
-        now_ms = time.time_ns() // 1_000_000
-        live = [p for p in proposals if not p.future.done()]
-        normal = [p for p in live if p.conf_change is None]
-        batches: list[list[_Proposal]] = [
-            normal[i : i + self.options.max_batch]
-            for i in range(0, len(normal), self.options.max_batch)
-        ]
-        batches += [[p] for p in live if p.conf_change is not None]
-        for n, batch in enumerate(batches):
-            try:
-                cc = batch[0].conf_change
-                if cc is not None:
-                    first, term = self._raw.propose_conf_change(cc)
-                else:
-                    first, term = self._raw.propose(
-                        [entry_data(now_ms, p.payload) for p in batch]
-                    )
-            except (NotLeaderError, ProposalDroppedError) as e:
-                err: NodeError = (
-                    NotLeader(self.members.get(self._raw.leader))
-                    if isinstance(e, NotLeaderError)
-                    else ProposalLost(str(e))
-                )
-                for rest in batches[n:] if isinstance(e, NotLeaderError) else [batch]:
-                    for p in rest:
-                        p.future.set_exception(err)
-                if isinstance(e, NotLeaderError):
-                    return
-                continue
-            for i, p in enumerate(batch):
-                self._pending[first + i] = _Pending(term, p.future)
-            self._batch_term, self._batch_last = term, first + len(batch) - 1
-
     async def _handle_ready(self, rd: Ready) -> None:
         self.round_counts.readies += 1
         if rd.snapshot is not None and self._snaps.running:
@@ -519,7 +422,7 @@ class Node:
             self._transport.send(rd.messages, at_once=_waited_on(rd))
         # Concurrent callers' appends go to the storage thread even when small: the loop
         # admits gRPC's next calls while the fsync runs (CONCURRENT_BATCHES).
-        await self._persist.persist(rd, early, busy=early and self._concurrent > 0)
+        await self._persist.persist(rd, early, busy=early and self._proposals.concurrent)
         if not early and rd.messages:
             # Persisted first, so sent now: an append's ack (or a vote) is what the leader
             # waits on, and left to the transport's next turn it cost this member a turn
@@ -537,7 +440,7 @@ class Node:
                      extra=log_lines.event(log_lines.SNAPSHOT_INSTALL))
             self._sync_peers()
             self.applied_index = rd.snapshot.meta.index
-            self._fail_pending_upto(rd.snapshot.meta.index)
+            self._proposals.fail_upto(rd.snapshot.meta.index)
         self._apply_all(rd.committed_entries, rd.snapshot is not None)
         self._reads.on_ready(rd)
         self._raw.advance(rd)
@@ -569,14 +472,7 @@ class Node:
         elif e.data:
             time_ms, payload = split_entry_data(e.data)
             result = self._sm.apply(e.index, e.term, time_ms, payload)
-        pending = self._pending.pop(e.index, None)
-        if pending is not None and not pending.future.done():
-            if pending.term == e.term:
-                pending.future.set_result(Applied(e.index, e.term, result))
-            else:
-                pending.future.set_exception(
-                    ProposalLost(f"entry {e.index} was replaced after a leader change")
-                )
+        self._proposals.settle(e, result)
 
     def _apply_membership(self, cc: ConfChange) -> None:
         if cc.type is ConfChangeType.REMOVE_NODE:
@@ -607,22 +503,10 @@ class Node:
                 self._peer_addresses[m.id] = m.peer_address
                 self._transport.set_peer(m.id, m.peer_address)
 
-    def _fail_pending_upto(self, index: int) -> None:
-        for i in [i for i in self._pending if i <= index]:
-            p = self._pending.pop(i)
-            if not p.future.done():
-                p.future.set_exception(
-                    OutcomeUnknown(f"entry {i} was covered by a snapshot before it was seen")
-                )
-
     def _fail_all(self, err: Exception) -> None:
-        futures = [p.future for p in self._pending.values()]
-        futures += [p.future for p in self._proposals]
-        futures += self._reads.futures()
-        for fut in futures:
+        for fut in self._proposals.take_futures() + self._reads.futures():
             if not fut.done():
                 fut.set_exception(err)
-        self._pending.clear()
 
     # -- snapshots ------------------------------------------------------------------------
     def _capture_snapshot(self) -> Iterator[bytes]:
@@ -710,7 +594,7 @@ class Node:
     @property
     def pending_proposals(self) -> int:
         """Proposals waiting to be proposed or, proposed, to be applied."""
-        return len(self._proposals) + len(self._pending)
+        return len(self._proposals)
 
     @property
     def caught_up_leader(self) -> bool:

@@ -2,7 +2,7 @@
 
 A linearizable read waits for a round of heartbeats that a quorum answers. Reads share a
 round when they wait at the same time, and the driver starts one round for every read
-waiting (`Node._maybe_start_read_round`). But unary calls reach the event loop one at a
+waiting (`Reads.maybe_start_round`). But unary calls reach the event loop one at a
 time, through the gRPC core's thread, and on this machine a round ended before the next
 call arrived: at 16 and 64 clients of the etcd API a round carried 1.1 reads, each paid
 its own heartbeats (about 170 µs of the leader's CPU and 65 µs of each follower's), and

@@ -10,7 +10,8 @@ import asyncio
 
 from coord.raft.types import Entry, Message, MessageType
 from coord.server.api.admin import AdminService
-from coord.server.node.driver import CONCURRENT_BATCHES, Node, NodeOptions
+from coord.server.node.driver import Node, NodeOptions
+from coord.server.node.proposals import CONCURRENT_BATCHES
 from coord.sm.commands import Put, encode_command
 from coord.sm.machine import CoordMachine
 from tests.server.held_peers import A, B, HeldPeers, ack, elected, on_a
