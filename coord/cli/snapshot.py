@@ -144,9 +144,9 @@ def describe(path: Path) -> dict:
 def restore(args: argparse.Namespace) -> str:
     """Seed `--data-dir` for member `--name` of the cluster `--initial-cluster` from the
     backup (checked first); the line to print. The server is imported only here."""
-    from coord.server.node.driver import seed_from_state
     from coord.server.node.identity import claim_data_dir
     from coord.server.node.members import parse_initial_cluster
+    from coord.server.node.snapshot_contents import seed_from_state
     from coord.server.storage.log_format import db_path
     from coord.server.storage.log_store import LogStore, StorageError
     from coord.sm.machine import CoordMachine

@@ -9,18 +9,15 @@ thread, new proposals and messages queue up and go into the next Ready together.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 from coord.raft import (
     NONE,
     ConfChange,
-    ConfChangeType,
     Config,
-    ConfState,
     Entry,
     EntryType,
     HardState,
@@ -28,14 +25,13 @@ from coord.raft import (
     RawNode,
     Ready,
     Role,
-    Snapshot,
-    SnapshotMeta,
     Status,
     bootstrap_entries,
     conf_change_of,
 )
 from coord.raft.quorum import quorum_size
 from coord.server import failpoints, log_lines
+from coord.server.node import snapshot_contents
 from coord.server.node.errors import (
     NodeError,
     NoLeader,
@@ -44,6 +40,7 @@ from coord.server.node.errors import (
     Timeout,
 )
 from coord.server.node.members import MemberInfo
+from coord.server.node.membership import Membership
 from coord.server.node.persist import Persister
 from coord.server.node.proposals import Applied, Proposals
 from coord.server.node.reads import Reads
@@ -52,41 +49,14 @@ from coord.server.node.snapshots import Snapshots, drop_if_refused
 from coord.server.node.statemachine import StateMachine
 from coord.server.node.ticker import tick_every
 from coord.server.node.wakeup import Wakeup
-from coord.server.snapshot_file import SnapshotFile, SnapshotWriter
 from coord.server.storage.log_format import (
-    members_header,
     split_entry_data,
-    split_snapshot,
 )
 from coord.server.storage.log_store import LogStore
 from coord.server.transport.peer import PeerTransport
 from coord.sm.results import Answer
 
 log = logging.getLogger(__name__)
-
-def seed_from_state(store: LogStore, initial_cluster: list[MemberInfo],
-                    state: Iterable[bytes]) -> None:
-    """Make an empty store start from a backup of the state machine (`state`, as its
-    snapshot() gives it, a block at a time: a backup is as big as the state, and is
-    never held whole) in a new cluster of `initial_cluster`: a snapshot at the index the
-    bootstrap entries would end at, term 1, every member a voter. Every member seeded from
-    the same backup holds the same log, so they elect a leader and go on from there
-    (etcd's `snapshot restore`). ValueError if the store holds anything."""
-    st = store.load()
-    if st.entries or not st.snapshot.is_empty or st.hard_state != HardState():
-        raise ValueError(f"{store.path} already holds a log: restore into an empty data dir")
-    members = {m.id: m for m in initial_cluster}
-    index = len(members)
-    meta = SnapshotMeta(index, 1, ConfState(voters=frozenset(members)))
-    writer = SnapshotWriter(store.snap_dir, index)
-    try:
-        writer.write(members_header(m.encode() for _, m in sorted(members.items())))
-        for block in state:
-            writer.write(block)
-        store.save(HardState(1, NONE, index), [], Snapshot(meta, writer.done()))
-    except BaseException:
-        writer.discard()
-        raise
 
 
 @dataclass(slots=True)
@@ -162,8 +132,7 @@ class Node:
         self._sm = state_machine
         self._store = store
         self._transport = transport
-        self.members: dict[int, MemberInfo] = {}
-        self._known_addresses = {m.id: m for m in initial_cluster}
+        self._membership = Membership(me, initial_cluster, transport)
         self.round_counts = RoundCounts()
         self._io = CountingExecutor(self.round_counts, max_workers=1,
                                     thread_name_prefix=f"store-{me.name}")
@@ -171,12 +140,12 @@ class Node:
         self._loop: asyncio.AbstractEventLoop | None = None  # the driver's, from start
         self._raw = self._open(initial_cluster, join)
         self._persist = Persister(store, self._io, self.round_counts)
-        self._snaps = Snapshots(me.name, self._raw, store, self._io, self._capture_snapshot,
+        self._snaps = Snapshots(me.name, self._raw, store, self._io,
+                                lambda: snapshot_contents.capture(self._membership, state_machine),
                                 self._wake.set, self.options.snapshot_every,
                                 self.options.snapshot_bytes)
         transport.receive_with(self._on_messages, self._on_unreachable)
         self.snapshot_listeners = self._snaps.listeners  # told (bytes, seconds) of each taken
-        self._peer_addresses: dict[int, str] = {}
         self._inbox: list[Message] = []
         self._unreachable: set[int] = set()
         self._proposals = Proposals(self._raw, self.options.max_batch, lambda: self.leader)
@@ -217,12 +186,12 @@ class Node:
         )
         raw = RawNode(config, hard, st.snapshot, entries)
         if not st.snapshot.is_empty:
-            self._restore_snapshot(st.snapshot)
+            snapshot_contents.restore(st.snapshot, self._membership, self._sm)
         return raw
 
     async def start(self) -> None:
         """Replay the committed log into the state machine, then join the cluster."""
-        self._sync_peers()
+        self._membership.sync_peers()
         # Start the storage thread now, not at a follower's first big batch: it is part
         # of the member from start to stop (tests count a member's threads).
         await asyncio.get_running_loop().run_in_executor(self._io, _nothing)
@@ -434,11 +403,11 @@ class Node:
             started = time.monotonic()
             log.info("%s: restoring a snapshot of %d bytes at index %d", self.me.name,
                      len(rd.snapshot.data), rd.snapshot.meta.index)
-            await self._install_snapshot(rd.snapshot)
+            await snapshot_contents.install(rd.snapshot, self._membership, self._sm, self._io)
             log.info("%s: restored a snapshot of %d bytes at index %d in %.2fs", self.me.name,
                      len(rd.snapshot.data), rd.snapshot.meta.index, time.monotonic() - started,
                      extra=log_lines.event(log_lines.SNAPSHOT_INSTALL))
-            self._sync_peers()
+            self._membership.sync_peers()
             self.applied_index = rd.snapshot.meta.index
             self._proposals.fail_upto(rd.snapshot.meta.index)
         self._apply_all(rd.committed_entries, rd.snapshot is not None)
@@ -468,78 +437,16 @@ class Node:
             cc = conf_change_of(e)
             failpoints.hit("membership-change")
             self._raw.apply_conf_change(cc)
-            self._apply_membership(cc)
+            self._membership.apply(cc)
         elif e.data:
             time_ms, payload = split_entry_data(e.data)
             result = self._sm.apply(e.index, e.term, time_ms, payload)
         self._proposals.settle(e, result)
 
-    def _apply_membership(self, cc: ConfChange) -> None:
-        if cc.type is ConfChangeType.REMOVE_NODE:
-            gone = self.members.pop(cc.node_id, None)
-            log.info("%s: member %s removed", self.me.name,
-                     gone.name if gone is not None else f"{cc.node_id:x}",
-                     extra=log_lines.event(log_lines.MEMBER))
-            self._known_addresses.pop(cc.node_id, None)
-            if self._peer_addresses.pop(cc.node_id, None) is not None:
-                self._transport.remove_peer(cc.node_id)
-            return
-        info = MemberInfo.decode(cc.context) if cc.context else self._known_addresses.get(
-            cc.node_id
-        )
-        if info is None:
-            return
-        log.info("%s: member %s added as a %s (peers on %s)", self.me.name, info.name,
-                 "learner" if cc.type is ConfChangeType.ADD_LEARNER else "voter",
-                 info.peer_address, extra=log_lines.event(log_lines.MEMBER))
-        self.members[cc.node_id] = info
-        self._known_addresses[cc.node_id] = info
-        self._sync_peers()
-
-    def _sync_peers(self) -> None:
-        """Point the transport at every member we know an address for."""
-        for m in self._known_addresses.values():
-            if m.id != self.id and self._peer_addresses.get(m.id) != m.peer_address:
-                self._peer_addresses[m.id] = m.peer_address
-                self._transport.set_peer(m.id, m.peer_address)
-
     def _fail_all(self, err: Exception) -> None:
         for fut in self._proposals.take_futures() + self._reads.futures():
             if not fut.done():
                 fut.set_exception(err)
-
-    # -- snapshots ------------------------------------------------------------------------
-    def _capture_snapshot(self) -> Iterator[bytes]:
-        """The members and the state machine as they are now; the bytes come later."""
-        members = sorted(self.members.items())
-        return itertools.chain((members_header(m.encode() for _, m in members),),
-                               self._sm.capture())
-
-    def _restore_snapshot(self, snap: Snapshot) -> None:
-        """Start-up's restore, on the loop: the member serves nothing before it is done."""
-        self._sm.restore(self._restore_members(snap))
-
-    async def _install_snapshot(self, snap: Snapshot) -> None:
-        """A leader's snapshot: the state machine's part is decoded in the storage thread
-        into a machine of its own (`restored`: 21 s at 1M keys, when on the loop it
-        stopped the member answering anything, Status included), while the loop goes on
-        serving from the state it has; the new state then replaces it in one step here.
-        Nothing else touches the machine meanwhile: `_run` awaits this Ready, so no entry
-        is applied and no snapshot captured (one being taken was discarded) until then.
-        The state's bytes are read from the snapshot's file there too, a block at a time."""
-        data = self._restore_members(snap)
-        loop = asyncio.get_running_loop()
-        self._sm.adopt(await loop.run_in_executor(self._io, self._sm.restored, data))
-
-    def _restore_members(self, snap: Snapshot) -> Iterator[bytes]:
-        """Take the members from the start of `snap`'s file; the state machine's bytes
-        follow, read as they are asked for."""
-        assert isinstance(snap.data, SnapshotFile), "a member's snapshot is a file"
-        records, state = split_snapshot(snap.data)
-        self.members = {}
-        for info in map(MemberInfo.decode, records):
-            self.members[info.id] = self._known_addresses[info.id] = info
-        return state
 
     def request_snapshot(self) -> None:
         """Take a snapshot (and so truncate the log) at the next chance rather than after
@@ -581,8 +488,12 @@ class Node:
         return StatusEvent(self._raw.term, soft.leader, soft.role, soft.has_quorum, now_ms)
 
     def name_of(self, node: int) -> str:
-        m = self.members.get(node) or self._known_addresses.get(node)
-        return m.name if m else ("" if node == NONE else f"{node:x}")
+        return self._membership.name_of(node)
+
+    @property
+    def members(self) -> dict[int, MemberInfo]:
+        """The members in the cluster, by id, as this member's log has them."""
+        return self._membership.members
 
     def status(self) -> Status:
         return self._raw.status()
