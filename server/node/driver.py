@@ -24,7 +24,6 @@ from coord.raft import (
     Message,
     RawNode,
     Ready,
-    Role,
     Status,
     bootstrap_entries,
     conf_change_of,
@@ -46,6 +45,7 @@ from coord.server.node.proposals import Applied, Proposals
 from coord.server.node.reads import Reads
 from coord.server.node.round_counts import CountingExecutor, RoundCounts
 from coord.server.node.snapshots import Snapshots, drop_if_refused
+from coord.server.node.soft_state import SoftStateWatch, StatusEvent
 from coord.server.node.statemachine import StateMachine
 from coord.server.node.ticker import tick_every
 from coord.server.node.wakeup import Wakeup
@@ -73,15 +73,6 @@ class NodeOptions:
     # The longest a ReadIndex round waits for the reads of its convoy (read_convoy.py).
     read_convoy_ms: float = 2.0
     seed: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class StatusEvent:
-    term: int
-    leader: int
-    role: Role
-    has_quorum: bool
-    unix_ms: int
 
 
 def _nothing() -> None:
@@ -153,12 +144,8 @@ class Node:
                             self.options.read_convoy_ms / 1000, self._wake.set)
         self._ticks = 0
         self._tasks: list[asyncio.Task] = []
-        self._subscribers: list[asyncio.Queue[StatusEvent]] = []
         self.apply_listeners: list[Callable[[], None]] = []
-        self._soft = self._raw.soft_state()
-        self._quorum_lost_at: float | None = time.monotonic()
-        self.quorum_losses = 0  # times the quorum went away (a leader that had none may
-        # have missed keepalives: see SessionTracker)
+        self._soft_state = SoftStateWatch(me.name, self._raw, self.name_of)
         self._stopped = False
         self.applied_index = self._raw.applied
         self.proposals_failed = 0  # proposals whose caller got an error (etcd's metric)
@@ -414,7 +401,7 @@ class Node:
         self._reads.on_ready(rd)
         self._raw.advance(rd)
         self._reads.release(self.applied_index)
-        self._note_soft_state()
+        self._soft_state.note()
         await self._snaps.after_apply(self.applied_index)
 
     def _apply_all(self, entries: list[Entry], restored: bool = False) -> None:
@@ -456,37 +443,6 @@ class Node:
         self._wake.set()
 
     # -- status ---------------------------------------------------------------------------
-    def _note_soft_state(self) -> None:
-        soft = self._raw.soft_state()
-        before = self._soft
-        if soft == before:
-            return
-        self._soft = soft
-        if soft.has_quorum:
-            self._quorum_lost_at = None
-        elif self._quorum_lost_at is None:
-            self._quorum_lost_at = time.monotonic()
-            self.quorum_losses += 1
-        event = self._event(soft)
-        same_leader = (before.role, before.leader) == (soft.role, soft.leader)
-        leader = self.name_of(soft.leader)
-        log.info(
-            "%s: %s term=%d leader=%s quorum=%s",
-            self.me.name,
-            soft.role.label,
-            event.term,
-            leader or "-",
-            "yes" if soft.has_quorum else "NO",
-            extra=log_lines.event(log_lines.QUORUM if same_leader else log_lines.LEADER,
-                                  term=event.term, leader=leader or None),
-        )
-        for q in self._subscribers:
-            q.put_nowait(event)
-
-    def _event(self, soft) -> StatusEvent:
-        now_ms = time.time_ns() // 1_000_000
-        return StatusEvent(self._raw.term, soft.leader, soft.role, soft.has_quorum, now_ms)
-
     def name_of(self, node: int) -> str:
         return self._membership.name_of(node)
 
@@ -526,19 +482,16 @@ class Node:
     def term(self) -> int:
         return self._raw.term
 
+    @property
+    def quorum_losses(self) -> int:
+        """Times the quorum went away (a leader that had none may have missed
+        keepalives: see SessionTracker)."""
+        return self._soft_state.quorum_losses
+
     def quorum_lost_for(self) -> float:
         """Seconds since this member last saw a working quorum (0 while it sees one)."""
-        if self._quorum_lost_at is None:
-            return 0.0
-        return time.monotonic() - self._quorum_lost_at
+        return self._soft_state.quorum_lost_for()
 
-    async def events(self) -> AsyncIterator[StatusEvent]:
+    def events(self) -> AsyncIterator[StatusEvent]:
         """Leader and quorum changes, starting with the current state."""
-        q: asyncio.Queue[StatusEvent] = asyncio.Queue()
-        q.put_nowait(self._event(self._soft))
-        self._subscribers.append(q)
-        try:
-            while True:
-                yield await q.get()
-        finally:
-            self._subscribers.remove(q)
+        return self._soft_state.events()
