@@ -11,26 +11,24 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from coord.raft import (
     NONE,
     ConfChange,
     Config,
-    Entry,
-    EntryType,
     HardState,
     Message,
     RawNode,
     Ready,
     Status,
     bootstrap_entries,
-    conf_change_of,
 )
 from coord.raft.quorum import quorum_size
-from coord.server import failpoints, log_lines
+from coord.server import failpoints
 from coord.server.node import snapshot_contents
+from coord.server.node.apply import Applier
 from coord.server.node.errors import (
     NodeError,
     NoLeader,
@@ -49,12 +47,8 @@ from coord.server.node.soft_state import SoftStateWatch, StatusEvent
 from coord.server.node.statemachine import StateMachine
 from coord.server.node.ticker import tick_every
 from coord.server.node.wakeup import Wakeup
-from coord.server.storage.log_format import (
-    split_entry_data,
-)
 from coord.server.storage.log_store import LogStore
 from coord.server.transport.peer import PeerTransport
-from coord.sm.results import Answer
 
 log = logging.getLogger(__name__)
 
@@ -144,10 +138,11 @@ class Node:
                             self.options.read_convoy_ms / 1000, self._wake.set)
         self._ticks = 0
         self._tasks: list[asyncio.Task] = []
-        self.apply_listeners: list[Callable[[], None]] = []
         self._soft_state = SoftStateWatch(me.name, self._raw, self.name_of)
         self._stopped = False
-        self.applied_index = self._raw.applied
+        self._applier = Applier(self._raw, state_machine, self._membership, self._proposals,
+                                self._snaps)
+        self.apply_listeners = self._applier.listeners  # told after each Ready's applies
         self.proposals_failed = 0  # proposals whose caller got an error (etcd's metric)
 
     # -- start-up -------------------------------------------------------------------------
@@ -387,48 +382,16 @@ class Node:
             self._transport.send(rd.messages, at_once=True)
         if rd.snapshot is not None:
             failpoints.hit("snapshot-install")
-            started = time.monotonic()
-            log.info("%s: restoring a snapshot of %d bytes at index %d", self.me.name,
-                     len(rd.snapshot.data), rd.snapshot.meta.index)
-            await snapshot_contents.install(rd.snapshot, self._membership, self._sm, self._io)
-            log.info("%s: restored a snapshot of %d bytes at index %d in %.2fs", self.me.name,
-                     len(rd.snapshot.data), rd.snapshot.meta.index, time.monotonic() - started,
-                     extra=log_lines.event(log_lines.SNAPSHOT_INSTALL))
+            await snapshot_contents.install(self.me.name, rd.snapshot, self._membership, self._sm,
+                                            self._io)
             self._membership.sync_peers()
-            self.applied_index = rd.snapshot.meta.index
-            self._proposals.fail_upto(rd.snapshot.meta.index)
-        self._apply_all(rd.committed_entries, rd.snapshot is not None)
+            self._applier.installed(rd.snapshot.meta.index)
+        self._applier.apply_all(rd.committed_entries, rd.snapshot is not None)
         self._reads.on_ready(rd)
         self._raw.advance(rd)
         self._reads.release(self.applied_index)
         self._soft_state.note()
         await self._snaps.after_apply(self.applied_index)
-
-    def _apply_all(self, entries: list[Entry], restored: bool = False) -> None:
-        snaps = self._snaps
-        if restored:
-            snaps.log_bytes = 0
-        for e in entries:
-            self._apply(e)
-            snaps.log_bytes += len(e.data)
-        if entries:
-            self.applied_index = entries[-1].index
-            failpoints.hit("apply-before-answer")  # the answers go out once the loop runs
-        if entries or restored:
-            for listener in self.apply_listeners:
-                listener()
-
-    def _apply(self, e: Entry) -> None:
-        result: Answer | None = None
-        if e.type is EntryType.CONF_CHANGE:
-            cc = conf_change_of(e)
-            failpoints.hit("membership-change")
-            self._raw.apply_conf_change(cc)
-            self._membership.apply(cc)
-        elif e.data:
-            time_ms, payload = split_entry_data(e.data)
-            result = self._sm.apply(e.index, e.term, time_ms, payload)
-        self._proposals.settle(e, result)
 
     def _fail_all(self, err: Exception) -> None:
         for fut in self._proposals.take_futures() + self._reads.futures():
@@ -477,6 +440,11 @@ class Node:
     @property
     def leader(self) -> MemberInfo | None:
         return self.members.get(self._raw.leader)
+
+    @property
+    def applied_index(self) -> int:
+        """The index of the last entry this member applied (or of its snapshot)."""
+        return self._applier.applied_index
 
     @property
     def term(self) -> int:
