@@ -18,14 +18,11 @@ from coord.raft import (
     NONE,
     ConfChange,
     Config,
-    HardState,
     Message,
     RawNode,
     Ready,
     Status,
-    bootstrap_entries,
 )
-from coord.raft.quorum import quorum_size
 from coord.server import failpoints
 from coord.server.node import snapshot_contents
 from coord.server.node.apply import Applier
@@ -44,6 +41,7 @@ from coord.server.node.reads import Reads
 from coord.server.node.round_counts import CountingExecutor, RoundCounts
 from coord.server.node.snapshots import Snapshots, drop_if_refused
 from coord.server.node.soft_state import SoftStateWatch, StatusEvent
+from coord.server.node.startup import FirstElection, open_core
 from coord.server.node.statemachine import StateMachine
 from coord.server.node.ticker import tick_every
 from coord.server.node.wakeup import Wakeup
@@ -123,7 +121,8 @@ class Node:
                                     thread_name_prefix=f"store-{me.name}")
         self._wake = Wakeup()
         self._loop: asyncio.AbstractEventLoop | None = None  # the driver's, from start
-        self._raw = self._open(initial_cluster, join)
+        self._raw, new_cluster = self._open(initial_cluster, join)
+        self._first_election = FirstElection(self._raw, transport, new_cluster)
         self._persist = Persister(store, self._io, self.round_counts)
         self._snaps = Snapshots(me.name, self._raw, store, self._io,
                                 lambda: snapshot_contents.capture(self._membership, state_machine),
@@ -146,18 +145,7 @@ class Node:
         self.proposals_failed = 0  # proposals whose caller got an error (etcd's metric)
 
     # -- start-up -------------------------------------------------------------------------
-    def _open(self, initial_cluster: list[MemberInfo], join: bool) -> RawNode:
-        st = self._store.load()
-        fresh = not st.entries and st.snapshot.is_empty and st.hard_state == HardState()
-        self._bootstrapping = fresh and not join
-        hard, entries = st.hard_state, st.entries
-        if fresh and not join:
-            ordered = sorted(initial_cluster, key=lambda m: m.id)
-            entries = bootstrap_entries(
-                [m.id for m in ordered], {m.id: m.encode() for m in ordered}
-            )
-            hard = HardState(1, NONE, len(entries))
-            self._store.save(hard, entries)
+    def _open(self, initial_cluster: list[MemberInfo], join: bool) -> tuple[RawNode, bool]:
         seed = self.options.seed if self.options.seed is not None else time.time_ns()
         config = Config(
             self.id,
@@ -166,10 +154,10 @@ class Node:
             max_inflight_msgs=self.options.max_inflight,
             seed=seed,
         )
-        raw = RawNode(config, hard, st.snapshot, entries)
-        if not st.snapshot.is_empty:
-            snapshot_contents.restore(st.snapshot, self._membership, self._sm)
-        return raw
+        raw, snapshot, new_cluster = open_core(self._store, config, initial_cluster, join)
+        if not snapshot.is_empty:
+            snapshot_contents.restore(snapshot, self._membership, self._sm)
+        return raw, new_cluster
 
     async def start(self) -> None:
         """Replay the committed log into the state machine, then join the cluster."""
@@ -332,8 +320,8 @@ class Node:
                 for node in self._unreachable:
                     raw.report_unreachable(node)
                 self._unreachable.clear()
-            if self._bootstrapping:
-                self._advance_first_election()
+            if self._first_election.waiting:
+                self._first_election.advance()
             while self._ticks:
                 self._ticks -= 1
                 raw.tick()
@@ -345,20 +333,6 @@ class Node:
                 self._reads.maybe_start_round()
             if self._snaps.done:
                 await self._snaps.end()
-
-    def _advance_first_election(self) -> None:
-        """A new cluster has no leader to wait for: once this member reaches enough peers
-        for a quorum, it starts one tick short of the election timeout, so the first
-        election waits only for its random part (etcd's initial election tick advance).
-        Not before: a vote asked of peers not yet connected is lost, and costs a round."""
-        raw = self._raw
-        if not raw.awaiting_first_election():
-            self._bootstrapping = False
-            return
-        reached = 1 + sum(1 for s in self._transport.stats().values() if s["connected"])
-        if reached >= quorum_size(raw.conf_state.voters):
-            self._bootstrapping = False
-            raw.tick_to_election()
 
     async def _handle_ready(self, rd: Ready) -> None:
         self.round_counts.readies += 1
