@@ -14,7 +14,9 @@ ROOT = Path(__file__).resolve().parents[2]
 PRODUCTION = ("coord", "server", "client")
 
 NODE_PARTS = frozenset({"transport", "store", "sm", "raw",
-                        "_transport", "_store", "_sm", "_raw", "_snaps", "_io", "_persist"})
+                        "_transport", "_store", "_sm", "_raw", "_snaps", "_io", "_persist",
+                        "_proposals", "_reads", "_applier", "_membership", "_soft_state",
+                        "_first_election"})
 """What a node was given or holds; never to be reached through it from outside."""
 
 
