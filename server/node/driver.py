@@ -18,7 +18,6 @@ from coord.raft import (
     NONE,
     ConfChange,
     Config,
-    Message,
     RawNode,
     Ready,
     Status,
@@ -33,13 +32,14 @@ from coord.server.node.errors import (
     Stopped,
     Timeout,
 )
+from coord.server.node.inbox import Inbox
 from coord.server.node.members import MemberInfo
 from coord.server.node.membership import Membership
 from coord.server.node.persist import Persister
 from coord.server.node.proposals import Applied, Proposals
 from coord.server.node.reads import Reads
 from coord.server.node.round_counts import CountingExecutor, RoundCounts
-from coord.server.node.snapshots import Snapshots, drop_if_refused
+from coord.server.node.snapshots import Snapshots
 from coord.server.node.soft_state import SoftStateWatch, StatusEvent
 from coord.server.node.startup import FirstElection, open_core
 from coord.server.node.statemachine import StateMachine
@@ -128,14 +128,12 @@ class Node:
                                 lambda: snapshot_contents.capture(self._membership, state_machine),
                                 self._wake.set, self.options.snapshot_every,
                                 self.options.snapshot_bytes)
-        transport.receive_with(self._on_messages, self._on_unreachable)
+        self._inbox = Inbox(self.round_counts, self._wake.set)
+        transport.receive_with(self._inbox.on_messages, self._inbox.on_unreachable)
         self.snapshot_listeners = self._snaps.listeners  # told (bytes, seconds) of each taken
-        self._inbox: list[Message] = []
-        self._unreachable: set[int] = set()
         self._proposals = Proposals(self._raw, self.options.max_batch, lambda: self.leader)
         self._reads = Reads(self._raw, self.options.election_ticks,
                             self.options.read_convoy_ms / 1000, self._wake.set)
-        self._ticks = 0
         self._tasks: list[asyncio.Task] = []
         self._soft_state = SoftStateWatch(me.name, self._raw, self.name_of)
         self._stopped = False
@@ -176,7 +174,7 @@ class Node:
         self.failed = loop.create_future()
         self._tasks = [
             loop.create_task(self._run(), name=f"raft-{self.me.name}"),
-            loop.create_task(tick_every(self.options.tick_ms / 1000, self._tick),
+            loop.create_task(tick_every(self.options.tick_ms / 1000, self._inbox.on_tick),
                              name=f"tick-{self.me.name}"),
         ]
         for t in self._tasks:
@@ -205,20 +203,6 @@ class Node:
         self._fail_all(Stopped("member is shutting down"))
         self._io.shutdown(wait=True)  # the storage call in flight, if any, finishes
         self._snaps.discard()
-
-    # -- inputs ---------------------------------------------------------------------------
-    def _on_messages(self, messages: list[Message]) -> None:
-        self.round_counts.messages_received += len(messages)
-        self._inbox.extend(messages)
-        self._wake.set()
-
-    def _on_unreachable(self, node: int) -> None:
-        self._unreachable.add(node)
-        self._wake.set()
-
-    def _tick(self) -> None:
-        self._ticks += 1
-        self._wake.set()
 
     # -- requests -------------------------------------------------------------------------
     def _check_running(self) -> None:
@@ -310,21 +294,10 @@ class Node:
             await self._wake.wait()
             self._wake.clear()
             counts.driver_turns += 1
-            if self._inbox:
-                inbox, self._inbox = self._inbox, []
-                for m in inbox:
-                    raw.step(m)
-                    if m.snapshot is not None:
-                        drop_if_refused(raw, m.snapshot)
-            if self._unreachable:
-                for node in self._unreachable:
-                    raw.report_unreachable(node)
-                self._unreachable.clear()
+            self._inbox.step(raw)
             if self._first_election.waiting:
                 self._first_election.advance()
-            while self._ticks:
-                self._ticks -= 1
-                raw.tick()
+            self._inbox.tick(raw)
             self._proposals.maybe_submit(self.applied_index)
             self._reads.maybe_start_round()
             while raw.has_ready():
