@@ -56,8 +56,9 @@ class _Pending:
 class Proposals:
     """Proposals waiting to be proposed, and those proposed and waiting to apply."""
 
-    def __init__(self, raw: RawNode, max_batch: int,
-                 leader: Callable[[], MemberInfo | None]) -> None:
+    def __init__(
+        self, raw: RawNode, max_batch: int, leader: Callable[[], MemberInfo | None]
+    ) -> None:
         """`leader()`: the leader as this member knows it, for a NotLeader to name."""
         self._raw = raw
         self._max_batch = max_batch
@@ -78,8 +79,9 @@ class Proposals:
         """Does the next append go to the storage thread (CONCURRENT_BATCHES)?"""
         return self._concurrent > 0
 
-    def add(self, payload: bytes, fut: asyncio.Future,
-            conf_change: ConfChange | None = None) -> None:
+    def add(
+        self, payload: bytes, fut: asyncio.Future, conf_change: ConfChange | None = None
+    ) -> None:
         self._waiting.append(_Proposal(payload, fut, conf_change))
 
     def maybe_submit(self, applied_index: int) -> None:
@@ -118,9 +120,7 @@ class Proposals:
                 if cc is not None:
                     first, term = self._raw.propose_conf_change(cc)
                 else:
-                    first, term = self._raw.propose(
-                        [entry_data(now_ms, p.payload) for p in batch]
-                    )
+                    first, term = self._raw.propose([entry_data(now_ms, p.payload) for p in batch])
             except (NotLeaderError, ProposalDroppedError) as e:
                 err: NodeError = (
                     NotLeader(self._leader())
