@@ -203,6 +203,7 @@ class Node:
         self._fail_all(Stopped("member is shutting down"))
         self._io.shutdown(wait=True)  # the storage call in flight, if any, finishes
         self._snaps.discard()
+        self._inbox.close()
 
     # -- requests -------------------------------------------------------------------------
     def _check_running(self) -> None:

@@ -66,3 +66,42 @@ def test_a_refused_snapshots_file_goes_at_once_and_a_taken_ones_stays(tmp_path):
         assert _snap_files(node) == [new.path]  # taken: stored, and its file kept
 
     on_a(tmp_path, body, QUIET)
+
+
+def test_a_snapshot_still_waiting_when_the_member_stops_is_removed(tmp_path):
+    async def body(node: Node, peers: HeldPeers) -> None:
+        committed = node.status().commit
+        waiting = _leaders_snapshot(node, committed + 10)
+        peers.answer(_snap_from_b(3, committed + 10, waiting))  # no turn of the driver yet
+        await node.stop()
+        assert not waiting.path.exists(), "a snapshot nothing will step stayed on disk"
+
+        late = _leaders_snapshot(node, committed + 20)
+        peers.answer(_snap_from_b(3, committed + 20, late))
+        assert not late.path.exists(), "a snapshot arriving after the stop stayed"
+        assert _snap_files(node) == []
+
+    on_a(tmp_path, body, QUIET)
+
+
+def test_the_snapshots_of_a_step_that_fails_are_removed(tmp_path):
+    async def body(node: Node, peers: HeldPeers) -> None:
+        committed = node.status().commit
+        failing = _leaders_snapshot(node, committed + 10)
+        after = _leaders_snapshot(node, committed + 20)
+        step = node._raw.step
+
+        def step_failing_on_the_first(m: Message) -> None:
+            if m.snapshot is not None and m.snapshot.data is failing:
+                raise RuntimeError("planted: stepping this message fails")
+            step(m)
+
+        node._raw.step = step_failing_on_the_first
+        peers.answer(_snap_from_b(3, committed + 10, failing),
+                     _snap_from_b(3, committed + 20, after))
+        await wait_until(node.failed.done, "the driver ending on the planted error")
+        assert "planted" in str(node.failed.exception())
+        assert not failing.path.exists(), "the snapshot whose step failed stayed"
+        assert not after.path.exists(), "a snapshot left unstepped stayed"
+
+    on_a(tmp_path, body, QUIET)
