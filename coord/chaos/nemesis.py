@@ -226,11 +226,14 @@ class Nemesis:
                 return leader, "the leader"
             running = [n for n in running if n != leader] or running
             pick = (pick - 0.5) * 2 if pick >= 0.5 else pick
-        if kind in ("kill", "pause") and pick < 0.2:
+        majority = len(self.cluster.members) // 2 + 1
+        if kind in ("kill", "pause") and pick < 0.2 and len(running) >= majority:
             # a majority at once: no quorum until it heals (writes then have unknown
-            # outcomes, reads fail, a paused majority leaves the rest read-only)
+            # outcomes, reads fail, a paused majority leaves the rest read-only). With
+            # fewer free (an overlapping fault holds the others) it takes one of them:
+            # the quorum is already gone, and the draw still injects a fault.
             rng = random.Random(pick)
-            names = rng.sample(running, len(self.cluster.members) // 2 + 1)
+            names = rng.sample(running, majority)
             return ",".join(sorted(names)), "a majority"
         return running[int(pick * len(running)) % len(running)], ""
 

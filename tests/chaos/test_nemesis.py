@@ -241,3 +241,16 @@ def test_a_fault_that_fails_beside_another_heals_and_ends_both():
         paused.note
     assert not any(m.paused for m in cluster.members.values())
     assert nemesis._active == []
+
+
+def test_a_majority_fault_drawn_while_others_hold_a_majority_takes_one_member():
+    """A majority pause drawn while a majority kill holds two of three members: it pauses
+    the one left instead of failing to start ("Sample larger than population")."""
+    cluster = Cluster()
+    nemesis = Nemesis(cluster, Schedule(), t0=0.0)
+    kill = nemesis._inject("kill", 0.1)  # pick < 0.2: a majority
+    assert kill is not None and kill.note == "a majority"
+    pause = nemesis._inject("pause", 0.1)
+    (left,) = (n for n in cluster.members if n not in kill.member.split(","))
+    assert pause is not None and not pause.error, nemesis.faults[-1].error
+    assert pause.member == left and cluster.members[left].paused
