@@ -16,7 +16,7 @@ PACKED_VERSION = 2
 
 def encode(tag: int, value: Any) -> bytes:
     """`value`'s bytes under `tag` (ValueError if a field has the wrong type)."""
-    body = packed.pack(value)
+    body = packed.packer(type(value))(value)
     if body is not None:
         return bytes((PACKED_VERSION, tag)) + body
     return bytes((JSON_VERSION, tag)) + dumps(to_plain(type(value), value))
