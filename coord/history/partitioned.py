@@ -17,6 +17,7 @@ readers of either see the same dataset.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from itertools import repeat
 from pathlib import Path
 from typing import Any
@@ -59,26 +60,32 @@ class PartitionedParquetWriter:
         self.max_buffered = 0  # the most rows ever buffered at once (what tests check)
         self.files: list[Path] = []
 
-    def add(self, row: Row) -> None:
-        key = (row["date"], row["kind"])
-        pending = self._pending.get(key)
-        if pending is None:
-            pending = self._pending[key] = []
-        pending.append(row)
-        self.pending_rows += 1
-        count = self._counts[key] = self._counts.get(key, 0) + 1
-        self.buffered += 1
-        if self.buffered > self.max_buffered:
-            self.max_buffered = self.buffered
-        if count >= self.group_rows:
-            self._flush(key)
-        elif self.buffered >= self.buffer_rows:
-            self._flush(max(self._counts, key=self._counts.__getitem__))
-        elif len(pending) >= CHUNK_ROWS:
-            self._columnize(key)
-        elif self.pending_rows >= self.max_pending:
-            for k in list(self._pending):
-                self._columnize(k)
+    def add_rows(self, rows: Iterable[Row]) -> None:
+        """Buffer `rows`, in order: one loop over them all, with no call per row beyond
+        appending it to its partition's pending list (a call per row for the row and a
+        few more for its partition's lookups were a measurable part of a synth's CPU)."""
+        pendings, counts = self._pending, self._counts
+        for row in rows:
+            key = (row["date"], row["kind"])
+            if key in pendings:
+                pending = pendings[key]
+            else:
+                pending = pendings[key] = []
+            pending.append(row)
+            self.pending_rows += 1
+            count = counts[key] = counts[key] + 1 if key in counts else 1
+            self.buffered += 1
+            if self.buffered > self.max_buffered:
+                self.max_buffered = self.buffered
+            if count >= self.group_rows:
+                self._flush(key)
+            elif self.buffered >= self.buffer_rows:
+                self._flush(max(counts, key=counts.__getitem__))
+            elif len(pending) >= CHUNK_ROWS:
+                self._columnize(key)
+            elif self.pending_rows >= self.max_pending:
+                for k in list(pendings):
+                    self._columnize(k)
 
     def _columnize(self, key: tuple[str, str]) -> list[list[Any]]:
         """The partition's buffer as columns, its pending rows moved into them."""

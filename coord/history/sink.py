@@ -266,8 +266,9 @@ def _counting(rows: Iterable[Row], written: Written, after: int) -> Iterator[Row
         if not written.first_index:
             written.first_index = index
         written.last_index = index
-        if row.get("revision") is not None:
-            written.last_revision = max(written.last_revision, row["revision"])
+        revision = row.get("revision")
+        if revision is not None and revision > written.last_revision:
+            written.last_revision = revision
         written.rows += 1
         yield row
 
@@ -275,8 +276,7 @@ def _counting(rows: Iterable[Row], written: Written, after: int) -> Iterator[Row
 def _write_parquet(rows: Iterator[Row], out: Path, run: str) -> None:
     writer = PartitionedParquetWriter(out, run)
     try:
-        for row in rows:
-            writer.add(row)
+        writer.add_rows(rows)
     except BaseException:
         writer.abort()
         raise

@@ -17,9 +17,13 @@ def test_buffered_rows_stay_under_the_cap_across_many_partitions(tmp_path):
     assert len(partitions) >= 10  # the cap only matters when rows spread out
     writer = PartitionedParquetWriter(tmp_path, "r1", group_rows=400, buffer_rows=200,
                                       file_rows=500, pending_rows=30)
-    for row in rows:
-        writer.add(row)
-        assert writer.buffered <= 200 and writer.pending_rows < 30
+
+    def checked_after_each():  # the writer's state as it takes each row in turn
+        for row in rows:
+            yield row
+            assert writer.buffered <= 200 and writer.pending_rows < 30
+
+    writer.add_rows(checked_after_each())
     writer.close()
     assert writer.max_buffered == 200 and writer.buffered == 0
     assert all(pq.ParquetFile(f).metadata.num_rows <= 500 for f in writer.files)
