@@ -12,7 +12,7 @@ import json
 import re
 from typing import Any
 
-from coord.history.schema import date_of
+from coord.history.schema import DAY_MS, date_of
 from coord.raft.confchange import decode_conf_change
 from coord.sm import commands as c
 from coord.sm.auth import PERM_NAMES, AuthEvent
@@ -160,21 +160,27 @@ class RowMaker:
 
     def __init__(self) -> None:
         self.leaders: dict[int, str] = {}
+        # the day of the last entry and its date: entries in log order are mostly of one
+        # day, so a row's date is a comparison, not a call to date_of's cache
+        self._day: int | None = None
+        self._date = ""
 
     def rows(self, index: int, term: int, time_ms: int, revision: int, kind: str, cmd: Any,
              result: Any, events: list[Any]) -> list[Row]:
         """`revision`: after the entry (for a no-op or membership change, the current one)."""
-        if type(cmd) is c.NoteLeader and result is not None and result.ok:
+        if type(cmd) is c.NoteLeader and result is not None and not result.error:
             self.leaders[cmd.term or term] = cmd.member
+        if time_ms // DAY_MS != self._day:
+            self._day, self._date = time_ms // DAY_MS, date_of(time_ms)
         base: Row = {"index": index, "term": term, "time_ms": time_ms,
-                     "leader": self.leaders.get(term), "date": date_of(time_ms),
-                     "revision": revision}
-        head = {**base, "seq": 0, "kind": kind, "ok": result is None or result.ok,
+                     "leader": self.leaders[term] if term in self.leaders else None,
+                     "date": self._date, "revision": revision}
+        head = {**base, "seq": 0, "kind": kind, "ok": result is None or not result.error,
                 "error": (result.error or None) if result is not None else None}
         if cmd is not None:
             head.update(command_fields(cmd, result))
-        rows = [head]
+        if not events:
+            return [head]
         # a token issued or ended is member-local bookkeeping, not an effect for the history
         events = [e for e in events if not isinstance(e, AuthEvent)]
-        rows += [effect_row(base, seq, event) for seq, event in enumerate(events, 1)]
-        return rows
+        return [head, *[effect_row(base, seq, event) for seq, event in enumerate(events, 1)]]

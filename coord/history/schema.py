@@ -104,11 +104,12 @@ def arrow_schema() -> Any:
 
 
 _DATES: dict[int, str] = {}
+DAY_MS = 86_400_000
 
 
 def date_of(time_ms: int) -> str:
     """YYYY-MM-DD (UTC) of a Unix-ms time, cached per day (a hot path of export)."""
-    day = time_ms // 86_400_000
+    day = time_ms // DAY_MS
     date = _DATES.get(day)
     if date is None:
         date = datetime.fromtimestamp(day * 86_400, UTC).strftime("%Y-%m-%d")
