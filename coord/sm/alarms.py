@@ -44,11 +44,12 @@ class AlarmTable:
     def __init__(self, ledger: Ledger) -> None:
         self.ledger = ledger
         self._active: set[tuple[int, str]] = set()  # (member id, kind)
+        # whether a NOSPACE alarm is up: asked before every command, so kept as the
+        # alarms change rather than worked out per command
+        self.no_space = False
 
-    @property
-    def no_space(self) -> bool:
-        # asked before every command: with no alarm up (the usual case), no scan at all
-        return bool(self._active) and any(kind == NOSPACE for _, kind in self._active)
+    def _changed(self) -> None:
+        self.no_space = any(kind == NOSPACE for _, kind in self._active)
 
     def active(self) -> list[tuple[int, str]]:
         return sorted(self._active)
@@ -78,6 +79,7 @@ class AlarmTable:
             self._active.add(alarm)
         else:
             self._active.discard(alarm)
+        self._changed()
         if was_up != (action == ACTIVATE):
             self.ledger.mark()  # a change of state, not of the revision (as etcd's)
         named = action == ACTIVATE or was_up
@@ -97,3 +99,4 @@ class AlarmTable:
                 raise ValueError("bad alarm record")
             active.add((member_id, kind))
         self._active = active
+        self._changed()

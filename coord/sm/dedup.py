@@ -39,9 +39,8 @@ class RecentRequests(Generic[K, V]):
         return self._entries.get(key)
 
     def put(self, key: K, value: V) -> None:
-        old = self._entries.pop(key, None)
-        if old is not None:
-            self.weight -= self._weigh(old)
+        if key in self._entries:
+            self.weight -= self._weigh(self._entries.pop(key))
         self._entries[key] = value
         self.weight += self._weigh(value)
         while len(self._entries) > self.capacity or (

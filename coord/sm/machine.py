@@ -171,7 +171,9 @@ class CoordMachine:
         returns it (a repeated request id's is the remembered bytes)."""
         tag = c.command_tag(cmd)
         request_id = getattr(cmd, "request_id", "")
-        if type(request_id) is not str or utf8_len(request_id) > MAX_REQUEST_ID_BYTES:
+        # a str of n code points is at most 4n UTF-8 bytes: a short id needs no encoding
+        if type(request_id) is not str or (len(request_id) > MAX_REQUEST_ID_BYTES // 4
+                                           and utf8_len(request_id) > MAX_REQUEST_ID_BYTES):
             return Answer(RESULT_TYPES[type(cmd)](
                 error=TOO_LARGE, revision=self.revision,
                 message=f"request_id must be a str of at most {MAX_REQUEST_ID_BYTES} bytes"))

@@ -259,6 +259,9 @@ def test_bad_input_changes_nothing():
         (c.Txn((), (c.Put(b"ok", b"1"), c.Put(b"", b"2")), ()), INVALID_ARGUMENT),
         (c.ExpireSessions(tuple(range(100_001))), TOO_LARGE),
         (c.Put(b"k", b"v", request_id="r" * 257), TOO_LARGE),
+        # few characters, many bytes: 65 of four bytes, 86 lone surrogates of three
+        (c.Put(b"k", b"v", request_id="\U0001f600" * 65), TOO_LARGE),
+        (c.Put(b"k", b"v", request_id="\ud800" * 86), TOO_LARGE),
     ]
     for cmd, code in cases:
         r = m.execute(cmd, time_ms=123_456)
