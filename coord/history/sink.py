@@ -266,7 +266,7 @@ def _counting(rows: Iterable[Row], written: Written, after: int) -> Iterator[Row
         if not written.first_index:
             written.first_index = index
         written.last_index = index
-        revision = row.get("revision")
+        revision = row["revision"] if "revision" in row else None  # no call per row
         if revision is not None and revision > written.last_revision:
             written.last_revision = revision
         written.rows += 1
