@@ -17,6 +17,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from coord.history.replay import CONF_CHANGE, NORMAL, Replayer
 from coord.history.rows import Row
@@ -55,6 +56,8 @@ class _Cluster:
     live: list[_Client] = field(default_factory=list)
     crashed: dict[int, _Client] = field(default_factory=dict)
     next_expiry_ms: int | None = None
+    # the rows of the entries appended since the synthesizer last handed rows out
+    rows: list[Row] = field(default_factory=list)
 
     def forget(self, session: int) -> None:
         """The client is gone (closed, expired or severed)."""
@@ -66,13 +69,17 @@ class _Cluster:
                 del self.live[i]
                 return
 
-    def append(self, entry_type: int, data: bytes) -> tuple[list[Row], object]:
+    def append(self, entry_type: int, data: bytes) -> None:
+        """A no-op or membership entry; its rows join `rows`."""
         self.index += 1
-        return self.replayer.apply(self.index, self.term, entry_type, data)
+        self.rows += self.replayer.apply(self.index, self.term, entry_type, data)[0]
 
-    def propose(self, cmd: c.Command) -> tuple[list[Row], object]:
+    def propose(self, cmd: c.Command) -> Any:
+        """A command's entry, applied: its rows join `rows`, its result is returned."""
         self.index += 1
-        return self.replayer.apply_decoded(self.index, self.term, self.now_ms, cmd)
+        rows, result = self.replayer.apply_decoded(self.index, self.term, self.now_ms, cmd)
+        self.rows += rows
+        return result
 
 
 def synthesize(commands: int, seed: int = 0) -> Iterator[Row]:
@@ -81,24 +88,19 @@ def synthesize(commands: int, seed: int = 0) -> Iterator[Row]:
         raise ValueError("commands must be >= 0")
     rng = random.Random(seed)
     cl = _Cluster(rng)
-    pending: list[list[Row]] = []
-
-    def emit(step: tuple[list[Row], object]) -> object:
-        pending.append(step[0])
-        return step[1]
 
     def elect(leader: str) -> None:
         cl.term += 1
         cl.leader = leader
         cl.leader_since_ms = cl.now_ms
         cl.next_expiry_ms = None  # every crashed client's deadline restarts
-        emit(cl.append(NORMAL, b""))
-        emit(cl.propose(c.NoteLeader(leader, cl.term)))
+        cl.append(NORMAL, b"")
+        cl.propose(c.NoteLeader(leader, cl.term))
 
     # The cluster's first entries: its members, then the first leader.
     cl.term = 1
     for _member in MEMBERS:
-        emit(cl.append(CONF_CHANGE, b""))
+        cl.append(CONF_CHANGE, b"")
     elect(MEMBERS[0])
     next_election = rng.randint(2_000, 20_000)
     next_outage = rng.randint(5_000, 40_000)
@@ -114,19 +116,19 @@ def synthesize(commands: int, seed: int = 0) -> Iterator[Row]:
             cl.now_ms += rng.randint(2_000, 20_000)  # nothing commits meanwhile
             old = cl.leader
             elect(rng.choice(MEMBERS))
-            emit(cl.propose(c.NoteQuorumLost(old, since, cl.now_ms, "read-only")))
+            cl.propose(c.NoteQuorumLost(old, since, cl.now_ms, "read-only"))
         elif cl.index >= next_compact and cl.replayer.machine.revision > 10_000:
             next_compact = cl.index + 50_000
-            emit(cl.propose(c.Compact(cl.replayer.machine.revision - 10_000)))
-        elif not _expire_due(cl, emit):
-            _client_command(cl, rng, emit)
-        for rows in pending:
-            yield from rows
-        pending.clear()
+            cl.propose(c.Compact(cl.replayer.machine.revision - 10_000))
+        elif not _expire_due(cl):
+            _client_command(cl, rng)
+        if cl.rows:
+            yield from cl.rows
+            cl.rows = []
     yield from cl.replayer.flush()
 
 
-def _expire_due(cl: _Cluster, emit) -> bool:
+def _expire_due(cl: _Cluster) -> bool:
     """The leader expires crashed sessions whose TTL ran out (counted from their last
     keepalive or from when this leader took over, whichever is later)."""
     if not cl.crashed:
@@ -139,21 +141,21 @@ def _expire_due(cl: _Cluster, emit) -> bool:
     # in the order the clients opened (session ids rise with it)
     due = sorted(x.session for x in cl.crashed.values()
                  if cl.now_ms >= max(x.seen_ms, since) + x.ttl_ms)
-    emit(cl.propose(c.ExpireSessions(tuple(due[:50]))))
+    cl.propose(c.ExpireSessions(tuple(due[:50])))
     for sid in due[:50]:
         cl.forget(sid)
     return True
 
 
-def _client_command(cl: _Cluster, rng: random.Random, emit) -> None:
+def _client_command(cl: _Cluster, rng: random.Random) -> None:
     m = cl.replayer.machine
     live = cl.live
     roll = rng.random()
     rid = f"r{cl.index}"
     if len(live) < 20 or roll < 0.03:
         ttl = rng.choice((2_000, 5_000, 10_000))
-        res = emit(cl.propose(c.OpenSession(f"worker-{rng.randrange(1000)}", ttl,
-                                            rng.random() < 0.3, rid)))
+        res = cl.propose(c.OpenSession(f"worker-{rng.randrange(1000)}", ttl,
+                                       rng.random() < 0.3, rid))
         if res.ok:
             live.append(_Client(res.session_id, ttl, seen_ms=cl.now_ms))
         return
@@ -163,9 +165,9 @@ def _client_command(cl: _Cluster, rng: random.Random, emit) -> None:
         who.seen_ms = cl.now_ms  # its last keepalive: this moment
         cl.crashed[who.session] = who
         cl.next_expiry_ms = None
-        emit(cl.propose(c.Barrier()))
+        cl.propose(c.Barrier())
     elif roll < 0.07:
-        emit(cl.propose(c.CloseSession(who.session, rid)))
+        cl.propose(c.CloseSession(who.session, rid))
         cl.forget(who.session)
     elif roll < 0.25:
         group, resource = rng.choice(GROUPS), f"p{rng.randrange(RESOURCES)}"
@@ -177,7 +179,7 @@ def _client_command(cl: _Cluster, rng: random.Random, emit) -> None:
             gen = 0 if r < 0.03 else (owner.generation - 1 if r < 0.2 else owner.generation)
         else:
             gen = 1
-        res = emit(cl.propose(c.Own(who.session, group, (Claim(resource, max(gen, 0)),), rid)))
+        res = cl.propose(c.Own(who.session, group, (Claim(resource, max(gen, 0)),), rid))
         for sid in getattr(res, "severed", ()):
             cl.forget(sid)
     elif roll < 0.30:
@@ -186,24 +188,24 @@ def _client_command(cl: _Cluster, rng: random.Random, emit) -> None:
         # not by listing the whole group's owners and keeping its own
         session = m.sessions.get(who.session)
         mine = sorted(r for g, r in session.owned if g == group) if session else []
-        emit(cl.propose(c.Release(who.session, group, tuple(mine[:3]) or ("p0",), rid)))
+        cl.propose(c.Release(who.session, group, tuple(mine[:3]) or ("p0",), rid))
     elif roll < 0.33:
-        emit(cl.propose(c.AllocatePidBlock(f"writer-{rng.randrange(50)}",
-                                           rng.choice((100, 1_000)), rid)))
+        cl.propose(c.AllocatePidBlock(f"writer-{rng.randrange(50)}",
+                                      rng.choice((100, 1_000)), rid))
     elif roll < 0.36:
-        emit(cl.propose(c.LeasePid(f"topic-{rng.randrange(20)}", rng.randrange(16), -1,
-                                   rng.randrange(1 << 31), rid)))
+        cl.propose(c.LeasePid(f"topic-{rng.randrange(20)}", rng.randrange(16), -1,
+                              rng.randrange(1 << 31), rid))
     elif roll < 0.40:
-        emit(cl.propose(c.InitProducer(f"txn-{rng.randrange(PRODUCERS)}", rid)))
+        cl.propose(c.InitProducer(f"txn-{rng.randrange(PRODUCERS)}", rid))
     elif roll < 0.45:
         key = f"app/k{rng.randrange(KEYS)}".encode()
         cur = m.query(c.Range(key))
         version = cur.kvs[0].version if cur.kvs else 0
-        emit(cl.propose(c.Txn.compare_and_set(key, version, rng.randbytes(rng.randint(8, 64)),
-                                              rid)))
+        cl.propose(c.Txn.compare_and_set(key, version, rng.randbytes(rng.randint(8, 64)),
+                                         rid))
     elif roll < 0.49:
-        emit(cl.propose(c.DeleteRange(f"app/k{rng.randrange(KEYS)}".encode(), request_id=rid)))
+        cl.propose(c.DeleteRange(f"app/k{rng.randrange(KEYS)}".encode(), request_id=rid))
     else:
         bound = who.session if rng.random() < 0.1 else 0
-        emit(cl.propose(c.Put(f"app/k{rng.randrange(KEYS)}".encode(),
-                              rng.randbytes(rng.randint(8, 200)), bound, request_id=rid)))
+        cl.propose(c.Put(f"app/k{rng.randrange(KEYS)}".encode(),
+                         rng.randbytes(rng.randint(8, 200)), bound, request_id=rid))
