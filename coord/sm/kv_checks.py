@@ -52,9 +52,11 @@ def check_put(op: Put) -> None:
     if len(op.value) > limits.MAX_VALUE_BYTES:
         raise CommandError(TOO_LARGE, f"value is {len(op.value)} bytes; the limit is "
                            f"{limits.MAX_VALUE_BYTES}")
-    check_bool(op.prev_kv, "prev_kv")
-    check_bool(op.ignore_value, "ignore_value")
-    check_bool(op.ignore_lease, "ignore_lease")
+    # the three flags tested in one line (every put is checked), by name only if one is bad
+    if not type(op.prev_kv) is type(op.ignore_value) is type(op.ignore_lease) is bool:
+        check_bool(op.prev_kv, "prev_kv")
+        check_bool(op.ignore_value, "ignore_value")
+        check_bool(op.ignore_lease, "ignore_lease")
     if type(op.session_id) is not int:
         raise CommandError(INVALID_ARGUMENT, "session_id must be an int")
     if op.ignore_value and op.value:

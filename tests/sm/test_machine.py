@@ -270,6 +270,20 @@ def test_bad_input_changes_nothing():
     assert m.snapshot() == before and m.drain_events() == []
 
 
+@pytest.mark.parametrize("flags", [("prev_kv",), ("ignore_value",), ("ignore_lease",),
+                                   ("prev_kv", "ignore_value", "ignore_lease")])
+def test_a_put_flag_that_is_not_a_bool_is_refused_by_name(flags):
+    """A decoded command reaches apply as it was made (the history synthesizer's do): a
+    put's flag of another type (one, or all three alike) is refused there, naming the
+    first, and changes nothing."""
+    m = CoordMachine()
+    before = m.snapshot()
+    cmd = c.Put(b"k", b"", **dict.fromkeys(flags, 1))
+    r = m.apply_command(cmd, 123_456, term=1).value
+    assert (r.error, r.message) == (INVALID_ARGUMENT, f"{flags[0]} must be a bool")
+    assert m.snapshot() == before
+
+
 def test_snapshot_restore_round_trip_and_garbage():
     m = CoordMachine(pid_capacity=16)
     sid = m.execute(c.OpenSession("s", 5_000)).session_id
