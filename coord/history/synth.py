@@ -6,7 +6,10 @@ TTL ran out, restarted in full by every new leader and after every loss of quoru
 coord's leader does), claims, takeovers at a higher generation, generation-0 resets,
 releases, PID blocks, PID leases and producer bumps, KV puts, deletes and CAS txns,
 compactions, leader changes (a no-op then a `note_leader`) and periods without a quorum
-(nothing commits; a `note_quorum_lost` records them). Every entry is applied by
+(nothing commits; a `note_quorum_lost` records them). Another client may join them (a
+`Workload`: `coord.spark.synth`'s Spark jobs, whose sink log must match what they
+claimed): it proposes through the same cluster, so its commands get the same leaders,
+outages and expiries as synth's own clients. Every entry is applied by
 `CoordMachine` through `Replayer`, so each row is what coord itself did; a command goes
 to the replayer as the object proposed (`Replayer.apply_decoded`), not encoded for a log
 that nobody reads and decoded back. The same seed gives the same rows.
@@ -17,10 +20,11 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from coord.history.replay import CONF_CHANGE, NORMAL, Replayer
 from coord.history.rows import Row
+from coord.sm import CoordMachine
 from coord.sm import commands as c
 from coord.sm.records import Claim
 
@@ -41,7 +45,10 @@ class _Client:
 
 
 @dataclass
-class _Cluster:
+class Cluster:
+    """The synthesized cluster as its clients see it: the state machine (`machine`, for
+    their reads), its clock and the commands they propose."""
+
     rng: random.Random
     replayer: Replayer = field(default_factory=Replayer)
     index: int = 0
@@ -58,6 +65,16 @@ class _Cluster:
     next_expiry_ms: int | None = None
     # the rows of the entries appended since the synthesizer last handed rows out
     rows: list[Row] = field(default_factory=list)
+
+    @property
+    def machine(self) -> CoordMachine:
+        return self.replayer.machine
+
+    def crash(self, session: int, ttl_ms: int) -> None:
+        """The session's client is gone now: its last keepalive is this moment, and the
+        leader expires it once its TTL has run out."""
+        self.crashed[session] = _Client(session, ttl_ms, seen_ms=self.now_ms)
+        self.next_expiry_ms = None
 
     def forget(self, session: int) -> None:
         """The client is gone (closed, expired or severed)."""
@@ -82,12 +99,29 @@ class _Cluster:
         return result
 
 
-def synthesize(commands: int, seed: int = 0) -> Iterator[Row]:
-    """Rows of a history of `commands` raft entries (every entry counts, notes included)."""
+class Workload(Protocol):
+    """Another client of the synthesized cluster. The cluster offers it every tick on
+    which no leader change, outage, compaction or expiry is due, before its own clients."""
+
+    def step(self, cluster: Cluster) -> bool:
+        """Propose at most one command (`cluster.propose(cmd)`, which keeps its rows and
+        returns its result); False if it proposed none this tick (synth's own clients
+        take the tick)."""
+        ...
+
+    @property
+    def done(self) -> bool:
+        """Nothing more to propose: the history may end."""
+        ...
+
+
+def synthesize(commands: int, seed: int = 0, workload: Workload | None = None) -> Iterator[Row]:
+    """Rows of a history of `commands` raft entries (every entry counts, notes included),
+    or more: with a `workload`, until it is done as well."""
     if commands < 0:
         raise ValueError("commands must be >= 0")
     rng = random.Random(seed)
-    cl = _Cluster(rng)
+    cl = Cluster(rng)
 
     def elect(leader: str) -> None:
         cl.term += 1
@@ -120,7 +154,7 @@ def synthesize(commands: int, seed: int = 0) -> Iterator[Row]:
         elif cl.index >= next_compact and cl.replayer.machine.revision > 10_000:
             next_compact = cl.index + 50_000
             cl.propose(c.Compact(cl.replayer.machine.revision - 10_000))
-        elif not _expire_due(cl):
+        elif not _expire_due(cl) and not (workload and workload.step(cl)):
             _client_command(cl, rng)
         if cl.rows:
             yield from cl.rows
@@ -128,7 +162,7 @@ def synthesize(commands: int, seed: int = 0) -> Iterator[Row]:
     yield from cl.replayer.flush()
 
 
-def _expire_due(cl: _Cluster) -> bool:
+def _expire_due(cl: Cluster) -> bool:
     """The leader expires crashed sessions whose TTL ran out (counted from their last
     keepalive or from when this leader took over, whichever is later)."""
     if not cl.crashed:
@@ -147,7 +181,7 @@ def _expire_due(cl: _Cluster) -> bool:
     return True
 
 
-def _client_command(cl: _Cluster, rng: random.Random) -> None:
+def _client_command(cl: Cluster, rng: random.Random) -> None:
     m = cl.replayer.machine
     live = cl.live
     roll = rng.random()
@@ -162,9 +196,7 @@ def _client_command(cl: _Cluster, rng: random.Random) -> None:
     who = rng.choice(live)
     if roll < 0.05:  # a client crashes: its session lingers until the leader expires it
         live.remove(who)
-        who.seen_ms = cl.now_ms  # its last keepalive: this moment
-        cl.crashed[who.session] = who
-        cl.next_expiry_ms = None
+        cl.crash(who.session, who.ttl_ms)
         cl.propose(c.Barrier())
     elif roll < 0.07:
         cl.propose(c.CloseSession(who.session, rid))
