@@ -25,7 +25,9 @@ keeps the partition under, so `sink.refusal_holder_granted` finds the holder's g
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
+from types import TracebackType
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -34,8 +36,8 @@ from coord.spark.attempt import RUN, group_of, producer_key, resource_of
 from coord.spark.sink_log_files import LOG_FILE, REFUSALS_FILE
 from coord.spark.sinks.base import TOKEN_FIELDS, Refusal
 
-__all__ = ["EXPORT_SCHEMA", "LOG_SCHEMA", "REFUSALS_SCHEMA", "export_log", "refusals_table",
-           "with_coord_names"]
+__all__ = ["EXPORT_SCHEMA", "LOG_SCHEMA", "REFUSALS_SCHEMA", "LogFiles", "export_log",
+           "refusals_table", "with_coord_names"]
 
 LOG_SCHEMA = pa.schema([
     ("id", pa.int64()), ("op", pa.string()),  # append | seal | publish
@@ -104,11 +106,47 @@ def refusals_table(refusals: list[Refusal]) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=REFUSALS_SCHEMA)
 
 
-def _write(table: pa.Table, directory: Path, name: str) -> None:
-    """`table` to `directory/name`, atomically (a temp file renamed)."""
-    tmp = directory / f".{name}.tmp"  # a dot: readers of the directory skip it
-    pq.write_table(table, tmp)
-    os.replace(tmp, directory / name)
+class LogFiles:
+    """The export's two files in `out`, written part by part: a log too big to hold at
+    once (a synthesized one of millions of rows, `coord.spark.synth`) is written as it
+    is made, each part with its coord names (`with_coord_names`; parts come in `id`
+    order). The files appear whole at `commit`, each renamed from a temp file; a
+    `LogFiles` left without a commit removes its temp files."""
+
+    def __init__(self, out: str | os.PathLike[str]) -> None:
+        self.directory = Path(out)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._tmp = {name: self.directory / f".{name}.tmp"  # a dot: readers skip it
+                     for name in (LOG_FILE, REFUSALS_FILE)}
+        self._writers = {LOG_FILE: pq.ParquetWriter(self._tmp[LOG_FILE], EXPORT_SCHEMA),
+                         REFUSALS_FILE: pq.ParquetWriter(self._tmp[REFUSALS_FILE],
+                                                         REFUSALS_SCHEMA)}
+
+    def write(self, log: pa.Table, refusals: Iterable[Refusal] = ()) -> None:
+        """One part: `log` rows (LOG_SCHEMA) and the writes refused meanwhile."""
+        if log.num_rows:
+            self._writers[LOG_FILE].write_table(with_coord_names(log))
+        refused = refusals_table(list(refusals))
+        if refused.num_rows:
+            self._writers[REFUSALS_FILE].write_table(refused)
+
+    def commit(self) -> Path:
+        """Close both files and move them into place; the directory."""
+        for name, writer in self._writers.items():
+            writer.close()
+            os.replace(self._tmp[name], self.directory / name)
+        self._writers = {}
+        return self.directory
+
+    def __enter__(self) -> LogFiles:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        for name, writer in self._writers.items():  # not committed: nothing appears
+            writer.close()
+            self._tmp[name].unlink(missing_ok=True)
+        self._writers = {}
 
 
 def export_log(log: pa.Table, out: str | os.PathLike[str],
@@ -116,8 +154,6 @@ def export_log(log: pa.Table, out: str | os.PathLike[str],
     """Write `log` (a sink's `log()`) with its coord names (`with_coord_names`) to
     `out/sink_log.parquet` and `refusals` (its `refusals()`) to `out/refusals.parquet`,
     each atomically, and return the directory."""
-    directory = Path(out)
-    directory.mkdir(parents=True, exist_ok=True)
-    _write(with_coord_names(log), directory, LOG_FILE)
-    _write(refusals_table(list(refusals)), directory, REFUSALS_FILE)
-    return directory
+    with LogFiles(out) as files:
+        files.write(log, refusals)
+        return files.commit()
