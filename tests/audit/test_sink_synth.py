@@ -1,0 +1,146 @@
+"""A synthesized history with fenced Spark jobs in it (`coord.spark.synth`) and their
+sink's log: the pair passes every sink check, by name, and the checks catch what is
+planted in that log (a sequence sent twice, a fenced attempt's write accepted). The
+jobs are small and their faults frequent, so a few hundred log rows hold retried tasks,
+speculative losers and restarted drivers."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from coord.audit.checks import SINK_CHECKS
+from coord.audit.checks.sink_coord import tokens
+from coord.audit.job import run_audit
+from coord.audit.load import load_history
+from coord.history.sink import HistorySink
+from coord.spark.sink_log_files import LOG_FILE, REFUSALS_FILE
+from coord.spark.sinks.base import Refusal
+from coord.spark.sinks.log import LOG_SCHEMA, export_log
+from coord.spark.synth import Faults, Shape, SinkLogSynth
+
+EXPECTED = (
+    "sink.no_fenced_writes",
+    "sink.sequences",
+    "sink.publish_holder",
+    "sink.tokens_granted",
+    "sink.coord_fenced_writes",
+    "sink.coord_publish_holder",
+    "sink.publish_run_newest",
+    "sink.refusal_holder_granted",
+)
+SMALL = Shape(
+    jobs=(("orders", 3), ("clicks", 4)),
+    max_batches=4,
+    faults=Faults(retry=0.2, speculative=0.2, restart=0.3),
+    share=0.9,
+)
+
+
+def synthesized(root, sink_rows: int = 300, seed: int = 1, **kw) -> SinkLogSynth:
+    made = SinkLogSynth(root / "sink", sink_rows, seed, SMALL, **kw)
+    HistorySink(root / "history").write(made.rows())
+    return made
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory) -> tuple:
+    root = tmp_path_factory.mktemp("synth")
+    return root, synthesized(root)
+
+
+def _log(root) -> pa.Table:
+    return pq.read_table(root / "sink" / LOG_FILE).select(LOG_SCHEMA.names)
+
+
+def _refusals(root) -> list[Refusal]:
+    return [Refusal.of_row(r) for r in pq.read_table(root / "sink" / REFUSALS_FILE).to_pylist()]
+
+
+def test_the_sink_checks_are_the_expected_ones():
+    assert tuple(SINK_CHECKS) == EXPECTED
+
+
+def test_the_jobs_meet_every_fault_and_the_sink_refuses_the_fenced(made):
+    root, synth = made
+    figures = synth.figures()
+    assert figures["sink_rows"] >= 300
+    for what in ("retries", "speculative_losers", "restarts", "refusals"):
+        assert figures[what] > 0, figures
+    refusals = _refusals(root)
+    assert len(refusals) == figures["refusals"]
+    # each refusal is a fenced attempt's write, judged against a newer holder
+    assert {r.verdict for r in refusals} == {"FENCED_GENERATION"}
+    assert all(r.held.revision > r.token.revision for r in refusals)
+    log = _log(root)
+    assert log.column("id").to_pylist() == list(range(1, log.num_rows + 1))
+
+
+def test_the_same_seed_makes_the_same_log_in_any_parts(tmp_path, made):
+    # parts of 7 rows: the log is written as it is made, never held whole
+    again = synthesized(tmp_path, part_rows=7)
+    assert again.figures() == made[1].figures()
+    assert _log(tmp_path).equals(_log(made[0]))
+    assert pq.ParquetFile(tmp_path / "sink" / LOG_FILE).num_row_groups > 10
+
+
+def test_the_synthesized_pair_passes_every_sink_check(spark, made):
+    root, synth = made
+    result = run_audit(
+        spark, root / "history", checks=EXPECTED, sink_log=root / "sink", with_stats=False
+    )
+    assert {n: result.count(n) for n in EXPECTED} == dict.fromkeys(EXPECTED, 0), result.examples
+    assert result.summary["sink_log_rows"] == synth.log_rows
+    toks = result.summary["sink_tokens"]
+    assert toks["tokens"] == toks["granted_in_history"] > 0
+
+
+def _planted(root, tmp_path, row: dict) -> tuple:
+    """The synthesized log with `row` accepted after everything else; the directory it
+    is exported to, and the id the row got."""
+    log = _log(root)
+    planted_id = log.num_rows + 1
+    extra = pa.Table.from_pylist([{**row, "id": planted_id}], schema=LOG_SCHEMA)
+    out = export_log(pa.concat_tables([log, extra]), tmp_path / "planted", _refusals(root))
+    return out, planted_id
+
+
+def _found(spark, root, sink_dir, name: str) -> list:
+    history = load_history(spark, root / "history")
+    log = spark.read.parquet(str(sink_dir / LOG_FILE))
+    refusals = spark.read.parquet(str(sink_dir / REFUSALS_FILE))
+    return SINK_CHECKS[name](log, tokens(history, log), history, refusals).collect()
+
+
+def test_a_sequence_sent_twice_is_caught(spark, made, tmp_path):
+    root, _ = made
+    twice = next(r for r in _log(root).to_pylist() if r["op"] == "append" and r["sequence"])
+    sink_dir, _ = _planted(root, tmp_path, twice)
+    found = _found(spark, root, sink_dir, "sink.sequences")
+    assert len(found) == 1, found
+    assert "a sequence repeated" in found[0]["detail"]
+    assert found[0]["subject"].startswith(f"sink {twice['job']}/{twice['partition']} ")
+
+
+def test_a_fenced_attempts_write_accepted_is_caught(spark, made, tmp_path):
+    # the fence switched off: a write the sink refused is accepted instead
+    root, _ = made
+    zombie = _refusals(root)[0]
+    row = {
+        "op": "append",
+        "job": zombie.job,
+        "partition": zombie.partition,
+        **zombie.token.as_dict(),
+        "sequence": zombie.sequence,
+        "rows": 10,
+        "at_ms": 0,
+    }
+    sink_dir, planted_id = _planted(root, tmp_path, row)
+    for name, says in (
+        ("sink.no_fenced_writes", "after it had accepted the newer"),
+        ("sink.coord_fenced_writes", "ended that grant"),
+    ):
+        found = _found(spark, root, sink_dir, name)
+        assert [(f["check"], f["index"]) for f in found] == [(name, planted_id)], found
+        assert says in found[0]["detail"]
