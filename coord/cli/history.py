@@ -8,7 +8,7 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +27,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     h = sub.add_parser("history", help="export coord's committed history as rows")
     hs = h.add_subparsers(dest="history_command", required=True)
     s = hs.add_parser("synth", help="a large realistic history, made by the real state machine")
-    s.add_argument("--commands", type=int, required=True, help="raft entries to make")
+    s.add_argument("--commands", type=int, default=0,
+                   help="raft entries to make (at least, with --sink-rows)")
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--out", required=True, help="history directory to write")
+    s.add_argument("--sink-rows", type=int, default=0, metavar="N",
+                   help="fenced Spark jobs run in the history too (their drivers and tasks "
+                   "claim, init producers and publish in coord as a real job does; now "
+                   "and then a task is retried, a speculative copy loses, a driver dies) "
+                   "until their sink's log holds N rows: it goes to --sink-log, as coord "
+                   "history export-sink-log writes one, for coord audit --sink-log")
+    s.add_argument("--sink-log", metavar="DIR", help="with --sink-rows: the directory to "
+                   "write sink_log.parquet and refusals.parquet in")
     s.add_argument("--format", choices=("parquet", "jsonl"), default="parquet", help=FORMAT_HELP)
     s.set_defaults(func=cmd_synth)
     e = hs.add_parser("export", help="the committed history: live from running members "
@@ -111,21 +120,32 @@ def register(sub: argparse._SubParsersAction) -> None:
     a.set_defaults(func=cmd_audit)
 
 
-def _tracked(rows: Iterator[dict], progress: Any, task: Any, first: int) -> Iterator[dict]:
-    started, last_shown, index = time.monotonic(), 0.0, first
+def _tracked(rows: Iterator[dict], progress: Any, task: Any, done: Callable[[dict], int],
+             unit: str) -> Iterator[dict]:
+    """`rows`, updating the bar with `done(row)` (how far the rows have got, in `unit`s)
+    every 0.2 s and at the end."""
+    started, last_shown, row = time.monotonic(), 0.0, None
     for row in rows:
-        index = row["index"]
         now = time.monotonic()
         if now - last_shown > 0.2:
-            last_shown = now
-            rate = (index - first) / max(now - started, 1e-9)
-            progress.update(task, completed=index - first, rate=f"{rate:,.0f} entries/s")
+            last_shown, completed = now, done(row)
+            rate = completed / max(now - started, 1e-9)
+            progress.update(task, completed=completed, rate=f"{rate:,.0f} {unit}/s")
         yield row
-    progress.update(task, completed=index - first)
+    if row is not None:
+        progress.update(task, completed=done(row))
 
 
-def _write(rows: Iterator[dict], out: str, fmt: str, source: str, total: int, first: int,
-           what: str) -> int:
+def _entries_after(first: int) -> Callable[[dict], int]:
+    """A history's progress: the entries its rows have got to, after `first`."""
+    return lambda row: row["index"] - first
+
+
+def _write(rows: Iterator[dict], out: str, fmt: str, source: str, total: int,
+           done: Callable[[dict], int], what: str, unit: str = "entries",
+           figures: Callable[[], dict] = dict) -> int:
+    """Write `rows` into the history `out` under a progress bar of `total` `unit`s
+    (`done`: how far a row has got), then print what was written (and `figures()`)."""
     from coord.history.sink import HistoryDirError, HistorySink
     from coord.progress_bars import progress_bar
 
@@ -136,27 +156,42 @@ def _write(rows: Iterator[dict], out: str, fmt: str, source: str, total: int, fi
     started = time.monotonic()
     with sink, progress_bar() as progress:
         task = progress.add_task(what, total=total, rate="")
-        written = sink.write(_tracked(rows, progress, task, first))
+        written = sink.write(_tracked(rows, progress, task, done, unit))
     seconds = time.monotonic() - started
     print(json.dumps({"out": out, "rows": written.rows, "first_index": written.first_index,
                       "last_index": written.last_index, "last_revision": written.last_revision,
                       "seconds": round(seconds, 3),
-                      "rows_per_second": round(written.rows / seconds if seconds else 0)}))
+                      "rows_per_second": round(written.rows / seconds if seconds else 0),
+                      **figures()}))
     return 0
 
 
 def cmd_synth(args: argparse.Namespace) -> int:
     from coord.history.sink import read_manifest
     from coord.history.synth import synthesize
+    from coord.spark.sink_log_files import LOG_FILE
 
-    if args.commands < 1:
-        return _refuse("coord history synth: --commands must be >= 1")
+    if args.commands < (0 if args.sink_rows else 1) or args.sink_rows < 0:
+        return _refuse("coord history synth: --commands must be >= 1 (or give --sink-rows), "
+                       "--sink-rows >= 0")
+    if bool(args.sink_rows) != bool(args.sink_log):
+        return _refuse("coord history synth: --sink-rows and --sink-log go together")
     if read_manifest(args.out) is not None:
         return _refuse(f"coord history synth: {args.out} already holds a history; give a new "
                        "--out")
-    return _write(synthesize(args.commands, args.seed), args.out, args.format,
-                  f"synth commands={args.commands} seed={args.seed}", args.commands, 0,
-                  "synth")
+    if args.sink_log and (Path(args.sink_log) / LOG_FILE).exists():
+        return _refuse(f"coord history synth: {args.sink_log} already holds a sink log; give a "
+                       "new --sink-log")
+    source = f"synth commands={args.commands} seed={args.seed}"
+    if not args.sink_rows:
+        return _write(synthesize(args.commands, args.seed), args.out, args.format, source,
+                      args.commands, _entries_after(0), "synth")
+    from coord.spark.synth import SinkLogSynth
+
+    made = SinkLogSynth(args.sink_log, args.sink_rows, args.seed, commands=args.commands)
+    return _write(made.rows(), args.out, args.format, f"{source} sink_rows={args.sink_rows}",
+                  args.sink_rows, lambda _row: made.log_rows, "synth with a sink log",
+                  "sink rows", lambda: {"sink_log": args.sink_log, **made.figures()})
 
 
 @command
@@ -193,7 +228,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     start = max(after, info.snapshot_index)
     try:
         return _write(rows, args.out, args.format, f"data-dir {args.data_dir} ({info.member})",
-                      max(info.commit_index - start, 0), start, f"export {info.member}")
+                      max(info.commit_index - start, 0), _entries_after(start),
+                      f"export {info.member}")
     except datadir.Compacted as exc:
         return _refuse(f"coord history export: {exc} (export into a new --out to start from "
                        "the oldest retained)")

@@ -19,6 +19,20 @@ def test_synth_writes_a_history_and_will_not_write_over_one(tmp_path, capsys):
     assert main(["history", "synth", "--commands", "0", "--out", str(tmp_path / "z")]) == 2
 
 
+def test_synth_with_a_sink_log_writes_both_and_will_not_write_over_one(tmp_path, capsys):
+    out, sink = tmp_path / "h", tmp_path / "sink"
+    argv = ["history", "synth", "--sink-rows", "200", "--sink-log", str(sink), "--out"]
+    assert main([*argv, str(out)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["sink_rows"] >= 200 and report["published"] > 0
+    assert committed_files(out)[0] == "parquet"
+    assert sorted(p.name for p in sink.iterdir()) == ["refusals.parquet", "sink_log.parquet"]
+    assert main([*argv, str(tmp_path / "h2")]) == 2
+    assert "already holds a sink log" in capsys.readouterr().err
+    assert main(["history", "synth", "--sink-rows", "200", "--out", str(tmp_path / "z")]) == 2
+    assert "go together" in capsys.readouterr().err
+
+
 def test_audit_refuses_a_directory_that_is_not_a_history(tmp_path, capsys):
     assert main(["audit", str(tmp_path)]) == 2
     assert "not a coord history directory" in capsys.readouterr().err
