@@ -164,6 +164,7 @@ def _sink_checks(spark: Any, path: str | Path, history: Any, names: list[str],
     from coord.audit.checks.sink_coord import tokens
     from coord.spark.sink_log_files import LOG_FILE, REFUSALS_FILE
 
+    started = time.monotonic()
     log = (spark.read.parquet(str(Path(path) / LOG_FILE))
            .persist(StorageLevel.MEMORY_AND_DISK))
     summary["sink_log_rows"] = log.count()
@@ -180,6 +181,7 @@ def _sink_checks(spark: Any, path: str | Path, history: Any, names: list[str],
                                refusals)
     toks.unpersist()
     log.unpersist()
+    summary["sink_seconds"] = time.monotonic() - started  # the log read, joined, checked
     return examples
 
 
