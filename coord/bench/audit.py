@@ -2,12 +2,15 @@
 real state machine making a history, written to Parquet), export (a real member's
 history, live through History.Export and then offline from its data dir, with the
 member's put latency while a live export runs), and the PySpark audit (per check) — at
-the sizes given, each phase with its memory curve (driver Python, JVMs, Python workers:
-peak and samples). Synth and the offline export also give their rows per CPU-second of
-this process beside the wall rate: on a machine shared with other work the wall rate
-measures the load as much as the code. Each phase's figures go to stderr as a JSON line
-as soon as it ends (a long run keeps what it measured), the table (or --json) to stdout
-at the end.
+the sizes given, and with `--sink-rows` the end-to-end audit of a fenced sink's log
+(`coord.spark.synth` makes a history with Spark jobs in it and their sink's log of that
+many rows, streamed in bounded memory; the audit checks the history and the log
+together, as `coord audit --sink-log` does), each phase with its memory curve (driver
+Python, JVMs, Python workers: peak and samples). Synth and the offline export also give
+their rows per CPU-second of this process beside the wall rate: on a machine shared with
+other work the wall rate measures the load as much as the code. Each phase's figures go
+to stderr as a JSON line as soon as it ends (a long run keeps what it measured), the
+table (or --json) to stdout at the end.
 Heavy by design: `make bench-audit` runs it, the suite never does."""
 
 from __future__ import annotations
@@ -44,6 +47,30 @@ def _synth(n: int, out: Path) -> dict[str, Any]:
     return {"commands": n, "rows": w.rows, "seconds": round(s, 2),
             "entries_per_s": round(n / s), "rows_per_s": round(w.rows / s),
             "cpu_seconds": round(cpu_s, 2), "rows_per_cpu_s": round(w.rows / cpu_s),
+            "memory": memory.figures()}
+
+
+def _sink_synth(n: int, out: Path) -> dict[str, Any]:
+    """Synthesize a history with Spark jobs in it into `out/history` and their sink's
+    log of `n` rows into `out/sink`, or reuse a kept `out` that holds both."""
+    from coord.history.sink import HistorySink, read_manifest
+    from coord.spark.sink_log_files import LOG_FILE
+    from coord.spark.synth import SinkLogSynth
+
+    kept = read_manifest(out / "history") if out.is_dir() else None
+    if kept and kept["runs"] and (out / "sink" / LOG_FILE).exists():
+        return {"sink_rows": n, "rows": kept["rows"], "entries": kept["last_index"],
+                "reused": str(out)}
+    shutil.rmtree(out, ignore_errors=True)
+    made = SinkLogSynth(out / "sink", n, seed=1)
+    t, cpu = time.monotonic(), time.process_time()
+    with MemoryCurve() as memory:
+        w = HistorySink(out / "history").write(made.rows())
+    s, cpu_s = time.monotonic() - t, time.process_time() - cpu
+    sink_rows = made.log_rows
+    return {**made.figures(), "rows": w.rows, "entries": w.last_index,
+            "seconds": round(s, 2), "sink_rows_per_s": round(sink_rows / s),
+            "sink_rows_per_cpu_s": round(sink_rows / cpu_s), "cpu_seconds": round(cpu_s, 2),
             "memory": memory.figures()}
 
 
@@ -114,7 +141,8 @@ def _export(entries: int, root: Path) -> dict[str, Any]:
             "put_ms_idle": idle, "put_ms_during_live_export": during}
 
 
-def _audit(history: Path, master: str) -> dict[str, Any]:
+def _audit(history: Path, master: str, sink_log: Path | None = None) -> dict[str, Any]:
+    """Every check of `history` (and of `sink_log` joined with it, if given)."""
     from coord.audit.job import run_audit
     from coord.audit.spark import session
 
@@ -123,15 +151,21 @@ def _audit(history: Path, master: str) -> dict[str, Any]:
         spark = session(master, "coord-bench-audit", progress=False)
         started = time.monotonic() - t
         try:
-            r = run_audit(spark, history, with_stats=False)
+            r = run_audit(spark, history, with_stats=False, sink_log=sink_log)
         finally:
             spark.stop()
     s = r.summary
-    return {"master": master, "session_start_s": round(started, 1),
-            "rows": s["overview"]["rows"], "seconds": round(s["seconds"], 1),
-            "rows_per_s": round(s["rows_per_second"]), "load_s": round(s["load_seconds"], 1),
-            "checks_s": {k: round(v["seconds"], 1) for k, v in s["checks"].items()},
-            "violations": s["violations"], "memory": memory.figures()}
+    figures = {"master": master, "session_start_s": round(started, 1),
+               "rows": s["overview"]["rows"], "seconds": round(s["seconds"], 1),
+               "rows_per_s": round(s["rows_per_second"]), "load_s": round(s["load_seconds"], 1),
+               "checks_s": {k: round(v["seconds"], 1) for k, v in s["checks"].items()},
+               "violations": s["violations"], "memory": memory.figures()}
+    if sink_log is not None:
+        rows, sink_s = s["sink_log_rows"], s["sink_seconds"]
+        figures.update(sink_rows=rows, sink_seconds=round(sink_s, 1),
+                       sink_rows_per_s=round(rows / s["seconds"]),
+                       sink_check_rows_per_s=round(rows / sink_s), sink_tokens=s["sink_tokens"])
+    return figures
 
 
 def masters(text: str) -> list[str]:
@@ -163,7 +197,9 @@ def _top_checks(checks: dict[str, float], top: int = 3) -> str:
 def table(figures: dict) -> BenchTable:
     """The table `coord bench audit` prints, from its figures (as --json gives them): a
     row per phase (the export's live and offline reads, each size's synth, each size's
-    audit per master), with the export's put latency below."""
+    audit per master, the sink log's synth and its audit per master), with the export's
+    put latency and what the sink log holds below. A sink log's rows/s are its own rows
+    (the end-to-end audit's: sink rows per second of the whole audit)."""
     rows, notes = [], []
     for key, f in figures.items():
         if key == "export":
@@ -180,6 +216,28 @@ def table(figures: dict) -> BenchTable:
                          "reused" if "reused" in f else f"{f['seconds']:.2f}",
                          _rate(f.get("rows_per_s"), f.get("rows_per_cpu_s")), "",
                          _peak(f.get("memory"))])
+        elif key.startswith("sink_synth_"):
+            rows.append([f"synth sink log {f['sink_rows']:,} rows", f"{f['sink_rows']:,}",
+                         "reused" if "reused" in f else f"{f['seconds']:.2f}",
+                         _rate(f.get("sink_rows_per_s"), f.get("sink_rows_per_cpu_s")), "",
+                         _peak(f.get("memory"))])
+            if "reused" not in f:
+                notes.append(f"sink log {f['sink_rows']:,}: a history of {f['entries']:,} "
+                             f"entries ({f['rows']:,} rows); {f['published']:,} runs "
+                             f"published, {f['attempts']:,} attempts, {f['retries']:,} "
+                             f"retried, {f['speculative_losers']:,} speculative losers, "
+                             f"{f['restarts']:,} restarted drivers, {f['refusals']:,} "
+                             f"writes refused")
+        elif key.startswith("sink_audit_"):
+            rows.append([f"audit with sink log {f['sink_rows']:,}, {f['master']}",
+                         f"{f['sink_rows']:,}",
+                         f"{f['seconds']:.1f} (+{f['session_start_s']:.1f} start)",
+                         f"{f['sink_rows_per_s']:,}", _top_checks(f["checks_s"]),
+                         _peak(f.get("memory"))])
+            notes.append(f"audit with sink log {f['sink_rows']:,}, {f['master']}: the sink "
+                         f"checks took {f['sink_seconds']:.1f} s of {f['seconds']:.1f} s "
+                         f"({f['sink_check_rows_per_s']:,} sink rows/s), the history "
+                         f"{f['rows']:,} rows; {f['violations']} violations")
         elif key.startswith("audit_"):
             commands = int(key.split("_")[1])
             rows.append([f"audit {commands:,}, {f['master']}", f"{f['rows']:,}",
@@ -193,7 +251,7 @@ def table(figures: dict) -> BenchTable:
 
 
 def run_audit_bench(args: argparse.Namespace) -> int:
-    sizes = [int(x) for x in str(args.commands).split(",")]
+    sizes = [n for n in (int(x) for x in str(args.commands).split(",") if x) if n]
     root = Path(tempfile.mkdtemp(prefix="coord-bench-audit-"))
     kept = Path(args.history_dir) if args.history_dir else None
     results: dict[str, Any] = {}
@@ -211,6 +269,14 @@ def run_audit_bench(args: argparse.Namespace) -> int:
                 log(json.dumps({key: results[key]}))
             if kept is None:
                 shutil.rmtree(out, ignore_errors=True)
+        if args.sink_rows:
+            n, out = args.sink_rows, (kept or root) / f"sink-{args.sink_rows}"
+            results[f"sink_synth_{n}"] = _sink_synth(n, out)
+            log(json.dumps({f"sink_synth_{n}": results[f"sink_synth_{n}"]}))
+            for master in masters(args.masters):
+                key = f"sink_audit_{n}_{master}"
+                results[key] = _audit(out / "history", master, out / "sink")
+                log(json.dumps({key: results[key]}))
     finally:
         shutil.rmtree(root, ignore_errors=True)
     if args.json:

@@ -82,7 +82,11 @@ FLAGS: dict[str, dict[str, Any]] = {
                         " big as the state) instead of one repeated value"},
     # audit
     "--commands": {"default": "1000000",
-                   "help": "history sizes to synthesize and audit (comma-separated)"},
+                   "help": "history sizes to synthesize and audit (comma-separated; 0: none)"},
+    "--sink-rows": {"type": int, "default": 0,
+                    "help": "also synthesize a history with fenced Spark jobs in it until "
+                    "their sink's log holds this many rows, and audit the two together "
+                    "(coord audit --sink-log; 0: no such phase)"},
     "--masters": {"default": "local[2]",
                   "help": "Spark masters to audit with (comma-separated), e.g. "
                   "local[2],local-cluster[2,1,1024]"},
@@ -90,8 +94,9 @@ FLAGS: dict[str, dict[str, Any]] = {
                          "help": "entries a real member writes before its data dir is "
                          "exported (0: no export phase)"},
     "--history-dir": {"default": "",
-                      "help": "keep the synthesized histories in DIR/synth-N and reuse one "
-                      "already there (default: a temporary dir, deleted)"},
+                      "help": "keep the synthesized histories in DIR/synth-N (with a sink "
+                      "log: DIR/sink-N) and reuse one already there (default: a temporary dir, "
+                      "deleted)"},
     # machine
     "--history-revisions": {"type": int, "default": 1_000_000,
                             "help": "how far back (in revisions of a history that long) the "
@@ -131,7 +136,8 @@ TARGETS: dict[str, tuple[str, tuple[str, ...]]] = {
     "snapshot": ("a wiped follower's peak and steady RSS while a large snapshot reaches it",
                  ("--keys", "--random-values", "--concurrency", "--json")),
     "audit": ("history synth, export and the PySpark audit, rows/s",
-              ("--commands", "--masters", "--export-entries", "--history-dir", "--json")),
+              ("--commands", "--sink-rows", "--masters", "--export-entries", "--history-dir",
+               "--json")),
     "tui": ("the console on 10,000 owners and keys: time to its rows, and its CPU",
             ("--json",)),
     "spark": ("the fenced Spark writer vs Spark's JDBC writer, foreachPartition and a plain "
