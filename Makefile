@@ -8,7 +8,7 @@ SEEDS  ?= 10000
 NODES  ?= 3
 TLS    ?=
 
-.PHONY: all venv proto run test test-slow lint docs soak diff etcd3-suite bench bench-readonly bench-scale bench-snapshot clean etcd-tools zookeeper-server bench-tui chaos chaos-long bench-audit java-runtime database-servers bench-spark bench-spark-full fuzz prometheus strace
+.PHONY: all venv proto run test test-slow lint docs soak diff etcd3-suite bench bench-readonly bench-scale bench-snapshot clean etcd-tools zookeeper-server bench-tui chaos chaos-long bench-audit bench-audit-sink java-runtime database-servers bench-spark bench-spark-full fuzz prometheus strace
 
 all: test
 
@@ -186,6 +186,16 @@ HISTORY_DIR ?=
 bench-audit: venv
 	$(VENV)/bin/coord bench audit --commands $(COMMANDS) --masters '$(MASTERS)' \
 		--history-dir '$(HISTORY_DIR)'
+
+# The end-to-end audit of a fenced sink's log: a history with fenced Spark jobs in it and
+# their sink's log of SINK_ROWS rows (ten million unless told), made in bounded memory
+# and audited together, rows/s of each (`make bench-audit-sink SINK_ROWS=1000000` for a
+# smaller one; MASTERS and HISTORY_DIR as above). Not in `make test`: the suite's test of
+# it makes a few hundred rows.
+SINK_ROWS ?= 10000000
+bench-audit-sink: venv
+	$(VENV)/bin/coord bench audit --commands 0 --export-entries 0 --sink-rows $(SINK_ROWS) \
+		--masters '$(MASTERS)' --history-dir '$(HISTORY_DIR)'
 
 # The fenced Spark writer vs Spark's own JDBC writer and a plain write, on SQLite,
 # PostgreSQL and Parquet: 1M rows, 8 partitions, local[2] (many minutes).
