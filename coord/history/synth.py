@@ -139,7 +139,7 @@ def synthesize(commands: int, seed: int = 0, workload: Workload | None = None) -
     next_election = rng.randint(2_000, 20_000)
     next_outage = rng.randint(5_000, 40_000)
     next_compact = 50_000
-    while cl.index < commands:
+    while cl.index < commands or (workload is not None and not workload.done):
         cl.now_ms += int(rng.expovariate(1 / 2.0)) + 1
         if cl.index >= next_election:
             next_election = cl.index + rng.randint(2_000, 20_000)

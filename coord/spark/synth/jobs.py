@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coord.client.recipes.fence import FencedWriteError, Token
-from coord.history.synth import Cluster, Emit
+from coord.history.synth import Cluster
 from coord.sm import commands as c
 from coord.sm.records import Claim, Grant
 from coord.spark.attempt import (
@@ -128,7 +128,7 @@ class SparkJobs:
     def done(self) -> bool:
         return self.log.rows >= self.sink_rows and not self._runs
 
-    def step(self, cluster: Cluster, emit: Emit) -> bool:
+    def step(self, cluster: Cluster) -> bool:
         self.cluster = cluster
         if self.rng.random() >= self.shape.share:
             return False
@@ -143,7 +143,7 @@ class SparkJobs:
         except StopIteration:
             del self._runs[job]
             return False
-        self._answers[job] = emit(cluster.propose(command))
+        self._answers[job] = cluster.propose(command)
         return True
 
     # -- what coord sees -------------------------------------------------------------------
