@@ -321,6 +321,24 @@ class Raft:
             return True
         return False
 
+    def commits_alone(self, last: Entry, applying: list[Entry]) -> bool:
+        """Is `last`, an entry this member is about to persist, committed the moment it is
+        durable? So for a leader that is its only voter, if `last` is of its term (what
+        `_maybe_commit` will count once `on_persisted` says so) and nothing being applied
+        meanwhile is a conf change (one that added a voter would make `on_persisted`
+        count that voter too). The driver then persists the commit index with the
+        entries, and the commit that follows is already durable: a one-member cluster's
+        write is one transaction, not a synced one and then one for the commit index."""
+        voters = self.conf.voters
+        return (
+            self.role is Role.LEADER
+            and len(voters) == 1
+            and self.id in voters
+            and last.term == self.term
+            and last.index > self.log.committed
+            and not any(e.type is EntryType.CONF_CHANGE for e in applying)
+        )
+
     def committed_in_current_term(self) -> bool:
         return self.log.term(self.log.committed) == self.term
 
@@ -471,8 +489,14 @@ class Raft:
 
     def _ask_vote(self, to: int, vote_type: MT, term: int, context: bytes = b"") -> None:
         self._send(
-            Message(vote_type, to=to, term=term, index=self.log.last_index(),
-                    log_term=self.log.last_term(), context=context)
+            Message(
+                vote_type,
+                to=to,
+                term=term,
+                index=self.log.last_index(),
+                log_term=self.log.last_term(),
+                context=context,
+            )
         )
 
     def _resend_pre_votes(self) -> None:

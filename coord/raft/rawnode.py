@@ -163,6 +163,10 @@ class RawNode:
         r.msgs = []
         r.read_states = []
         hs, prev = r.hard_state(), self._prev_hard
+        if rd.entries and r.commits_alone(rd.entries[-1], rd.committed_entries):
+            # What this Ready persists is committed once durable: written with the entries,
+            # the commit index costs no write of its own after them (`commits_alone`).
+            hs = HardState(hs.term, hs.vote, rd.entries[-1].index)
         if hs != prev:
             rd.hard_state = hs
             rd.vote_changed = hs.term != prev.term or hs.vote != prev.vote

@@ -15,7 +15,7 @@ from coord.server.node.proposals import CONCURRENT_BATCHES
 from coord.sm.commands import Put, encode_command
 from coord.sm.machine import CoordMachine
 from tests.server.held_peers import A, B, HeldPeers, ack, elected, on_a
-from tests.server.solo_node import on_leader
+from tests.server.solo_node import leading, on_leader
 from tests.server.waits import wait_until
 
 PUTS = 5
@@ -42,6 +42,29 @@ def test_each_lone_put_is_counted_in_turns_readies_and_one_save(tmp_path):
     on_leader(tmp_path, body)
 
 
+def test_a_lone_member_writes_a_put_once_its_commit_index_with_its_entry(tmp_path):
+    """A one-member cluster commits an entry the moment it is durable, so its commit
+    index is written with the entry, in the same synced transaction: no write for the
+    commit alone after it. A member killed then would replay the entry (the store says
+    it is committed) before it serves."""
+
+    async def run() -> None:
+        parts = await leading(tmp_path)
+        node = parts.node
+        try:
+            before = node.round_counts.as_dict()
+            for n in range(PUTS):
+                applied = await node.propose(encode_command(Put(b"k%d" % n, b"v")))
+                assert parts.store.load().hard_state.commit == applied.index
+            grown = {k: v - before[k] for k, v in node.round_counts.as_dict().items()}
+            assert grown["store_writes"] == PUTS
+            assert grown["readies"] >= 2 * PUTS  # each entry's, then its apply
+        finally:
+            await parts.close()
+
+    asyncio.run(run())
+
+
 def test_status_reports_the_round_counts(tmp_path):
     async def body(node: Node) -> None:
         await node.propose(encode_command(Put(b"k", b"v")))
@@ -61,13 +84,33 @@ def test_a_followers_lone_write_is_one_save_on_the_loop_and_one_answer(tmp_path)
         last = node.status().last_index
         term = node.term + 1
         before = node.round_counts.as_dict()
-        peers.answer(Message(MessageType.APP, to=A.id, frm=B.id, term=term,
-                             log_term=1, index=last, commit=last,
-                             entries=(Entry(term=term, index=last + 1),)))
-        await wait_until(lambda: any(m.type == MessageType.APP_RESP and m.index == last + 1
-                                     for m in peers.sent), "a's ack of the append")
-        peers.answer(Message(MessageType.APP, to=A.id, frm=B.id, term=term,
-                             log_term=term, index=last + 1, commit=last + 1))
+        peers.answer(
+            Message(
+                MessageType.APP,
+                to=A.id,
+                frm=B.id,
+                term=term,
+                log_term=1,
+                index=last,
+                commit=last,
+                entries=(Entry(term=term, index=last + 1),),
+            )
+        )
+        await wait_until(
+            lambda: any(m.type == MessageType.APP_RESP and m.index == last + 1 for m in peers.sent),
+            "a's ack of the append",
+        )
+        peers.answer(
+            Message(
+                MessageType.APP,
+                to=A.id,
+                frm=B.id,
+                term=term,
+                log_term=term,
+                index=last + 1,
+                commit=last + 1,
+            )
+        )
         await wait_until(lambda: node.applied_index == last + 1, "a's apply of the entry")
         grown = {k: v - before[k] for k, v in node.round_counts.as_dict().items()}
         assert grown["messages_received"] == 2
