@@ -15,8 +15,12 @@ from .types import Entry, Snapshot
 
 
 class RaftLog:
+    snapshot: Snapshot
+    offset: int
+    """The snapshot's index: the last index the log no longer holds as an entry."""
+
     def __init__(self, snapshot: Snapshot, entries: Sequence[Entry], committed: int) -> None:
-        self.snapshot = snapshot
+        self._set_snapshot(snapshot)
         self.entries: list[Entry] = list(entries)
         self.stable = self.last_index()
         self.committed = max(committed, snapshot.meta.index)
@@ -25,11 +29,14 @@ class RaftLog:
         if self.entries and self.entries[0].index != snapshot.meta.index + 1:
             raise ValueError("log entries do not follow the snapshot")
 
-    # -- positions --------------------------------------------------------------------
-    @property
-    def offset(self) -> int:
-        return self.snapshot.meta.index
+    def _set_snapshot(self, snapshot: Snapshot) -> None:
+        """The log now starts after `snapshot`; `offset` is its index, kept as a field:
+        every position below is counted from it, a dozen times and more per write round,
+        and a property read is a Python call each time."""
+        self.snapshot = snapshot
+        self.offset = snapshot.meta.index
 
+    # -- positions --------------------------------------------------------------------
     def first_index(self) -> int:
         return self.offset + 1
 
@@ -168,7 +175,7 @@ class RaftLog:
     # -- snapshots --------------------------------------------------------------------
     def restore(self, snapshot: Snapshot) -> None:
         """Replace the whole log by a snapshot received from the leader."""
-        self.snapshot = snapshot
+        self._set_snapshot(snapshot)
         self.entries = []
         self.committed = snapshot.meta.index
         self.stable = snapshot.meta.index
@@ -189,4 +196,4 @@ class RaftLog:
         if self.term(index) != snapshot.meta.term:
             raise AssertionError(f"snapshot term mismatch at {index}")
         del self.entries[: index - self.offset]
-        self.snapshot = snapshot
+        self._set_snapshot(snapshot)
