@@ -36,4 +36,13 @@ def vote_result(voters: Collection[int], votes: Mapping[int, bool]) -> VoteResul
 
 
 def has_quorum(voters: Collection[int], present: Callable[[int], bool]) -> bool:
-    return sum(1 for v in voters if present(v)) >= quorum_size(voters)
+    """Are a majority of `voters` `present`? Asked several times per write round (a
+    leader's soft state is its CheckQuorum view), so it stops at the majority, with no
+    generator to resume per voter."""
+    need = quorum_size(voters)
+    for v in voters:
+        if present(v):
+            need -= 1
+            if not need:
+                return True
+    return False
