@@ -194,8 +194,10 @@ class LogStore:
                     tail = self._put_entries(conn, entries, rows, tail)
                 if hard_state is not None:
                     if hard_state.commit > tail.last_index:
-                        raise ValueError(f"commit index {hard_state.commit} is beyond the "
-                                         f"last index {tail.last_index}")
+                        raise ValueError(
+                            f"commit index {hard_state.commit} is beyond the "
+                            f"last index {tail.last_index}"
+                        )
                     hard = (hard_state.term, hard_state.vote, hard_state.commit)
                     conn.execute(fmt.PUT_HARD_STATE, hard)
             self._tail = tail  # committed
@@ -246,8 +248,10 @@ class LogStore:
             (pages,) = conn.execute("PRAGMA page_count").fetchone()
             (free,) = conn.execute("PRAGMA freelist_count").fetchone()
             snapshot = fmt.snapshot_size(conn)
-        return StoreSpace(file_bytes=self._file_bytes() + snapshot,
-                          used_bytes=(pages - free) * page_size + snapshot)
+        return StoreSpace(
+            file_bytes=self._file_bytes() + snapshot,
+            used_bytes=(pages - free) * page_size + snapshot,
+        )
 
     def defrag(self) -> tuple[StoreSpace, StoreSpace]:
         """Give free space back to the file system: checkpoint the WAL into the database,
@@ -382,53 +386,46 @@ class LogStore:
     @contextmanager
     def _writing(self, what: str, sync: bool = True) -> Iterator[sqlite3.Connection]:
         """One write transaction; COMMIT returns only once the WAL is fsync'd (unless
-        `sync` is false: then it is only written)."""
+        `sync` is false: then it is only written), and a synced one passes the log's
+        failpoints either side of it. One generator, not one for the sync and another
+        for the transaction inside it: every write round's transaction paid for both."""
         conn = self._connection()
-        if sync:
-            with self._transaction(conn, what, fsync=True):
-                yield conn
-            return
-        # No checkpoint in an unsynced commit either: an unsynced checkpoint could let the
-        # WAL be reused before the database file holds its frames durably.
-        conn.execute("PRAGMA wal_autocheckpoint = 0")
-        conn.execute("PRAGMA synchronous = OFF")
+        if not sync:
+            # No checkpoint in an unsynced commit either: an unsynced checkpoint could let
+            # the WAL be reused before the database file holds its frames durably.
+            conn.execute("PRAGMA wal_autocheckpoint = 0")
+            conn.execute("PRAGMA synchronous = OFF")
         try:
-            with self._transaction(conn, what):
+            began = time.perf_counter()
+            try:
+                # IMMEDIATE takes the write lock up front, so the batch cannot fail half
+                # way through for want of it.
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as e:
+                raise StorageError(self.path, f"{what}: cannot begin a transaction: {e}") from e
+            try:
                 yield conn
+                if sync:
+                    failpoints.hit("log-before-fsync")
+                committing = time.perf_counter()
+                conn.execute("COMMIT")
+                if sync:
+                    failpoints.hit("log-after-fsync")
+                if self.on_commit is not None:
+                    done = time.perf_counter()
+                    self.on_commit(done - began, done - committing, sync)
+            except BaseException as e:
+                if conn.in_transaction:  # a failed COMMIT may already have rolled back
+                    with suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK")
+                if isinstance(e, sqlite3.Error | OSError):
+                    trim_a_failed_write(self.path)
+                    raise StorageError(self.path, f"{what} failed: {e}") from e
+                raise
         finally:
-            conn.execute("PRAGMA synchronous = FULL")
-            conn.execute(f"PRAGMA wal_autocheckpoint = {int(self._checkpoint_pages)}")
-
-    @contextmanager
-    def _transaction(self, conn: sqlite3.Connection, what: str,
-                     fsync: bool = False) -> Iterator[None]:
-        """`fsync`: the COMMIT fsyncs, and passes the log's failpoints either side."""
-        began = time.perf_counter()
-        try:
-            # IMMEDIATE takes the write lock up front, so the batch cannot fail half way
-            # through for want of it.
-            conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as e:
-            raise StorageError(self.path, f"{what}: cannot begin a transaction: {e}") from e
-        try:
-            yield
-            if fsync:
-                failpoints.hit("log-before-fsync")
-            committing = time.perf_counter()
-            conn.execute("COMMIT")
-            if fsync:
-                failpoints.hit("log-after-fsync")
-            if self.on_commit is not None:
-                done = time.perf_counter()
-                self.on_commit(done - began, done - committing, fsync)
-        except BaseException as e:
-            if conn.in_transaction:  # a failed COMMIT may already have rolled back
-                with suppress(sqlite3.Error):
-                    conn.execute("ROLLBACK")
-            if isinstance(e, sqlite3.Error | OSError):
-                trim_a_failed_write(self.path)
-                raise StorageError(self.path, f"{what} failed: {e}") from e
-            raise
+            if not sync:
+                conn.execute("PRAGMA synchronous = FULL")
+                conn.execute(f"PRAGMA wal_autocheckpoint = {int(self._checkpoint_pages)}")
 
     @contextmanager
     def _reading(self, what: str) -> Iterator[sqlite3.Connection]:
@@ -452,15 +449,16 @@ class LogStore:
         tail, self._tail = self._tail, None
         return tail if tail is not None else read_tail(conn)
 
-    def _put_snapshot(self, conn: sqlite3.Connection, snapshot: Snapshot,
-                      tail: LogTail) -> LogTail:
+    def _put_snapshot(self, conn: sqlite3.Connection, snapshot: Snapshot, tail: LogTail) -> LogTail:
         """Replace the stored snapshot and drop the entries it supersedes; the new tail."""
         meta = snapshot.meta
         data = snapshot.data
-        if not (isinstance(data, SnapshotFile)
-                and data.path.parent.resolve() == self.snap_dir.resolve()):
-            raise ValueError(f"a snapshot's data is a SnapshotFile in {self.snap_dir}, "
-                             f"not {data!r}")
+        if not (
+            isinstance(data, SnapshotFile) and data.path.parent.resolve() == self.snap_dir.resolve()
+        ):
+            raise ValueError(
+                f"a snapshot's data is a SnapshotFile in {self.snap_dir}, not {data!r}"
+            )
         current = tail.snap_index
         if meta.index < current:
             # Replacing it would lose the entries between the two: the log would have a gap.
@@ -484,8 +482,9 @@ class LogStore:
             conn.execute("DELETE FROM log")
         return LogTail(meta.index, meta.term, meta.index, meta.term)
 
-    def _put_entries(self, conn: sqlite3.Connection, entries: Sequence[Entry],
-                     rows: list[tuple], tail: LogTail) -> LogTail:
+    def _put_entries(
+        self, conn: sqlite3.Connection, entries: Sequence[Entry], rows: list[tuple], tail: LogTail
+    ) -> LogTail:
         """Store `entries` in place of every stored entry from the first of them on; the
         new tail. An append past the end (the usual case) reads and deletes nothing."""
         first, last = entries[0], tail.last_index
@@ -528,4 +527,3 @@ def _entry_rows(entries: Sequence[Entry]) -> list[tuple[int, int, int, bytes]]:
         rows.append(fmt.entry_row(entry))
         prev = entry
     return rows
-
