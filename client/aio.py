@@ -365,6 +365,20 @@ class AsyncClient:
     async def close_session(self, session: SessionRef) -> Header:
         return await self.send(calls.close_session_call(session))
 
+    async def close_sessions(self, sessions: Iterable[SessionRef]) -> list[CoordError | None]:
+        """End many sessions at once: the closes are in flight together (unary calls,
+        multiplexed on the member's one connection), so ending n sessions waits for one
+        round trip, not n. Per session, in order: None if it ended, else why not
+        (SessionGoneError: it had ended already)."""
+        async def close(session: SessionRef) -> CoordError | None:
+            try:
+                await self.close_session(session)
+            except CoordError as e:
+                return e
+            return None
+
+        return list(await asyncio.gather(*(close(s) for s in sessions)))
+
     def session(
         self,
         name: str = "",

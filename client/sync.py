@@ -27,7 +27,7 @@ from coord.client.aio import AsyncClient
 from coord.client.calls import ClaimLike, SessionRef
 from coord.client.cursors import OwnersCursor, WatchCursor
 from coord.client.endpoints import EndpointRing
-from coord.client.errors import error_for
+from coord.client.errors import CoordError, error_for
 from coord.client.history import HistoryCursor, HistoryPage
 from coord.client.keys import Bytesish, key_range
 from coord.client.loop_thread import CallbackThread, LoopClosed, LoopThread
@@ -399,6 +399,11 @@ class Client:
     def close_session(self, session: SessionRef) -> Header:
         """End a session now (its ownership and bound keys are released at once)."""
         return self._wait(self._aio.close_session(session))
+
+    def close_sessions(self, sessions: Iterable[SessionRef]) -> list[CoordError | None]:
+        """End many sessions at once, in one round trip (`AsyncClient.close_sessions`):
+        per session, None if it ended, else the CoordError that says why not."""
+        return self._wait(self._aio.close_sessions(sessions))
 
     def session(
         self,

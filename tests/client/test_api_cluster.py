@@ -14,7 +14,12 @@ from typing import Any
 import pytest
 
 from coord.client import Client
-from coord.client.errors import CompactedError, CoordError, InvalidArgumentError
+from coord.client.errors import (
+    CompactedError,
+    CoordError,
+    InvalidArgumentError,
+    SessionGoneError,
+)
 from coord.testing import LocalCluster
 
 pytestmark = pytest.mark.cluster
@@ -80,6 +85,23 @@ def test_graceful_close_frees_at_once(cluster3: LocalCluster):
         with c.session(name="second", ttl=30) as second:
             res = second.own("g", [("a", 1), ("b", 1)])
             assert {g.resource: g.generation for g in res.grants} == {"a": 2, "b": 2}
+
+
+def test_close_sessions_ends_each_and_says_which_had_ended(cluster3: LocalCluster):
+    """`close_sessions` ends every live session it is given (their resources free at
+    once) and answers, per session in order, None or why not."""
+    with Client(cluster3.endpoints) as c:
+        ids = []
+        for r in ("a", "b"):
+            info = c.open_session(name=r, ttl=30)
+            c.own(info.session_id, "many", [(r, 1)])
+            ids.append(info.session_id)
+        gone = c.open_session(name="gone", ttl=30).session_id
+        c.close_session(gone)
+        answers = c.close_sessions([ids[0], gone, ids[1]])
+        assert answers[0] is None and answers[2] is None
+        assert isinstance(answers[1], SessionGoneError)
+        assert [c.get_owner("many", r).session_id for r in ("a", "b")] == [0, 0]
 
 
 def test_takeover_severs_old_session_and_its_stream_says_so(cluster3: LocalCluster):
