@@ -37,11 +37,12 @@ from pyspark.sql.datasource import (
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
-from coord.client import Client, CoordError
+from coord.client import Client, CoordError, KeyValue
 from coord.client.recipes.fence import Token
 from coord.spark.attempt import check_run, claim, client_for, start_run
-from coord.spark.jobs import committed_version, record_version
+from coord.spark.jobs import record_version, version_record
 from coord.spark.options import FORMAT, WriteOptions, parse_options
+from coord.spark.overlap import started
 from coord.spark.reader import CommittedParquetReader, committed_schema
 from coord.spark.sinks import PublishError, Sink, SqlSink, open_sink
 
@@ -111,8 +112,8 @@ def write_partition(opts: WriteOptions, partition: int, batches: Iterator[pa.Rec
             return _write_plain(sink, partition, batches)
         key = key or opts.job
         client = client_for(opts.endpoints, opts.tls)
-        check_run(client, opts.job, run)
-        session, attempt = claim(client, key, partition, opts.ttl, run, version)
+        session, attempt = claim(client, key, partition, opts.ttl, run, version,
+                                 run_job=opts.job)
         try:
             sealed = sink.begin(key, partition, attempt.token)
             if sealed is not None:  # an earlier attempt of this run sealed it: it wins
@@ -148,15 +149,14 @@ def _results(messages: list[WriterCommitMessage | None]) -> list[PartitionResult
 
 
 def _let_go(opts: WriteOptions, results: list[PartitionResult]) -> None:
-    """End the winners' sessions (their claims are released at once); best effort — an
-    unreachable session simply expires after its TTL."""
-    client = client_for(opts.endpoints, opts.tls)
-    for r in results:
-        if r.session_id:
-            try:
-                client.close_session(r.session_id)
-            except CoordError:
-                pass
+    """End the winners' sessions (their claims are released at once), all in one round
+    trip; best effort — a session not ended simply expires after its TTL."""
+    sessions = [r.session_id for r in results if r.session_id]
+    if sessions:
+        try:
+            client_for(opts.endpoints, opts.tls).close_sessions(sessions)
+        except CoordError:  # the client could not be reached at all
+            pass
 
 
 PAUSE_AFTER_PUBLISH = "COORD_SPARK_PAUSE_AFTER_PUBLISH"
@@ -176,12 +176,14 @@ def _pause_point() -> None:
 
 
 def publish(opts: WriteOptions, key: str, run: int, version: int,
-            results: list[PartitionResult]) -> int | None:
+            results: list[PartitionResult], seen: KeyValue | None = None) -> int | None:
     """The driver's commit: the sink publishes the attempts Spark committed and records
     `version` under `key` atomically if `run` is still the job's newest run, checked
-    inside the publish (RunFencedError names the newer one), then coord records it.
-    None if published; else the version the sink had already recorded (nothing
-    changed)."""
+    inside the publish (RunFencedError names the newer one), then coord records it
+    (`seen`: its record as the driver last read it, see `record_version`) while the
+    winners' sessions end: neither waits for the other, both only for the sink's
+    publish. None if published; else the version the sink had already recorded
+    (nothing changed)."""
     client = client_for(opts.endpoints, opts.tls)
     winners: dict[int, tuple[Token, int]] = {}
     for r in results:
@@ -196,8 +198,9 @@ def publish(opts: WriteOptions, key: str, run: int, version: int,
     finally:
         sink.close()
     _pause_point()
-    record_version(client, key, version if done is None else done)
-    _let_go(opts, results)
+    letting_go = started(lambda: _let_go(opts, results))
+    record_version(client, key, version if done is None else done, seen)
+    letting_go.result()
     return done
 
 
@@ -211,11 +214,13 @@ def _discard(opts: WriteOptions, key: str, results: list[PartitionResult]) -> No
 
 
 class FencedBatchWriter(DataSourceArrowWriter):
-    def __init__(self, opts: WriteOptions, version: int, skip: bool, run: int = 0) -> None:
+    def __init__(self, opts: WriteOptions, version: int, skip: bool, run: int = 0,
+                 seen: KeyValue | None = None) -> None:
         self.opts = opts
         self.version = version
         self.skip = skip
         self.run = run
+        self.seen = seen  # coord's record of the job's version, as the driver read it
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> PartitionResult:
         partition = _context().partitionId()
@@ -226,7 +231,8 @@ class FencedBatchWriter(DataSourceArrowWriter):
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         if self.skip or not self.opts.fence:
             return
-        done = publish(self.opts, self.opts.job, self.run, self.version, _results(messages))
+        done = publish(self.opts, self.opts.job, self.run, self.version, _results(messages),
+                       self.seen)
         if done is None:
             return
         if done != self.version:  # a higher version came first: these rows would be lost
@@ -309,19 +315,21 @@ class FencedDataSource(DataSource):
         if opts.version is None:
             raise ValueError(VERSION_REQUIRED)
         client = client_for(opts.endpoints, opts.tls)
-        in_coord = committed_version(client, opts.job)
+        seen = version_record(client, opts.job)
+        in_coord = None if seen is None else int(seen.value)
         sink = open_sink(opts.sink)
         try:
             in_sink = sink.committed_version(opts.job)
             if in_sink is not None and (in_coord is None or in_sink > in_coord):
-                record_version(client, opts.job, in_sink)  # a driver died between the two
+                record_version(client, opts.job, in_sink, seen)  # a driver died between
+                seen = None  # changed: the commit's record reads it again
             done = max(v for v in (in_coord, in_sink, -1) if v is not None)
             if opts.version <= done:
                 log.warning("coord-fenced: %s version %d is already published (last: %d); "
                             "this run writes nothing", opts.job, opts.version, done)
                 return FencedBatchWriter(opts, opts.version, skip=True)
             return FencedBatchWriter(opts, opts.version, skip=False,
-                                     run=begin_run(client, opts.job, sink))
+                                     run=begin_run(client, opts.job, sink), seen=seen)
         finally:
             sink.close()
 

@@ -10,9 +10,9 @@ between leaves coord behind the sink, never ahead: the next run finds the sink's
 
 from __future__ import annotations
 
-from coord.client import Client
+from coord.client import Client, KeyValue
 
-__all__ = ["committed_version", "record_version", "version_key"]
+__all__ = ["committed_version", "record_version", "version_key", "version_record"]
 
 CAS_TRIES = 16
 
@@ -21,20 +21,30 @@ def version_key(job: str) -> str:
     return f"spark-jobs/{job}/version"
 
 
+def version_record(client: Client, job: str) -> KeyValue | None:
+    """The key holding `job`'s last published version (None: never recorded)."""
+    return client.get(version_key(job))
+
+
 def committed_version(client: Client, job: str) -> int | None:
-    kv = client.get(version_key(job))
+    kv = version_record(client, job)
     return None if kv is None else int(kv.value)
 
 
-def record_version(client: Client, job: str, version: int) -> None:
-    """Raise the recorded version to `version` (never lower it), by compare-and-set."""
+def record_version(client: Client, job: str, version: int,
+                   seen: KeyValue | None = None) -> None:
+    """Raise the recorded version to `version` (never lower it), by compare-and-set.
+    `seen`: the key as the caller last read it (`version_record`; None: absent). Each
+    compare-and-set that fails answers the key as it is now, so the next try needs no
+    read: a right `seen` records in one request, a stale one in two."""
     key = version_key(job)
+    kv = seen
     for _ in range(CAS_TRIES):
-        kv = client.get(key)
         if kv is not None and int(kv.value) >= version:
             return
         result = client.compare_and_set(key, 0 if kv is None else kv.version, str(version))
         if result.succeeded:
             return
+        kv = result.kv
     raise RuntimeError(f"could not record version {version} of {job!r}: {key} kept "
                        f"changing ({CAS_TRIES} tries)")
