@@ -15,8 +15,9 @@ count over the write's wall time; the ratios are of the medians; a database tabl
 duplicate rows are counted after each write (none is expected: no fault is injected
 here, tests/spark has those). Then the fence's own
 cost per partition: the claim (session + own + InitProducer + owner read-back) and the
-commit-time check (owner + CheckProducer), timed alone; and the same SQLite write with
-`--many-partitions` partitions. Without PostgreSQL or the JDBC drivers (`make
+commit-time check (the run slot's owner, read linearizably), timed alone, and the
+requests a claim makes and the waits for them in a row (counted, not timed); and the
+same SQLite write with `--many-partitions` partitions. Without PostgreSQL or the JDBC drivers (`make
 database-servers` installs them) their rows are left out, saying so. The printed tables
 are `table(figures)` of the --json figures, so the manual can render the same ones.
 """
@@ -152,24 +153,32 @@ def _available(stack: ExitStack) -> tuple[dict[str, tuple[str, ...]], Any, list[
     return writers, postgres, notes
 
 
-def _fence_cost(endpoints: list[str], partitions: int) -> dict[str, dict[str, float]]:
+def _fence_cost(endpoints: list[str], partitions: int) -> dict[str, dict[str, Any]]:
+    """Each claim and commit-time check timed alone, and what the first claim asked of
+    coord (`coord.testing.call_counts`: requests, and round trips waited for in a row —
+    figures that do not depend on the machine)."""
     from coord.client import Client
     from coord.spark.attempt import check_run, claim, start_run
+    from coord.testing.call_counts import counting
 
     claims: list[float] = []
     checks: list[float] = []
+    asked: dict[str, Any] = {}
     with Client(endpoints) as client:
         run = start_run(client, "bench-cost")
         for p in range(partitions):
             start = time.perf_counter()
-            session, attempt = claim(client, "bench-cost", p, run=run)
+            with counting(client) as counts:
+                session, attempt = claim(client, "bench-cost", p, run=run)
             claims.append(time.perf_counter() - start)
+            asked = asked or counts.as_dict()
             session.detach()
             start = time.perf_counter()
             check_run(client, "bench-cost", run)
             checks.append(time.perf_counter() - start)
             client.close_session(attempt.session_id)
-    return {"claim": latency_ms(claims), "commit_check": latency_ms(checks)}
+    return {"claim": latency_ms(claims), "commit_check": latency_ms(checks),
+            "claim_calls": asked}
 
 
 def _writes_table(figures: dict) -> BenchTable:
@@ -200,11 +209,14 @@ def table(figures: dict) -> list[BenchTable]:
     """The tables `coord bench spark` prints, from its figures (as --json gives them):
     the writes, then the fence's own cost per partition."""
     cost = figures["fence_cost"]
+    asked = cost.get("claim_calls")  # figures from before it was counted lack it
+    notes = [f"a claim: {asked['calls']} requests to coord, {asked['waits']} waits for "
+             f"them in a row"] if asked else []
     return [_writes_table(figures),
             BenchTable(["per partition", "p50 ms", "p99 ms"],
                        [["claim", cell(cost["claim"]["p50_ms"]), cell(cost["claim"]["p99_ms"])],
                         ["commit check", cell(cost["commit_check"]["p50_ms"]),
-                         cell(cost["commit_check"]["p99_ms"])]],
+                         cell(cost["commit_check"]["p99_ms"])]], notes=notes,
                        title=(f"the fence's cost: {figures['cost_partitions']:,} "
                               "sequential claims, each timed alone"))]
 

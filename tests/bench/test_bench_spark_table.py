@@ -23,7 +23,8 @@ FIGURES = {
     "parquet": {"plain": _median(90000.0), "fenced": _median(45000.0),
                 "fenced_over_plain": 0.5},
     "fence_cost": {"claim": {"p50_ms": 4.25, "p99_ms": 12.5},
-                   "commit_check": {"p50_ms": 1.5, "p99_ms": 3.75}},
+                   "commit_check": {"p50_ms": 1.5, "p99_ms": 3.75},
+                   "claim_calls": {"calls": 4, "waits": 4, "beside": 0, "kept_alive": 1}},
     "many_partitions": {"partitions": 1000, "plain_rows_s": 30000.0,
                         "fenced_rows_s": 15000.0, "fenced_over_plain": 0.5},
 }
@@ -63,4 +64,12 @@ def test_the_printed_spark_tables_are_the_same_tables_as_text():
         "partitions)".split(), "sink partitions writer rows/s fenced/writer duplicate rows".split()]
     assert "sqlite 4 foreach 80,000 0.50 3".split() in [line.split() for line in lines]
     assert "note: no postgres rows: no initdb" in lines
-    assert "claim 4.25 12.50".split() == lines[-2].split()
+    assert "claim 4.25 12.50".split() == lines[-3].split()
+    assert lines[-1] == "a claim: 4 requests to coord, 4 waits for them in a row"
+
+
+def test_figures_from_before_the_claim_was_counted_still_make_the_tables():
+    from coord.bench.spark_writer import table
+
+    cost = {k: v for k, v in FIGURES["fence_cost"].items() if k != "claim_calls"}
+    assert not table({**FIGURES, "fence_cost": cost})[1].notes
