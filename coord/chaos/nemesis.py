@@ -230,8 +230,9 @@ class Nemesis:
         if kind in ("kill", "pause") and pick < 0.2 and len(running) >= majority:
             # a majority at once: no quorum until it heals (writes then have unknown
             # outcomes, reads fail, a paused majority leaves the rest read-only). With
-            # fewer free (an overlapping fault holds the others) it takes one of them:
-            # the quorum is already gone, and the draw still injects a fault.
+            # fewer free (other faults hold the rest: down, paused, throttled, armed at
+            # a crash point or re-added) it takes one free member, noted as no majority,
+            # so the draw still injects a fault.
             rng = random.Random(pick)
             names = rng.sample(running, majority)
             return ",".join(sorted(names)), "a majority"

@@ -154,7 +154,7 @@ def synthesize(commands: int, seed: int = 0, workload: Workload | None = None) -
         elif cl.index >= next_compact and cl.replayer.machine.revision > 10_000:
             next_compact = cl.index + 50_000
             cl.propose(c.Compact(cl.replayer.machine.revision - 10_000))
-        elif not _expire_due(cl) and not (workload and workload.step(cl)):
+        elif not _expire_due(cl) and not (workload is not None and workload.step(cl)):
             _client_command(cl, rng)
         if cl.rows:
             yield from cl.rows

@@ -17,7 +17,7 @@ from coord.audit.load import load_history
 from coord.history.sink import HistorySink
 from coord.spark.sink_log_files import LOG_FILE, REFUSALS_FILE
 from coord.spark.sinks.base import Refusal
-from coord.spark.sinks.log import LOG_SCHEMA, export_log
+from coord.spark.sinks.log import LOG_SCHEMA, LogFiles, export_log
 from coord.spark.synth import Faults, Shape, SinkLogSynth
 
 EXPECTED = (
@@ -144,3 +144,30 @@ def test_a_fenced_attempts_write_accepted_is_caught(spark, made, tmp_path):
         found = _found(spark, root, sink_dir, name)
         assert [(f["check"], f["index"]) for f in found] == [(name, planted_id)], found
         assert says in found[0]["detail"]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [{"share": 0.0}, {"share": 1.5}, {"jobs": ()}, {"jobs": (("j", 0),)}, {"max_batches": 0}],
+)
+def test_a_shape_the_jobs_could_never_finish_in_is_refused(bad):
+    # share 0: the jobs get no tick, so the sink log never reaches its rows and synth
+    # would run on without end
+    with pytest.raises(ValueError):
+        Shape(**bad)
+
+
+def test_log_files_that_fail_to_open_leave_no_temp_file(tmp_path, monkeypatch):
+    opened = []
+    real = pq.ParquetWriter
+
+    def second_fails(path, schema):
+        if opened:
+            raise OSError("planted: the second file cannot be opened")
+        opened.append(real(path, schema))
+        return opened[-1]
+
+    monkeypatch.setattr(pq, "ParquetWriter", second_fails)
+    with pytest.raises(OSError, match="planted"):
+        LogFiles(tmp_path / "out")
+    assert list((tmp_path / "out").iterdir()) == []

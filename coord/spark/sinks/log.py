@@ -118,9 +118,13 @@ class LogFiles:
         self.directory.mkdir(parents=True, exist_ok=True)
         self._tmp = {name: self.directory / f".{name}.tmp"  # a dot: readers skip it
                      for name in (LOG_FILE, REFUSALS_FILE)}
-        self._writers = {LOG_FILE: pq.ParquetWriter(self._tmp[LOG_FILE], EXPORT_SCHEMA),
-                         REFUSALS_FILE: pq.ParquetWriter(self._tmp[REFUSALS_FILE],
-                                                         REFUSALS_SCHEMA)}
+        self._writers: dict[str, pq.ParquetWriter] = {}
+        try:
+            for name, schema in ((LOG_FILE, EXPORT_SCHEMA), (REFUSALS_FILE, REFUSALS_SCHEMA)):
+                self._writers[name] = pq.ParquetWriter(self._tmp[name], schema)
+        except BaseException:
+            self.__exit__(None, None, None)  # the one opened is closed and removed
+            raise
 
     def write(self, log: pa.Table, refusals: Iterable[Refusal] = ()) -> None:
         """One part: `log` rows (LOG_SCHEMA) and the writes refused meanwhile."""

@@ -85,6 +85,16 @@ class Shape:
     faults: Faults = Faults()
     share: float = 0.5
 
+    def __post_init__(self) -> None:
+        # the jobs must get ticks and have a partition to write, or the sink log never
+        # reaches its rows and synth would run on without end
+        if not self.jobs or any(partitions < 1 for _, partitions in self.jobs):
+            raise ValueError("a shape needs at least one job, each with a partition")
+        if not 0 < self.share <= 1:
+            raise ValueError(f"share must be in (0, 1], not {self.share}")
+        if self.max_batches < 1:
+            raise ValueError("max_batches must be >= 1")
+
 
 @dataclass
 class _Attempt:
