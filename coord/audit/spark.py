@@ -23,17 +23,23 @@ def session(master: str = "local[*]", app: str = "coord-audit", *,
                .config("spark.ui.showConsoleProgress", "true" if progress else "false")
                .config("spark.ui.enabled", "false")
                .config("spark.sql.adaptive.enabled", "true"))
-    if master.startswith("local"):  # Python workers on this machine: this interpreter,
-        builder = builder.config("spark.pyspark.python", sys.executable)  # it has coord
-        # (an in-process SparkContext reads the worker's Python from the environment only)
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        # and loopback only: Spark binds the address the host name resolves to, else the
-        # first interface's (a local-cluster's worker and executor JVMs read the variable)
-        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        builder = (builder.config("spark.driver.host", "127.0.0.1")
-                   .config("spark.driver.bindAddress", "127.0.0.1"))
+    if master.startswith("local"):
+        builder = local_only(builder)
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def local_only(builder: Any) -> Any:
+    """`builder` (a SparkSession builder) for a master on this machine: Python workers
+    run this interpreter (it has coord; an in-process SparkContext reads the worker's
+    Python from the environment only), and Spark listens on loopback only (it binds the
+    address the host name resolves to, else the first interface's; a local-cluster's
+    worker and executor JVMs read the variable)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    return (builder.config("spark.pyspark.python", sys.executable)
+            .config("spark.driver.host", "127.0.0.1")
+            .config("spark.driver.bindAddress", "127.0.0.1"))

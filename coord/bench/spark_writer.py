@@ -25,8 +25,6 @@ are `table(figures)` of the --json figures, so the manual can render the same on
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import tempfile
 import time
 import uuid
@@ -46,16 +44,14 @@ JDBC_DRIVERS = {"sqlite": "org.sqlite.JDBC", "postgres": "org.postgresql.Driver"
 def _session() -> Any:
     from pyspark.sql import SparkSession
 
+    from coord.audit.spark import local_only
     from coord.spark import register
     from coord.testing.jdbc import jars_conf
 
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    builder = (SparkSession.builder.master("local[2]").appName("coord-bench-spark")
-               .config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false")  # the rows printed are the output
-               .config("spark.driver.host", "127.0.0.1")
-               .config("spark.driver.bindAddress", "127.0.0.1")
-               .config("spark.pyspark.python", sys.executable))
+    builder = local_only(SparkSession.builder.master("local[2]").appName("coord-bench-spark")
+                         .config("spark.ui.enabled", "false")
+                         # the rows printed are the output
+                         .config("spark.ui.showConsoleProgress", "false"))
     for key, value in jars_conf().items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

@@ -20,14 +20,12 @@ def main(argv: list[str]) -> int:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
+    from coord.audit.spark import local_only
     from coord.spark import register
 
-    spark = (SparkSession.builder.master("local[2]").appName("coord-driver-kill-test")
+    spark = (local_only(SparkSession.builder.master("local[2]").appName("coord-driver-kill-test"))
              .config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.driver.host", "127.0.0.1")
-             .config("spark.driver.bindAddress", "127.0.0.1")
-             .config("spark.pyspark.python", sys.executable).getOrCreate())
+             .config("spark.ui.showConsoleProgress", "false").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     (spark.range(0, ROWS, numPartitions=PARTS).selectExpr("id", "cast(id as string) s")

@@ -117,19 +117,17 @@ def main(argv: list[str]) -> int:
     from pyspark import cloudpickle
     from pyspark.sql import SparkSession
 
+    from coord.audit.spark import local_only
     from coord.bench.spark_foreach import row_inserter
     from coord.spark import register
     from coord.spark.sinks import SqlSink, open_sink
     from coord.testing.jdbc import jars_conf
     from tests.spark import faults
 
-    builder = (SparkSession.builder.master(MASTER).appName("coord-executor-kill-test")
+    builder = (local_only(SparkSession.builder.master(MASTER).appName("coord-executor-kill-test"))
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.driver.host", "127.0.0.1")
-               .config("spark.driver.bindAddress", "127.0.0.1")
                .config("spark.executor.memory", "512m")
-               .config("spark.pyspark.python", sys.executable)
                .config("spark.sql.execution.arrow.maxRecordsPerBatch", "500"))
     for key, value in jars_conf().items():
         builder = builder.config(key, value)

@@ -26,17 +26,15 @@ def main(argv: list[str]) -> int:
     from pyspark import cloudpickle
     from pyspark.sql import SparkSession
 
+    from coord.audit.spark import local_only
     from coord.spark import register
     from coord.spark.sinks import SqliteSink
     from tests.spark import faults
 
-    spark = (SparkSession.builder.master(master).appName("coord-speculation-test")
+    spark = (local_only(SparkSession.builder.master(master).appName("coord-speculation-test"))
              .config("spark.ui.enabled", "false")
-             .config("spark.driver.host", "127.0.0.1")
-             .config("spark.driver.bindAddress", "127.0.0.1")
              .config("spark.executor.memory", "512m")
              .config("spark.cores.max", "2")
-             .config("spark.pyspark.python", sys.executable)
              .config("spark.sql.execution.arrow.maxRecordsPerBatch", "100")
              .config("spark.speculation", "true")
              .config("spark.speculation.interval", "100ms")
