@@ -81,9 +81,20 @@ proto: $(STAMP)
 run: venv
 	$(VENV)/bin/coord dev --nodes $(NODES) --metrics$(if $(TLS), --tls)
 
+# Two pytest processes at once, the members' tests (tests/server) and the rest, each in
+# a temp dir of its own: most tests wait on real processes, so one stream leaves a core
+# idle. Either failing fails the target.
 test: venv
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -q --durations=20 -m "not slow"
+	@t=$$(mktemp -d); \
+	$(PY) -m pytest -q -p no:cacheprovider --durations=10 -m "not slow" --basetemp=$$t/s \
+	  tests/server > $$t/server.log 2>&1 & server=$$!; \
+	$(PY) -m pytest -q -p no:cacheprovider --durations=10 -m "not slow" --basetemp=$$t/r \
+	  --ignore=tests/server; rest=$$?; \
+	wait $$server; srv=$$?; \
+	echo "== tests/server"; cat $$t/server.log; \
+	echo "tests/server: exit $$srv; the rest: exit $$rest"; \
+	[ $$srv -eq 0 ] && [ $$rest -eq 0 ]
 
 # The longer real-process runs `make test` leaves out (marked slow): etcd's side of
 # coord bench scale, the overlapping-fault and delay chaos runs, the churn nemesis, ...

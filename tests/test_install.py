@@ -54,6 +54,7 @@ def _env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_the_wheel_from_a_clean_tree_installs_a_working_coord(tmp_path):
     if shutil.which("git") is None or not (ROOT / ".git").exists():

@@ -183,6 +183,7 @@ def test_the_real_log_records_what_the_sink_accepted(real_log, coord):
         ("append", None, None), ("seal", None, None), ("publish", "spark/j", "run")}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", EXPECTED)
 def test_a_real_log_passes(spark, history, real_log, name):
     assert _checked(spark, history, real_log, name) == []

@@ -85,6 +85,7 @@ def test_the_same_seed_makes_the_same_log_in_any_parts(tmp_path, made):
     assert pq.ParquetFile(tmp_path / "sink" / LOG_FILE).num_row_groups > 10
 
 
+@pytest.mark.slow
 def test_the_synthesized_pair_passes_every_sink_check(spark, made):
     root, synth = made
     result = run_audit(

@@ -91,6 +91,7 @@ def test_the_restart_table_pairs_coord_with_etcd_at_each_size():
     assert len(made.rows) == 3
 
 
+@pytest.mark.slow
 def test_a_short_restart_run_times_every_decade():
     """Three real members: kill -9 of all of them, then a follower wiped and re-added,
     at 1000 and 1500 keys; every figure is there and positive (speed is not judged)."""

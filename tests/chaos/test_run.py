@@ -205,6 +205,7 @@ def test_delay_with_namespaces_forced_on_is_refused_before_any_member_starts(tmp
         run(cfg)
 
 
+@pytest.mark.slow
 @pytest.mark.cluster
 def test_a_chaos_run_over_tls(tmp_path):
     """`--tls`: members that require client certificates on both ports, killed and

@@ -31,6 +31,7 @@ from tests.spark.test_jdbc_baseline import (  # noqa: F401 (fixtures)
 pytestmark = [pytest.mark.spark, pytest.mark.cluster]
 
 
+@pytest.mark.slow
 def test_foreach_partition_inserts_keep_a_killed_task_s_rows(spark, database, tmp_path):  # noqa: F811
     table = f"foreach_{uuid.uuid4().hex[:8]}"
     sink = open_table(database, table)

@@ -84,6 +84,7 @@ def duplicates(ids: list[int]) -> int:
     return len(ids) - len(set(ids))
 
 
+@pytest.mark.slow
 def test_a_task_dying_mid_write_then_a_job_rerun_fenced_vs_spark_jdbc(
         spark, coord3, database, tmp_path):
     kind, tag = database["sink"], uuid.uuid4().hex[:8]

@@ -21,6 +21,7 @@ from tests.spark.test_spark_writer import PARTS, N, fenced, frame, ids
 pytestmark = [pytest.mark.spark, pytest.mark.cluster]
 
 
+@pytest.mark.slow
 def test_a_killed_worker_s_job_passes_the_sink_audit(spark, coord3, tmp_path):
     fenced(frame(spark), coord3, "audited", version="1", format="coord-fenced-faulty",
            fail_partition="3", fail_after_rows="1000", fail_by="kill", sink="sqlite",

@@ -128,6 +128,7 @@ def test_a_zombie_attempt_woken_after_its_replacement_committed_is_refused(
         (2, 3, "FENCED_GENERATION")]
 
 
+@pytest.mark.slow
 def test_rerunning_a_published_version_is_a_no_op(spark, coord3, tmp_path):
     df = frame(spark, 4000, 4)
     w = fenced(df, coord3, "rerun", version="7", sink="parquet", path=str(tmp_path / "out"))
@@ -193,6 +194,7 @@ def test_an_older_run_overtaken_by_a_newer_one_fails_naming_it(spark, coord3, tm
     assert ids(SqliteSink(db, "out")) == list(range(2000))
 
 
+@pytest.mark.slow
 def test_streaming_restart_neither_drops_nor_repeats_a_batch(spark, coord3, tmp_path):
     def add_file(source: Path, i: int) -> None:
         rows = [json.dumps({"id": i * 100 + k, "s": f"f{i}"}) for k in range(100)]
@@ -269,6 +271,7 @@ def test_a_reset_checkpoint_under_the_same_job_name_drops_no_batch(spark, coord3
     assert ids(SqliteSink(db, "out")) == sorted(list(range(200)) * 2 + list(range(200, 300)))
 
 
+@pytest.mark.slow
 def test_a_job_over_tls_takes_the_cacert_cert_and_key_options(spark, tls_member, tmp_path):
     """Against a member that requires client certificates: the options reach the
     driver's client and each executor's, and the version is published; without the CA
@@ -286,6 +289,7 @@ def test_a_job_over_tls_takes_the_cacert_cert_and_key_options(spark, tls_member,
     assert ids(SqliteSink(str(tmp_path / "n.db"), "out")) == []
 
 
+@pytest.mark.slow
 def test_coord_leader_killed_mid_job_still_writes_once(spark, coord3, tmp_path):
     """Last in the module: it kills a member (restarted afterwards). The job runs on the
     test's thread (Spark looks data sources up in the calling thread's session); a

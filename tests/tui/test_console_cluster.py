@@ -33,6 +33,7 @@ def shown(app: CoordApp, view: str) -> set:
     return set(app.views[view]._ids.values())
 
 
+@pytest.mark.slow
 def test_console_on_a_live_cluster(cluster3):
     async def main() -> None:
         async with AsyncClient(cluster3.endpoints) as client, \

@@ -243,6 +243,7 @@ def test_an_idle_token_expires_and_etcdctl_logs_in_again(tmp_path):
             member.close()
 
 
+@pytest.mark.slow
 def test_auth_survives_a_leader_kill_and_a_restart_from_snapshots(tmp_path):
     require_etcdctl()
     with LocalCluster(3, data_dir=tmp_path / "c", extra_args=["--snapshot-every", "20"]) as c:

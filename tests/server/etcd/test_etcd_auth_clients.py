@@ -29,6 +29,7 @@ def etcd3_transcript(endpoint: str) -> list[str]:
     return proc.stdout.splitlines()
 
 
+@pytest.mark.slow
 def test_the_etcd3_client_logs_in_and_meets_an_expired_token_as_with_etcd(tmp_path):
     require("etcd")
     with LocalCluster(1, data_dir=tmp_path / "c", extra_args=["--auth-token-ttl", "1"]) as c:

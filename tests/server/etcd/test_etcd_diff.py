@@ -90,6 +90,7 @@ def test_auth_sequences_are_a_pure_function_of_the_seed_and_cover_every_auth_cal
     assert not any(op.HasField("request_txn") for t in txns for op in (*t.success, *t.failure))
 
 
+@pytest.mark.slow
 @pytest.mark.cluster
 @pytest.mark.etcd
 def test_coord_answers_every_seeded_auth_sequence_as_etcd_does():
