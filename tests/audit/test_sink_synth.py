@@ -172,3 +172,35 @@ def test_log_files_that_fail_to_open_leave_no_temp_file(tmp_path, monkeypatch):
     with pytest.raises(OSError, match="planted"):
         LogFiles(tmp_path / "out")
     assert list((tmp_path / "out").iterdir()) == []
+
+
+@pytest.mark.parametrize("failing_rename", [1, 2])
+def test_an_export_cut_off_between_its_files_never_pairs_a_log_with_others_refusals(
+        made, tmp_path, monkeypatch, failing_rename):
+    """A crash between the two renames (planted: the first or the second fails) leaves
+    no log, never one beside the refusals of another export; the next export is whole."""
+    import os
+
+    root, _ = made
+    log, refusals = _log(root), _refusals(root)
+    assert len(refusals) >= 2
+    out = tmp_path / "out"
+    export_log(log.slice(0, 10), out, refusals[:1])  # the earlier export: 10 rows, 1 refusal
+    real, renames = os.replace, []
+
+    def cut_off(src, dst):
+        renames.append(dst)
+        if len(renames) == failing_rename:
+            raise OSError("planted: the machine stops here")
+        return real(src, dst)
+
+    monkeypatch.setattr(os, "replace", cut_off)
+    with pytest.raises(OSError, match="planted"):
+        export_log(log, out, refusals)
+    monkeypatch.setattr(os, "replace", real)
+    left = sorted(p.name for p in out.iterdir())
+    assert LOG_FILE not in left, f"a log stayed beside refusals of another export: {left}"
+    assert not [n for n in left if n.endswith(".tmp")], left
+    export_log(log, out, refusals)
+    assert pq.read_table(out / LOG_FILE).num_rows == log.num_rows
+    assert pq.read_table(out / REFUSALS_FILE).num_rows == len(refusals)

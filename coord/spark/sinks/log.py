@@ -35,6 +35,7 @@ import pyarrow.parquet as pq
 from coord.spark.attempt import RUN, group_of, producer_key, resource_of
 from coord.spark.sink_log_files import LOG_FILE, REFUSALS_FILE
 from coord.spark.sinks.base import TOKEN_FIELDS, Refusal
+from coord.spark.sinks.durable import fsync_path, sync_paths
 
 __all__ = ["EXPORT_SCHEMA", "LOG_SCHEMA", "REFUSALS_SCHEMA", "LogFiles", "export_log",
            "refusals_table", "with_coord_names"]
@@ -111,7 +112,9 @@ class LogFiles:
     once (a synthesized one of millions of rows, `coord.spark.synth`) is written as it
     is made, each part with its coord names (`with_coord_names`; parts come in `id`
     order). The files appear whole at `commit`, each renamed from a temp file; a
-    `LogFiles` left without a commit removes its temp files."""
+    `LogFiles` left without a commit removes its temp files. The log file is the
+    commit point, as readers take it (`coord audit --sink-log`, a kept synth): a
+    directory holds the log only beside the refusals written with it."""
 
     def __init__(self, out: str | os.PathLike[str]) -> None:
         self.directory = Path(out)
@@ -135,11 +138,18 @@ class LogFiles:
             self._writers[REFUSALS_FILE].write_table(refused)
 
     def commit(self) -> Path:
-        """Close both files and move them into place; the directory."""
-        for name, writer in self._writers.items():
+        """Close both files and move them into place, durably; the directory. A crash
+        at any point leaves the earlier export whole, no log, or this one whole: an
+        earlier log goes first, the refusals take their place, the log comes last."""
+        for writer in self._writers.values():
             writer.close()
-            os.replace(self._tmp[name], self.directory / name)
+        sync_paths(list(self._tmp.values()), self.directory)
         self._writers = {}
+        (self.directory / LOG_FILE).unlink(missing_ok=True)
+        fsync_path(self.directory)
+        for name in (REFUSALS_FILE, LOG_FILE):
+            os.replace(self._tmp[name], self.directory / name)
+        fsync_path(self.directory)
         return self.directory
 
     def __enter__(self) -> LogFiles:
@@ -147,17 +157,18 @@ class LogFiles:
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        for name, writer in self._writers.items():  # not committed: nothing appears
+        for writer in self._writers.values():
             writer.close()
-            self._tmp[name].unlink(missing_ok=True)
         self._writers = {}
+        for tmp in self._tmp.values():  # not committed, or not wholly: no temp file stays
+            tmp.unlink(missing_ok=True)
 
 
 def export_log(log: pa.Table, out: str | os.PathLike[str],
                refusals: list[Refusal] = ()) -> Path:
     """Write `log` (a sink's `log()`) with its coord names (`with_coord_names`) to
     `out/sink_log.parquet` and `refusals` (its `refusals()`) to `out/refusals.parquet`,
-    each atomically, and return the directory."""
+    the two as one (`LogFiles.commit`), and return the directory."""
     with LogFiles(out) as files:
         files.write(log, refusals)
         return files.commit()

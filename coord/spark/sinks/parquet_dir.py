@@ -48,6 +48,7 @@ from coord.client.recipes.fence import FencedWriteError, FenceRow, Token, judge,
 from coord.client.recipes.sequence import ACCEPT
 from coord.spark.attempt import RunCheck
 from coord.spark.sinks.base import Refusal, RunGuard, SealError, Sink, check_winner
+from coord.spark.sinks.durable import sync_paths
 
 __all__ = ["ParquetDirSink"]
 
@@ -65,31 +66,6 @@ def _write_json(path: Path, value: object, durable: bool = True) -> None:
             f.flush()
             os.fsync(f.fileno())
     os.replace(tmp, path)
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _sync_paths(paths: list[Path], root: Path, files: bool = True) -> None:
-    """fsync `paths` (unless `files` is False) and every directory from theirs up to
-    `root`, each directory once: a file's data and the entries naming it, as far as the
-    table's root, survive a crash once this returns."""
-    dirs: list[Path] = []
-    for path in paths:
-        if files:
-            _fsync(path)
-        for d in path.parents:
-            if d not in dirs:
-                dirs.append(d)
-            if d == root:
-                break
-    for d in dirs:
-        _fsync(d)
 
 
 def _attempt_dir(token: Token) -> str:
@@ -218,7 +194,7 @@ class ParquetDirSink(Sink):
                     held.enter_context(self._lock("fence", job, f"p{partition}"))
                     check_winner(job, partition, self.fence(job, partition), token, rows)
                     files = sorted(self._batch_dir(job, partition, token).glob("*.parquet"))
-                    _sync_paths(files, self.root)
+                    sync_paths(files, self.root)
                     entries[str(partition)] = {
                         **token.as_dict(), "rows": rows,
                         "files": [str(p.relative_to(self.root)) for p in files]}
@@ -226,7 +202,7 @@ class ParquetDirSink(Sink):
                 manifest.parent.mkdir(parents=True, exist_ok=True)
                 _write_json(manifest, {"job": job, "version": version, "partitions": entries,
                                        "published_ms": int(time.time() * 1000)})
-                _sync_paths([manifest], self.root, files=False)
+                sync_paths([manifest], self.root, files=False)
                 for partition, (token, rows) in sorted(winners.items()):
                     self._log("publish", job, partition, token, None, rows, checked)
             self._drop_unpublished(job, [int(p) for p in entries])
