@@ -43,3 +43,22 @@ def local_only(builder: Any) -> Any:
     return (builder.config("spark.pyspark.python", sys.executable)
             .config("spark.driver.host", "127.0.0.1")
             .config("spark.driver.bindAddress", "127.0.0.1"))
+
+
+def parse_conf(items: list[str]) -> dict[str, str]:
+    """`--conf KEY=VALUE` settings, as spark-submit takes them, into a dict; a setting
+    without `=`, or with an empty key or one not under `spark.`, is refused by name
+    (Spark would ignore it silently)."""
+    conf: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ValueError(f"--conf {item!r}: expected KEY=VALUE, e.g. "
+                             "spark.driver.memory=4g")
+        if not key.startswith("spark."):
+            raise ValueError(f"--conf {item!r}: {key} is not a Spark setting (they start "
+                             "with spark.)")
+        conf[key] = value
+    return conf
+

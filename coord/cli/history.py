@@ -116,6 +116,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "the history, that coord granted every token and had not fenced it "
                    "by the time the sink had seen its successor, and that each publish's "
                    "run was the newest when its driver checked")
+    a.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                   help="a Spark setting, as spark-submit's --conf (repeatable): for "
+                   "example spark.driver.memory=4g, the heap of a local master's only JVM")
     a.add_argument("--json", action="store_true", help="print the summary as JSON")
     a.set_defaults(func=cmd_audit)
 
@@ -294,6 +297,12 @@ def cmd_audit(args: argparse.Namespace) -> int:
         return _refuse(f"coord audit: {exc}")
     if args.sink_log is not None and not Path(args.sink_log).is_dir():
         return _refuse(f"coord audit: --sink-log {args.sink_log}: no such directory")
+    if args.sink_log is not None:
+        from coord.spark.sink_log_files import LOG_FILE, REFUSALS_FILE
+        missing = [n for n in (LOG_FILE, REFUSALS_FILE) if not (Path(args.sink_log) / n).is_file()]
+        if missing:
+            return _refuse(f"coord audit: --sink-log {args.sink_log}: no {' or '.join(missing)}"
+                           " (not a finished export of coord history export-sink-log)")
     if args.oplog is not None and not Path(args.oplog).exists():
         return _refuse(f"coord audit: --oplog {args.oplog}: no such file or directory")
     for flag, value in (("--key-time-limit", args.key_time_limit),
@@ -302,6 +311,11 @@ def cmd_audit(args: argparse.Namespace) -> int:
             return _refuse(f"coord audit: {flag} must be positive")
         if value is not None and args.oplog is None:
             return _refuse(f"coord audit: {flag} needs --oplog")
+    from coord.audit.spark import parse_conf
+    try:
+        conf = parse_conf(args.conf)
+    except ValueError as exc:
+        return _refuse(f"coord audit: {exc}")
     from rich.console import Console
 
     from coord.audit.job import run_audit
@@ -310,7 +324,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     console = Console(stderr=True)
     checks = args.checks.split(",") if args.checks else None
     with console.status("starting Spark") as status:
-        spark = session(args.master)
+        spark = session(args.master, conf=conf)
         try:
             result = run_audit(spark, args.history, checks=checks, report_dir=args.report,
                                combined=args.combined, oplog=args.oplog,

@@ -36,3 +36,14 @@ def test_synth_with_a_sink_log_writes_both_and_will_not_write_over_one(tmp_path,
 def test_audit_refuses_a_directory_that_is_not_a_history(tmp_path, capsys):
     assert main(["audit", str(tmp_path)]) == 2
     assert "not a coord history directory" in capsys.readouterr().err
+
+
+def test_audit_refuses_a_sink_log_directory_without_a_finished_export(tmp_path, capsys):
+    history, sink = tmp_path / "h", tmp_path / "sink"
+    assert main(["history", "synth", "--commands", "20", "--out", str(history)]) == 0
+    capsys.readouterr()
+    sink.mkdir()
+    (sink / "refusals.parquet").write_bytes(b"")  # an export cut off before its log
+    assert main(["audit", str(history), "--sink-log", str(sink)]) == 2
+    err = capsys.readouterr().err
+    assert "no sink_log.parquet" in err and "not a finished export" in err
