@@ -151,7 +151,9 @@ def _audit(history: Path, master: str, sink_log: Path | None = None) -> dict[str
         spark = session(master, "coord-bench-audit", progress=False)
         started = time.monotonic() - t
         try:
-            r = run_audit(spark, history, with_stats=False, sink_log=sink_log)
+            r = run_audit(spark, history, with_stats=False, sink_log=sink_log,
+                          on_step=lambda step: log(f"audit, {master}, at "
+                                                   f"{time.monotonic() - t:.0f} s: {step}"))
         finally:
             spark.stop()
     s = r.summary

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 from coord.audit.checks.common import cite_row, cited, violations
@@ -45,19 +46,39 @@ def publish_run_newest(log: Any, history: Any) -> Any:
     coord's revision order: coord's history has the run slot's grant to R at or below
     the revision the driver's check read (`checked_revision`), and no grant of the slot
     to a newer run at or below it. Either failing is a violation, cited with the publish
-    row and the grant that shows it (the newer run's, or none for a run never granted
-    by then)."""
+    row and the grant that shows it (the newest run granted by then, or none for a run
+    never granted by then).
+
+    Linear in the runs: R's own grant by an equi-join on (slot, run), the newest run by
+    then by one scan of each slot's grants and checks in revision order. Joining every
+    publish with every earlier grant of its slot grows with the runs squared: a
+    10M-row log's four jobs, three thousand runs each, made 220M joined rows."""
     pubs = log.filter((F.col("op") == "publish") & F.col("checked_revision").isNotNull())
     grants = run_slot_grants(history, log)
-    by_then = pubs.join(grants, (F.col("run_group") == F.col("g_group"))
-                        & (F.col("run_resource") == F.col("g_resource"))
-                        & (F.col("g_revision") <= F.col("checked_revision")), "left")
-    newer = F.struct(F.col("g_revision").alias("revision"),
-                     F.col("g_generation").alias("run"), F.col("grant_row").alias("row"))
-    seen = by_then.groupBy(*pubs.columns).agg(
-        F.max(F.when(F.col("g_generation") == F.col("run"), F.col("grant_row")))
-        .alias("own_grant"),
-        F.min(F.when(F.col("g_generation") > F.col("run"), newer)).alias("newer"))
+    in_slot = ((F.col("run_group") == F.col("g_group"))
+               & (F.col("run_resource") == F.col("g_resource")))
+    own = (pubs.select("id", "run_group", "run_resource", "run", "checked_revision")
+           .join(grants, in_slot & (F.col("g_generation") == F.col("run"))
+                 & (F.col("g_revision") <= F.col("checked_revision")))
+           .groupBy("id").agg(F.max("grant_row").alias("own_grant")))
+    # one scan per slot: grants and checks by revision, a grant before a check at the
+    # same revision (granted at or below it); each check sees the highest run by then
+    marks = grants.select(
+        F.col("g_group").alias("slot_group"), F.col("g_resource").alias("slot_resource"),
+        F.col("g_revision").alias("at"), F.lit(0).alias("order"),
+        F.struct(F.col("g_generation").alias("run"), F.col("g_revision").alias("revision"),
+                 F.col("grant_row").alias("row")).alias("grant"))
+    checks = pubs.select(
+        F.col("run_group").alias("slot_group"), F.col("run_resource").alias("slot_resource"),
+        F.col("checked_revision").alias("at"), F.lit(1).alias("order"), "id")
+    by_then = (Window.partitionBy("slot_group", "slot_resource").orderBy("at", "order")
+               .rowsBetween(Window.unboundedPreceding, Window.currentRow))
+    highest = (marks.unionByName(checks, allowMissingColumns=True)
+               .withColumn("highest", F.max("grant").over(by_then))
+               .filter(F.col("order") == 1).select("id", "highest"))
+    seen = (pubs.join(own, "id", "left").join(highest, "id", "left")
+            .withColumn("newer", F.when(F.col("highest.run") > F.col("run"),
+                                        F.col("highest"))))
     bad = seen.filter(F.col("own_grant").isNull() | F.col("newer").isNotNull())
     slot = F.concat(F.col("run_group"), F.lit("/"), F.col("run_resource"))
     return violations(
