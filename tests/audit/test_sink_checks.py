@@ -341,3 +341,11 @@ def test_the_audit_runs_the_sink_checks_on_an_exported_log(spark, coord, real_lo
     assert result.violations == 2, result.examples
     assert result.summary["sink_tokens"] == {"tokens": 3, "granted_in_history": 3}
     assert "sink.coord_fenced_writes" in (tmp_path / "report" / "index.html").read_text()
+
+
+def test_a_repeated_sequence_is_cited_with_its_repeat(spark, history, coord, real_logs):
+    # the evidence lists the producer's sequences in order, a repeat as often as accepted
+    [v] = _checked(spark, history, _plant_repeat(real_logs["sqlite"], coord),
+                   "sink.sequences")
+    seqs = [int(s) for s in v["evidence"][0].removeprefix("sequences ").split(",")]
+    assert seqs == sorted(seqs) and seqs.count(1) == 2, v["evidence"]
