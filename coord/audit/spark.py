@@ -47,8 +47,9 @@ def local_only(builder: Any) -> Any:
 
 def parse_conf(items: list[str]) -> dict[str, str]:
     """`--conf KEY=VALUE` settings, as spark-submit takes them, into a dict; a setting
-    without `=`, or with an empty key or one not under `spark.`, is refused by name
-    (Spark would ignore it silently)."""
+    without `=`, or with an empty key or one not under `spark.` (spark-submit would drop
+    it with only a warning), is refused by name, and so is `spark.master`, which
+    `--master` sets (the later of the two would win unseen)."""
     conf: dict[str, str] = {}
     for item in items:
         key, sep, value = item.partition("=")
@@ -59,6 +60,8 @@ def parse_conf(items: list[str]) -> dict[str, str]:
         if not key.startswith("spark."):
             raise ValueError(f"--conf {item!r}: {key} is not a Spark setting (they start "
                              "with spark.)")
+        if key == "spark.master":
+            raise ValueError(f"--conf {item!r}: the master is --master's to set")
         conf[key] = value
     return conf
 

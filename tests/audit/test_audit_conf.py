@@ -31,6 +31,7 @@ def test_settings_parse_as_spark_submit_takes_them():
     ("spark.driver.memory", "expected KEY=VALUE"),
     ("=4g", "expected KEY=VALUE"),
     ("driver.memory=4g", "is not a Spark setting"),
+    ("spark.master=local[1]", "the master is --master's to set"),
 ])
 def test_a_malformed_setting_is_refused_by_name(item, says):
     with pytest.raises(ValueError, match=says):

@@ -204,3 +204,32 @@ def test_an_export_cut_off_between_its_files_never_pairs_a_log_with_others_refus
     export_log(log, out, refusals)
     assert pq.read_table(out / LOG_FILE).num_rows == log.num_rows
     assert pq.read_table(out / REFUSALS_FILE).num_rows == len(refusals)
+
+
+def test_an_export_syncs_its_directory_after_each_rename(made, tmp_path, monkeypatch):
+    """Two renames reach the disk in order only with a sync between them: the
+    refusals' rename is made durable before the log's."""
+    import os
+
+    import coord.spark.sinks.log as sink_log
+
+    root, _ = made
+    out = tmp_path / "out"
+    export_log(_log(root).slice(0, 10), out, _refusals(root)[:1])
+    events: list[str] = []
+    real_replace, real_sync = os.replace, sink_log.fsync_path
+
+    def replace(src, dst):
+        events.append(f"rename {os.path.basename(dst)}")
+        return real_replace(src, dst)
+
+    def sync(path):
+        events.append("sync dir" if path == out else "sync file")
+        return real_sync(path)
+
+    monkeypatch.setattr(os, "replace", replace)
+    monkeypatch.setattr(sink_log, "fsync_path", sync)
+    export_log(_log(root), out, _refusals(root))
+    renames = [i for i, e in enumerate(events) if e.startswith("rename")]
+    assert [events[i] for i in renames] == [f"rename {REFUSALS_FILE}", f"rename {LOG_FILE}"]
+    assert events[renames[0] + 1] == "sync dir" and events[renames[1] + 1] == "sync dir", events

@@ -46,8 +46,9 @@ def publish_run_newest(log: Any, history: Any) -> Any:
     coord's revision order: coord's history has the run slot's grant to R at or below
     the revision the driver's check read (`checked_revision`), and no grant of the slot
     to a newer run at or below it. Either failing is a violation, cited with the publish
-    row and the grant that shows it (the newest run granted by then, or none for a run
-    never granted by then).
+    row and the grant that shows it (the first grant of the newest run granted by then,
+    or none for a run never granted by then). A publish is known by its log `id`, which
+    the sink's order makes unique.
 
     Linear in the runs: R's own grant by an equi-join on (slot, run), the newest run by
     then by one scan of each slot's grants and checks in revision order. Joining every
@@ -63,10 +64,12 @@ def publish_run_newest(log: Any, history: Any) -> Any:
            .groupBy("id").agg(F.max("grant_row").alias("own_grant")))
     # one scan per slot: grants and checks by revision, a grant before a check at the
     # same revision (granted at or below it); each check sees the highest run by then
-    marks = grants.select(
+    # the highest run first, then its earliest grant (a reset re-grants a run)
+    marks = grants.filter(F.col("g_revision").isNotNull()).select(
         F.col("g_group").alias("slot_group"), F.col("g_resource").alias("slot_resource"),
         F.col("g_revision").alias("at"), F.lit(0).alias("order"),
-        F.struct(F.col("g_generation").alias("run"), F.col("g_revision").alias("revision"),
+        F.struct(F.col("g_generation").alias("run"), (-F.col("g_revision")).alias("first"),
+                 F.col("g_revision").alias("revision"),
                  F.col("grant_row").alias("row")).alias("grant"))
     checks = pubs.select(
         F.col("run_group").alias("slot_group"), F.col("run_resource").alias("slot_resource"),

@@ -147,9 +147,9 @@ class LogFiles:
         self._writers = {}
         (self.directory / LOG_FILE).unlink(missing_ok=True)
         fsync_path(self.directory)
-        for name in (REFUSALS_FILE, LOG_FILE):
+        for name in (REFUSALS_FILE, LOG_FILE):  # each rename durable before the next
             os.replace(self._tmp[name], self.directory / name)
-        fsync_path(self.directory)
+            fsync_path(self.directory)
         return self.directory
 
     def __enter__(self) -> LogFiles:
