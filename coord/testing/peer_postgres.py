@@ -2,10 +2,11 @@
 database the Spark writer's PostgreSQL sink and Spark's own JDBC writer are tested and
 benchmarked against.
 
-initdb and postgres refuse to run as root: as root they run as the `postgres` user
-(Popen's user/group), in a temp dir that user owns. The server is tuned for throwaway data
-(fsync off, as for any test database): the sinks' durability is the server's, not under
-test here. Connect as the superuser `coord` (trust authentication, loopback only).
+initdb and postgres refuse to run as root: as root they run as the `postgres` user,
+started through util-linux's `setpriv` (`as_user`), in a temp dir that user owns. The
+server is tuned for throwaway data (fsync off, as for any test database): the sinks'
+durability is the server's, not under test here. Connect as the superuser `coord`
+(trust authentication, loopback only).
 """
 
 from __future__ import annotations
@@ -27,6 +28,18 @@ __all__ = ["PostgresMissing", "PostgresServer", "find_binaries"]
 START_TIMEOUT_S = 60.0
 USER = "coord"  # the superuser initdb creates
 RUN_AS = "postgres"  # the system user the server runs as when we are root
+
+
+def as_user(user: str) -> list[str]:
+    """The command prefix that runs a program as `user` (and its group, no others).
+
+    Not Popen's user=/group=: with them CPython forks the whole test process (vfork is
+    used only when no ids change), and a forked copy of a process running gRPC's threads
+    may crash before it reaches exec: initdb once died of SIGSEGV with no output while
+    the kernel logged a fault in a gRPC thread, and it never did when started by hand.
+    `setpriv` changes the ids in a process of its own, then execs the program, so the
+    program keeps the pid Popen returned."""
+    return ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups"]
 
 
 class PostgresMissing(RuntimeError):
@@ -54,14 +67,14 @@ class PostgresServer:
 
     def __init__(self) -> None:
         self.bin = find_binaries()
-        self._as: dict[str, str] = {}  # Popen's user and group, when we are root
+        self._as: list[str] = []  # the prefix that runs a program as RUN_AS, when we are root
         if os.geteuid() == 0:
             try:
                 pwd.getpwnam(RUN_AS)
             except KeyError:
                 raise PostgresMissing(f"running as root, and there is no {RUN_AS!r} user to "
                                       f"run PostgreSQL as (Debian's postgresql makes it)") from None
-            self._as = {"user": RUN_AS, "group": RUN_AS}
+            self._as = as_user(RUN_AS)
         self.root = Path(tempfile.mkdtemp(prefix="peer-postgres-"))
         self.port = 0
         self.proc: subprocess.Popen | None = None
@@ -75,8 +88,8 @@ class PostgresServer:
         return f"jdbc:postgresql://127.0.0.1:{self.port}/postgres?user={USER}"
 
     def _run(self, *args: str) -> None:
-        proc = subprocess.run(args, capture_output=True, text=True, cwd=self.root,
-                              timeout=START_TIMEOUT_S, **self._as)
+        proc = subprocess.run([*self._as, *args], capture_output=True, text=True,
+                              cwd=self.root, timeout=START_TIMEOUT_S)
         if proc.returncode != 0:
             raise RuntimeError(f"{Path(args[0]).name} failed ({proc.returncode}): "
                                f"{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
@@ -90,11 +103,11 @@ class PostgresServer:
         self.port = free_port()
         log = open(self.root / "server.log", "w")  # noqa: SIM115 (handed to the server)
         self.proc = subprocess.Popen(
-            [str(self.bin / "postgres"), "-D", str(data), "-p", str(self.port),
+            [*self._as, str(self.bin / "postgres"), "-D", str(data), "-p", str(self.port),
              "-h", "127.0.0.1", "-k", str(self.root), "-c", "fsync=off",
              "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
              "-c", "max_connections=200"],
-            stdout=log, stderr=subprocess.STDOUT, cwd=self.root, **self._as)
+            stdout=log, stderr=subprocess.STDOUT, cwd=self.root)
         log.close()
         self._wait_ready()
         return self

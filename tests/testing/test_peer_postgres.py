@@ -25,3 +25,20 @@ def test_a_server_serves_and_is_removed(postgres):  # the run's (tests/conftest.
     root = server.root
     server.stop()
     assert not root.exists() and server.proc is None
+
+
+def test_as_root_the_server_is_postgres_itself_running_as_the_postgres_user():
+    """The pid Popen returned is the server's (setpriv execs it; stopping that pid stops
+    the server), and it runs as the postgres user, not as root."""
+    import os
+    import pwd
+
+    if os.geteuid() != 0:
+        pytest.skip("only root hands the server to another user")
+    with PostgresServer() as server:
+        pid = server.proc.pid
+        status = dict(line.split(":", 1) for line in
+                      open(f"/proc/{pid}/status").read().splitlines())
+        assert status["Name"].strip() == "postgres"
+        uid = pwd.getpwnam(peer_postgres.RUN_AS).pw_uid
+        assert [int(u) for u in status["Uid"].split()] == [uid] * 4
