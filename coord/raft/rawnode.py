@@ -167,6 +167,7 @@ class RawNode:
             # What this Ready persists is committed once durable: written with the entries,
             # the commit index costs no write of its own after them (`commits_alone`).
             hs = HardState(hs.term, hs.vote, rd.entries[-1].index)
+            self._apply_with_entries(rd)
         if hs != prev:
             rd.hard_state = hs
             rd.vote_changed = hs.term != prev.term or hs.vote != prev.vote
@@ -174,6 +175,23 @@ class RawNode:
         if ss != self._prev_soft:
             rd.soft_state = ss
         return rd
+
+    def _apply_with_entries(self, rd: Ready) -> None:
+        """A lone voter's new entries are applied in the Ready that persists them, as
+        etcd's raft hands out unstable committed entries when storage writes are
+        synchronous: the driver persists a Ready before it applies it, so each is durable
+        (and so committed) by then, and a lone put is one Ready, not a second one that
+        only applies it. Only when they follow the entries this Ready applies without a
+        gap, all within one apply batch, and none is a conf change (one that added a
+        voter would leave the rest uncommitted, see `commits_alone`)."""
+        applying, entries = rd.committed_entries, rd.entries
+        follows = applying[-1].index if applying else self.raft.log.applied
+        if (
+            entries[0].index == follows + 1
+            and len(applying) + len(entries) <= self.MAX_APPLY_BATCH
+            and not any(e.type is EntryType.CONF_CHANGE for e in entries)
+        ):
+            rd.committed_entries = applying + entries
 
     def advance(self, rd: Ready) -> None:
         """The driver has done everything `rd` asked for."""

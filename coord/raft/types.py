@@ -170,6 +170,9 @@ class Ready:
     2. send `messages`;
     3. restore `snapshot` into the state machine, then apply `committed_entries`;
     4. call ``RawNode.advance(ready)``.
+
+    The order is what lets a lone voter's `committed_entries` include this Ready's own
+    `entries`: they are durable, and so committed, by step 3.
     """
 
     soft_state: SoftState | None = None
