@@ -320,7 +320,7 @@ class Node:
         if early and rd.messages:
             self._transport.send(rd.messages, at_once=_waited_on(rd))
         # Concurrent callers' appends go to the storage thread even when small: the loop
-        # admits gRPC's next calls while the fsync runs (CONCURRENT_BATCHES).
+        # admits gRPC's next calls while the fsync runs (CONCURRENT_WINDOW_S).
         await self._persist.persist(rd, early, busy=early and self._proposals.concurrent)
         if not early and rd.messages:
             # Persisted first, so sent now: an append's ack (or a vote) is what the leader

@@ -2,7 +2,7 @@
 entries proposed whose callers wait for them to apply.
 
 Its own module because group commit is a rule of its own (`Proposals.maybe_submit`),
-with state of its own (the batch in flight, how many batches go to the storage thread),
+with state of its own (the batch in flight, until when appends go to the storage thread),
 and the driver needs only three things of it: submit what waits on each turn, settle a
 caller as its entry applies, and fail callers when a snapshot covers their entries or
 the member stops.
@@ -21,14 +21,21 @@ from coord.server.node.members import MemberInfo
 from coord.server.storage.log_format import entry_data
 from coord.sm.results import Answer
 
-CONCURRENT_BATCHES = 16
-"""Batches a leader appends in the storage thread, however small, after one that callers
-waited behind: a small append fsync'd on the loop holds the loop, and gRPC admits no new
-call meanwhile (its asyncio server takes calls on loop turns), so under unary load the
-next batch was the one call admitted after it and batches stayed at one. A lone caller
-never waits behind a batch and keeps the inline save, except within the count after a
-burst: the count runs down per batch, not with time, so a lone put that follows a burst
-may still take the storage thread (a thread hop, no more)."""
+CONCURRENT_WINDOW_S = 0.05
+"""How long, after the last batch that callers waited behind, a leader appends its
+batches in the storage thread, however small: a small append fsync'd on the loop holds
+the loop, and gRPC admits no new call meanwhile (its asyncio server takes calls on loop
+turns), so under unary load the next batch was the one call admitted after it and
+batches stayed at one. Each batch held behind another opens the window again, so under
+steady load it never closes. Its length: a commit round is milliseconds (an fsync here,
+one on a follower, a message each way), so 50 ms outlasts several rounds even on a slow
+disk, and a burst's callers, coming back one by one or after a round's pause, keep the
+loop free for gRPC's admissions; yet a lone put that comes 50 ms after a burst, whatever
+came between, is saved on the loop again rather than paying a thread hop it does not
+need (a count of batches, run down per batch, sent it there however long after). A wrong
+guess costs little either way: a thread hop, or one small batch fsync'd on the loop
+before callers wait behind it and open the window again. On `time.monotonic`: this is
+the proposal path, not the state machine's apply, which must stay deterministic."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +75,7 @@ class Proposals:
         self._batch_term = 0  # the term and last index of the last batch proposed
         self._batch_last = 0
         self._held = False  # a proposal waited behind the batch in flight
-        self._concurrent = 0  # batches left to append off the loop (CONCURRENT_BATCHES)
+        self._concurrent_until = float("-inf")  # monotonic: appends off the loop until then
 
     def __len__(self) -> int:
         """Proposals waiting to be proposed or, proposed, to be applied."""
@@ -76,8 +83,8 @@ class Proposals:
 
     @property
     def concurrent(self) -> bool:
-        """Does the next append go to the storage thread (CONCURRENT_BATCHES)?"""
-        return self._concurrent > 0
+        """Does the next append go to the storage thread (CONCURRENT_WINDOW_S)?"""
+        return time.monotonic() < self._concurrent_until
 
     def add(
         self, payload: bytes, fut: asyncio.Future, conf_change: ConfChange | None = None
@@ -105,8 +112,9 @@ class Proposals:
 
     def _submit(self) -> None:
         proposals, self._waiting = self._waiting, []
-        self._concurrent = CONCURRENT_BATCHES if self._held else max(0, self._concurrent - 1)
-        self._held = False
+        if self._held:
+            self._concurrent_until = time.monotonic() + CONCURRENT_WINDOW_S
+            self._held = False
         now_ms = time.time_ns() // 1_000_000
         live = [p for p in proposals if not p.future.done()]
         normal = [p for p in live if p.conf_change is None]

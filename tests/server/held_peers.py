@@ -17,6 +17,9 @@ from tests.server.waits import wait_until
 A, B, C = (MemberInfo(n, f"127.0.0.1:{p}") for n, p in (("a", 1), ("b", 2), ("c", 3)))
 VOTES = {MessageType.PRE_VOTE: MessageType.PRE_VOTE_RESP, MessageType.VOTE: MessageType.VOTE_RESP}
 TEST_TIMEOUT = 30.0
+SLOW_TICKS = dict(tick_ms=20_000, election_ticks=10, seed=1)
+"""NodeOptions of a tick every 20 s: no election, check-quorum or heartbeat moves during
+a test, and nothing wakes the driver but what the test sends and asks."""
 
 
 class HeldPeers:
@@ -51,8 +54,13 @@ class HeldPeers:
 
     def appends_to(self, peer: MemberInfo, after: int) -> list[Message]:
         """a's appends to `peer` that carry entries past index `after`."""
-        return [m for m in self.sent if m.type == MessageType.APP and m.to == peer.id
-                and any(e.index > after for e in m.entries)]
+        return [
+            m
+            for m in self.sent
+            if m.type == MessageType.APP
+            and m.to == peer.id
+            and any(e.index > after for e in m.entries)
+        ]
 
     def read_rounds_to(self, peer: MemberInfo) -> list[Message]:
         """The first heartbeat of each ReadIndex round a started, as `peer` got them (a
@@ -85,8 +93,9 @@ async def ack(node: Node, peers: HeldPeers, append: Message) -> int:
     return last
 
 
-def on_a(tmp_path, body: Callable[[Node, HeldPeers], Awaitable[None]],
-          options: NodeOptions) -> None:
+def on_a(
+    tmp_path, body: Callable[[Node, HeldPeers], Awaitable[None]], options: NodeOptions
+) -> None:
     """Run `body(node, peers)` on member a, with its peers held, then stop it."""
 
     async def run() -> None:

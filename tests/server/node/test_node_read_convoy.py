@@ -14,12 +14,8 @@ from coord.raft.types import Message, MessageType
 from coord.server.node import reads as node_reads
 from coord.server.node.driver import Node, NodeOptions
 from tests.clocks import FakeClock
-from tests.server.held_peers import A, B, HeldPeers, elected, on_a
+from tests.server.held_peers import SLOW_TICKS, A, B, HeldPeers, elected, on_a
 from tests.server.waits import wait_until
-
-# A tick every 20 s: no election, check-quorum or heartbeat moves during a test, and
-# nothing wakes the driver but the test's messages, its reads and the convoy's timer.
-SLOW_TICKS = dict(tick_ms=20_000, election_ticks=10, seed=1)
 
 
 async def _round(node: Node, peers: HeldPeers, reads: int) -> None:

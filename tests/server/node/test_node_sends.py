@@ -11,11 +11,8 @@ import asyncio
 from coord.raft.types import Entry, Message, MessageType
 from coord.server.node.driver import Node, NodeOptions
 from coord.sm.commands import Put, encode_command
-from tests.server.held_peers import A, B, HeldPeers, ack, elected, on_a
+from tests.server.held_peers import SLOW_TICKS, A, B, HeldPeers, ack, elected, on_a
 from tests.server.waits import wait_until
-
-# A tick every 20 s: no heartbeat or election moves during the test.
-SLOW_TICKS = dict(tick_ms=20_000, election_ticks=10, seed=1)
 
 
 def test_appends_and_read_rounds_are_written_at_once_commit_broadcasts_are_not(tmp_path):

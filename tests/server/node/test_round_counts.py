@@ -7,14 +7,19 @@ one-member cluster, and on member a of three whose peers answer only what the te
 from __future__ import annotations
 
 import asyncio
+import time
+
+import pytest
 
 from coord.raft.types import Entry, Message, MessageType
 from coord.server.api.admin import AdminService
+from coord.server.node import proposals as node_proposals
 from coord.server.node.driver import Node, NodeOptions
-from coord.server.node.proposals import CONCURRENT_BATCHES
+from coord.server.node.proposals import CONCURRENT_WINDOW_S
 from coord.sm.commands import Put, encode_command
 from coord.sm.machine import CoordMachine
-from tests.server.held_peers import A, B, HeldPeers, ack, elected, on_a
+from tests.clocks import FakeClock
+from tests.server.held_peers import SLOW_TICKS, A, B, HeldPeers, ack, elected, on_a
 from tests.server.solo_node import leading, on_leader
 from tests.server.waits import wait_until
 
@@ -121,52 +126,100 @@ def test_a_followers_lone_write_is_one_save_on_the_loop_and_one_answer(tmp_path)
         assert grown["store_writes"] == 2  # the entry's, synced; the notice's commit index
         assert grown["storage_handoffs"] == 0
 
-    on_a(tmp_path, body, NodeOptions(tick_ms=20_000, election_ticks=10, seed=1))
+    on_a(tmp_path, body, NodeOptions(**SLOW_TICKS))
 
 
-def test_a_batch_callers_waited_behind_is_saved_off_the_loop_a_lone_one_on_it(tmp_path):
+class _Puts:
+    """Puts on member a, leading b and c, each acknowledged by b: what each grew of a's
+    round counts."""
+
+    def __init__(self, node: Node, peers: HeldPeers, acked: int) -> None:
+        self.node, self.peers, self.acked = node, peers, acked
+        self._n = 0
+
+    def _put(self) -> asyncio.Task:
+        self._n += 1
+        return _put(self.node, self._n)
+
+    def _grown(self, before: dict[str, int]) -> dict[str, int]:
+        return {k: v - before[k] for k, v in self.node.round_counts.as_dict().items()}
+
+    async def lone(self) -> dict[str, int]:
+        """One put, alone: nothing in flight when it comes, nothing behind it."""
+        before = self.node.round_counts.as_dict()
+        put = self._put()
+        await wait_until(lambda: self.peers.appends_to(B, self.acked), "a lone put's append")
+        self.acked = await ack(self.node, self.peers, self.peers.appends_to(B, self.acked)[-1])
+        await put
+        return self._grown(before)
+
+    async def burst(self) -> dict[str, int]:
+        """A head put, and three that come while its batch is in flight: they wait
+        behind it and go out together as the next batch."""
+        node, peers = self.node, self.peers
+        before = node.round_counts.as_dict()
+        head = self._put()
+        await wait_until(lambda: peers.appends_to(B, self.acked), "the head put's append")
+        [in_flight] = peers.appends_to(B, self.acked)
+        behind = [self._put() for _ in range(3)]
+        await wait_until(lambda: node.pending_proposals == 4, "the puts behind the head")
+        self.acked = await ack(node, peers, in_flight)
+        await head
+        await wait_until(lambda: peers.appends_to(B, self.acked), "the batch that waited")
+        [batch] = peers.appends_to(B, self.acked)
+        assert len(batch.entries) == 3
+        self.acked = await ack(node, peers, batch)
+        await asyncio.gather(*behind)
+        return self._grown(before)
+
+
+@pytest.fixture
+def clock(monkeypatch) -> FakeClock:
+    """The proposals' monotonic clock stopped until the test moves it: the window after
+    a held batch passes when the test says so, however loaded the machine."""
+    frozen = FakeClock(time.monotonic())
+    monkeypatch.setattr(node_proposals, "time", frozen)
+    return frozen
+
+
+def test_a_batch_callers_waited_behind_is_saved_off_the_loop_as_are_those_soon_after(
+    tmp_path, clock
+):
     """Member a leads b and c. A lone put's append is made durable on the loop; puts that
     waited behind it go out as the next batch, whose append goes to the storage thread,
-    however small (the loop takes in gRPC's next calls meanwhile), as do the next
-    CONCURRENT_BATCHES batches; after them a lone put is saved on the loop again."""
+    however small (the loop takes in gRPC's next calls meanwhile), as do the appends that
+    come within CONCURRENT_WINDOW_S of the last batch held, however many."""
 
     async def body(node: Node, peers: HeldPeers) -> None:
-        acked = await elected(node, peers)
-
-        def grown(before: dict[str, int]) -> dict[str, int]:
-            return {k: v - before[k] for k, v in node.round_counts.as_dict().items()}
-
-        async def lone_put(n: int) -> dict[str, int]:
-            nonlocal acked
-            before = node.round_counts.as_dict()
-            put = _put(node, n)
-            await wait_until(lambda: peers.appends_to(B, acked), f"put {n}'s append")
-            acked = await ack(node, peers, peers.appends_to(B, acked)[-1])
-            await put
-            return grown(before)
-
-        first = await lone_put(0)
+        puts = _Puts(node, peers, await elected(node, peers))
+        first = await puts.lone()
         assert (first["inline_saves"], first["storage_handoffs"]) == (1, 0)
 
-        before = node.round_counts.as_dict()
-        head = _put(node, 1)
-        await wait_until(lambda: peers.appends_to(B, acked), "the head put's append")
-        [in_flight] = peers.appends_to(B, acked)
-        behind = [_put(node, n) for n in range(2, 5)]  # they wait: a batch is in flight
-        await wait_until(lambda: node.pending_proposals == 4, "the puts behind the head")
-        acked = await ack(node, peers, in_flight)
-        await head
-        await wait_until(lambda: peers.appends_to(B, acked), "the batch that waited")
-        [batch] = peers.appends_to(B, acked)
-        assert len(batch.entries) == 3
-        acked = await ack(node, peers, batch)
-        await asyncio.gather(*behind)
-        assert grown(before)["storage_handoffs"] == 1  # the batch that waited
-        assert grown(before)["inline_saves"] == 1  # the head put, alone when it came
+        burst = await puts.burst()
+        assert burst["storage_handoffs"] == 1  # the batch that waited
+        assert burst["inline_saves"] == 1  # the head put, alone when it came
+        for _ in range(20):  # more than a count of sixteen batches would send there
+            assert (await puts.lone())["storage_handoffs"] == 1
 
-        for n in range(CONCURRENT_BATCHES - 1):
-            assert (await lone_put(100 + n))["storage_handoffs"] == 1
-        last = await lone_put(200)
+        clock.now += CONCURRENT_WINDOW_S * 3 / 4
+        again = await puts.burst()  # held again: the window runs from here
+        assert (again["inline_saves"], again["storage_handoffs"]) == (0, 2)
+        clock.now += CONCURRENT_WINDOW_S * 3 / 4
+        assert (await puts.lone())["storage_handoffs"] == 1
+
+    on_a(tmp_path, body, NodeOptions(**SLOW_TICKS))
+
+
+def test_a_lone_put_once_the_window_has_passed_is_saved_on_the_loop(tmp_path, clock):
+    """The window after a held batch is time, not a count of batches: a lone put that
+    comes once it has passed is saved on the loop, though no batch came between."""
+
+    async def body(node: Node, peers: HeldPeers) -> None:
+        puts = _Puts(node, peers, await elected(node, peers))
+        assert (await puts.burst())["storage_handoffs"] == 1
+
+        clock.now += CONCURRENT_WINDOW_S
+        last = await puts.lone()
         assert (last["inline_saves"], last["storage_handoffs"]) == (1, 0)
 
-    on_a(tmp_path, body, NodeOptions(tick_ms=50, election_ticks=200, seed=1))
+    on_a(tmp_path, body, NodeOptions(**SLOW_TICKS))
