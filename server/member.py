@@ -86,12 +86,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-OWN_REQUEST_SERVICES = tuple(
-    etcd_pb2.DESCRIPTOR.services_by_name[name].full_name for name in ("KV", "Lease")
+OWN_REQUEST_METHODS = tuple(
+    f"/{etcd_pb2.DESCRIPTOR.services_by_name['KV'].full_name}/{name}"
+    for name in ("Range", "Put", "DeleteRange", "Txn")
 )
-"""The client port's services whose methods each keep a pending request of their own in
-gRPC, so their calls are admitted alongside the others' (`Registrar` says why): the etcd
-API's, called once per operation by test rigs with many clients."""
+"""The client port's methods that each keep a pending request of their own in gRPC, so
+their calls are admitted alongside the others' (`Registrar` says why): the etcd API's
+reads and writes, called once per operation by test rigs with many clients. Not
+Compact, nor Lease's (called once per lease, or a stream per client): every pending
+request costs each call admitted, those included."""
 
 
 @dataclass(slots=True)
@@ -235,7 +238,7 @@ class Member:
         limits = self.config.limits
         client_server = grpc.aio.server(options=client_server_options(
             limits.max_request_bytes, limits.max_concurrent_streams))
-        serves = Registrar(client_server, OWN_REQUEST_SERVICES,
+        serves = Registrar(client_server, OWN_REQUEST_METHODS,
                            wrap=self.metrics.grpc.wrap if self.metrics else None)
         services = [] if self.config.etcd_only else self._add_coord_services(serves)
         self._add_etcd_services(serves)

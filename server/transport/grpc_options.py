@@ -87,8 +87,9 @@ def client_server_options(max_request_bytes: int,
 class Registrar:
     """What a member's services are added to (`add_*Servicer_to_server(servicer, ...)`),
     in place of the gRPC server: every method is served through its service's generic
-    handler, and only the services named in `registered` keep the "registered method"
-    copy that generated code also adds.
+    handler, and only the methods named in `registered` (full names,
+    "/package.Service/Method") keep the "registered method" copy that generated code also
+    adds.
 
     How grpcio's asyncio server takes calls: it keeps one pending request per registered
     method and one for all the rest, admits a call each time one of them completes,
@@ -98,13 +99,13 @@ class Registrar:
     puts a call waited 14.2-15.5 ms between arriving and its handler starting, of a p50
     of 21.6 ms (a temporary timing build; README, "Where a unary call waits"). So a
     method with a request of its own is admitted alongside the others, and every call
-    pays for each pending request. Registered: the few methods called once per operation
-    by clients that send many (the etcd API's KV and Lease; coord's own clients use one
-    stream per connection); the rest are served generically. `coord bench etcd`'s
-    driver, 2 alternated pairs of 6 s at 64 clients, every service registered / none /
-    etcd KV and Lease only: puts 2,851-2,862 / 3,071-3,224 / 2,836-3,243 per s; gets
-    5,182-5,910 / 5,672-6,364 / 6,039-6,221; half puts and half gets 3,888-4,106 /
-    3,238-3,307 / 3,795-4,212.
+    pays for each pending request (about seven Python calls each, per call admitted).
+    Registered: the few methods called once per operation by clients that send many (the
+    etcd API's reads and writes; coord's own clients use one stream per connection); the
+    rest are served generically. `coord bench etcd`'s driver, 2 alternated pairs of 6 s
+    at 64 clients, every service registered / none / etcd KV and Lease only: puts
+    2,851-2,862 / 3,071-3,224 / 2,836-3,243 per s; gets 5,182-5,910 / 5,672-6,364 /
+    6,039-6,221; half puts and half gets 3,888-4,106 / 3,238-3,307 / 3,795-4,212.
 
     `wrap` (the member's metrics, when on): every method is served through
     `wrap(method, handler)`, made once per method when it is registered or first called,
@@ -123,13 +124,15 @@ class Registrar:
         self.server.add_generic_rpc_handlers(handlers)
 
     def add_registered_method_handlers(self, service: str, handlers: dict) -> None:
-        """Registered only for a service in `registered`; any other is served by the
+        """Registered only for the methods in `registered`; every other is served by the
         generic handler added with these."""
-        if service in self.registered:
+        kept = {name: h for name, h in handlers.items()
+                if f"/{service}/{name}" in self.registered}
+        if kept:
             if self.wrap is not None:
-                handlers = {name: self._wrapped_handler(f"/{service}/{name}", h)
-                            for name, h in handlers.items()}
-            self.server.add_registered_method_handlers(service, handlers)
+                kept = {name: self._wrapped_handler(f"/{service}/{name}", h)
+                        for name, h in kept.items()}
+            self.server.add_registered_method_handlers(service, kept)
 
     def _wrapped_handler(self, method: str, handler: grpc.RpcMethodHandler
                          ) -> grpc.RpcMethodHandler:

@@ -29,7 +29,7 @@ class _Maintenance(erpc.MaintenanceServicer):
             yield epb.SnapshotResponse(remaining_bytes=2 - i)
 
 
-@pytest.mark.parametrize("registered", [(), ("etcdserverpb.KV",)])
+@pytest.mark.parametrize("registered", [(), ("/etcdserverpb.KV/Put",)])  # Range: generic
 def test_each_call_is_counted_once_under_its_code(registered):
     calls = GrpcCalls()
 

@@ -1,5 +1,6 @@
 """`Registrar`: services added through it are served by their generic handlers, and only
-those it names keep the registered-method copy generated code adds; they answer as before."""
+the methods it names keep the registered-method copy generated code adds; they answer as
+before."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from coord.etcdpb import rpc_pb2 as epb
 from coord.etcdpb import rpc_pb2_grpc as erpc
+from coord.server.member import OWN_REQUEST_METHODS
 from coord.server.transport.grpc_options import EXCLUSIVE_BIND, Registrar
 from coord.testing.local_cluster import cluster
 from coord.v1 import coord_pb2, coord_pb2_grpc
@@ -28,7 +30,7 @@ class _Recording:
         self.generic.extend(handlers)
 
     def add_registered_method_handlers(self, service: str, handlers: dict) -> None:
-        self.registered.append(service)
+        self.registered += [f"/{service}/{name}" for name in handlers]
 
 
 class _KV(erpc.KVServicer):
@@ -36,19 +38,29 @@ class _KV(erpc.KVServicer):
         return epb.PutResponse(header=epb.ResponseHeader(revision=7))
 
 
-def test_only_the_services_it_names_are_registered():
+def test_only_the_methods_it_names_are_registered():
     direct, through = _Recording(), _Recording()
-    for server in (direct, Registrar(through, ["etcdserverpb.Lease"])):  # type: ignore[arg-type]
+    named = ["/etcdserverpb.KV/Put", "/etcdserverpb.KV/Range"]
+    for server in (direct, Registrar(through, named)):  # type: ignore[arg-type]
         erpc.add_KVServicer_to_server(_KV(), server)
         erpc.add_LeaseServicer_to_server(erpc.LeaseServicer(), server)
-    # generated code adds both copies; through Registrar the generic ones all arrive, and
-    # the registered copy only of the service named
-    assert direct.registered == ["etcdserverpb.KV", "etcdserverpb.Lease"]
+    # generated code adds both copies of every method; through Registrar the generic
+    # ones all arrive, and the registered copy only of the methods named
+    assert "/etcdserverpb.KV/Compact" in direct.registered
+    assert "/etcdserverpb.Lease/LeaseGrant" in direct.registered
     assert len(direct.generic) == 2
-    assert through.registered == ["etcdserverpb.Lease"] and len(through.generic) == 2
+    assert sorted(through.registered) == sorted(named) and len(through.generic) == 2
 
 
-@pytest.mark.parametrize("registered", [(), ("etcdserverpb.KV",)])
+def test_a_member_registers_the_etcd_apis_reads_and_writes_alone():
+    """Each registered method is a pending request every admitted call pays for
+    (`Registrar`): a member keeps them to the etcd API's per-operation calls."""
+    assert sorted(OWN_REQUEST_METHODS) == ["/etcdserverpb.KV/DeleteRange",
+                                           "/etcdserverpb.KV/Put", "/etcdserverpb.KV/Range",
+                                           "/etcdserverpb.KV/Txn"]
+
+
+@pytest.mark.parametrize("registered", [(), ("/etcdserverpb.KV/Put",)])
 def test_a_service_added_through_it_answers_and_unknown_methods_are_unimplemented(registered):
     async def body() -> None:
         server = grpc.aio.server(options=[EXCLUSIVE_BIND])
@@ -82,8 +94,8 @@ def test_a_service_added_through_it_answers_and_unknown_methods_are_unimplemente
 
 
 def test_a_member_serves_reflection_health_and_both_apis_through_it():
-    """A member adds every service through a Registrar (only the etcd API's KV and Lease
-    registered): reflection lists them all, and a registered and a generic method both
+    """A member adds every service through a Registrar (only the etcd API's reads and
+    writes registered): reflection lists them all, and a registered and a generic method both
     answer, as grpcurl and etcd's clients expect."""
     with cluster(members=1, in_process=True) as c:
         address = next(iter(c.members.values())).listen
