@@ -183,7 +183,10 @@ class RawNode:
         (and so committed) by then, and a lone put is one Ready, not a second one that
         only applies it. Only when they follow the entries this Ready applies without a
         gap, all within one apply batch, and none is a conf change (one that added a
-        voter would leave the rest uncommitted, see `commits_alone`)."""
+        voter would leave the rest uncommitted, see `commits_alone`). It relies on the
+        Ready contract that nothing steps the node between `ready()` and `advance()` (the
+        driver steps only between Readies): a voter that stopped leading meanwhile would
+        not commit what it applied, and `advance` would refuse (`applied_to`)."""
         applying, entries = rd.committed_entries, rd.entries
         follows = applying[-1].index if applying else self.raft.log.applied
         if (

@@ -186,6 +186,12 @@ class Cluster:
         if rd.entries:
             self.check.new_entries(node, rd.entries)
         disk.save(rd)
+        hs = rd.hard_state
+        if hs is not None and hs.commit > node.seen_commit:
+            # A lone voter's entries are committed once durable: its hard state says so
+            # before `advance` moves the core's commit index, and this Ready applies them.
+            self.check.commit_moved(node, node.seen_commit, hs.commit)
+            node.seen_commit = hs.commit
         if stage == 1 and rd.messages:
             return self.crash(node, f"{CRASH_STAGES[1]} a Ready ({show_ready(rd)})")
         # 2. send
