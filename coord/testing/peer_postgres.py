@@ -74,6 +74,9 @@ class PostgresServer:
             except KeyError:
                 raise PostgresMissing(f"running as root, and there is no {RUN_AS!r} user to "
                                       f"run PostgreSQL as (Debian's postgresql makes it)") from None
+            if shutil.which("setpriv") is None:
+                raise PostgresMissing("running as root, and util-linux's setpriv (which runs "
+                                      f"PostgreSQL as {RUN_AS!r}) is not on PATH")
             self._as = as_user(RUN_AS)
         self.root = Path(tempfile.mkdtemp(prefix="peer-postgres-"))
         self.port = 0

@@ -102,10 +102,15 @@ class Registrar:
     pays for each pending request (about seven Python calls each, per call admitted).
     Registered: the few methods called once per operation by clients that send many (the
     etcd API's reads and writes; coord's own clients use one stream per connection); the
-    rest are served generically. `coord bench etcd`'s driver, 2 alternated pairs of 6 s
-    at 64 clients, every service registered / none / etcd KV and Lease only: puts
+    rest are served generically. Measured when the choice was between whole services,
+    `coord bench etcd`'s driver, 2 alternated pairs of 6 s at 64 clients, every service
+    registered / none / etcd KV and Lease only: puts
     2,851-2,862 / 3,071-3,224 / 2,836-3,243 per s; gets 5,182-5,910 / 5,672-6,364 /
-    6,039-6,221; half puts and half gets 3,888-4,106 / 3,238-3,307 / 3,795-4,212.
+    6,039-6,221; half puts and half gets 3,888-4,106 / 3,238-3,307 / 3,795-4,212. The
+    four methods registered now (KV's Range, Put, DeleteRange and Txn) against KV and
+    Lease, 2 alternated pairs on 3 members at 64 clients: etcd-API puts at 0.35-0.36 of
+    the floor's rate against 0.25-0.33, half puts and half gets 1,079-1,138 per s against
+    941-1,101; and 425 Python calls per lone put on a single member against 479.
 
     `wrap` (the member's metrics, when on): every method is served through
     `wrap(method, handler)`, made once per method when it is registered or first called,

@@ -42,3 +42,15 @@ def test_as_root_the_server_is_postgres_itself_running_as_the_postgres_user():
         assert status["Name"].strip() == "postgres"
         uid = pwd.getpwnam(peer_postgres.RUN_AS).pw_uid
         assert [int(u) for u in status["Uid"].split()] == [uid] * 4
+
+
+def test_as_root_without_setpriv_it_says_what_is_missing(monkeypatch):
+    import os
+
+    if os.geteuid() != 0:
+        pytest.skip("only root hands the server to another user")
+    real_which = peer_postgres.shutil.which
+    monkeypatch.setattr(peer_postgres.shutil, "which",
+                        lambda name: None if name == "setpriv" else real_which(name))
+    with pytest.raises(PostgresMissing, match="setpriv"):
+        PostgresServer()
