@@ -35,9 +35,8 @@ def as_user(user: str) -> list[str]:
 
     Not Popen's user=/group=: with them CPython forks the whole test process (vfork is
     used only when no ids change), and a forked copy of a process running gRPC's threads
-    may crash before it reaches exec: initdb once died of SIGSEGV with no output while
-    the kernel logged a fault in a gRPC thread, and it never did when started by hand.
-    `setpriv` changes the ids in a process of its own, then execs the program, so the
+    may crash before it reaches exec, which looks like initdb dying of SIGSEGV with no
+    output. `setpriv` changes the ids in a process of its own, then execs the program, so the
     program keeps the pid Popen returned."""
     return ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups"]
 
