@@ -37,6 +37,7 @@ from __future__ import annotations
 import random
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -140,10 +141,13 @@ class Schedule:
 
 class Nemesis:
     def __init__(self, cluster: LocalCluster, schedule: Schedule, t0: float,
-                 network: Network | None = None, skew_dir: Path | None = None) -> None:
+                 network: Network | None = None, skew_dir: Path | None = None,
+                 on_end: Callable[[Fault], None] | None = None) -> None:
         """`skew_dir`: where the members' skew files are (each member `n` runs as
-        coord.chaos.skewed_member --skew-file skew_dir/n); None: no skew faults."""
+        coord.chaos.skewed_member --skew-file skew_dir/n); None: no skew faults.
+        `on_end`: told of each fault as it ends (the run's fault log)."""
         self.cluster = cluster
+        self.on_end = on_end
         self.network = network
         self.skew_dir = skew_dir
         self.schedule = schedule
@@ -288,6 +292,8 @@ class Nemesis:
         with self._lock:
             if fault in self._active:
                 self._active.remove(fault)
+        if self.on_end is not None:
+            self.on_end(fault)
 
     def _start(self, kind: str, pick: float) -> Fault:
         if kind == "partition" and self.network is not None:

@@ -8,6 +8,7 @@ process may still have that op in flight, so the worker continues as a fresh pro
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections import Counter
@@ -38,6 +39,38 @@ class Recorder:
     def close(self) -> None:
         with self._lock:
             self._file.close()
+
+
+class FaultLog:
+    """A run's `faults.jsonl` while it runs: a fault's line is appended and flushed as it
+    ends, so a harness killed mid-run leaves every fault that had ended (the checkers
+    excuse anomalies inside fault windows, and a run without its faults would flag what
+    they caused). `close` then writes the file whole, in start order, with each fault's
+    final record (a fault ended twice, by its own heal and by `heal_all`, keeps the
+    later end). Thread-safe: faults end in their own threads."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._file: IO[str] | None = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
+
+    def ended(self, fault: Any) -> None:
+        """Append `fault` (a `coord.chaos.nemesis.Fault`) as it is now."""
+        with self._lock:
+            if self._file is not None:
+                self._file.write(json.dumps(fault.to_json()) + "\n")
+                self._file.flush()
+
+    def close(self, faults: list[Any]) -> None:
+        """Replace what was appended with `faults`, the run's every fault, in order."""
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+            tmp = self.path.with_name(self.path.name + ".tmp")
+            tmp.write_text("".join(json.dumps(f.to_json()) + "\n" for f in faults),
+                           encoding="utf-8")
+            os.replace(tmp, self.path)
 
 
 class Process:

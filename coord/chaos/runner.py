@@ -33,7 +33,7 @@ from coord.chaos import netns
 from coord.chaos.nemesis import DEFAULT_NEMESES, NEMESES, Fault, Nemesis, Schedule
 from coord.chaos.netns import Network
 from coord.chaos.owner_watch import watch_owners
-from coord.chaos.recorder import Process, Recorder
+from coord.chaos.recorder import FaultLog, Process, Recorder
 from coord.chaos.report import write_report
 from coord.chaos.session_watch import watch_sessions
 from coord.chaos.sink import FencedSink
@@ -123,7 +123,7 @@ def run(cfg: RunConfig, console: Console | None = None) -> RunResult:
                            partitionable=network is None and (
                                "partition" in cfg.nemeses or "delay" in cfg.nemeses),
                            tls=cfg.tls, member_command=_skewed(skew_dir))
-    faults_file = open(out / "faults.jsonl", "w", encoding="utf-8")  # noqa: SIM115
+    fault_log = FaultLog(out / "faults.jsonl")
     nemesis: Nemesis | None = None
     etcd: EtcdProcess | None = None
     t0 = time.monotonic()
@@ -140,7 +140,8 @@ def run(cfg: RunConfig, console: Console | None = None) -> RunResult:
         cluster.start(timeout=30)
         cluster.wait_for_leader(30)
         t0 = time.monotonic()
-        nemesis = Nemesis(cluster, schedule, t0, network=network, skew_dir=skew_dir)
+        nemesis = Nemesis(cluster, schedule, t0, network=network, skew_dir=skew_dir,
+                          on_end=fault_log.ended)
         stop = threading.Event()
         threads = [threading.Thread(target=_worker, name=f"chaos-worker-{i}", daemon=True,
                                     args=(i, i // len(workloads), cfg,
@@ -190,13 +191,11 @@ def run(cfg: RunConfig, console: Console | None = None) -> RunResult:
         if etcd is not None:
             etcd.kill()
         if nemesis is not None:
-            for f in nemesis.faults:
-                faults_file.write(json.dumps(f.to_json()) + "\n")
             try:
                 nemesis.heal_all()
             except Exception as e:  # noqa: BLE001 - the cluster is stopped next anyway
                 console.print(f"[yellow]heal failed: {e!r}[/]")
-        faults_file.close()
+        fault_log.close(nemesis.faults if nemesis is not None else [])
         recorder.close()
         cluster.stop()
         if network is not None:
