@@ -60,7 +60,10 @@ class Op:
 
 
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
-    """Every row of a JSONL oplog file; a bad line is an OplogError naming it."""
+    """Every row of a JSONL oplog file; a bad line is an OplogError naming it. A last
+    line that does not parse and has no newline is a row its writer was killed while
+    writing (every row it finished ends in one): it is left out, not an error, so the
+    file of a run killed half way is still read."""
     rows = []
     with open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
@@ -69,6 +72,8 @@ def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as e:
+                if not line.endswith("\n"):  # only the last line can lack one
+                    break
                 raise OplogError(f"{path}:{n}: not JSON: {e}") from None
             if not isinstance(row, dict):
                 raise OplogError(f"{path}:{n}: expected an object, got {type(row).__name__}")

@@ -40,6 +40,17 @@ def test_check_only_re_checks_an_oplog(tmp_path, capsys):
     assert "broken.jsonl:1: not JSON" in _text(capsys)
 
 
+def test_check_only_reads_the_oplog_of_a_run_killed_while_writing_a_row(tmp_path, capsys):
+    """A harness killed mid-row leaves a last line with no newline: the rows before it
+    are checked (here a stale read among them is caught) and the cut row is left out;
+    a bad line that ends in a newline is still an error (the test above)."""
+    bad = H().op(0, "write", 1, 2, 1).op(1, "read", 3, 4, out=2)
+    rows = "".join(json.dumps(r) + "\n" for r in bad.sorted())
+    (tmp_path / "oplog.jsonl").write_text(rows + '{"index": 9, "process": 4, "ty')
+    assert main(["chaos", "--check", str(tmp_path / "oplog.jsonl")]) == 1
+    assert "read of 2 (op" in _text(capsys)
+
+
 def test_check_only_takes_the_linearizability_time_limit(tmp_path, capsys):
     """Ten concurrent writes and a read of a value none wrote: decided (illegal) under
     the default per-key limit, undecided (exit 3) under a limit of 0 s."""
