@@ -27,7 +27,9 @@ def _pick(point: str, member: int) -> float:
 
 def test_a_crash_fault_dies_at_its_point_and_comes_back_unarmed(tmp_path):
     died, missed = _pick("log-after-fsync", 1), _pick("defrag", 1)  # defrag: never asked
-    schedule = Schedule([Planned(0.0, "crash", 6.0, died), Planned(7.0, "crash", 1.0, missed)])
+    # the second is held long enough for its armed member to start and serve (a start
+    # takes over a second on a busy two-core machine) before it is started unarmed
+    schedule = Schedule([Planned(0.0, "crash", 6.0, died), Planned(7.0, "crash", 5.0, missed)])
     with LocalCluster(3, data_dir=tmp_path / "c") as c, Writer(c) as w:
         nemesis = play(c, w, schedule)
         first, second = nemesis.faults
