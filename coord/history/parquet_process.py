@@ -33,8 +33,10 @@ import traceback
 from collections.abc import Iterable
 from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from coord.history.rows import Row
+if TYPE_CHECKING:  # the child process writing Parquet imports this, not the machine
+    from coord.history.rows import Row
 
 CHUNK_ROWS = 4_096
 """Rows pickled and sent together (one pipe message)."""
