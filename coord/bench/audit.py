@@ -7,7 +7,8 @@ the sizes given, and with `--sink-rows` the end-to-end audit of a fenced sink's 
 many rows, streamed in bounded memory; the audit checks the history and the log
 together, as `coord audit --sink-log` does), each phase with its memory curve (driver
 Python, JVMs, Python workers: peak and samples). Synth and the offline export also give
-their rows per CPU-second of this process beside the wall rate: on a machine shared with
+their rows per CPU-second beside the wall rate (synth's of this process and the process
+that writes its Parquet, as `coord history synth` runs them): on a machine shared with
 other work the wall rate measures the load as much as the code. Each phase's figures go
 to stderr as a JSON line as soon as it ends (a long run keeps what it measured), the
 table (or --json) to stdout at the end.
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import resource
 import shutil
 import tempfile
 import time
@@ -30,6 +32,13 @@ from coord.bench.run_record import print_json
 from coord.bench.tables import BenchTable
 
 
+def _cpu_seconds() -> float:
+    """CPU seconds of this process and of the children it has waited for (the process
+    writing a synth's Parquet)."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
+
 def _synth(n: int, out: Path) -> dict[str, Any]:
     """Synthesize `n` commands into `out`, or reuse the history a kept `out` holds
     (`--history-dir`: a 10M history takes a quarter of an hour to make)."""
@@ -40,10 +49,10 @@ def _synth(n: int, out: Path) -> dict[str, Any]:
     if kept and kept["runs"]:  # committed: synth-N was made whole for this N
         return {"commands": n, "rows": kept["rows"], "reused": str(out)}
     shutil.rmtree(out, ignore_errors=True)
-    t, cpu = time.monotonic(), time.process_time()
+    t, cpu = time.monotonic(), _cpu_seconds()
     with MemoryCurve() as memory:
-        w = HistorySink(out).write(synthesize(n, seed=1))
-    s, cpu_s = time.monotonic() - t, time.process_time() - cpu
+        w = HistorySink(out, parquet_in_child=True).write(synthesize(n, seed=1))
+    s, cpu_s = time.monotonic() - t, _cpu_seconds() - cpu
     return {"commands": n, "rows": w.rows, "seconds": round(s, 2),
             "entries_per_s": round(n / s), "rows_per_s": round(w.rows / s),
             "cpu_seconds": round(cpu_s, 2), "rows_per_cpu_s": round(w.rows / cpu_s),
@@ -63,10 +72,10 @@ def _sink_synth(n: int, out: Path) -> dict[str, Any]:
                 "reused": str(out)}
     shutil.rmtree(out, ignore_errors=True)
     made = SinkLogSynth(out / "sink", n, seed=1)
-    t, cpu = time.monotonic(), time.process_time()
+    t, cpu = time.monotonic(), _cpu_seconds()
     with MemoryCurve() as memory:
-        w = HistorySink(out / "history").write(made.rows())
-    s, cpu_s = time.monotonic() - t, time.process_time() - cpu
+        w = HistorySink(out / "history", parquet_in_child=True).write(made.rows())
+    s, cpu_s = time.monotonic() - t, _cpu_seconds() - cpu
     sink_rows = made.log_rows
     return {**made.figures(), "rows": w.rows, "entries": w.last_index,
             "seconds": round(s, 2), "sink_rows_per_s": round(sink_rows / s),

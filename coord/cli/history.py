@@ -146,14 +146,14 @@ def _entries_after(first: int) -> Callable[[dict], int]:
 
 def _write(rows: Iterator[dict], out: str, fmt: str, source: str, total: int,
            done: Callable[[dict], int], what: str, unit: str = "entries",
-           figures: Callable[[], dict] = dict) -> int:
+           figures: Callable[[], dict] = dict, parquet_in_child: bool = False) -> int:
     """Write `rows` into the history `out` under a progress bar of `total` `unit`s
     (`done`: how far a row has got), then print what was written (and `figures()`)."""
     from coord.history.sink import HistoryDirError, HistorySink
     from coord.progress_bars import progress_bar
 
     try:
-        sink = HistorySink(out, fmt, source)
+        sink = HistorySink(out, fmt, source, parquet_in_child=parquet_in_child)
     except HistoryDirError as exc:
         return _refuse(f"coord history: {exc}")
     started = time.monotonic()
@@ -188,13 +188,14 @@ def cmd_synth(args: argparse.Namespace) -> int:
     source = f"synth commands={args.commands} seed={args.seed}"
     if not args.sink_rows:
         return _write(synthesize(args.commands, args.seed), args.out, args.format, source,
-                      args.commands, _entries_after(0), "synth")
+                      args.commands, _entries_after(0), "synth", parquet_in_child=True)
     from coord.spark.synth import SinkLogSynth
 
     made = SinkLogSynth(args.sink_log, args.sink_rows, args.seed, commands=args.commands)
     return _write(made.rows(), args.out, args.format, f"{source} sink_rows={args.sink_rows}",
                   args.sink_rows, lambda _row: made.log_rows, "synth with a sink log",
-                  "sink rows", lambda: {"sink_log": args.sink_log, **made.figures()})
+                  "sink rows", lambda: {"sink_log": args.sink_log, **made.figures()},
+                  parquet_in_child=True)
 
 
 @command

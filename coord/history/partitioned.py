@@ -20,11 +20,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from itertools import repeat
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from coord.history.rows import Row
 from coord.history.schema import PARTITION_COLUMNS, arrow_schema
+
+if TYPE_CHECKING:  # the child process writing Parquet imports this, not the machine
+    from coord.history.rows import Row
 
 GROUP_ROWS = 65_536        # a partition's buffer is written as a row group at this size
 BUFFER_ROWS = 131_072      # rows buffered across all partitions at most

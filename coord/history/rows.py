@@ -36,14 +36,16 @@ def value_hash(value: bytes) -> str:
     return hashlib.blake2b(value, digest_size=8).hexdigest()
 
 
-def command_fields(cmd: Any, result: Any) -> Row:
-    """The columns a command and its result fill (beyond the entry's own). Never a
-    password, its hash or a token's digest."""
-    f: Row = {"request_id": getattr(cmd, "request_id", "") or None,
-              "actor": getattr(cmd, "actor", "") or None}
+def add_command_fields(f: Row, cmd: Any, result: Any) -> None:
+    """Add to the row `f` the columns a command and its result fill (beyond the entry's
+    own; filled in place: a dict of them merged in was a dict and a merge per entry).
+    Never a password, its hash or a token's digest."""
+    f["request_id"] = getattr(cmd, "request_id", "") or None
+    f["actor"] = getattr(cmd, "actor", "") or None
     t = type(cmd)
     if t in AUTH_COMMANDS:
-        return f | auth_fields(cmd)
+        f.update(auth_fields(cmd))
+        return
     if t is c.Put:
         f.update(key=key_text(cmd.key), value_len=len(cmd.value), value_hash=value_hash(cmd.value),
                  session=cmd.session_id or None)
@@ -91,7 +93,6 @@ def command_fields(cmd: Any, result: Any) -> Row:
         f.update(member=cmd.member)
     elif t is c.NoteQuorumLost:
         f.update(member=cmd.member, mode=cmd.mode, since_ms=cmd.since_ms, until_ms=cmd.until_ms)
-    return f
 
 
 def conf_change_fields(data: bytes) -> Row:
@@ -178,9 +179,13 @@ class RowMaker:
         head = {**base, "seq": 0, "kind": kind, "ok": result is None or not result.error,
                 "error": (result.error or None) if result is not None else None}
         if cmd is not None:
-            head.update(command_fields(cmd, result))
+            add_command_fields(head, cmd, result)
         if not events:
             return [head]
-        # a token issued or ended is member-local bookkeeping, not an effect for the history
-        events = [e for e in events if not isinstance(e, AuthEvent)]
-        return [head, *[effect_row(base, seq, event) for seq, event in enumerate(events, 1)]]
+        rows, seq = [head], 0
+        for event in events:
+            # a token issued or ended is member-local bookkeeping, not an effect for the history
+            if type(event) is not AuthEvent:
+                seq += 1
+                rows.append(effect_row(base, seq, event))
+        return rows

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from coord.history.parquet_process import write_parquet_in_child
 from coord.history.partitioned import PartitionedParquetWriter
 from coord.history.rows import Row
 from coord.history.schema import SCHEMA_VERSION
@@ -73,7 +74,10 @@ class HistorySink:
     """Writes runs of rows into one history directory."""
 
     def __init__(self, out: str | os.PathLike[str], fmt: str = "parquet",
-                 source: str = "") -> None:
+                 source: str = "", *, parquet_in_child: bool = False) -> None:
+        """`parquet_in_child`: Parquet runs are written by a second process
+        (`coord.history.parquet_process`), for runs long enough to repay starting it."""
+        self.parquet_in_child = parquet_in_child
         if fmt not in FORMATS:
             raise ValueError(f"format must be one of {FORMATS}, got {fmt!r}")
         self.out = Path(out)
@@ -168,7 +172,9 @@ class HistorySink:
         try:
             counted = _counting(rows, written, after)
             with _young_collections_spaced():
-                if self.fmt == "parquet":
+                if self.fmt == "parquet" and self.parquet_in_child:
+                    write_parquet_in_child(counted, tmp, run)
+                elif self.fmt == "parquet":
                     _write_parquet(counted, tmp, run)
                 else:
                     _write_jsonl(counted, tmp / f"part-{run}.jsonl")

@@ -203,7 +203,7 @@ def _client_command(cl: Cluster, rng: random.Random) -> None:
         cl.forget(who.session)
     elif roll < 0.25:
         group, resource = rng.choice(GROUPS), f"p{rng.randrange(RESOURCES)}"
-        owner = m.query(c.GetOwner(group, resource))
+        owner = m.ownership.get_owner(group, resource)  # GetOwner's read, not dispatched
         if owner.owner and owner.owner != who.session:
             # A takeover (the previous owner stalled), now and then a generation-0 reset,
             # now and then a stale claim that must be refused.
@@ -231,8 +231,8 @@ def _client_command(cl: Cluster, rng: random.Random) -> None:
         cl.propose(c.InitProducer(f"txn-{rng.randrange(PRODUCERS)}", rid))
     elif roll < 0.45:
         key = f"app/k{rng.randrange(KEYS)}".encode()
-        cur = m.query(c.Range(key))
-        version = cur.kvs[0].version if cur.kvs else 0
+        cur = m.kv.get(key)  # a Range of the one key, read from the table
+        version = cur.version if cur is not None else 0
         cl.propose(c.Txn.compare_and_set(key, version, rng.randbytes(rng.randint(8, 64)),
                                          rid))
     elif roll < 0.49:
