@@ -83,9 +83,11 @@ class HistorySink:
         self.out = Path(out)
         if self.out.exists() and not self.out.is_dir():
             raise HistoryDirError(f"{self.out}: exists and is not a directory")
-        # The lock alone is what a run that never committed leaves (an export every
-        # member refused): empty still, so the same command may run again.
-        if self.out.is_dir() and any(p.name != LOCK for p in self.out.iterdir()) \
+        # The lock and `_tmp-RUN/` directories are all that a first run which never
+        # committed leaves (an export every member refused, a synth killed while it
+        # wrote): empty still, so the same command may run again (the leftovers go).
+        if self.out.is_dir() and any(p.name != LOCK and not _run_in_progress(p)
+                                      for p in self.out.iterdir()) \
                 and read_manifest(self.out) is None:
             raise HistoryDirError(f"{self.out}: not empty and holds no {MANIFEST}; "
                                   "refusing to write into it")
@@ -140,7 +142,7 @@ class HistorySink:
         listed |= {f for old in self.manifest.get("obsolete", []) for f in old["files"]}
         for path in list(self.out.rglob("*")):
             rel = path.relative_to(self.out).as_posix()
-            if path.name.startswith("_tmp-") and path.is_dir():
+            if _run_in_progress(path):
                 shutil.rmtree(path, ignore_errors=True)
             elif path.is_file() and not rel.startswith("_") and rel not in listed:
                 path.unlink()
@@ -250,6 +252,12 @@ def _young_collections_spaced() -> Iterator[None]:
         yield
     finally:
         gc.set_threshold(*thresholds)
+
+
+def _run_in_progress(path: Path) -> bool:
+    """Is `path` a run's `_tmp-RUN/`, where it writes its files before they move into
+    place (left behind by a run that died, deleted by the next open)?"""
+    return path.name.startswith("_tmp-") and path.is_dir()
 
 
 def _lock(out: Path) -> Any:

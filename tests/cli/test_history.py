@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import time
 
 from coord.cli.main import main
 from coord.history.sink import committed_files
@@ -17,6 +20,29 @@ def test_synth_writes_a_history_and_will_not_write_over_one(tmp_path, capsys):
     assert main(["history", "synth", "--commands", "500", "--out", str(out)]) == 2
     assert "already holds a history" in capsys.readouterr().err
     assert main(["history", "synth", "--commands", "0", "--out", str(tmp_path / "z")]) == 2
+
+
+def test_synth_killed_while_it_writes_can_be_run_again_into_the_same_directory(tmp_path,
+                                                                               capsys):
+    """kill -9 of a synth while it writes its first run leaves the lock and its
+    `_tmp-RUN/` (nothing committed, no manifest): the same command then runs again into
+    the same --out, and the dead run's files go."""
+    out = tmp_path / "h"
+    argv = [sys.executable, "-m", "coord", "history", "synth", "--out", str(out)]
+    synth = subprocess.Popen([*argv, "--commands", "5000000"], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not any(p.rglob("*.parquet") for p in out.glob("_tmp-*")):
+            assert synth.poll() is None and time.monotonic() < deadline, "no Parquet in 60 s"
+            time.sleep(0.1)
+    finally:
+        synth.kill()
+        synth.wait(30)
+    (dead,) = out.glob("_tmp-*")
+    assert main(["history", "synth", "--commands", "300", "--out", str(out)]) == 0
+    assert json.loads(capsys.readouterr().out)["last_index"] == 300
+    assert not dead.exists() and committed_files(out)[0] == "parquet"
 
 
 def test_synth_with_a_sink_log_writes_both_and_will_not_write_over_one(tmp_path, capsys):
