@@ -15,8 +15,9 @@ Durability: WAL journal with ``synchronous=FULL``, so every commit fsyncs the WA
 it returns (except ``save(..., sync=False)``, which the driver uses for a batch that only
 moves the commit index: written, not fsync'd; the next synced commit covers it). The
 unsynced writes go through a second connection to the same file, opened for them with
-``synchronous=OFF`` and no autocheckpoint, rather than turning the first one's settings
-off and on around each: four statements less in every member's commit round. A
+``synchronous=NORMAL`` (no fsync at a WAL commit) and no autocheckpoint, rather than
+turning the first one's settings off and on around each: four statements less in every
+member's commit round. A
 :class:`StorageError` raised by a write means the batch may or may not be durable; the
 caller must stop rather than carry on as if it were (or were not).
 """
@@ -275,12 +276,15 @@ class LogStore:
         with self._lock:
             conns = (self._unsynced, self._conn)
             self._unsynced = self._conn = None
-            try:
-                for conn in conns:
-                    if conn is not None:
+            errors = []
+            for conn in conns:
+                if conn is not None:
+                    try:
                         conn.close()
-            except sqlite3.Error as e:
-                raise StorageError(self.path, f"cannot close: {e}") from e
+                    except sqlite3.Error as e:
+                        errors.append(e)
+            if errors:
+                raise StorageError(self.path, f"cannot close: {errors[0]}") from errors[0]
 
     def __enter__(self) -> LogStore:
         return self
@@ -390,14 +394,19 @@ class LogStore:
         return self._conn
 
     def _unsynced_connection(self) -> sqlite3.Connection:
-        """The connection for writes that need no fsync. No checkpoint runs from it
-        either: an unsynced checkpoint could let the WAL be reused before the database
-        file holds its frames durably; the synced connection's commits checkpoint."""
+        """The connection for writes that need no fsync. `synchronous=NORMAL`: in WAL
+        mode its commits do not fsync, but whatever else it writes is synced as SQLite
+        requires: a checkpoint (it runs none of its own, `wal_autocheckpoint=0`, but the
+        last connection to close checkpoints and deletes the WAL, whichever it is) and
+        the WAL's header when it restarts the WAL after a checkpoint. Where WAL is
+        unavailable its commits fsync like the other's (a rollback journal's in-place
+        writes could tear the file otherwise)."""
         self._connection()  # raises once the store is closed
         if self._unsynced is None:
             conn = self._connect()
             try:
-                conn.execute("PRAGMA synchronous = OFF")
+                conn.execute("PRAGMA synchronous = NORMAL")
+                conn.execute("PRAGMA fullfsync = ON")  # macOS: a real flush; elsewhere a no-op
                 conn.execute("PRAGMA wal_autocheckpoint = 0")
             except sqlite3.Error as e:
                 conn.close()

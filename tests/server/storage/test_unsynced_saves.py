@@ -2,7 +2,9 @@
 calls of a process that makes them (strace): a synced save fsyncs the WAL, an unsynced
 one (a commit index alone) never fsyncs and never checkpoints, however many there are
 (an unsynced checkpoint could let the WAL be reused before the database file holds its
-frames durably), and the synced saves after it fsync again."""
+frames durably), and the synced saves after it fsync again. A store dropped without
+`close()` is checkpointed by whichever of its connections goes last, and that
+checkpoint syncs before the WAL is deleted."""
 
 from __future__ import annotations
 
@@ -67,3 +69,34 @@ def test_unsynced_saves_neither_fsync_nor_checkpoint_and_synced_ones_fsync(tmp_p
     assert len(writes_to("unsynced", "-wal")) >= UNSYNCED  # each was written
     assert writes_to("unsynced", "") == []  # and none checkpointed into the database
     assert any(f"<{db}-wal>" in c for c in syncs("synced")), "the synced save after"
+
+
+DROPPER = """
+import gc, os, sys
+from coord.raft.types import Entry, HardState
+from coord.server.storage.log_store import LogStore
+store = LogStore(sys.argv[1])
+store.save(HardState(1, 0, 0), [Entry(1, i, data=b"e") for i in range(1, 4)])
+store.save(HardState(1, 0, 2), [], sync=False)
+os.write(2, b"unsynced\\n")
+del store  # not closed: its connections go in the order of its attributes
+gc.collect()
+os.write(2, b"end\\n")
+"""
+
+
+def test_a_store_dropped_unclosed_syncs_its_last_checkpoint_before_the_wal_goes(
+        tmp_path: Path):
+    strace = require("strace", "`make venv` installs Debian's strace (as root)")
+    script, db, log = tmp_path / "dropper.py", tmp_path / "raft.db", tmp_path / "strace.log"
+    script.write_text(DROPPER)
+    subprocess.run([strace, "-f", "-y", "-e", "trace=fsync,fdatasync,pwrite64,unlink,write",
+                    "-o", str(log), sys.executable, str(script), str(db)],
+                   check=True, capture_output=True, timeout=120)
+    dropped = _phases(log.read_text())["unsynced"]
+    (gone,) = [n for n, c in enumerate(dropped) if c.startswith("unlink(") and "-wal" in c]
+    checkpointed = [n for n, c in enumerate(dropped)
+                    if c.startswith("pwrite64(") and f"<{db}>" in c]
+    assert checkpointed and max(checkpointed) < gone, "the last close checkpoints"
+    assert any("sync(" in c and f"<{db}>" in c for c in dropped[max(checkpointed):gone]), \
+        "the database was not synced after the checkpoint wrote it, before the WAL went"
