@@ -16,6 +16,7 @@ import fcntl
 import gc
 import json
 import os
+import re
 import shutil
 import time
 import uuid
@@ -86,8 +87,7 @@ class HistorySink:
         # The lock and `_tmp-RUN/` directories are all that a first run which never
         # committed leaves (an export every member refused, a synth killed while it
         # wrote): empty still, so the same command may run again (the leftovers go).
-        if self.out.is_dir() and any(p.name != LOCK and not _run_in_progress(p)
-                                      for p in self.out.iterdir()) \
+        if self.out.is_dir() and not _empty_but_for_a_dead_first_run(self.out) \
                 and read_manifest(self.out) is None:
             raise HistoryDirError(f"{self.out}: not empty and holds no {MANIFEST}; "
                                   "refusing to write into it")
@@ -256,8 +256,18 @@ def _young_collections_spaced() -> Iterator[None]:
 
 def _run_in_progress(path: Path) -> bool:
     """Is `path` a run's `_tmp-RUN/`, where it writes its files before they move into
-    place (left behind by a run that died, deleted by the next open)?"""
-    return path.name.startswith("_tmp-") and path.is_dir()
+    place (left behind by a run that died, deleted by the next open)? RUN is the run's
+    id, twelve hex digits."""
+    return re.fullmatch(r"_tmp-[0-9a-f]{12}", path.name) is not None and path.is_dir()
+
+
+def _empty_but_for_a_dead_first_run(out: Path) -> bool:
+    """Does `out` hold nothing, or only what a first run that never committed leaves:
+    the writers' lock and, if it died while writing, its `_tmp-RUN/` (never a `_tmp-`
+    directory without our lock beside it: that is someone else's)?"""
+    names = {p.name for p in out.iterdir()}
+    runs = {p.name for p in out.iterdir() if _run_in_progress(p)}
+    return names <= {LOCK} | runs and (not runs or LOCK in names)
 
 
 def _lock(out: Path) -> Any:

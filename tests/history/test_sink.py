@@ -73,6 +73,13 @@ def test_jsonl_and_refusals(tmp_path):
     with pytest.raises(HistoryDirError, match="refusing to write into it"):
         HistorySink(other)
     assert (other / "precious.txt").read_text() == "keep me"
+    # a `_tmp-` directory with no writers' lock beside it is not a dead run of ours
+    foreign = tmp_path / "foreign"
+    (foreign / "_tmp-build").mkdir(parents=True)
+    (foreign / "_tmp-build" / "notes.txt").write_text("keep me too")
+    with pytest.raises(HistoryDirError, match="refusing to write into it"):
+        HistorySink(foreign)
+    assert (foreign / "_tmp-build" / "notes.txt").read_text() == "keep me too"
     with pytest.raises(HistoryDirError, match="not a coord history"):
         committed_files(other)
 
