@@ -15,16 +15,20 @@ producer waits on the pipe), and the child's writer bounds its own buffers.
 
 A failure on either side ends the whole write: an error in the child comes back as
 `ParquetProcessError` with the child's traceback (and the child closes its files
-without writing its buffers); an error in the producer closes the pipe, and the child
-then aborts. Either way `write_parquet_in_child` returns only once the child has
-exited, so the caller (the sink, whose manifest is the commit) can throw the run's
-files away knowing that nothing is still writing them.
+without writing its buffers); an error in the producer, or its death, closes the pipe,
+and the child then aborts at once, without writing the chunks it still holds. Either
+way `write_parquet_in_child` returns only once the child has exited, so the caller (the
+sink, whose manifest is the commit) can throw the run's files away knowing that
+nothing is still writing them. The child ignores Ctrl-C: the producer's own end
+(the pipe closing) is what stops it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import pickle
 import queue
+import signal
 import socket
 import subprocess
 import sys
@@ -72,7 +76,7 @@ def write_parquet_in_child(rows: Iterable[Row], out: Path, run: str) -> None:
             ours.send_bytes(b"")  # the end: close the files
         except (BrokenPipeError, ConnectionResetError):
             pass  # the child stopped reading: its own answer says why
-        answer = _answer(ours)
+        answer = _answer(ours, child)
     except BaseException:
         ours.close()  # the child sees the end of its input without the end mark: it aborts
         _join(child)
@@ -96,12 +100,13 @@ def _send(rows: Iterable[Row], conn: Connection) -> None:
         conn.send_bytes(pickle.dumps(chunk, protocol=pickle.HIGHEST_PROTOCOL))
 
 
-def _answer(conn: Connection) -> str:
+def _answer(conn: Connection, child: subprocess.Popen[bytes]) -> str:
     """The child's last word: "ok", or its traceback."""
     try:
         return conn.recv()
-    except EOFError:
-        return "it exited without an answer"
+    except (EOFError, OSError):
+        _join(child)  # -9 is likely the kernel's out-of-memory killer
+        return f"it exited without an answer (exit status {child.returncode})"
 
 
 def _join(child: subprocess.Popen[bytes]) -> None:
@@ -116,32 +121,41 @@ def _child(conn: Connection, out: str, run: str) -> None:
     """The child: chunks in, files out, then "ok" or the traceback."""
     from coord.history.partitioned import PartitionedParquetWriter
 
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     chunks: queue.Queue[bytes | None] = queue.Queue(QUEUED_CHUNKS)
-    reader = threading.Thread(target=_receive, args=(conn, chunks), daemon=True)
+    gone = threading.Event()  # the producer went away without the end mark
+    reader = threading.Thread(target=_receive, args=(conn, chunks, gone), daemon=True)
     reader.start()
-    writer = PartitionedParquetWriter(Path(out), run)
+    writer = None
     try:
-        while (data := chunks.get()) is not None:
+        writer = PartitionedParquetWriter(Path(out), run)
+        while (data := chunks.get()) is not None and not gone.is_set():
             if not data:
                 writer.close()
                 conn.send("ok")
                 return
             writer.add_rows(pickle.loads(data))
-        writer.abort()  # the producer went away without the end mark
-    except BaseException:
         writer.abort()
-        conn.send(traceback.format_exc())
+    except BaseException:
+        if writer is not None:
+            writer.abort()
+        with contextlib.suppress(OSError):  # the producer may be gone already
+            conn.send(traceback.format_exc())
 
 
-def _receive(conn: Connection, chunks: queue.Queue[bytes | None]) -> None:
-    """The child's reader: the pipe's messages into `chunks` (None once it closed)."""
+def _receive(conn: Connection, chunks: queue.Queue[bytes | None],
+             gone: threading.Event) -> None:
+    """The child's reader: the pipe's messages into `chunks` until the end mark. If the
+    pipe closes first, or reading fails, it sets `gone` (the writer stops before its
+    next chunk) and puts None (in case the writer waits for one)."""
     try:
         while True:
             data = conn.recv_bytes()
             chunks.put(data)
             if not data:
                 return
-    except (EOFError, OSError):
+    except BaseException:
+        gone.set()
         chunks.put(None)
 
 

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from coord.cli.main import main
 from coord.history.sink import committed_files
@@ -20,6 +21,20 @@ def test_synth_writes_a_history_and_will_not_write_over_one(tmp_path, capsys):
     assert main(["history", "synth", "--commands", "500", "--out", str(out)]) == 2
     assert "already holds a history" in capsys.readouterr().err
     assert main(["history", "synth", "--commands", "0", "--out", str(tmp_path / "z")]) == 2
+
+
+def _writers_into(out: Path) -> list[int]:
+    """Pids of the Parquet-writer processes writing under `out`."""
+    pids = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            args = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue  # gone meanwhile
+        if b"coord.history.parquet_process" in args and any(
+                a.startswith(str(out).encode()) for a in args):
+            pids.append(int(cmdline.parent.name))
+    return pids
 
 
 def test_synth_killed_while_it_writes_can_be_run_again_into_the_same_directory(tmp_path,
@@ -39,6 +54,11 @@ def test_synth_killed_while_it_writes_can_be_run_again_into_the_same_directory(t
     finally:
         synth.kill()
         synth.wait(30)
+    # its Parquet writer, a process of its own, sees the pipe close and stops
+    deadline = time.monotonic() + 30
+    while _writers_into(out):
+        assert time.monotonic() < deadline, "the dead synth's Parquet writer still runs"
+        time.sleep(0.1)
     (dead,) = out.glob("_tmp-*")
     assert main(["history", "synth", "--commands", "300", "--out", str(out)]) == 0
     assert json.loads(capsys.readouterr().out)["last_index"] == 300
