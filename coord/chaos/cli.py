@@ -80,13 +80,14 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _check_only(console, path: Path, lin_time_limit_s: float) -> int:
+    from coord.chaos.recorder import latest_faults
     from coord.check import CheckOptions, check_all
     from coord.check.oplog import OplogError, read_jsonl
     from coord.check.sessions import fault_windows
 
     faults_file = path.with_name("faults.jsonl")  # a run directory's, if it has one
     try:
-        faults = read_jsonl(faults_file) if faults_file.exists() else []
+        faults = latest_faults(read_jsonl(faults_file)) if faults_file.exists() else []
         checks = check_all(read_jsonl(path), CheckOptions(tuple(fault_windows(faults)),
                                                           lin_time_limit_s))
     except (OSError, OplogError) as e:

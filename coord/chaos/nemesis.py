@@ -142,12 +142,13 @@ class Schedule:
 class Nemesis:
     def __init__(self, cluster: LocalCluster, schedule: Schedule, t0: float,
                  network: Network | None = None, skew_dir: Path | None = None,
-                 on_end: Callable[[Fault], None] | None = None) -> None:
+                 on_record: Callable[[Fault], None] | None = None) -> None:
         """`skew_dir`: where the members' skew files are (each member `n` runs as
         coord.chaos.skewed_member --skew-file skew_dir/n); None: no skew faults.
-        `on_end`: told of each fault as it ends (the run's fault log)."""
+        `on_record`: told of each fault as it starts and as it ends (the run's fault
+        log)."""
         self.cluster = cluster
-        self.on_end = on_end
+        self.on_record = on_record
         self.network = network
         self.skew_dir = skew_dir
         self.schedule = schedule
@@ -275,7 +276,10 @@ class Nemesis:
             self.faults.append(fault)
             if not fault.error:
                 self._active.append(fault)
-                return fault
+        if self.on_record is not None:
+            self.on_record(fault)
+        if not fault.error:
+            return fault
         if fault.member or kind == "partition":  # it had a target: it may have started
             try:
                 self.heal_all(why=f"healed early: a {kind} beside it could not start")
@@ -292,8 +296,8 @@ class Nemesis:
         with self._lock:
             if fault in self._active:
                 self._active.remove(fault)
-        if self.on_end is not None:
-            self.on_end(fault)
+        if self.on_record is not None:
+            self.on_record(fault)
 
     def _start(self, kind: str, pick: float) -> Fault:
         if kind == "partition" and self.network is not None:

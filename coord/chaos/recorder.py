@@ -7,13 +7,17 @@ process may still have that op in flight, so the worker continues as a fresh pro
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
 import time
 from collections import Counter
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from coord.chaos.nemesis import Fault
 
 
 class Recorder:
@@ -43,34 +47,51 @@ class Recorder:
 
 class FaultLog:
     """A run's `faults.jsonl` while it runs: a fault's line is appended and flushed as it
-    ends, so a harness killed mid-run leaves every fault that had ended (the checkers
-    excuse anomalies inside fault windows, and a run without its faults would flag what
-    they caused). `close` then writes the file whole, in start order, with each fault's
-    final record (a fault ended twice, by its own heal and by `heal_all`, keeps the
-    later end). Thread-safe: faults end in their own threads."""
+    starts and again as it ends, so a harness killed mid-run leaves every fault it began
+    (the checkers excuse anomalies inside fault windows, and a run without its faults
+    would flag what they caused): one still held then has no end, an open window.
+    `latest_faults` reads such a file, each fault's last line. `close` then writes the
+    file whole, one line per fault in start order, with its final record (a fault ended
+    twice, by its own heal and by `heal_all`, keeps the later end). A write that fails
+    (a full disk) is kept in `error` and the run goes on; `close` writes it all again.
+    Thread-safe: faults start and end in their own threads."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.error: OSError | None = None
         self._lock = threading.Lock()
         self._file: IO[str] | None = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
 
-    def ended(self, fault: Any) -> None:
-        """Append `fault` (a `coord.chaos.nemesis.Fault`) as it is now."""
+    def record(self, fault: Fault) -> None:
+        """Append `fault` as it is now (started, or ended)."""
         with self._lock:
-            if self._file is not None:
-                self._file.write(json.dumps(fault.to_json()) + "\n")
-                self._file.flush()
+            if self._file is not None and self.error is None:
+                try:
+                    self._file.write(json.dumps(fault.to_json()) + "\n")
+                    self._file.flush()
+                except OSError as e:
+                    self.error = e
 
-    def close(self, faults: list[Any]) -> None:
+    def close(self, faults: list[Fault]) -> None:
         """Replace what was appended with `faults`, the run's every fault, in order."""
         with self._lock:
             if self._file is not None:
-                self._file.close()
+                with contextlib.suppress(OSError):  # what close flushes is rewritten
+                    self._file.close()
                 self._file = None
             tmp = self.path.with_name(self.path.name + ".tmp")
             tmp.write_text("".join(json.dumps(f.to_json()) + "\n" for f in faults),
                            encoding="utf-8")
             os.replace(tmp, self.path)
+
+
+def latest_faults(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The faults of a `faults.jsonl`'s rows, each as its last line says (a run killed
+    mid-way left a line as each began and another as each ended), in start order."""
+    latest: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for row in rows:
+        latest[(row.get("kind"), row.get("member"), row.get("start_ns"))] = row
+    return list(latest.values())
 
 
 class Process:

@@ -141,7 +141,7 @@ def run(cfg: RunConfig, console: Console | None = None) -> RunResult:
         cluster.wait_for_leader(30)
         t0 = time.monotonic()
         nemesis = Nemesis(cluster, schedule, t0, network=network, skew_dir=skew_dir,
-                          on_end=fault_log.ended)
+                          on_record=fault_log.record)
         stop = threading.Event()
         threads = [threading.Thread(target=_worker, name=f"chaos-worker-{i}", daemon=True,
                                     args=(i, i // len(workloads), cfg,
@@ -195,7 +195,10 @@ def run(cfg: RunConfig, console: Console | None = None) -> RunResult:
                 nemesis.heal_all()
             except Exception as e:  # noqa: BLE001 - the cluster is stopped next anyway
                 console.print(f"[yellow]heal failed: {e!r}[/]")
-        fault_log.close(nemesis.faults if nemesis is not None else [])
+        try:
+            fault_log.close(nemesis.faults if nemesis is not None else [])
+        except OSError as e:
+            console.print(f"[yellow]could not write {fault_log.path}: {e!r}[/]")
         recorder.close()
         cluster.stop()
         if network is not None:

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from coord.chaos.nemesis import Fault, Nemesis, Planned, Schedule
-from coord.chaos.recorder import FaultLog
+from coord.chaos.recorder import FaultLog, latest_faults
 from coord.chaos.skew_file import read_skew
 from coord.check.oplog import read_jsonl
 from coord.check.sessions import FAULT_AFTERMATH_NS, check_sessions, fault_windows
@@ -258,25 +258,32 @@ def test_a_majority_fault_drawn_while_others_hold_a_majority_takes_one_member():
     assert pause.member == left and cluster.members[left].paused
 
 
-def test_each_fault_is_in_the_fault_log_as_soon_as_it_ends(tmp_path):
-    """A kill held 0-0.1 s, then a pause from 1.1 s: when the kill ends, its line is
-    on disk (flushed) and the run goes on, so a harness killed then keeps it. At the
-    close the file holds both faults, in start order, with their final records."""
+def test_each_fault_is_in_the_fault_log_as_it_starts_and_as_it_ends(tmp_path):
+    """A kill held 0-0.1 s, then a pause from 1.1 s: as each starts and as each ends
+    its line is on disk (flushed), so a harness killed at any point keeps every fault it
+    began, one still held as an open window (no end). At the close the file holds one
+    line per fault, in start order, with their final records."""
     path = tmp_path / "faults.jsonl"
     log = FaultLog(path)
-    seen: list[tuple[str, list[dict]]] = []  # (the fault that ended, the file just after)
+    seen: list[tuple[str, bool, list[dict]]] = []  # (fault, ended?, the file just after)
 
-    def ended(fault: Fault) -> None:
-        log.ended(fault)
-        seen.append((fault.kind, read_jsonl(path)))
+    def record(fault: Fault) -> None:
+        log.record(fault)
+        seen.append((fault.kind, bool(fault.end_ns), read_jsonl(path)))
 
     schedule = Schedule([Planned(0.0, "kill", 0.1, 0.9), Planned(1.1, "pause", 0.3, 0.9)])
-    nemesis = Nemesis(Cluster(), schedule, t0=time.monotonic(), on_end=ended)
+    nemesis = Nemesis(Cluster(), schedule, t0=time.monotonic(), on_record=record)
     _run(nemesis)
     kill, pause = nemesis.faults
-    assert [kind for kind, _ in seen] == ["kill", "pause"]
-    assert seen[0][1] == [kill.to_json()]
-    assert seen[1][1] == [kill.to_json(), pause.to_json()]
+    assert [(kind, ended) for kind, ended, _ in seen] == [
+        ("kill", False), ("kill", True), ("pause", False), ("pause", True)]
+    killed_while_held = latest_faults(seen[0][2])
+    assert [(f["kind"], f["end_ns"]) for f in killed_while_held] == [("kill", 0)]
+    assert fault_windows(killed_while_held) == [(kill.start_ns, float("inf"))]
+    assert latest_faults(seen[1][2]) == [kill.to_json()]
+    assert [(f["kind"], f["end_ns"]) for f in latest_faults(seen[2][2])] == [
+        ("kill", kill.end_ns), ("pause", 0)]
+    assert latest_faults(seen[3][2]) == [kill.to_json(), pause.to_json()]
     assert all(f.end_ns > f.start_ns > 0 for f in (kill, pause))
     log.close(nemesis.faults)
     assert read_jsonl(path) == [kill.to_json(), pause.to_json()]
