@@ -64,11 +64,15 @@ def write_parquet_in_child(rows: Iterable[Row], out: Path, run: str) -> None:
     # A process of its own (not a fork: the producer may run threads, a progress bar's;
     # not multiprocessing's spawn, which re-imports the producer's __main__).
     ours_sock, theirs = socket.socketpair()
-    with theirs:
-        child = subprocess.Popen(
-            [sys.executable, "-m", __name__, str(theirs.fileno()), str(out), run],
-            pass_fds=[theirs.fileno()],
-        )
+    try:
+        with theirs:
+            child = subprocess.Popen(
+                [sys.executable, "-m", __name__, str(theirs.fileno()), str(out), run],
+                pass_fds=[theirs.fileno()],
+            )
+    except BaseException:
+        ours_sock.close()
+        raise
     ours = Connection(ours_sock.detach())
     try:
         try:
