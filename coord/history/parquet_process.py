@@ -80,13 +80,16 @@ def write_parquet_in_child(rows: Iterable[Row], out: Path, run: str) -> None:
             ours.send_bytes(b"")  # the end: close the files
         except (BrokenPipeError, ConnectionResetError):
             pass  # the child stopped reading: its own answer says why
-        answer = _answer(ours, child)
+        answer = _answer(ours)
     except BaseException:
         ours.close()  # the child sees the end of its input without the end mark: it aborts
         _join(child)
         raise
     ours.close()
     _join(child)
+    if answer is None:  # an exit status of -9 is likely the kernel's out-of-memory killer
+        raise ParquetProcessError("the Parquet writer process exited without an answer "
+                                  f"(exit status {child.returncode})")
     if answer != "ok":
         raise ParquetProcessError(f"the Parquet writer process failed:\n{answer}")
     if child.returncode != 0:
@@ -104,13 +107,12 @@ def _send(rows: Iterable[Row], conn: Connection) -> None:
         conn.send_bytes(pickle.dumps(chunk, protocol=pickle.HIGHEST_PROTOCOL))
 
 
-def _answer(conn: Connection, child: subprocess.Popen[bytes]) -> str:
-    """The child's last word: "ok", or its traceback."""
+def _answer(conn: Connection) -> str | None:
+    """The child's last word: "ok", or its traceback; None if it went without one."""
     try:
         return conn.recv()
     except (EOFError, OSError):
-        _join(child)  # -9 is likely the kernel's out-of-memory killer
-        return f"it exited without an answer (exit status {child.returncode})"
+        return None
 
 
 def _join(child: subprocess.Popen[bytes]) -> None:

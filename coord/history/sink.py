@@ -34,6 +34,7 @@ from coord.history.schema import SCHEMA_VERSION
 MANIFEST = "_coord_history.json"
 LOCK = "_coord_history.lock"  # held (flock) by the one writer: an export or a compaction
 FORMATS = ("parquet", "jsonl")
+RUN_ID_DIGITS = 12  # a run's id: this many hex digits of a random UUID
 
 
 class HistoryDirError(Exception):
@@ -167,7 +168,7 @@ class HistorySink:
         """Write a run's files (rows after index `after`, in order) under `_tmp-RUN/` and
         move them into place, uncommitted: (its manifest entry, what it holds). Until a
         manifest lists them, readers do not see them and the next open deletes them."""
-        run = uuid.uuid4().hex[:12]
+        run = uuid.uuid4().hex[:RUN_ID_DIGITS]
         tmp = self.out / f"_tmp-{run}"
         tmp.mkdir()
         written = Written()
@@ -257,16 +258,18 @@ def _young_collections_spaced() -> Iterator[None]:
 def _run_in_progress(path: Path) -> bool:
     """Is `path` a run's `_tmp-RUN/`, where it writes its files before they move into
     place (left behind by a run that died, deleted by the next open)? RUN is the run's
-    id, twelve hex digits."""
-    return re.fullmatch(r"_tmp-[0-9a-f]{12}", path.name) is not None and path.is_dir()
+    id, as `stage` makes it."""
+    return (re.fullmatch(f"_tmp-[0-9a-f]{{{RUN_ID_DIGITS}}}", path.name) is not None
+            and path.is_dir())
 
 
 def _empty_but_for_a_dead_first_run(out: Path) -> bool:
     """Does `out` hold nothing, or only what a first run that never committed leaves:
     the writers' lock and, if it died while writing, its `_tmp-RUN/` (never a `_tmp-`
     directory without our lock beside it: that is someone else's)?"""
-    names = {p.name for p in out.iterdir()}
-    runs = {p.name for p in out.iterdir() if _run_in_progress(p)}
+    entries = list(out.iterdir())
+    names = {p.name for p in entries}
+    runs = {p.name for p in entries if _run_in_progress(p)}
     return names <= {LOCK} | runs and (not runs or LOCK in names)
 
 
