@@ -17,15 +17,13 @@ price is at most `window` on a read after a shared round, and only when fewer ca
 come back than last time.
 
 The window is 2 ms (`NodeOptions.read_convoy_ms`): a shorter one let convoys break up
-more often (at 16 clients, 6 s runs, 04:25-04:32: 3,741 gets/s with 0.5 ms, 4,600 and
-5,045 with 1 ms, 5,442 and 5,770 with 2 ms; at 64, 4,461 with 1 ms and 6,344 with 2 ms).
-Measured with the rule off and on, alternated (etcd-API linearizable gets from the
-bench's driver to the leader of 3 members, 6 s each, two pairs, 2026-11-26 04:34-04:36,
-load 1.9-2.9): at 16 clients 2,932 and 2,809 gets/s before, 5,370 and 5,409 after; at
-64, 2,975 and 2,978 before, 4,695 and 5,620 after; at 4, 2,620 and 2,560 before, 3,226
-and 2,917 after, p50 lower too; one client 1,321 and 1,246 before, 1,366 and 1,344
-after (p50 0.72-0.78 ms throughout). The leader's CPU per get at 16 clients went from
-331-343 µs to 193-197 µs, a follower's from 63-72 µs to 15-16 µs.
+more often (at 16 clients, linearizable gets went from about 3,700 a second with 0.5 ms
+to about 4,800 with 1 ms and 5,600 with 2 ms). Measured with the rule off and on,
+alternated (etcd-API linearizable gets from the bench's driver to the leader of three
+members): at 16 clients about 2,900 gets/s before and 5,400 after; at 64, 3,000 before
+and 4,700-5,600 after; at 4, 2,600 before and 2,900-3,200 after; one client unchanged
+(1,250-1,370, p50 0.72-0.78 ms). The leader's CPU per get at 16 clients went from about
+335 µs to 195 µs, a follower's from about 68 µs to 16 µs.
 
 Pure: the driver passes the time and arms the timer.
 """
