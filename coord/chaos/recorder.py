@@ -53,7 +53,8 @@ class FaultLog:
     `latest_faults` reads such a file, each fault's last line. `close` then writes the
     file whole, one line per fault in start order, with its final record (a fault ended
     twice, by its own heal and by `heal_all`, keeps the later end). A write that fails
-    (a full disk) is kept in `error` and the run goes on; `close` writes it all again.
+    (a full disk) is kept in `error` and the run goes on; `close` writes it all again,
+    and the run's end prints `warning`.
     Thread-safe: faults start and end in their own threads."""
 
     def __init__(self, path: Path) -> None:
@@ -71,6 +72,16 @@ class FaultLog:
                     self._file.flush()
                 except OSError as e:
                     self.error = e
+
+    def warning(self) -> str | None:
+        """What the run's end says if a write failed while the run went on (None if none
+        did): the file `close` wrote is whole, but a harness killed before then would have
+        left only the faults begun before the failure."""
+        if self.error is None:
+            return None
+        return (f"{self.path} could not be appended during the run ({self.error}); "
+                "rewritten whole at the end, but a run killed before then keeps only "
+                "the faults begun before that write failed")
 
     def close(self, faults: list[Fault]) -> None:
         """Replace what was appended with `faults`, the run's every fault, in order."""

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
 
 from coord.chaos import netns
@@ -199,6 +200,10 @@ def run(cfg: RunConfig, console: Console | None = None) -> RunResult:
             fault_log.close(nemesis.faults if nemesis is not None else [])
         except OSError as e:
             console.print(f"[yellow]could not write {fault_log.path}: {e!r}[/]")
+        else:
+            warning = fault_log.warning()
+            if warning is not None:
+                console.print(f"[yellow]{escape(warning)}[/]")
         recorder.close()
         cluster.stop()
         if network is not None:

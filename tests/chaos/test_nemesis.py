@@ -4,6 +4,8 @@ recorded with its own window and each healed."""
 
 from __future__ import annotations
 
+import errno
+import io
 import time
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -287,3 +289,26 @@ def test_each_fault_is_in_the_fault_log_as_it_starts_and_as_it_ends(tmp_path):
     assert all(f.end_ns > f.start_ns > 0 for f in (kill, pause))
     log.close(nemesis.faults)
     assert read_jsonl(path) == [kill.to_json(), pause.to_json()]
+
+
+def test_a_fault_log_that_could_not_be_appended_says_so_at_the_end(tmp_path):
+    """A full disk mid-run: the run goes on, `close` writes the file whole, and the
+    warning the run's end prints names the file and the error (none if every write
+    went through)."""
+    path = tmp_path / "faults.jsonl"
+    log = FaultLog(path)
+    schedule = Schedule([Planned(0.0, "kill", 0.1, 0.9)])
+    nemesis = Nemesis(Cluster(), schedule, t0=time.monotonic(), on_record=log.record)
+    assert log.warning() is None
+
+    class FullDisk(io.StringIO):
+        def write(self, _text: str) -> int:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    log._file.close()
+    log._file = FullDisk()
+    _run(nemesis)
+    warning = log.warning()
+    assert warning is not None and str(path) in warning and "No space left" in warning
+    log.close(nemesis.faults)
+    assert read_jsonl(path) == [f.to_json() for f in nemesis.faults]
