@@ -74,7 +74,9 @@ def main(args: argparse.Namespace) -> int:
     try:
         result = run(cfg, console)
     except ValueError as e:
-        console.print(f"[red]{e}[/]")
+        from rich.markup import escape
+
+        console.print(f"[red]{escape(str(e))}[/]")
         return 2
     return {"ok": 0, "illegal": 1}.get(result.verdict, 3)
 
@@ -91,7 +93,9 @@ def _check_only(console, path: Path, lin_time_limit_s: float) -> int:
         checks = check_all(read_jsonl(path), CheckOptions(tuple(fault_windows(faults)),
                                                           lin_time_limit_s))
     except (OSError, OplogError) as e:
-        console.print(f"[red]{e}[/]")
+        from rich.markup import escape
+
+        console.print(f"[red]{escape(str(e))}[/]")
         return 2
     for c in checks:
         console.print(f"{c.checker}: {c.verdict} {c.stats} {c.reason}")

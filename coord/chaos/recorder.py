@@ -60,6 +60,7 @@ class FaultLog:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.error: OSError | None = None
+        self._written_whole = False  # by `close`
         self._lock = threading.Lock()
         self._file: IO[str] | None = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
 
@@ -74,14 +75,19 @@ class FaultLog:
                     self.error = e
 
     def warning(self) -> str | None:
-        """What the run's end says if a write failed while the run went on (None if none
-        did): the file `close` wrote is whole, but a harness killed before then would have
-        left only the faults begun before the failure."""
+        """What the run's end says if an append failed while the run went on (None if
+        none did). Appends stop at the first failure, so a harness killed before the end
+        would have left only what came before it: the faults begun later missing, and any
+        not ended by then with no end (never healed, their windows open to the run's
+        end). Whether `close` then wrote the file whole is said too."""
         if self.error is None:
             return None
-        return (f"{self.path} could not be appended during the run ({self.error}); "
-                "rewritten whole at the end, but a run killed before then keeps only "
-                "the faults begun before that write failed")
+        after = ("it was written whole at the end" if self._written_whole
+                 else "it was not written whole at the end either")
+        return (f"{self.path} could not be appended during the run ({self.error}); {after}, "
+                "but a run killed before then keeps only what was written before the "
+                "failure: faults begun later are missing, and any not yet ended then count "
+                "as never healed")
 
     def close(self, faults: list[Fault]) -> None:
         """Replace what was appended with `faults`, the run's every fault, in order."""
@@ -94,6 +100,7 @@ class FaultLog:
             tmp.write_text("".join(json.dumps(f.to_json()) + "\n" for f in faults),
                            encoding="utf-8")
             os.replace(tmp, self.path)
+            self._written_whole = True
 
 
 def latest_faults(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -195,15 +195,15 @@ def run(cfg: RunConfig, console: Console | None = None) -> RunResult:
             try:
                 nemesis.heal_all()
             except Exception as e:  # noqa: BLE001 - the cluster is stopped next anyway
-                console.print(f"[yellow]heal failed: {e!r}[/]")
+                console.print(f"[yellow]heal failed: {escape(repr(e))}[/]")
         try:
             fault_log.close(nemesis.faults if nemesis is not None else [])
         except OSError as e:
-            console.print(f"[yellow]could not write {fault_log.path}: {e!r}[/]")
-        else:
-            warning = fault_log.warning()
-            if warning is not None:
-                console.print(f"[yellow]{escape(warning)}[/]")
+            console.print(f"[yellow]could not write {escape(str(fault_log.path))}: "
+                          f"{escape(repr(e))}[/]")
+        warning = fault_log.warning()
+        if warning is not None:
+            console.print(f"[yellow]{escape(warning)}[/]")
         recorder.close()
         cluster.stop()
         if network is not None:

@@ -6,8 +6,8 @@ a port the OS hands out for binding to 0 is one it may also hand out as the sour
 of an outgoing connection. Members dial each other before every peer listens, and a
 connection to 127.0.0.1:P that gets P as its own source port connects to itself (TCP's
 simultaneous open) and holds P, so the member meant to listen there failed to start
-("address already in use", seen in a suite run). Outside the range no
-outgoing connection takes the port."""
+("address already in use", seen in a suite run). Outside the range no outgoing
+connection takes the port."""
 
 from __future__ import annotations
 

@@ -17,13 +17,14 @@ price is at most `window` on a read after a shared round, and only when fewer ca
 come back than last time.
 
 The window is 2 ms (`NodeOptions.read_convoy_ms`): a shorter one let convoys break up
-more often (at 16 clients, linearizable gets went from about 3,700 a second with 0.5 ms
-to about 4,800 with 1 ms and 5,600 with 2 ms). Measured with the rule off and on,
-alternated (etcd-API linearizable gets from the bench's driver to the leader of three
-members): at 16 clients about 2,900 gets/s before and 5,400 after; at 64, 3,000 before
-and 4,700-5,600 after; at 4, 2,600 before and 2,900-3,200 after; one client unchanged
-(1,250-1,370, p50 0.72-0.78 ms). The leader's CPU per get at 16 clients went from about
-335 µs to 195 µs, a follower's from about 68 µs to 16 µs.
+more often (linearizable gets at 16 clients, 6 s runs: about 3,700 a second with 0.5 ms,
+4,800 with 1 ms and 5,600 with 2 ms; at 64, about 4,500 with 1 ms and 6,300 with 2 ms).
+Measured with the rule off and on, alternated, two pairs of 6 s runs (etcd-API
+linearizable gets from the bench's driver to the leader of three members): at 16
+clients about 2,900 gets/s before and 5,400 after; at 64, 3,000 before and 4,700-5,600
+after; at 4, 2,600 before and 2,900-3,200 after, p50 lower too; one client about 1,280
+before and 1,350 after (p50 0.72-0.78 ms throughout). The leader's CPU per get at 16
+clients went from about 335 µs to 195 µs, a follower's from about 68 µs to 16 µs.
 
 Pure: the driver passes the time and arms the timer.
 """

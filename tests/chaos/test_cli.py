@@ -72,3 +72,13 @@ def test_nemesis_all_names_every_kind(tmp_path, capsys):
                  str(tmp_path / "a")]) == 2
     assert "--nemesis delay holds messages in the TCP gates" in _text(capsys)
     assert not (tmp_path / "a" / "cluster").exists()
+
+
+def test_an_error_naming_a_path_with_brackets_is_printed_as_it_is(tmp_path, capsys):
+    """Rich reads `[bold]` as markup: a path holding it, in an error, is escaped."""
+    missing = tmp_path / "[bold]run" / "oplog.jsonl"
+    (tmp_path / "[bold]run").mkdir()
+    (tmp_path / "[bold]run" / "faults.jsonl").write_text("{not json\n")
+    assert main(["chaos", "--check", str(missing)]) == 2
+    printed = "".join(capsys.readouterr().err.split())  # however rich folded the path
+    assert "[bold]run/faults.jsonl" in printed

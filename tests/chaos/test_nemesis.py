@@ -310,5 +310,7 @@ def test_a_fault_log_that_could_not_be_appended_says_so_at_the_end(tmp_path):
     _run(nemesis)
     warning = log.warning()
     assert warning is not None and str(path) in warning and "No space left" in warning
+    assert "not written whole" in warning  # not yet: the close comes next
     log.close(nemesis.faults)
     assert read_jsonl(path) == [f.to_json() for f in nemesis.faults]
+    assert "it was written whole at the end" in log.warning()
