@@ -66,6 +66,9 @@ class Ledger:
     def emit(self, event: Any) -> None:
         self._events.append(event)
 
+    def emit_all(self, events: list[Any]) -> None:
+        self._events.extend(events)
+
     def drain(self) -> list[Any]:
         events, self._events = self._events, []
         return events

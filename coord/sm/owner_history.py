@@ -44,12 +44,19 @@ class OwnerHistory:
     def __len__(self) -> int:
         return len(self._events)
 
-    def append(self, event: OwnershipEvent) -> None:
-        """Record a change (revisions arrive in non-decreasing order)."""
-        self._events.append(event)
-        self._revs.append(event.revision)
-        if len(self._events) > self.limit:
-            self._shrink(event.revision)
+    def extend(self, events: list[OwnershipEvent]) -> None:
+        """Record changes (revisions arrive in non-decreasing order). Past the limit the
+        history is shrunk as if they came one at a time, so what it keeps does not depend
+        on how the changes were grouped."""
+        if len(self._events) + len(events) <= self.limit:
+            self._events.extend(events)
+            self._revs.extend([e.revision for e in events])
+            return
+        for event in events:
+            self._events.append(event)
+            self._revs.append(event.revision)
+            if len(self._events) > self.limit:
+                self._shrink(event.revision)
 
     def _shrink(self, current: int) -> None:
         excess = len(self._events) - (self.limit - self.limit // 8)
@@ -84,7 +91,8 @@ class OwnerHistory:
     # -- snapshot ------------------------------------------------------------------------
 
     def capture(self) -> dict:
-        """As KVStore.capture: the events are frozen, so a copy of the list will do."""
+        """As KVStore.capture: the events are never changed once made, so a copy of the
+        list will do."""
         return {
             "compact_revision": self.compact_revision,
             "events": canonical_json.Lazy(self._events.copy(), _row),

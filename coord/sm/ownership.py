@@ -120,8 +120,8 @@ class OwnershipTable:
 
         # Judge every claim against the state before the command.
         slots = self._groups.get(group, {})
-        # (resource, new generation, slot, kind of change)
-        plan: list[tuple[str, int, _Slot | None, str]] = []
+        # (resource, new generation, kind of change)
+        plan: list[tuple[str, int, str]] = []
         kept: dict[str, _Slot] = {}  # already the requester's
         victims: dict[int, list[Claim]] = {}
         conflicts: list[Conflict] = []
@@ -142,7 +142,7 @@ class OwnershipTable:
                 generation = max(slot.generation, requested) + 1
                 victims.setdefault(slot.owner, []).append(Claim(resource, generation))
             kind = RESET if requested == 0 and slot is not None else GRANT
-            plan.append((resource, generation, slot, kind))
+            plan.append((resource, generation, kind))
         if conflicts:
             first = conflicts[0]
             return OwnResult(
@@ -168,14 +168,14 @@ class OwnershipTable:
                     owned.discard((group, claim.resource))
             for owner, taken in victims.items():
                 self.sessions.sever(owner, group, taken, new_owner=session_id)
-            for resource, generation, slot, kind in plan:
-                if slot is None:
-                    slots[resource] = _Slot(session_id, generation, revision)
-                else:
-                    slots[resource] = _Slot(session_id, generation, revision)
-                requester.owned.add((group, resource))
-                self._changed(OwnershipEvent(group, resource, session_id, generation, revision,
+            owned = requester.owned
+            events = []
+            for resource, generation, kind in plan:
+                slots[resource] = _Slot(session_id, generation, revision)
+                owned.add((group, resource))
+                events.append(OwnershipEvent(group, resource, session_id, generation, revision,
                                              kind))
+            self._changed(events)
         grants = []
         for resource, _ in claims:
             slot = kept.get(resource) or slots[resource]
@@ -261,11 +261,11 @@ class OwnershipTable:
 
     def _free(self, group: str, resource: str, slot: _Slot, revision: int, kind: str) -> None:
         self._groups[group][resource] = _Slot(0, slot.generation, revision)
-        self._changed(OwnershipEvent(group, resource, 0, slot.generation, revision, kind))
+        self._changed([OwnershipEvent(group, resource, 0, slot.generation, revision, kind)])
 
-    def _changed(self, event: OwnershipEvent) -> None:
-        self.history.append(event)
-        self.ledger.emit(event)
+    def _changed(self, events: list[OwnershipEvent]) -> None:
+        self.history.extend(events)
+        self.ledger.emit_all(events)
 
     def _release_session(self, session: Session, ended: SessionEvent) -> None:
         kind = _END_KINDS[ended.type]

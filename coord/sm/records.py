@@ -1,8 +1,8 @@
 """Value types shared by commands, results, state and events.
 
-Small immutable records: KV entries and their watch events, ownership grants and
-events, session events. Tuples of many items (claims, grants) are NamedTuples so a
-10,000-resource claim stays cheap to build and compact on the wire.
+Small records, never changed once made: KV entries and their watch events, ownership
+grants and events, session events. Tuples of many items (claims, grants) are NamedTuples
+so a 10,000-resource claim stays cheap to build and compact on the wire.
 """
 
 from __future__ import annotations
@@ -79,11 +79,15 @@ class WatchEvent:
     revision: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class OwnershipEvent:
     """A change of owner for (group, resource); owner 0 means it was freed. `kind` says
     why (GRANT, RESET, RELEASE, EXPIRE or SEVER); `generation` is the new owner's, or
-    the freed resource's last."""
+    the freed resource's last.
+
+    Never changed once made, like the other records, but not `frozen`: a frozen
+    dataclass sets each field through `object.__setattr__`, and an own of 10,000
+    resources builds 10,000 of these inside the apply (a fifth of its instructions)."""
 
     group: str
     resource: str
