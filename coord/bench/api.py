@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import statistics
 import time
 from collections.abc import Awaitable, Callable
 
@@ -17,6 +18,7 @@ from coord.bench.member_cpu import Meter, measured
 from coord.bench.run_record import print_json
 from coord.bench.stats import latency_ms
 from coord.bench.tables import BenchTable, from_dicts
+from coord.client.calls import claim_columns
 from coord.progress_bars import Phases, Step, on_terminal
 from coord.testing import LocalCluster
 from coord.v1 import coord_pb2 as pb
@@ -109,17 +111,30 @@ async def bench_pid(channel: grpc.aio.Channel, levels: list[int], seconds: float
     return rows
 
 
+BATCHED_TIMES = 5
+"""Batched owns timed per way of sending the claims; their median is the row's."""
+
+
 async def own_in_one_request(channel: grpc.aio.Channel, resources: int,
-                             group: str = "batched", session: str = "bench-batched") -> float:
+                             group: str = "batched", session: str = "bench-batched",
+                             columns: bool = True) -> float:
     """Seconds one Own request takes to claim `resources` resources of `group` (fresh,
     for a session of its own named `session`): the pipeline's start, every partition
-    at once."""
+    at once. The claims go as the client library sends them (`claim_columns`), or with
+    `columns` False as one `Claim` message each, as a client building its own requests
+    from the proto might."""
     sessions, own = rpc.SessionsStub(channel), rpc.OwnershipStub(channel)
     s = await sessions.OpenSession(pb.OpenSessionRequest(name=session, ttl_ms=60_000))
-    claims = [pb.Claim(resource=f"p{i}") for i in range(resources)]
+    pairs = [(f"p{i}", 0) for i in range(resources)]
     log(f"own: {resources} resources in one request ...")
     t0 = time.perf_counter()
-    await own.Own(pb.OwnRequest(session_id=s.session_id, group=group, claims=claims))
+    if columns:
+        req = pb.OwnRequest(session_id=s.session_id, group=group,
+                            claim_columns=claim_columns(pairs))
+    else:
+        req = pb.OwnRequest(session_id=s.session_id, group=group,
+                            claims=[pb.Claim(resource=r, generation=g) for r, g in pairs])
+    await own.Own(req)
     dt = time.perf_counter() - t0
     log(f"  {resources / dt:.0f} claims/s ({dt * 1000:.0f} ms)")
     return dt
@@ -128,9 +143,14 @@ async def own_in_one_request(channel: grpc.aio.Channel, resources: int,
 async def bench_own(channel: grpc.aio.Channel, resources: int, levels: list[int],
                     phases: Phases) -> list[dict]:
     sessions, own = rpc.SessionsStub(channel), rpc.OwnershipStub(channel)
-    dt = await own_in_one_request(channel, resources)
-    rows = [{"op": "own-batched", "resources": resources, "seconds": dt,
-             "claims_per_s": resources / dt}]
+    rows = []
+    for op, columns in (("own-batched", True), ("own-batched-rows", False)):
+        dt = statistics.median([
+            await own_in_one_request(channel, resources, group=f"{op}-{i}",
+                                     session=f"bench-{op}-{i}", columns=columns)
+            for i in range(BATCHED_TIMES)])
+        rows.append({"op": op, "resources": resources, "seconds": dt,
+                     "claims_per_s": resources / dt})
     for n in levels:
         s = await sessions.OpenSession(pb.OpenSessionRequest(name=f"bench-{n}", ttl_ms=60_000))
         group = f"single-{n}"
