@@ -199,7 +199,7 @@ class OwnershipTable:
         revision = self.ledger.touch()
         for resource in mine:
             session.owned.discard((group, resource))
-            self._free(group, resource, slots[resource], revision, RELEASE)
+        self._changed([self._free(group, resource, revision, RELEASE) for resource in mine])
         return ReleaseResult(revision=revision, group=group, released=tuple(mine))
 
     @operation(OwnerResult)
@@ -259,9 +259,12 @@ class OwnershipTable:
         return {group: sum(1 for s in slots.values() if s.owner)
                 for group, slots in self._groups.items()}
 
-    def _free(self, group: str, resource: str, slot: _Slot, revision: int, kind: str) -> None:
-        self._groups[group][resource] = _Slot(0, slot.generation, revision)
-        self._changed([OwnershipEvent(group, resource, 0, slot.generation, revision, kind)])
+    def _free(self, group: str, resource: str, revision: int, kind: str) -> OwnershipEvent:
+        """Free a resource; the event to record (`_changed`) for it."""
+        slots = self._groups[group]
+        generation = slots[resource].generation
+        slots[resource] = _Slot(0, generation, revision)
+        return OwnershipEvent(group, resource, 0, generation, revision, kind)
 
     def _changed(self, events: list[OwnershipEvent]) -> None:
         self.history.extend(events)
@@ -269,8 +272,8 @@ class OwnershipTable:
 
     def _release_session(self, session: Session, ended: SessionEvent) -> None:
         kind = _END_KINDS[ended.type]
-        for group, resource in sorted(session.owned):
-            self._free(group, resource, self._groups[group][resource], ended.revision, kind)
+        self._changed([self._free(group, resource, ended.revision, kind)
+                       for group, resource in sorted(session.owned)])
         session.owned.clear()
 
     # -- snapshot ------------------------------------------------------------------------
