@@ -619,9 +619,17 @@ class Raft:
         else:
             self._send_append(target)
 
+    def immediate_read_index(self) -> int | None:
+        """The index a linearizable read may be served at with no round: the commit
+        index, when this node leads a cluster of one voter (no other member can lead or
+        commit, so its commit index is the cluster's). None when a read needs a round."""
+        if self.role is Role.LEADER and quorum.quorum_size(self.conf.voters) == 1:
+            return self.log.committed
+        return None
+
     def _leader_read_index(self, m: Message) -> None:
-        if quorum.quorum_size(self.conf.voters) == 1:
-            self._answer_read(m, self.log.committed)
+        if (index := self.immediate_read_index()) is not None:
+            self._answer_read(m, index)
         elif not self.committed_in_current_term():
             self.pending_reads.append(m)  # our commit index is not known to be current yet
         else:

@@ -100,6 +100,11 @@ class RawNode:
         if leadership is lost meanwhile: callers time out and retry)."""
         self.raft.step(Message(MessageType.READ_INDEX, context=context))
 
+    def immediate_read_index(self) -> int | None:
+        """The index a read may be served at now, with no ReadIndex round and no Ready:
+        a leader that is the only voter has it at once. None: ask `read_index`."""
+        return self.raft.immediate_read_index()
+
     def transfer_leader(self, target: int) -> None:
         self.raft.step(Message(MessageType.TRANSFER_LEADER, index=target))
 

@@ -234,12 +234,20 @@ class Node:
 
     def read_barrier(self, timeout: float = 5.0) -> asyncio.Future[int]:
         """`read_index` as a future, ready to await or cancel: no task per read (the
-        request path cancels a waiting read when the member is cut off)."""
+        request path cancels a waiting read when the member is cut off). A leader that is
+        the only voter needs no ReadIndex round (`immediate_read_index`): its read costs
+        no driver turn, which a one-member cluster (a test rig's) pays on every read."""
         self._check_running()
         if self._raw.leader == NONE:
             raise NoLeader(f"member {self.me.name} knows no leader (quorum lost?)")
         fut = self._armed(timeout, "read index")
-        self._reads.add(fut)
+        index = self._raw.immediate_read_index()
+        if index is None:
+            self._reads.add(fut)  # a round, shared with the reads waiting for one
+        elif index <= self.applied_index:
+            fut.set_result(index)  # the only voter: no round, no driver turn
+        else:
+            self._reads.wait_applied(index, fut)
         return fut
 
     async def wait_applied(self, index: int, timeout: float = 5.0) -> int:

@@ -37,7 +37,8 @@ Requests
 Expectations (``expect <what> <nodes> <value...>``)
     role, term, vote, leader, commit, applied, last-index, first-index, has_quorum,
     voters, learners, payloads (every applied payload, in order; ``-`` for none),
-    read-state <ctx> <index> | read-state <ctx> none,
+    read-state <ctx> <index> | read-state <ctx> none, read-now <index> | read-now none
+                            (the index a read is served at with no round),
     progress <leader> <peer> <probe|replicate|snapshot>,
     delivered <TYPE>[:REJECT] <op> <n>   (messages delivered since reset-stats, e.g.
                             ``expect delivered APP_RESP:REJECT <= 1``; op is == <= >= < >)
@@ -437,6 +438,10 @@ class Interpreter:
             return sorted(st.conf_state.voters), sorted(int(a) for a in args if a != "-")
         if what == "learners":
             return sorted(st.conf_state.learners), sorted(int(a) for a in args if a != "-")
+        if what == "read-now":  # the index a read is served at with no round, if any
+            got = raw.immediate_read_index()
+            return ("none" if got is None else got), (args[0] if args[0] == "none"
+                                                      else int(args[0]))
         if what == "read-state":
             ctx, index = args
             got = m.read_states.get(ctx.encode())

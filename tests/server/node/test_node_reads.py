@@ -1,73 +1,112 @@
-"""The node driver's ReadIndex batching, in process on a one-member cluster: concurrent
-reads share one round, reads that come while a round is in flight wait for the next
-one, and every read still sees each write committed before it started."""
+"""The node driver's linearizable reads. On member a of three, whose peers answer only
+what the test writes (`tests.server.held_peers`): concurrent reads share one ReadIndex
+round, reads that come while a round is in flight wait for the next one, a round never
+answered stops holding reads back, and every read sees each write committed before it
+started. On a one-member cluster: a read needs no round and no driver turn at all."""
 
 from __future__ import annotations
 
 import asyncio
 
-from coord.server.node.driver import Node
+from coord.raft.types import Message, MessageType
+from coord.server.node.driver import Node, NodeOptions
 from coord.sm.commands import Put, encode_command
+from tests.server.held_peers import SLOW_TICKS, A, B, HeldPeers, ack, elected, on_a
 from tests.server.solo_node import on_leader
+from tests.server.waits import wait_until
 
 
-def _count_rounds(node: Node) -> list[bytes]:
-    rounds: list[bytes] = []
-    read_index = node._raw.read_index
+def _answer(peers: HeldPeers, heartbeat: Message) -> None:
+    """b acknowledges a round's heartbeat."""
+    peers.answer(Message(MessageType.HEARTBEAT_RESP, to=A.id, frm=B.id, term=heartbeat.term,
+                         context=heartbeat.context))
 
-    def counted(ctx: bytes) -> None:
-        rounds.append(ctx)
-        read_index(ctx)
 
-    node._raw.read_index = counted
-    return rounds
+async def _written(node: Node, peers: HeldPeers) -> int:
+    """A put committed with b's ack: its index."""
+    before = len(peers.appends_to(B, node.applied_index))
+    proposed = asyncio.ensure_future(node.propose(encode_command(Put(b"k", b"v"))))
+    await wait_until(lambda: len(peers.appends_to(B, node.applied_index)) > before, "the put")
+    await ack(node, peers, peers.appends_to(B, node.applied_index)[-1])
+    return (await proposed).index
+
+
+async def _turn(node: Node) -> None:
+    """A driver turn, begun after this call, that has looked at the waiting reads."""
+    turns = node.round_counts.driver_turns
+    node._wake.set()
+    await wait_until(lambda: node.round_counts.driver_turns > turns, "a driver turn")
+
+
+async def _tick(node: Node) -> None:
+    """One tick of a's clock, and a driver turn after it."""
+    node._raw.tick()
+    await _turn(node)
 
 
 def test_concurrent_reads_share_one_round_and_see_prior_writes(tmp_path):
-    async def body(node: Node) -> None:
-        rounds = _count_rounds(node)
-        written = await node.propose(encode_command(Put(b"k", b"v")))
-        reads = await asyncio.gather(*(node.read_index() for _ in range(20)))
-        assert len(rounds) == 1
-        assert all(index >= written.index for index in reads)
-        assert node.applied_index >= written.index
+    async def body(node: Node, peers: HeldPeers) -> None:
+        await elected(node, peers)
+        written = await _written(node, peers)
+        reads = [node.read_barrier(10.0) for _ in range(20)]
+        await wait_until(lambda: peers.read_rounds_to(B), "a read round")
+        _answer(peers, peers.read_rounds_to(B)[0])
+        indexes = await asyncio.gather(*reads)
+        assert len(peers.read_rounds_to(B)) == 1
+        assert all(index >= written for index in indexes)
 
-    on_leader(tmp_path, body)
-
-
-def _hold_round_open(node: Node, ctx: bytes, for_ticks: int) -> None:
-    """Make `ctx` look like a round still unanswered, as one would be mid-flight."""
-    node._reads.round = ctx
-    node._reads.round_tick = node._raw.now + for_ticks
+    on_a(tmp_path, body, NodeOptions(**SLOW_TICKS))
 
 
 def test_reads_arriving_during_a_round_wait_for_the_next_one(tmp_path):
-    async def body(node: Node) -> None:
-        rounds = _count_rounds(node)
-        await node.read_index()
-        _hold_round_open(node, rounds[0], 10**6)
-        written = await node.propose(encode_command(Put(b"k", b"v2")))
-        later = [asyncio.ensure_future(node.read_index()) for _ in range(10)]
-        await asyncio.sleep(0.05)
-        assert len(rounds) == 1  # the later reads did not start rounds of their own
+    async def body(node: Node, peers: HeldPeers) -> None:
+        await elected(node, peers)
+        first = node.read_barrier(10.0)
+        await wait_until(lambda: peers.read_rounds_to(B), "the first round")
+        written = await _written(node, peers)
+        later = [node.read_barrier(10.0) for _ in range(10)]
+        await _turn(node)
+        assert len(peers.read_rounds_to(B)) == 1  # not while the first is in flight
+        _answer(peers, peers.read_rounds_to(B)[0])
+        await first
+        # the later reads came after the first round's index was taken: a round of
+        # their own, shared, started only now
+        await wait_until(lambda: len(peers.read_rounds_to(B)) == 2, "the second round")
         assert not any(f.done() for f in later)
-        node._reads.round = None  # the round is answered
-        node._wake.set()
-        results = await asyncio.gather(*later)
-        assert len(rounds) == 2  # ... they shared one, started after they came
-        assert all(index >= written.index for index in results)
+        _answer(peers, peers.read_rounds_to(B)[1])
+        indexes = await asyncio.gather(*later)
+        assert len(peers.read_rounds_to(B)) == 2
+        assert all(index >= written for index in indexes)
 
-    on_leader(tmp_path, body)
+    on_a(tmp_path, body, NodeOptions(**SLOW_TICKS))
 
 
 def test_an_unanswered_round_stops_holding_reads_back(tmp_path):
+    async def body(node: Node, peers: HeldPeers) -> None:
+        await elected(node, peers)
+        lost = node.read_barrier(10.0)  # its round's heartbeat never gets an answer
+        await wait_until(lambda: peers.read_rounds_to(B), "the first round")
+        held = node.read_barrier(10.0)
+        # Held for half an election timeout (5 of SLOW_TICKS' 10, ticked here), not
+        # until the read's own timeout: a round never answered would fail it with Timeout.
+        for _ in range(4):
+            await _tick(node)
+        assert len(peers.read_rounds_to(B)) == 1
+        await _tick(node)
+        await wait_until(lambda: len(peers.read_rounds_to(B)) == 2, "the second round")
+        _answer(peers, peers.read_rounds_to(B)[1])
+        await asyncio.gather(lost, held)  # the later round's answer covers the earlier
+
+    on_a(tmp_path, body, NodeOptions(**SLOW_TICKS))
+
+
+def test_the_only_voter_reads_with_no_round_and_no_driver_turn(tmp_path):
     async def body(node: Node) -> None:
-        rounds = _count_rounds(node)
-        await node.read_index()
-        _hold_round_open(node, rounds[0], 0)  # never answered (leadership moved, say)
-        # Held for half an election timeout (two 10 ms ticks), not until the read's own
-        # timeout: a round never answered would fail it with Timeout.
-        await node.read_index(timeout=10.0)
-        assert len(rounds) == 2
+        written = await node.propose(encode_command(Put(b"k", b"v")))
+        turns = node.round_counts.driver_turns
+        reads = [node.read_barrier(10.0) for _ in range(20)]
+        assert all(read.done() for read in reads)
+        assert all(read.result() >= written.index for read in reads)
+        assert node.round_counts.driver_turns == turns
 
     on_leader(tmp_path, body)
