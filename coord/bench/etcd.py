@@ -150,14 +150,15 @@ async def coord_native(endpoint: str, levels: list[int], seconds: float,
 
 async def own_all(channel: grpc.aio.Channel, resources: int, phases: Phases) -> dict:
     """The one-request own of `resources` resources, OWN_ALL_TIMES times (each a fresh
-    group of a fresh session): a row of op "ownall" whose rate is claims per second at
-    the median request, its p50/p99 that request's and the slowest one's ms."""
+    group of a fresh session, its claims one `Claim` message each): a row of op "ownall"
+    whose rate is claims per second at the median request, its p50/p99 that request's
+    and the slowest one's ms."""
     seconds: list[float] = []
     with phases.phase(f"own {resources} resources in one request", OWN_ALL_TIMES,
                       "requests") as step:
         for i in range(OWN_ALL_TIMES):
             seconds.append(await own_in_one_request(channel, resources, f"claims-all-{i}",
-                                                    f"bench-own-all-{i}"))
+                                                    f"bench-own-all-{i}", columns=False))
             step()
     median = statistics.median(seconds)
     return {"op": "ownall", "clients": 1, "ops": len(seconds), "resources": resources,

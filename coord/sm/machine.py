@@ -348,9 +348,10 @@ class CoordMachine:
 
     def capture(self) -> Iterator[bytes]:
         """`snapshot` in pieces, which join to its bytes: the state is taken now, in a few
-        milliseconds (the big parts, keys and histories, as copies of containers of frozen
-        records), and converted, encoded and compressed a slice at a time as the pieces
-        are asked for, while this machine goes on applying in between."""
+        milliseconds (the big parts, keys and histories, as copies of containers of
+        records never changed once made), and converted, encoded and compressed a slice
+        at a time as the pieces are asked for, while this machine goes on applying in
+        between."""
         state = {
             "format": SNAPSHOT_FORMAT,
             "config": dict(self.config),

@@ -45,18 +45,24 @@ class OwnerHistory:
         return len(self._events)
 
     def extend(self, events: list[OwnershipEvent]) -> None:
-        """Record changes (revisions arrive in non-decreasing order). Past the limit the
-        history is shrunk as if they came one at a time, so what it keeps does not depend
-        on how the changes were grouped."""
-        if len(self._events) + len(events) <= self.limit:
-            self._events.extend(events)
-            self._revs.extend([e.revision for e in events])
-            return
-        for event in events:
+        """Record changes (revisions arrive in non-decreasing order), shrinking the
+        history exactly as if they came one at a time, so what it keeps does not depend
+        on how they were grouped: the events that fit under the limit go in at once; the
+        one that takes it past goes in alone and the history shrinks at its revision."""
+        done, n = 0, len(events)
+        while done < n:
+            room = self.limit - len(self._events)
+            if room > 0:
+                fits = events[done:done + room]
+                self._events.extend(fits)
+                self._revs.extend([e.revision for e in fits])
+                done += len(fits)
+                continue
+            event = events[done]
             self._events.append(event)
             self._revs.append(event.revision)
-            if len(self._events) > self.limit:
-                self._shrink(event.revision)
+            self._shrink(event.revision)
+            done += 1
 
     def _shrink(self, current: int) -> None:
         excess = len(self._events) - (self.limit - self.limit // 8)
