@@ -240,14 +240,18 @@ class Node:
         self._check_running()
         if self._raw.leader == NONE:
             raise NoLeader(f"member {self.me.name} knows no leader (quorum lost?)")
-        fut = self._armed(timeout, "read index")
         index = self._raw.immediate_read_index()
+        if index is not None and index <= self.applied_index:
+            # the only voter, caught up: no round, no driver turn, no timer
+            fut = (self._loop or asyncio.get_running_loop()).create_future()
+            fut.set_result(index)
+            return fut
+        fut = self._armed(timeout, "read index")
         if index is None:
             self._reads.add(fut)  # a round, shared with the reads waiting for one
-        elif index <= self.applied_index:
-            fut.set_result(index)  # the only voter: no round, no driver turn
-        else:
+        else:  # the only voter, mid-turn between a commit and its apply
             self._reads.wait_applied(index, fut)
+            self._wake.set()
         return fut
 
     async def wait_applied(self, index: int, timeout: float = 5.0) -> int:

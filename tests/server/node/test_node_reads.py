@@ -100,13 +100,60 @@ def test_an_unanswered_round_stops_holding_reads_back(tmp_path):
     on_a(tmp_path, body, NodeOptions(**SLOW_TICKS))
 
 
+def _asked_of_the_driver(node: Node) -> list[asyncio.Future]:
+    """Every read `node` hands its driver from now on: to a round, or to wait for an
+    apply (either wakes the driver)."""
+    asked: list[asyncio.Future] = []
+    add, wait_applied = node._reads.add, node._reads.wait_applied
+
+    def to_round(fut: asyncio.Future) -> None:
+        asked.append(fut)
+        add(fut)
+
+    def to_apply(index: int, fut: asyncio.Future) -> None:
+        asked.append(fut)
+        wait_applied(index, fut)
+
+    node._reads.add, node._reads.wait_applied = to_round, to_apply
+    return asked
+
+
 def test_the_only_voter_reads_with_no_round_and_no_driver_turn(tmp_path):
     async def body(node: Node) -> None:
         written = await node.propose(encode_command(Put(b"k", b"v")))
-        turns = node.round_counts.driver_turns
+        asked = _asked_of_the_driver(node)
         reads = [node.read_barrier(10.0) for _ in range(20)]
         assert all(read.done() for read in reads)
         assert all(read.result() >= written.index for read in reads)
-        assert node.round_counts.driver_turns == turns
+        assert asked == []
+
+    on_leader(tmp_path, body)
+
+
+def test_the_only_voter_reads_after_applying_what_it_committed(tmp_path):
+    """A read that comes between a commit and its apply (here: the driver applies one
+    entry per Ready, and the read comes while it is between two) waits for the apply
+    of the commit index it read at."""
+
+    async def body(node: Node) -> None:
+        node._raw.MAX_APPLY_BATCH = 1
+        asked = _asked_of_the_driver(node)
+        between: list[tuple[int, asyncio.Future]] = []
+        after_apply = node._snaps.after_apply
+
+        async def reading_between(applied: int) -> None:
+            committed = node._raw.status().commit
+            if committed > node.applied_index and not between:
+                between.append((committed, node.read_barrier(10.0)))
+            await after_apply(applied)
+
+        node._snaps.after_apply = reading_between
+        await asyncio.gather(*(node.propose(encode_command(Put(b"k%d" % i, b"v")))
+                               for i in range(5)))
+        assert between, "no read came between a commit and its apply"
+        committed, read = between[0]
+        assert asked == [read]  # not answered at once: it waited for the apply
+        assert await read == committed
+        assert node.applied_index >= committed
 
     on_leader(tmp_path, body)
