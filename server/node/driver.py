@@ -235,8 +235,9 @@ class Node:
     def read_barrier(self, timeout: float = 5.0) -> asyncio.Future[int]:
         """`read_index` as a future, ready to await or cancel: no task per read (the
         request path cancels a waiting read when the member is cut off). A leader that is
-        the only voter needs no ReadIndex round (`immediate_read_index`): its read costs
-        no driver turn, which a one-member cluster (a test rig's) pays on every read."""
+        the only voter needs no ReadIndex round (`immediate_read_index`), so its read costs
+        no driver turn and no Ready, which a round would cost a one-member cluster (a
+        test rig's) on every read."""
         self._check_running()
         if self._raw.leader == NONE:
             raise NoLeader(f"member {self.me.name} knows no leader (quorum lost?)")
