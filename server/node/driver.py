@@ -244,7 +244,7 @@ class Node:
         index = self._raw.immediate_read_index()
         if index is not None and index <= self.applied_index:
             # the only voter, caught up: no round, no driver turn, no timer
-            fut = (self._loop or asyncio.get_running_loop()).create_future()
+            fut = self._driver_loop().create_future()
             fut.set_result(index)
             return fut
         fut = self._armed(timeout, "read index")
@@ -286,15 +286,18 @@ class Node:
         self._wake.set()
         await fut
 
+    def _driver_loop(self) -> asyncio.AbstractEventLoop:
+        """The driver's own loop, kept at start: asking for the running loop is a getpid
+        system call per request."""
+        return self._loop or asyncio.get_running_loop()
+
     def _armed(self, timeout: float, what: str) -> asyncio.Future:
         """A future the driver resolves, failed with Timeout if it has not been by then.
 
         Awaited directly (no wait_for, no shield: two futures and a task switch fewer per
         request); a caller that is cancelled cancels it, and the driver skips what is
-        done, so a proposal whose caller left before it was submitted is not proposed.
-        On the driver's own loop, kept at start: asking for the running loop is a getpid
-        system call per request."""
-        loop = self._loop or asyncio.get_running_loop()
+        done, so a proposal whose caller left before it was submitted is not proposed."""
+        loop = self._driver_loop()
         fut = loop.create_future()
         timer = loop.call_later(timeout, _time_out, fut, what, timeout)
         fut.add_done_callback(lambda _fut: timer.cancel())
