@@ -36,7 +36,7 @@ def _phases(trace: str) -> dict[str, list[str]]:
     phases: dict[str, list[str]] = {"open": []}
     current = "open"
     for line in trace.splitlines():
-        line = line.split(" ", 1)[1]  # after strace -f's pid
+        line = line.split(maxsplit=1)[1]  # after strace -f's pid, padded to its width
         for marker in ("unsynced", "synced", "end"):
             if line.startswith("write(2") and f'"{marker}\\n"' in line:
                 current = marker
