@@ -106,8 +106,9 @@ def test_save_of_1000_entries_is_one_transaction(db: Path) -> None:
 
 def test_an_append_reads_and_deletes_nothing(db: Path) -> None:
     """The store knows where its log ends: a lone entry after the last is three
-    statements, a commit index alone three too, on the connection kept for unsynced
-    writes (none on the synced one), and a reopened store learns the ends from the file."""
+    statements, a commit index alone one (autocommit), on the connection kept for
+    unsynced writes (none on the synced one), and a reopened store learns the ends from
+    the file."""
     with LogStore(db) as store:
         store.save(HardState(term=1, commit=1), ents(1, 3))
     with LogStore(db) as store:
@@ -125,8 +126,7 @@ def test_an_append_reads_and_deletes_nothing(db: Path) -> None:
         store._conn.set_trace_callback(None)
         store._unsynced_connection().set_trace_callback(None)
         assert statements == []
-        assert unsynced == ["BEGIN IMMEDIATE", unsynced[1], "COMMIT"]
-        assert unsynced[1].startswith("INSERT INTO hard_state")
+        assert len(unsynced) == 1 and unsynced[0].startswith("INSERT INTO hard_state")
         with pytest.raises(ValueError, match="term 0, below term 1 of entry 4"):
             store.save(None, [Entry(term=0, index=5)])
     assert reopen(db).entries == ents(1, 5)
@@ -480,6 +480,21 @@ def test_unsynced_save_is_kept_and_later_saves_sync_again(tmp_path):
     assert conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 1000  # the default
     store.close()
     assert LogStore(path).load().hard_state == HardState(1, 0, 2)
+
+
+def test_an_unsynced_commit_past_the_logs_end_is_refused_and_writes_nothing(db: Path) -> None:
+    """A commit index alone is one statement of its own, yet checked as any save is: past
+    the log's last index it is refused before it is written, by a store that knows its
+    ends and by one that has yet to read them from the file (just opened)."""
+    with LogStore(db) as store:
+        store.save(HardState(term=1, commit=1), ents(1, 4))
+        with pytest.raises(ValueError, match="commit index 5 is beyond the last index 3"):
+            store.save(HardState(term=1, commit=5), [], sync=False)
+    with LogStore(db) as store:
+        with pytest.raises(ValueError, match="commit index 4 is beyond the last index 3"):
+            store.save(HardState(term=1, commit=4), [], sync=False)
+        store.save(HardState(term=1, commit=3), [], sync=False)
+    assert reopen(db).hard_state == HardState(term=1, commit=3)
 
 
 def test_an_unsynced_save_refuses_a_snapshot_and_writes_nothing(db: Path) -> None:
