@@ -445,39 +445,11 @@ class LogStore:
             self._unsynced = conn
         return self._unsynced
 
-    @contextmanager
-    def _writing(self, what: str, sync: bool = True) -> Iterator[sqlite3.Connection]:
+    def _writing(self, what: str, sync: bool = True) -> _Writing:
         """One write transaction; COMMIT returns only once the WAL is fsync'd (unless
         `sync` is false: then it is only written), and a synced one passes the log's
-        failpoints either side of it. One generator, not one for the sync and another
-        for the transaction inside it: every write round's transaction paid for both."""
-        conn = self._connection() if sync else self._unsynced_connection()
-        began = time.perf_counter()
-        try:
-            # IMMEDIATE takes the write lock up front, so the batch cannot fail half way
-            # through for want of it.
-            conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as e:
-            raise StorageError(self.path, f"{what}: cannot begin a transaction: {e}") from e
-        try:
-            yield conn
-            if sync:
-                failpoints.hit("log-before-fsync")
-            committing = time.perf_counter()
-            conn.execute("COMMIT")
-            if sync:
-                failpoints.hit("log-after-fsync")
-            if self.on_commit is not None:
-                done = time.perf_counter()
-                self.on_commit(done - began, done - committing, sync)
-        except BaseException as e:
-            if conn.in_transaction:  # a failed COMMIT may already have rolled back
-                with suppress(sqlite3.Error):
-                    conn.execute("ROLLBACK")
-            if isinstance(e, sqlite3.Error | OSError):
-                trim_a_failed_write(self.path)
-                raise StorageError(self.path, f"{what} failed: {e}") from e
-            raise
+        failpoints either side of it."""
+        return _Writing(self, what, sync)
 
     @contextmanager
     def _reading(self, what: str) -> Iterator[sqlite3.Connection]:
@@ -555,6 +527,60 @@ class LogStore:
             conn.execute("DELETE FROM log WHERE idx >= ?", (first.index,))
         conn.executemany(fmt.INSERT_ENTRY, rows)
         return LogTail(tail.snap_index, tail.snap_term, entries[-1].index, entries[-1].term)
+
+
+class _Writing:
+    """`LogStore._writing`'s transaction, a context manager of its own rather than a
+    generator under `contextlib.contextmanager`: every write round of every member opens
+    one, and the generator's machinery cost more instructions than its BEGIN."""
+
+    __slots__ = ("_store", "_what", "_sync", "_conn", "_began")
+
+    def __init__(self, store: LogStore, what: str, sync: bool) -> None:
+        self._store, self._what, self._sync = store, what, sync
+
+    def __enter__(self) -> sqlite3.Connection:
+        store = self._store
+        conn = self._conn = store._connection() if self._sync else store._unsynced_connection()
+        self._began = time.perf_counter()
+        try:
+            # IMMEDIATE takes the write lock up front, so the batch cannot fail half way
+            # through for want of it.
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as e:
+            raise StorageError(store.path, f"{self._what}: cannot begin a transaction: {e}") from e
+        return conn
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 _tb: object) -> bool:
+        if error is None:
+            try:
+                self._commit()
+                return False
+            except BaseException as e:
+                error = e
+        conn = self._conn
+        if conn.in_transaction:  # a failed COMMIT may already have rolled back
+            with suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+        if isinstance(error, sqlite3.Error | OSError):
+            trim_a_failed_write(self._store.path)
+            raise StorageError(self._store.path, f"{self._what} failed: {error}") from error
+        if kind is None:  # the COMMIT's own failure, not the body's
+            raise error
+        return False
+
+    def _commit(self) -> None:
+        sync, on_commit = self._sync, self._store.on_commit
+        if sync:
+            failpoints.hit("log-before-fsync")
+        committing = time.perf_counter()
+        self._conn.execute("COMMIT")
+        if sync:
+            failpoints.hit("log-after-fsync")
+        if on_commit is not None:
+            done = time.perf_counter()
+            on_commit(done - self._began, done - committing, sync)
 
 
 def _file_of(snapshot: Snapshot) -> SnapshotFile | None:
