@@ -337,7 +337,9 @@ class Node:
             self._transport.send(rd.messages, at_once=_waited_on(rd))
         # Concurrent callers' appends go to the storage thread even when small: the loop
         # admits gRPC's next calls while the fsync runs (CONCURRENT_WINDOW_S).
-        await self._persist.persist(rd, early, busy=early and self._proposals.concurrent)
+        writing = self._persist.persist(rd, early, busy=early and self._proposals.concurrent)
+        if writing is not None:
+            await writing
         if not early and rd.messages:
             # Persisted first, so sent now: an append's ack (or a vote) is what the leader
             # waits on, and left to the transport's next turn it cost this member a turn
@@ -354,8 +356,9 @@ class Node:
         self._reads.on_ready(rd)
         self._raw.advance(rd)
         self._reads.release(self.applied_index)
-        self._soft_state.note()
-        await self._snaps.after_apply(self.applied_index)
+        self._soft_state.note(rd.soft_state)
+        if self._snaps.after_apply(self.applied_index):
+            await self._snaps.end()
 
     def _fail_all(self, err: Exception) -> None:
         for fut in self._proposals.take_futures() + self._reads.futures():

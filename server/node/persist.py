@@ -45,19 +45,20 @@ class Persister:
         self._io = io
         self._counts = counts
 
-    async def persist(self, rd: Ready, leader: bool, busy: bool = False) -> None:
+    def persist(self, rd: Ready, leader: bool, busy: bool = False) -> asyncio.Future | None:
         """Make `rd`'s snapshot, entries and hard state as durable as Raft needs them,
-        before the driver goes on to the steps that rely on them. `busy`: callers wait
-        behind the leader's batches, so even a small append goes to the storage thread
-        and the loop takes their calls in while the disk works."""
+        before the driver goes on to the steps that rely on them: None once written
+        here, or the storage thread's write for the driver to await. `busy`: callers
+        wait behind the leader's batches, so even a small append goes to the storage
+        thread and the loop takes their calls in while the disk works. Not a coroutine:
+        the driver calls it for every Ready, and most are written here."""
         hard = rd.hard_state
         if rd.must_sync:
             self._counts.store_writes += 1
             if rd.snapshot is not None or busy or not _small(rd.entries, leader):
-                await asyncio.get_running_loop().run_in_executor(
+                return asyncio.get_running_loop().run_in_executor(
                     self._io, self._store.save, hard, rd.entries, rd.snapshot
                 )
-                return
             # A small batch is written here (sqlite releases the GIL for the fsync)
             # rather than handed to the storage thread and back, a wake-up each way
             # on the critical path: a follower's Raft work cannot go on until it is
@@ -70,3 +71,4 @@ class Persister:
             # here than a round trip to the storage thread (idle: Readies go one by one).
             self._counts.store_writes += 1
             self._store.save(hard, [], sync=False)
+        return None

@@ -77,13 +77,13 @@ class Snapshots:
     def done(self) -> bool:
         return self._task is not None and self._task.done()
 
-    async def after_apply(self, applied: int) -> None:
-        """End the snapshot being taken if it is done; else start one at `applied` (the
-        index applied last) if one is due."""
+    def after_apply(self, applied: int) -> bool:
+        """Start a snapshot at `applied` (the index applied last) if one is due and none
+        is being taken; True if the one being taken is done, for the driver to `end`.
+        Not a coroutine: the driver calls it after every Ready, and it rarely has
+        anything to wait for."""
         if self._task is not None:
-            if self._task.done():
-                await self.end()
-            return
+            return self._task.done()
         raw = self._raw
         entries = applied - raw.snapshot_index
         outgrown = self.log_bytes >= SNAPSHOT_EXPANSION * raw.snapshot_bytes
@@ -91,7 +91,7 @@ class Snapshots:
                or entries >= SNAPSHOT_EVERY_MAX * self._every
                or self.log_bytes >= self._max_bytes)
         if not (due or self.asked) or entries <= 0:
-            return
+            return False
         self.asked = False
         self.log_bytes = 0
         self._started = time.monotonic()
@@ -100,6 +100,7 @@ class Snapshots:
             write_pieces(self._capture(), SnapshotWriter(self._store.snap_dir, applied)),
             name=f"snapshot-{self.name}")
         self._task.add_done_callback(lambda _: self._wake())
+        return False
 
     async def end(self) -> None:
         """Compact the log to the snapshot taken in the background."""

@@ -44,11 +44,12 @@ class SoftStateWatch:
         # have missed keepalives: see SessionTracker)
         self._subscribers: list[asyncio.Queue[StatusEvent]] = []
 
-    def note(self) -> None:
-        """Look at the core's soft state again, after a Ready."""
-        soft = self._raw.soft_state()
+    def note(self, soft: SoftState | None) -> None:
+        """A Ready's soft state (None: the core's has not changed since the last Ready's),
+        once the Ready is carried out: every change comes in a Ready, so the core's is
+        not built and compared again after each one."""
         before = self._soft
-        if soft == before:
+        if soft is None or soft == before:
             return
         self._soft = soft
         if soft.has_quorum:

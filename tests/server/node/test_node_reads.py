@@ -141,11 +141,11 @@ def test_the_only_voter_reads_after_applying_what_it_committed(tmp_path):
         between: list[tuple[int, asyncio.Future]] = []
         after_apply = node._snaps.after_apply
 
-        async def reading_between(applied: int) -> None:
+        def reading_between(applied: int) -> bool:
             committed = node._raw.status().commit
             if committed > node.applied_index and not between:
                 between.append((committed, node.read_barrier(10.0)))
-            await after_apply(applied)
+            return after_apply(applied)
 
         node._snaps.after_apply = reading_between
         await asyncio.gather(*(node.propose(encode_command(Put(b"k%d" % i, b"v")))
