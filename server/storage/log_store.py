@@ -18,9 +18,9 @@ unsynced writes go through a second connection to the same file, opened for them
 ``synchronous=NORMAL`` (no fsync at a WAL commit) and no autocheckpoint, rather than
 turning the first one's settings off and on around each: four statements less in every
 member's commit round; and a commit index alone is its one statement in autocommit, with
-no BEGIN and COMMIT around it. A
-:class:`StorageError` raised by a write means the batch may or may not be durable; the
-caller must stop rather than carry on as if it were (or were not).
+no BEGIN and COMMIT around it. A :class:`StorageError` raised by a write means the batch
+may or may not be durable; the caller must stop rather than carry on as if it were (or
+were not).
 """
 
 from __future__ import annotations
@@ -84,7 +84,8 @@ class LogStore:
         self.on_commit: Callable[[float, float, bool], None] | None = None
         """Told of every write transaction, under the store's lock: (seconds from BEGIN to
         the end of COMMIT, seconds of the COMMIT alone, whether it fsync'd): the member's
-        disk metrics (coord.server.metrics)."""
+        disk metrics (coord.server.metrics). A commit index alone, one statement with no
+        BEGIN or COMMIT, is told its statement's seconds as both."""
         self._conn: sqlite3.Connection | None = None
         self._tail: LogTail | None = None
         """The log's ends as the last committed write left them; None until read (and
@@ -192,11 +193,7 @@ class LogStore:
                 if rows:
                     tail = self._put_entries(conn, entries, rows, tail)
                 if hard_state is not None:
-                    if hard_state.commit > tail.last_index:
-                        raise ValueError(
-                            f"commit index {hard_state.commit} is beyond the "
-                            f"last index {tail.last_index}"
-                        )
+                    _check_commit(hard_state, tail)
                     hard = (hard_state.term, hard_state.vote, hard_state.commit)
                     conn.execute(fmt.PUT_HARD_STATE, hard)
             self._tail = tail  # committed
@@ -207,24 +204,28 @@ class LogStore:
         """An unsynced save of the hard state alone (the commit index moved, as a member
         saves it in every commit round): its one statement in autocommit, a transaction
         of its own with the same locks and writes, not wrapped in BEGIN IMMEDIATE and
-        COMMIT, which with the Python around them add half as many instructions again."""
+        COMMIT, which with the Python around them cost more than the statement itself.
+        Refused (ValueError), writing nothing, past the log's last index, as any save."""
         with self._lock:
             conn = self._unsynced_connection()
             tail = self._tail
             began = time.perf_counter()
             try:
-                if tail is None:  # unknown since a failed write: no other write is running
+                if tail is None:
+                    # not read yet, or forgotten after a failed write; under the store's
+                    # lock no other write runs, so the file's ends are the log's
                     tail = self._tail = read_tail(conn)
-                if hard_state.commit > tail.last_index:
-                    raise ValueError(
-                        f"commit index {hard_state.commit} is beyond the "
-                        f"last index {tail.last_index}"
-                    )
+                _check_commit(hard_state, tail)
                 conn.execute(
                     fmt.PUT_HARD_STATE, (hard_state.term, hard_state.vote, hard_state.commit)
                 )
-            except sqlite3.Error as e:  # the statement rolled back; a partial frame may stay
-                trim_a_failed_write(self.path)
+            except sqlite3.Error as e:  # the statement rolled back
+                if e.sqlite_errorcode & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+                    # it never had the write lock, so it wrote nothing: whatever ends the
+                    # WAL is the lock holder's, not ours to trim (as a BEGIN that fails)
+                    raise StorageError(
+                        self.path, f"save: cannot begin a transaction: {e}") from e
+                trim_a_failed_write(self.path)  # a partial frame may stay
                 raise StorageError(self.path, f"save failed: {e}") from e
             if self.on_commit is not None:
                 took = time.perf_counter() - began
@@ -532,7 +533,7 @@ class LogStore:
 class _Writing:
     """`LogStore._writing`'s transaction, a context manager of its own rather than a
     generator under `contextlib.contextmanager`: every write round of every member opens
-    one, and the generator's machinery cost more instructions than its BEGIN."""
+    one, and a generator's machinery costs more instructions than the BEGIN it wraps."""
 
     __slots__ = ("_store", "_what", "_sync", "_conn", "_began")
 
@@ -581,6 +582,14 @@ class _Writing:
         if on_commit is not None:
             done = time.perf_counter()
             on_commit(done - self._began, done - committing, sync)
+
+
+def _check_commit(hard_state: HardState, tail: LogTail) -> None:
+    """A commit index past the log's last index would claim entries the log lacks."""
+    if hard_state.commit > tail.last_index:
+        raise ValueError(
+            f"commit index {hard_state.commit} is beyond the last index {tail.last_index}"
+        )
 
 
 def _file_of(snapshot: Snapshot) -> SnapshotFile | None:

@@ -16,7 +16,9 @@ import pytest
 import coord.testing
 from coord.client import Client
 from coord.raft.types import ConfState, Entry, EntryType, HardState, Snapshot, SnapshotMeta
+from coord.server import failpoints
 from coord.server.snapshot_file import SnapshotWriter, snap_dir
+from coord.server.storage import log_store
 from coord.server.storage.log_format import db_path
 from coord.server.storage.log_reader import LogReader
 from coord.server.storage.log_store import LogStore, PersistedState, StorageError
@@ -490,11 +492,22 @@ def test_an_unsynced_commit_past_the_logs_end_is_refused_and_writes_nothing(db: 
         store.save(HardState(term=1, commit=1), ents(1, 4))
         with pytest.raises(ValueError, match="commit index 5 is beyond the last index 3"):
             store.save(HardState(term=1, commit=5), [], sync=False)
+        assert _hard_state_on_disk(db) == (1, 0, 1)
     with LogStore(db) as store:
         with pytest.raises(ValueError, match="commit index 4 is beyond the last index 3"):
             store.save(HardState(term=1, commit=4), [], sync=False)
+        assert _hard_state_on_disk(db) == (1, 0, 1)
         store.save(HardState(term=1, commit=3), [], sync=False)
     assert reopen(db).hard_state == HardState(term=1, commit=3)
+
+
+def _hard_state_on_disk(db: Path) -> tuple[int, int, int]:
+    """The hard state as another connection reads the file (the store's WAL included)."""
+    conn = sqlite3.connect(db)
+    try:
+        return conn.execute("SELECT term, vote, commit_index FROM hard_state").fetchone()
+    finally:
+        conn.close()
 
 
 def test_an_unsynced_save_refuses_a_snapshot_and_writes_nothing(db: Path) -> None:
@@ -580,3 +593,116 @@ def test_a_store_kept_open_writes_what_one_opened_for_each_write_would(
             assert a.snapshot.meta == b.snapshot.meta, (step, op)
             assert a.entries == b.entries, (step, op)
             assert [(e.index, e.term) for e in a.entries] == log, (step, op)
+
+
+def test_a_failed_unsynced_commit_is_a_storage_error_that_trims_the_wal(
+        db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A commit index alone that SQLite refuses (here a trigger another connection made)
+    is a StorageError naming the store; the WAL is trimmed of what the failed statement
+    may have left, nothing is written, no transaction stays open, and the store goes on."""
+    trims: list[Path] = []
+    monkeypatch.setattr(log_store, "trim_a_failed_write", trims.append)
+    with LogStore(db) as store:
+        store.save(HardState(term=1, commit=1), ents(1, 4))
+        other = sqlite3.connect(db, isolation_level=None)
+        other.execute("CREATE TRIGGER no_commit BEFORE UPDATE ON hard_state "
+                      "BEGIN SELECT RAISE(ABORT, 'refused by trigger'); END")
+        with pytest.raises(StorageError, match="save failed: refused by trigger") as caught:
+            store.save(HardState(term=1, commit=2), [], sync=False)
+        assert isinstance(caught.value.__cause__, sqlite3.Error)
+        assert trims == [db]
+        assert not store._unsynced_connection().in_transaction
+        assert _hard_state_on_disk(db) == (1, 0, 1)
+        other.execute("DROP TRIGGER no_commit")
+        other.close()
+        store.save(HardState(term=1, commit=3), [], sync=False)
+    assert _hard_state_on_disk(db) == (1, 0, 3)
+
+
+def test_an_unsynced_commit_that_cannot_take_the_write_lock_trims_nothing(
+        db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another connection holds the write lock: the statement gives up without writing,
+    so the WAL's end is the holder's and is left alone, as after a BEGIN that fails."""
+    trims: list[Path] = []
+    monkeypatch.setattr(log_store, "trim_a_failed_write", trims.append)
+    with LogStore(db) as store:
+        store.save(HardState(term=1, commit=1), ents(1, 4))
+        store._unsynced_connection().execute("PRAGMA busy_timeout = 0")
+        other = sqlite3.connect(db, isolation_level=None, timeout=0)
+        other.execute("BEGIN IMMEDIATE")
+        try:
+            with pytest.raises(StorageError, match="cannot begin a transaction: .*locked"):
+                store.save(HardState(term=1, commit=2), [], sync=False)
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+        assert trims == []
+        assert not store._unsynced_connection().in_transaction
+        store.save(HardState(term=1, commit=2), [], sync=False)
+    assert _hard_state_on_disk(db) == (1, 0, 2)
+
+
+class _FailingCommit:
+    """A store's connection whose COMMIT raises `error`."""
+
+    def __init__(self, real: sqlite3.Connection, error: BaseException) -> None:
+        self.real, self.error = real, error
+
+    def execute(self, sql: str, *args: object) -> sqlite3.Cursor:
+        if sql == "COMMIT":
+            raise self.error
+        return self.real.execute(sql, *args)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.real, name)
+
+
+@pytest.mark.parametrize("error, raised", [
+    (sqlite3.OperationalError("disk I/O error"), StorageError),
+    (KeyboardInterrupt(), KeyboardInterrupt),
+])
+def test_a_failed_commit_rolls_back_and_goes_on_up(
+        db: Path, error: BaseException, raised: type[BaseException],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A write whose COMMIT fails is rolled back and its error goes on up: SQLite's as a
+    StorageError after the WAL is trimmed, anything else as it is; the store forgets the
+    log's ends (the write may or may not have moved them) and reads them at the next."""
+    trims: list[Path] = []
+    monkeypatch.setattr(log_store, "trim_a_failed_write", trims.append)
+    with LogStore(db) as store:
+        store.save(HardState(term=1, commit=1), ents(1, 4))
+        real = store._conn
+        store._conn = _FailingCommit(real, error)  # type: ignore[assignment]
+        try:
+            with pytest.raises(raised) as caught:
+                store.save(HardState(term=1, commit=4), ents(4, 5))
+        finally:
+            store._conn = real
+        if raised is StorageError:
+            assert "save failed: disk I/O error" in str(caught.value)
+            assert caught.value.__cause__ is error
+            assert trims == [db]
+        else:
+            assert caught.value is error and trims == []
+        assert not real.in_transaction
+        assert store._tail is None
+        store.save(HardState(term=1, commit=4), ents(4, 6))
+    assert reopen(db).entries == ents(1, 6)
+
+
+@pytest.mark.parametrize("point, written", [("log-before-fsync", False),
+                                            ("log-after-fsync", True)])
+def test_a_failpoint_error_either_side_of_a_commit_is_a_storage_error(
+        db: Path, point: str, written: bool) -> None:
+    """The log's failpoints fail a synced write as a failed disk would: before the
+    fsync nothing is kept, after it the write is (and the caller cannot tell which)."""
+    with LogStore(db) as store:
+        store.save(HardState(term=1, commit=1), ents(1, 4))
+        failpoints.arm(f"{point}=error")
+        try:
+            with pytest.raises(StorageError, match="save failed: .*injected I/O failure"):
+                store.save(None, ents(4, 5))
+        finally:
+            failpoints.arm("")
+        assert not store._conn.in_transaction
+    assert reopen(db).entries == ents(1, 5 if written else 4)
