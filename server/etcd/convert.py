@@ -77,7 +77,8 @@ def range_from_pb(r: pb.RangeRequest) -> c.Range:
     return c.Range(r.key, r.range_end, limit, max(r.revision, 0))
 
 
-def put_from_pb(r: pb.PutRequest) -> c.Put:
+def put_from_pb(r: pb.PutRequest, request_id: str = "") -> c.Put:
+    """`request_id`: the command's, when it is proposed as it is (a txn's ops have none)."""
     if not r.key:
         raise err.EMPTY_KEY
     if r.ignore_value and r.value:
@@ -86,14 +87,15 @@ def put_from_pb(r: pb.PutRequest) -> c.Put:
         raise err.LEASE_PROVIDED
     if r.lease < 0:
         raise err.LEASE_NOT_FOUND  # no session has a negative id
-    return c.Put(r.key, r.value, r.lease, r.prev_kv, ignore_value=r.ignore_value,
+    return c.Put(r.key, r.value, r.lease, r.prev_kv, request_id, ignore_value=r.ignore_value,
                  ignore_lease=r.ignore_lease)
 
 
-def delete_from_pb(r: pb.DeleteRangeRequest) -> c.DeleteRange:
+def delete_from_pb(r: pb.DeleteRangeRequest, request_id: str = "") -> c.DeleteRange:
+    """`request_id`: as `put_from_pb`'s."""
     if not r.key:
         raise err.EMPTY_KEY
-    return c.DeleteRange(r.key, r.range_end, r.prev_kv)
+    return c.DeleteRange(r.key, r.range_end, r.prev_kv, request_id)
 
 
 def compare_from_pb(x: pb.Compare) -> c.Compare:
@@ -109,17 +111,18 @@ def compare_from_pb(x: pb.Compare) -> c.Compare:
     return c.Compare(x.key, target, op, number=operand, range_end=x.range_end)
 
 
-def txn_from_pb(r: pb.TxnRequest, max_ops: int = limits.DEFAULT_MAX_TXN_OPS) -> c.Txn:
+def txn_from_pb(r: pb.TxnRequest, max_ops: int = limits.DEFAULT_MAX_TXN_OPS,
+                request_id: str = "") -> c.Txn:
     """etcd's checkTxnRequest (`max_ops`: the member's --max-txn-ops) and checkIntervals
-    (each branch whole), then the command."""
-    txn = _txn_from_pb(r, max_ops)
+    (each branch whole), then the command (`request_id`: as `put_from_pb`'s)."""
+    txn = _txn_from_pb(r, max_ops, request_id)
     for branch in (txn.success, txn.failure):
         if txn_write_conflict(branch) is not None:
             raise err.DUPLICATE_KEY
     return txn
 
 
-def _txn_from_pb(r: pb.TxnRequest, budget: int) -> c.Txn:
+def _txn_from_pb(r: pb.TxnRequest, budget: int, request_id: str = "") -> c.Txn:
     """A level's longest list counts against `budget`; what is left is its nested txns'."""
     ops = max(len(r.compare), len(r.success), len(r.failure))
     if ops > budget:
@@ -127,7 +130,7 @@ def _txn_from_pb(r: pb.TxnRequest, budget: int) -> c.Txn:
     compares = tuple(compare_from_pb(x) for x in r.compare)
     success = tuple(_op_from_pb(o, budget - ops) for o in r.success)
     failure = tuple(_op_from_pb(o, budget - ops) for o in r.failure)
-    return c.Txn(compares, success, failure)
+    return c.Txn(compares, success, failure, request_id)
 
 
 def _op_from_pb(op: pb.RequestOp, budget: int) -> c.TxnOp:

@@ -12,7 +12,7 @@ from coord.server.etcd import convert as conv
 from coord.server.etcd import errors as err
 from coord.server.etcd.access import EtcdAccess
 from coord.server.etcd.errors import etcd_call
-from coord.server.requests.coordinator import Coordinator, call_timeout
+from coord.server.requests.coordinator import Coordinator, call_timeout, new_request_id
 from coord.sm import commands as c
 
 
@@ -42,17 +42,18 @@ class EtcdKVService(rpc_pb2_grpc.KVServicer):
 
     @etcd_call
     async def Put(self, request, context):  # noqa: N802
-        res = await self._write(conv.put_from_pb(request), context, request)
+        res = await self._write(conv.put_from_pb(request, new_request_id()), context, request)
         return conv.put_to_pb(res, conv.header(self.coord, res.revision))
 
     @etcd_call
     async def DeleteRange(self, request, context):  # noqa: N802
-        res = await self._write(conv.delete_from_pb(request), context, request)
+        res = await self._write(conv.delete_from_pb(request, new_request_id()), context,
+                                request)
         return conv.delete_to_pb(res, conv.header(self.coord, res.revision))
 
     @etcd_call
     async def Txn(self, request, context):  # noqa: N802
-        cmd = conv.txn_from_pb(request, self.coord.limits.max_txn_ops)
+        cmd = conv.txn_from_pb(request, self.coord.limits.max_txn_ops, new_request_id())
         res = await self._write(cmd, context, request)
         return conv.txn_to_pb(request, res, conv.header(self.coord, res.revision))
 
