@@ -45,7 +45,8 @@ class Persister:
         self._io = io
         self._counts = counts
 
-    def persist(self, rd: Ready, leader: bool, busy: bool = False) -> asyncio.Future | None:
+    def persist(self, rd: Ready, leader: bool, busy: bool = False
+                ) -> asyncio.Future[None] | None:
         """Make `rd`'s snapshot, entries and hard state as durable as Raft needs them,
         before the driver goes on to the steps that rely on them: None once written
         here, or the storage thread's write for the driver to await. `busy`: callers

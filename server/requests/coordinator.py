@@ -45,8 +45,8 @@ _ids = itertools.count(1)
 
 def new_request_id() -> str:
     """A request id made up by this member, for a command whose client sent none: a
-    converter that builds the command gives it one at once, rather than `write` making a
-    copy with one (a frozen dataclass's `replace` costs twice what building it does)."""
+    converter that builds the command gives it one at once, rather than `write` copying
+    it with one (`dataclasses.replace` on a frozen command costs more than building it)."""
     return f"srv-{_ID_PREFIX}-{next(_ids)}"
 
 

@@ -47,3 +47,23 @@ def test_nested_responses_carry_their_own_revision_and_a_nested_txn_an_empty_hea
     assert second.response_put.header.revision == 8
     assert nested.response_txn.HasField("header") and nested.response_txn.header.revision == 0
     assert nested.response_txn.responses[0].response_put.header.revision == 8
+
+
+def test_the_command_proposed_carries_the_request_id_and_a_txns_ops_none():
+    """A put, delete or txn is built with the id it is proposed under (a retry of it is
+    then answered from the state machine's memory); the ops inside a txn are not
+    commands and keep none, nested txns' included."""
+    put = conv.put_from_pb(pb.PutRequest(key=b"k", value=b"v", lease=5, prev_kv=True), "p")
+    assert (put.key, put.value, put.session_id, put.prev_kv, put.request_id) == (
+        b"k", b"v", 5, True, "p")
+    delete = conv.delete_from_pb(pb.DeleteRangeRequest(key=b"k", range_end=b"z",
+                                                       prev_kv=True), "d")
+    assert (delete.range_end, delete.prev_kv, delete.request_id) == (b"z", True, "d")
+    inner = pb.TxnRequest(success=[pb.RequestOp(request_put=pb.PutRequest(key=b"b"))])
+    txn = conv.txn_from_pb(pb.TxnRequest(success=[
+        pb.RequestOp(request_put=pb.PutRequest(key=b"a")),
+        pb.RequestOp(request_delete_range=pb.DeleteRangeRequest(key=b"c")),
+        pb.RequestOp(request_txn=inner)]), 128, "t")
+    assert txn.request_id == "t"
+    assert [op.request_id for op in txn.success] == ["", "", ""]
+    assert txn.success[2].success[0].request_id == ""
