@@ -81,6 +81,11 @@ class Raft:
         self.lead_transferee = NONE
         self.pending_conf_index = 0
         self.now = 0  # ticks since start; only used to age peer activity
+        # quorum_active's answer and what it was worked out at: the tick, and the count of
+        # changes to the voters (_set_progress) and to their activity (_active_now)
+        self._activity = 0
+        self._quorum_now = self._quorum_activity = -1
+        self._quorum_was = False
         self.election_elapsed = 0
         self.heartbeat_elapsed = 0
         self.randomized_election_timeout = config.election_tick
@@ -96,6 +101,7 @@ class Raft:
             pr.is_learner = node in conf.learners
             self.prs[node] = pr
         self.conf = conf
+        self._activity += 1
 
     @property
     def promotable(self) -> bool:
@@ -173,7 +179,7 @@ class Raft:
         self.lead = self.id
         self.role = Role.LEADER
         for node, pr in self.prs.items():
-            pr.last_active_tick = self.now
+            self._active_now(pr)
             if node == self.id:
                 pr.become_replicate()
                 pr.match = self.log.stable
@@ -225,9 +231,21 @@ class Raft:
             return True
         return pr is not None and self.now - pr.last_active_tick < self.cfg.election_tick
 
+    def _active_now(self, pr: Progress) -> None:
+        """`pr`'s member counts as heard from now (it answered, or this node just became
+        leader), for an election timeout: every change to a voter's activity comes here,
+        so quorum_active knows its answer may have changed."""
+        pr.last_active_tick = self.now
+        self._activity += 1
+
     def quorum_active(self) -> bool:
-        """CheckQuorum: has a majority of voters been heard from within an election timeout?"""
-        return quorum.has_quorum(self.conf.voters, self._is_recent)
+        """CheckQuorum: has a majority of voters been heard from within an election timeout?
+        Worked out again only after a tick or a change to the voters or their activity
+        (`_activity`): a leader's soft state asks it several times per write round."""
+        if self._quorum_now != self.now or self._quorum_activity != self._activity:
+            self._quorum_now, self._quorum_activity = self.now, self._activity
+            self._quorum_was = quorum.has_quorum(self.conf.voters, self._is_recent)
+        return self._quorum_was
 
     @property
     def has_quorum(self) -> bool:
@@ -557,7 +575,7 @@ class Raft:
         if t is MT.APP_RESP:
             self._handle_append_response(m, pr)
         elif t is MT.HEARTBEAT_RESP:
-            pr.last_active_tick = self.now
+            self._active_now(pr)
             pr.probe_sent = False
             if pr.state is ProgressState.REPLICATE and pr.inflights.full:
                 pr.inflights.free_first_one()
@@ -579,7 +597,7 @@ class Raft:
                 pr.become_probe()
 
     def _handle_append_response(self, m: Message, pr: Progress) -> None:
-        pr.last_active_tick = self.now
+        self._active_now(pr)
         if m.reject:
             hint = m.reject_hint
             if m.log_term > 0:
